@@ -1,0 +1,3 @@
+from mi400plan.cli import main
+
+main()

@@ -1,0 +1,117 @@
+"""Options shared by every command and the one place results and errors leave the process."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mi400plan.errors import ExitCode, PlannerError
+from mi400plan.render import OutputFormat, emit
+from mi400plan.results.common import Result
+
+app = typer.Typer(
+    name="mi400plan",
+    help="Capacity planner for AI accelerator clusters: memory fit, parallelism search, "
+    "collective wire times, rack power and cooling.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print only the versioned JSON envelope on stdout.")]
+FormatOpt = Annotated[
+    Optional[OutputFormat], typer.Option("--format", help="Output format (--json is short for --format json).")
+]
+ProfilesOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option(
+        "--profiles",
+        help="Extra profile directory (with accelerators/, fabrics/, racks/, models/); repeatable. "
+        "Also read from $MI400PLAN_PROFILES. User profiles override bundled ones of the same name.",
+    ),
+]
+CheckOpt = Annotated[bool, typer.Option("--check", help="Exit 4 when the answer is 'does not fit' / 'over budget'.")]
+AsciiOpt = Annotated[bool, typer.Option("--ascii", help="Plain ASCII table borders.")]
+
+
+def pick_format(json_flag: bool, fmt: OutputFormat | None) -> OutputFormat:
+    if json_flag and fmt not in (None, OutputFormat.json):
+        raise typer.BadParameter("--json and --format are contradictory; give one", param_hint="--format")
+    return OutputFormat.json if json_flag else (fmt or OutputFormat.table)
+
+
+def catalog(profiles: list[Path] | None):  # noqa: ANN201 - returns mi400plan.profiles.Catalog
+    from mi400plan.profiles import Catalog
+
+    return Catalog.default(list(profiles or []))
+
+
+def stderr_console():  # noqa: ANN201
+    from mi400plan.render.table import make_console
+
+    return make_console(sys.stderr, stderr=True)
+
+
+def run(
+    command: str,
+    fmt: OutputFormat,
+    compute: Callable[[], Result],
+    *,
+    check: bool = False,
+    ascii: bool = False,
+) -> None:
+    """Compute a result and emit it; map PlannerError to a message (or JSON envelope) and exit code."""
+    try:
+        result = compute()
+    except PlannerError as exc:
+        fail(command, fmt, exc)
+        return  # unreachable; fail() exits
+    except Exception as exc:  # noqa: BLE001 - the one place unexpected errors become exit 1
+        if os.environ.get("MI400PLAN_DEBUG") == "1":
+            traceback.print_exc()
+        if fmt is OutputFormat.json:
+            from mi400plan.render.jsonout import write_error
+
+            write_error(command, exc, sys.stdout)
+        else:
+            stderr_console().print(
+                f"[red]internal error:[/red] {type(exc).__name__}: {exc}\n"
+                "  (set MI400PLAN_DEBUG=1 for a traceback)",
+                markup=True,
+                highlight=False,
+            )
+        raise typer.Exit(ExitCode.UNEXPECTED)
+    emit(result, fmt, sys.stdout, ascii=ascii)
+    if fmt is not OutputFormat.json and result.warnings and command not in ("profiles",):
+        from mi400plan.render.table import print_warnings
+
+        print_warnings(stderr_console(), result.warnings)
+    if check and result.check_failed():
+        raise typer.Exit(ExitCode.CHECK_FAILED)
+    raise typer.Exit(ExitCode.OK)
+
+
+def fail(command: str, fmt: OutputFormat, exc: PlannerError) -> None:
+    """Report a PlannerError and exit with its code (JSON envelope on stdout if --json)."""
+    if os.environ.get("MI400PLAN_DEBUG") == "1":
+        traceback.print_exc()
+    if fmt is OutputFormat.json:
+        from mi400plan.render.jsonout import write_error
+
+        write_error(command, exc, sys.stdout)
+    else:
+        from rich.markup import escape
+
+        msg = f"[red]error:[/red] {escape(exc.message)}"
+        if exc.hint:
+            msg += f"\n  [dim]hint:[/dim] {escape(exc.hint)}"
+        stderr_console().print(msg, markup=True, highlight=False)
+    raise typer.Exit(exc.exit_code)

@@ -1,0 +1,322 @@
+"""The profile catalog: find, read and validate TOML profiles; write TOML atomically.
+
+Search order for a name (first hit wins): directories given with ``--profiles`` (in order), then
+directories in ``$MI400PLAN_PROFILES`` (``os.pathsep``-separated), then the bundled catalog shipped
+inside the package (read with ``importlib.resources``). A user profile with the same name as a
+bundled one overrides it; every loaded profile records the file it came from.
+
+Each directory holds one sub-directory per kind: ``accelerators/``, ``fabrics/``, ``racks/``,
+``models/``. A model may also be given as a path to a user TOML or to a Hugging Face
+``config.json``. This is the only core module that touches files.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import json
+import os
+import re
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from mi400plan.errors import ProfileError, UnknownNameError
+
+Kind = Literal["accelerators", "fabrics", "racks", "models"]
+KINDS: tuple[Kind, ...] = ("accelerators", "fabrics", "racks", "models")
+
+# Kind -> "module:Class". Imported lazily so a command only pays for the specs it uses.
+SPEC_CLASSES: dict[str, str] = {
+    "accelerators": "mi400plan.specs.accelerator:Accelerator",
+    "fabrics": "mi400plan.specs.fabric:Fabric",
+    "racks": "mi400plan.specs.rack:Rack",
+    "models": "mi400plan.specs.model:ModelSpec",
+}
+
+KIND_SINGULAR = {"accelerators": "accelerator", "fabrics": "fabric", "racks": "rack", "models": "model"}
+
+ENV_VAR = "MI400PLAN_PROFILES"
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def spec_class(kind: str) -> type[BaseModel]:
+    mod, cls = SPEC_CLASSES[kind].split(":")
+    return getattr(importlib.import_module(mod), cls)
+
+
+@dataclass(frozen=True)
+class Loaded(Generic[T]):
+    """A validated profile and where it came from."""
+
+    spec: T
+    path: str
+    origin: Literal["bundled", "user", "file"]
+
+
+@dataclass
+class _Entry:
+    name: str
+    aliases: list[str]
+    path: str
+    origin: Literal["bundled", "user", "file"]
+    text: str
+    raw: dict[str, Any] | None
+    decode_error: ProfileError | None
+
+
+def bundled_root() -> Any:
+    """The bundled catalog directory inside the installed package (a Traversable)."""
+    return resources.files("mi400plan") / "profiles"
+
+
+def _tomllib_error(path: str, exc: tomllib.TOMLDecodeError) -> ProfileError:
+    m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+    line = int(m.group(1)) if m else None
+    msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+    return ProfileError(f"malformed TOML: {msg}", path=path, line=line)
+
+
+def _find_line(text: str, loc: tuple[Any, ...]) -> int | None:
+    """Best-effort line of the field at ``loc`` in a TOML text (the deepest key we can find)."""
+    lines = text.splitlines()
+    keys = [str(k) for k in loc if isinstance(k, str)]
+    # Look for the deepest key first; prefer an assignment ``key =`` after its table header.
+    for key in reversed(keys):
+        pat = re.compile(rf"^\s*(\"?{re.escape(key)}\"?)\s*=")
+        header = re.compile(rf"^\s*\[+[^\]]*\b{re.escape(key)}\b[^\]]*\]+")
+        for i, line in enumerate(lines, 1):
+            if pat.match(line) or header.match(line):
+                return i
+    return None
+
+
+def validation_error(path: str, text: str, exc: ValidationError) -> ProfileError:
+    """Turn a pydantic error into a ProfileError naming file, line and dotted field."""
+    errs = exc.errors()
+    first = errs[0]
+    loc = tuple(first.get("loc", ()))
+    dotted = ".".join(str(p) for p in loc) or None
+    msg = first.get("msg", "invalid value")
+    if first.get("type") == "extra_forbidden":
+        msg = "unknown key (typo?)"
+    given = first.get("input")
+    if first.get("type") not in ("missing",) and not isinstance(given, (dict, list)):
+        msg += f" (got {given!r})"
+    if len(errs) > 1:
+        others = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in errs[1:4]
+        )
+        msg += f"; also: {others}" + (" ..." if len(errs) > 4 else "")
+    return ProfileError(msg, path=path, line=_find_line(text, loc), field=dotted)
+
+
+def _read_text(tr: Any) -> str:
+    return tr.read_text(encoding="utf-8")
+
+
+def parse_toml(path: str, text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _tomllib_error(path, exc) from None
+
+
+def validate_dict(kind: str, raw: dict[str, Any], path: str, text: str = "") -> BaseModel:
+    cls = spec_class(kind)
+    try:
+        return cls.model_validate(raw)
+    except ValidationError as exc:
+        raise validation_error(path, text, exc) from None
+
+
+def load_file(kind: str, path: str | os.PathLike[str]) -> Loaded[Any]:
+    """Load one profile from an explicit path. A ``.json`` model is read as a Hugging Face config."""
+    p = Path(path)
+    if not p.is_file():
+        raise ProfileError("no such file", path=str(p))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"cannot read file: {exc}", path=str(p)) from None
+    if p.suffix.lower() == ".json":
+        if kind != "models":
+            raise ProfileError(f"a JSON file can only describe a model, not a {KIND_SINGULAR[kind]}", path=str(p))
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ProfileError(f"malformed JSON: {exc.msg}", path=str(p), line=exc.lineno) from None
+        from mi400plan.hfconfig import model_from_hf_config
+
+        return Loaded(model_from_hf_config(data, path=str(p)), str(p), "file")
+    raw = parse_toml(str(p), text)
+    return Loaded(validate_dict(kind, raw, str(p), text), str(p), "file")
+
+
+def looks_like_path(name: str) -> bool:
+    return os.sep in name or "/" in name or name.endswith((".toml", ".json"))
+
+
+@dataclass
+class Catalog:
+    """All profile directories in search order. Cheap to build; files are read on first use."""
+
+    user_dirs: list[Path] = field(default_factory=list)
+    _index: dict[str, dict[str, _Entry]] = field(default_factory=dict, repr=False)
+    _by_name: dict[str, dict[str, _Entry]] = field(default_factory=dict, repr=False)
+    _cache: dict[tuple[str, str], Loaded[Any]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def default(cls, extra_dirs: list[str | os.PathLike[str]] | None = None) -> "Catalog":
+        dirs = [Path(d) for d in (extra_dirs or [])]
+        env = os.environ.get(ENV_VAR, "")
+        dirs += [Path(d) for d in env.split(os.pathsep) if d.strip()]
+        for d in dirs:
+            if not d.is_dir():
+                raise ProfileError("profile directory does not exist", path=str(d))
+        return cls(user_dirs=dirs)
+
+    # --- indexing ---------------------------------------------------------------------------
+    def _sources(self, kind: str) -> list[tuple[Any, Literal["bundled", "user"]]]:
+        out: list[tuple[Any, Literal["bundled", "user"]]] = []
+        for d in self.user_dirs:
+            sub = d / kind
+            if sub.is_dir():
+                out.append((sub, "user"))
+        b = bundled_root() / kind
+        if b.is_dir():
+            out.append((b, "bundled"))
+        return out
+
+    def _entries(self, kind: str) -> dict[str, _Entry]:
+        """name -> entry, user directories first; aliases map to the same entry."""
+        if kind in self._index:
+            return self._index[kind]
+        by_key: dict[str, _Entry] = {}
+        by_name: dict[str, _Entry] = {}
+        for root, origin in self._sources(kind):
+            files = sorted((f for f in root.iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
+            for f in files:
+                path = str(f)
+                text = _read_text(f)
+                raw: dict[str, Any] | None
+                err: ProfileError | None = None
+                try:
+                    raw = parse_toml(path, text)
+                except ProfileError as exc:
+                    raw, err = None, exc
+                stem = f.name[: -len(".toml")]
+                name = str(raw.get("name", stem)) if raw else stem
+                aliases = [str(a) for a in (raw.get("aliases", []) if raw else [])]
+                entry = _Entry(name, aliases, path, origin, text, raw, err)
+                if name in by_name:  # an earlier (user) directory already defines it
+                    continue
+                by_name[name] = entry
+        # Names first, then aliases, so an alias never shadows a real name.
+        for name, entry in by_name.items():
+            by_key[name] = entry
+        for entry in by_name.values():
+            for a in entry.aliases:
+                by_key.setdefault(a, entry)
+        self._index[kind] = by_key
+        self._by_name[kind] = by_name
+        return by_key
+
+    def names(self, kind: str) -> list[str]:
+        """Canonical names of a kind, sorted."""
+        self._entries(kind)
+        return sorted(self._by_name[kind])
+
+    def resolve(self, kind: str, name: str) -> str:
+        """Canonical name for a name or alias, or UnknownNameError with close matches."""
+        key = name.strip().lower()
+        entries = self._entries(kind)
+        if key in entries:
+            return entries[key].name
+        keys = list(entries)
+        matches = difflib.get_close_matches(key, keys, n=3, cutoff=0.5)
+        if not matches:
+            matches = [k for k in keys if key in k or k in key][:3]
+        raise UnknownNameError(KIND_SINGULAR[kind], name, matches, self.names(kind))
+
+    def get(self, kind: str, name: str) -> Loaded[Any]:
+        """A validated profile by name, alias or (for any kind) a file path."""
+        if looks_like_path(name) and Path(name).exists():
+            return load_file(kind, name)
+        canonical = self.resolve(kind, name)
+        key = (kind, canonical)
+        if key in self._cache:
+            return self._cache[key]
+        entry = self._entries(kind)[canonical]
+        if entry.decode_error is not None:
+            raise entry.decode_error
+        assert entry.raw is not None
+        spec = validate_dict(kind, entry.raw, entry.path, entry.text)
+        stem = Path(entry.path).name[: -len(".toml")]
+        if getattr(spec, "name", stem) != stem:
+            raise ProfileError(
+                f"profile name {getattr(spec, 'name')!r} does not match its file name {stem!r}",
+                path=entry.path,
+                field="name",
+            )
+        loaded = Loaded(spec, entry.path, entry.origin)
+        self._cache[key] = loaded
+        return loaded
+
+    def all(self, kind: str) -> list[Loaded[Any]]:
+        """Every profile of a kind, validated, sorted by name. Fails on the first bad file."""
+        return [self.get(kind, n) for n in self.names(kind)]
+
+    def entry_path(self, kind: str, name: str) -> tuple[str, str]:
+        """(path, origin) of a profile without validating it."""
+        e = self._entries(kind)[self.resolve(kind, name)]
+        return e.path, e.origin
+
+    def validate_all(self) -> list[tuple[str, str, str, ProfileError | None]]:
+        """Validate every profile of every kind: (kind, name, path, error or None)."""
+        out: list[tuple[str, str, str, ProfileError | None]] = []
+        for kind in KINDS:
+            for name in self.names(kind):
+                path, _ = self.entry_path(kind, name)
+                try:
+                    self.get(kind, name)
+                    out.append((kind, name, path, None))
+                except ProfileError as exc:
+                    out.append((kind, name, path, exc))
+        return out
+
+
+def kind_of_path(path: Path) -> str | None:
+    """Guess a profile file's kind from its parent directory name (``.../fabrics/x.toml``)."""
+    parent = path.parent.name
+    return parent if parent in KINDS else None
+
+
+def write_toml_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
+    """Write ``data`` as TOML through a temporary file in the same directory and ``os.replace``.
+
+    The old file (if any) is replaced in one step: a crash leaves either the old or the new file.
+    """
+    import tomli_w
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            tomli_w.dump(data, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

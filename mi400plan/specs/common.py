@@ -1,0 +1,243 @@
+"""Shared pieces of the input specs: the strict base model and ``Estimate``.
+
+``Estimate`` is how a profile states any number: a nominal value, an optional low/high range, a
+status saying where it comes from, and the source keys that back it. A plain number in TOML is a
+disclosed exact value; ``"n/d"`` (or ``{status = "not_disclosed"}``) is a value nobody has
+published, and any computation that needs it raises ``MissingValueError`` instead of guessing.
+
+Status vocabulary (the codes of shared/SPECS.md are accepted as aliases):
+
+=================  ====  ===========================================================
+status             code  meaning
+=================  ====  ===========================================================
+disclosed          D     vendor document (``D†``: vendor figure quoted by press)
+derived            X     arithmetic on disclosed figures (the formula is in ``note``)
+estimate           E     analyst or author estimate
+conflict           C     sources disagree; ``low``/``high`` span them
+unverified         U     one weak source
+measured                 measured by a published run or by the user
+assumed                  a planner default (documented), not a hardware figure
+not_disclosed      n/d   nobody has published it
+=================  ====  ===========================================================
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from mi400plan.errors import MissingValueError
+
+Status = Literal[
+    "disclosed", "derived", "estimate", "conflict", "unverified", "measured", "assumed", "not_disclosed"
+]
+
+STATUS_ALIASES: dict[str, str] = {
+    "d": "disclosed",
+    "d†": "disclosed",
+    "d+": "disclosed",
+    "x": "derived",
+    "e": "estimate",
+    "c": "conflict",
+    "u": "unverified",
+    "n/d": "not_disclosed",
+    "nd": "not_disclosed",
+}
+
+# Statuses whose value is not a firm vendor or derived figure: results flag conclusions resting on them.
+UNCERTAIN_STATUSES = frozenset({"estimate", "conflict", "unverified", "assumed"})
+
+
+class StrictModel(BaseModel):
+    """Frozen, no unknown keys: a typo in a profile is an error, not a silently ignored key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+def _norm_status(v: Any) -> Any:
+    if isinstance(v, str):
+        return STATUS_ALIASES.get(v.strip().lower(), v.strip().lower())
+    return v
+
+
+class Estimate(StrictModel):
+    """A number with its range, status and sources. Units are those of the field holding it."""
+
+    nominal: float | None = None
+    low: float | None = None
+    high: float | None = None
+    status: Status = "disclosed"
+    source: list[str] = Field(default_factory=list)
+    note: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            if "status" in data:
+                data["status"] = _norm_status(data["status"])
+            if isinstance(data.get("source"), str):
+                data["source"] = [data["source"]]
+            if data.get("nominal") is None and data.get("status") not in (None, "not_disclosed"):
+                lo, hi = data.get("low"), data.get("high")
+                if lo is not None and hi is not None:
+                    # A bare range: the midpoint is the nominal value, and we say so.
+                    data["nominal"] = (float(lo) + float(hi)) / 2.0
+                    data.setdefault("note", "nominal is the midpoint of the range")
+            if data.get("nominal") is None and "status" not in data:
+                data["status"] = "not_disclosed"
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> "Estimate":
+        if self.status == "not_disclosed":
+            if self.nominal is not None:
+                raise ValueError("a not_disclosed value cannot have a nominal value")
+            return self
+        if self.nominal is None:
+            raise ValueError("a value needs 'nominal' unless its status is 'not_disclosed'")
+        for x in (self.nominal, self.low, self.high):
+            if x is not None and not math.isfinite(x):
+                raise ValueError("values must be finite numbers")
+        lo = self.low if self.low is not None else self.nominal
+        hi = self.high if self.high is not None else self.nominal
+        if not lo <= self.nominal <= hi:
+            raise ValueError(f"need low <= nominal <= high, got {lo} <= {self.nominal} <= {hi}")
+        return self
+
+    # --- construction ---------------------------------------------------------------------
+    @classmethod
+    def exact(cls, value: float, status: Status = "disclosed", source: list[str] | None = None) -> "Estimate":
+        return cls(nominal=float(value), status=status, source=source or [])
+
+    @classmethod
+    def not_disclosed(cls, source: list[str] | None = None) -> "Estimate":
+        return cls(status="not_disclosed", source=source or [])
+
+    # --- reading --------------------------------------------------------------------------
+    @property
+    def known(self) -> bool:
+        return self.nominal is not None
+
+    @property
+    def lo(self) -> float | None:
+        return self.low if self.low is not None else self.nominal
+
+    @property
+    def hi(self) -> float | None:
+        return self.high if self.high is not None else self.nominal
+
+    @property
+    def is_range(self) -> bool:
+        return self.known and (self.lo != self.hi)
+
+    @property
+    def uncertain(self) -> bool:
+        return self.status in UNCERTAIN_STATUSES or self.is_range
+
+    def require(self, what: str) -> float:
+        """The nominal value, or ``MissingValueError`` naming ``what`` if it is not disclosed."""
+        if self.nominal is None:
+            src = f" (sources: {', '.join(self.source)})" if self.source else ""
+            raise MissingValueError(
+                f"{what} is not disclosed{src}; the planner will not invent it",
+                hint="give the value in a user profile (--profiles DIR) or on the command line",
+            )
+        return self.nominal
+
+    def triple(self, what: str) -> tuple[float, float, float]:
+        """(low, nominal, high), each falling back to nominal."""
+        nom = self.require(what)
+        return (self.lo if self.lo is not None else nom, nom, self.hi if self.hi is not None else nom)
+
+    def scaled(self, factor: float) -> "Estimate":
+        """The same estimate in other units (e.g. GB -> bytes). Ranges scale with it."""
+        if self.nominal is None:
+            return self
+        return self.model_copy(
+            update={
+                "nominal": self.nominal * factor,
+                "low": None if self.low is None else self.low * factor,
+                "high": None if self.high is None else self.high * factor,
+            }
+        )
+
+
+def _coerce_estimate(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise ValueError("expected a number or an estimate table, got a boolean")
+    if isinstance(v, (int, float)):
+        return {"nominal": float(v), "status": "disclosed"}
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s in ("n/d", "nd", "not_disclosed", "not disclosed"):
+            return {"status": "not_disclosed"}
+        raise ValueError(f"expected a number, an estimate table or 'n/d', got {v!r}")
+    return v
+
+
+Est = Annotated[Estimate, BeforeValidator(_coerce_estimate)]
+"""Field type for a number in a profile: plain number, estimate table, or "n/d"."""
+
+ND = Estimate(status="not_disclosed")
+
+
+def iter_estimates(model: BaseModel, prefix: str = "") -> list[tuple[str, Estimate]]:
+    """All ``Estimate`` values inside a spec, with dotted field paths (for listings and checks)."""
+    out: list[tuple[str, Estimate]] = []
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        path = f"{prefix}{name}"
+        if isinstance(value, Estimate):
+            out.append((path, value))
+        elif isinstance(value, BaseModel):
+            out.extend(iter_estimates(value, path + "."))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                if isinstance(item, BaseModel):
+                    out.extend(iter_estimates(item, f"{path}[{i}]."))
+        elif isinstance(value, dict):
+            for k, item in value.items():
+                if isinstance(item, Estimate):
+                    out.append((f"{path}.{k}", item))
+                elif isinstance(item, BaseModel):
+                    out.extend(iter_estimates(item, f"{path}.{k}."))
+    return out
+
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+
+
+class ProfileBase(StrictModel):
+    """Fields every profile kind has. ``sources`` maps a key (``A2``, ``S004``) to a citation."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    aliases: list[str] = Field(default_factory=list)
+    display_name: str
+    description: str | None = None
+    sources: dict[str, str] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _sources_resolve(self) -> "ProfileBase":
+        import re
+
+        for alias in self.aliases:
+            if not re.match(NAME_PATTERN, alias):
+                raise ValueError(f"alias {alias!r} must be lowercase letters, digits, '.', '_' or '-'")
+        missing = sorted(
+            {
+                f"{key} (in {path})"
+                for path, est in iter_estimates(self)
+                for key in est.source
+                if key not in self.sources
+            }
+        )
+        if missing:
+            raise ValueError(
+                "source keys used but not defined in [sources]: " + ", ".join(missing)
+            )
+        return self

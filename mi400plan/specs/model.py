@@ -1,0 +1,92 @@
+"""LLM architecture spec (the model being planned; "model" never means a pydantic model here).
+
+Fields follow the Hugging Face ``config.json`` vocabulary where one exists, so a config converts
+one-to-one. Counts are plain integers (no units). Parameter counting lives in ``params.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from mi400plan.specs.common import ND, Est, ProfileBase, StrictModel
+
+
+class Attention(StrictModel):
+    """Attention block. ``kind = "gqa"`` covers MHA (kv_heads == heads), GQA and MQA.
+
+    ``kind = "mla"`` is DeepSeek's multi-head latent attention (DeepSeek-V2, arXiv 2405.04434):
+    queries through an optional low-rank ``q_lora_rank``, keys/values through a compressed latent of
+    ``kv_lora_rank`` plus a shared decoupled RoPE key of ``qk_rope_head_dim``.
+    """
+
+    kind: Literal["gqa", "mla"] = "gqa"
+    num_heads: int = Field(gt=0)
+    num_kv_heads: int | None = Field(default=None, gt=0)  # None: = num_heads (MHA); MLA: unused
+    head_dim: int | None = Field(default=None, gt=0)  # None: hidden_size // num_heads
+    qkv_bias: bool = False
+    # MLA only
+    q_lora_rank: int | None = Field(default=None, gt=0)
+    kv_lora_rank: int | None = Field(default=None, gt=0)
+    qk_nope_head_dim: int | None = Field(default=None, gt=0)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0)
+    v_head_dim: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> "Attention":
+        if self.kind == "mla":
+            for f in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+                if getattr(self, f) is None:
+                    raise ValueError(f"MLA attention needs {f}")
+        else:
+            kv = self.num_kv_heads or self.num_heads
+            if self.num_heads % kv:
+                raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({kv})")
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads
+
+
+class MoE(StrictModel):
+    """Mixture-of-experts FFN (GShard / Switch / DeepSeekMoE vocabulary)."""
+
+    num_experts: int = Field(gt=0)  # routed experts per MoE layer
+    top_k: int = Field(gt=0)  # routed experts per token
+    expert_ffn_dim: int = Field(gt=0)  # intermediate size of one routed expert
+    num_shared_experts: int = Field(default=0, ge=0)
+    shared_expert_ffn_dim: int | None = Field(default=None, gt=0)  # per shared expert; None: expert_ffn_dim
+    first_k_dense: int = Field(default=0, ge=0)  # leading layers with a dense FFN (DeepSeek-V3: 3)
+    layer_freq: int = Field(default=1, gt=0)  # every n-th layer (after first_k_dense) is MoE
+    router_bias: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "MoE":
+        if self.top_k > self.num_experts:
+            raise ValueError(f"top_k ({self.top_k}) cannot exceed num_experts ({self.num_experts})")
+        return self
+
+
+class ModelSpec(ProfileBase):
+    family: str | None = None
+    hidden_size: int = Field(gt=0)
+    num_layers: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    ffn_dim: int = Field(gt=0)  # intermediate size of the dense FFN
+    ffn_kind: Literal["swiglu", "gelu"] = "swiglu"  # swiglu: 3 matrices; gelu: 2
+    linear_bias: bool = False  # biases on attention and MLP projections (GPT-3: yes)
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    tie_embeddings: bool = False
+    position_embedding: Literal["rope", "learned"] = "rope"
+    max_seq_len: int = Field(default=8192, gt=0)
+    attention: Attention
+    moe: MoE | None = None
+    # Published counts, for checking the architecture arithmetic (billions of parameters).
+    published_params_total_billion: Est = ND
+    published_params_active_billion: Est = ND
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None

@@ -1,0 +1,254 @@
+"""Unit constants, parsers and human formatting.
+
+Inside the core every quantity is a float (or int) in base SI units: bytes, seconds, watts,
+bytes per second, FLOP per second. Decimal prefixes are powers of 1000 (SI, IEC 80000-13),
+binary prefixes are powers of 1024 (IEC 60027-2): ``GB = 1e9`` bytes, ``GiB = 2**30`` bytes.
+A network rate in bits (``Gb/s``) is divided by 8 to get bytes per second.
+
+This module is a leaf: it imports nothing from mi400plan.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+# --- sizes in bytes -------------------------------------------------------------------------
+B = 1
+KB = 10**3
+MB = 10**6
+GB = 10**9
+TB = 10**12
+PB = 10**15
+KiB = 2**10
+MiB = 2**20
+GiB = 2**30
+TiB = 2**40
+PiB = 2**50
+
+# --- rates -----------------------------------------------------------------------------------
+BIT = 1 / 8  # bytes per bit
+Gbit = 1e9 / 8  # bytes in a gigabit
+GB_PER_S = 1e9  # bytes/s
+TB_PER_S = 1e12  # bytes/s
+GBIT_PER_S = 1e9 / 8  # bytes/s in one Gb/s
+
+# --- compute ---------------------------------------------------------------------------------
+TFLOPS = 1e12  # FLOP/s
+PFLOPS = 1e15
+
+# --- time ------------------------------------------------------------------------------------
+NS = 1e-9
+US = 1e-6
+MS = 1e-3
+S = 1.0
+HOUR = 3600.0
+DAY = 86400.0
+
+# --- power -----------------------------------------------------------------------------------
+W = 1.0
+KW = 1e3
+MW = 1e6
+
+_SIZE_UNITS: dict[str, float] = {
+    "b": B,
+    "kb": KB,
+    "mb": MB,
+    "gb": GB,
+    "tb": TB,
+    "pb": PB,
+    "kib": KiB,
+    "mib": MiB,
+    "gib": GiB,
+    "tib": TiB,
+    "pib": PiB,
+}
+
+# Rates: the case of the "b" matters (b = bit, B = byte), so these keys are case-sensitive.
+_RATE_UNITS: dict[str, float] = {
+    "B/s": 1.0,
+    "KB/s": 1e3,
+    "MB/s": 1e6,
+    "GB/s": 1e9,
+    "TB/s": 1e12,
+    "KiB/s": 2.0**10,
+    "MiB/s": 2.0**20,
+    "GiB/s": 2.0**30,
+    "TiB/s": 2.0**40,
+    "b/s": 1 / 8,
+    "Kb/s": 1e3 / 8,
+    "Mb/s": 1e6 / 8,
+    "Gb/s": 1e9 / 8,
+    "Tb/s": 1e12 / 8,
+    "bps": 1 / 8,
+    "Kbps": 1e3 / 8,
+    "Mbps": 1e6 / 8,
+    "Gbps": 1e9 / 8,
+    "Tbps": 1e12 / 8,
+    "GBps": 1e9,
+    "TBps": 1e12,
+}
+
+_TIME_UNITS: dict[str, float] = {"ns": NS, "us": US, "µs": US, "ms": MS, "s": S, "min": 60.0, "h": HOUR, "d": DAY}
+
+# Counts such as "15T tokens" or "128M": decimal multipliers.
+_COUNT_SUFFIX: dict[str, float] = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12}
+
+_NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+
+
+class UnitError(ValueError):
+    """A quantity string could not be parsed; the message says what was expected."""
+
+
+def parse_size(text: str) -> int:
+    """Parse a byte size such as ``32MB`` (32e6 B), ``32MiB`` (32 * 2**20 B) or ``4096`` (bytes).
+
+    Decimal prefixes are powers of 1000, binary prefixes (KiB, MiB, ...) powers of 1024.
+    """
+    m = re.fullmatch(_NUM + r"\s*([A-Za-z]*)", text.strip())
+    if not m:
+        raise UnitError(f"cannot read size {text!r}: expected a number and a unit such as 32MB, 32MiB or 1GiB")
+    value, unit = float(m.group(1)), m.group(2).lower() or "b"
+    if unit not in _SIZE_UNITS:
+        raise UnitError(
+            f"unknown size unit {m.group(2)!r} in {text!r}: use B, KB/MB/GB/TB (powers of 1000) "
+            "or KiB/MiB/GiB/TiB (powers of 1024)"
+        )
+    size = value * _SIZE_UNITS[unit]
+    if size < 0:
+        raise UnitError(f"size {text!r} is negative")
+    return int(round(size))
+
+
+def parse_size_range(text: str) -> list[int]:
+    """Parse ``1KiB..8GiB`` into sizes doubling from the first to the last (nccl-tests ``-f 2``).
+
+    A single size returns a one-element list.
+    """
+    if ".." not in text:
+        return [parse_size(text)]
+    lo_text, hi_text = text.split("..", 1)
+    lo, hi = parse_size(lo_text), parse_size(hi_text)
+    if lo <= 0 or hi < lo:
+        raise UnitError(f"size range {text!r} must go from a positive size up to a larger one")
+    sizes = []
+    s = lo
+    while s <= hi:
+        sizes.append(s)
+        s *= 2
+    return sizes
+
+
+def parse_rate(text: str) -> float:
+    """Parse a bandwidth into bytes/s. ``400Gb/s`` is 50e9 B/s; ``50GB/s`` is 50e9 B/s.
+
+    The case of ``b`` decides bits vs bytes. The rate is whatever direction the caller means;
+    the planner's flags document it as per direction.
+    """
+    m = re.fullmatch(_NUM + r"\s*([A-Za-zµ/]+)", text.strip())
+    if not m or m.group(2) not in _RATE_UNITS:
+        raise UnitError(
+            f"cannot read bandwidth {text!r}: expected e.g. 400Gb/s (bits) or 50GB/s (bytes), "
+            "per direction"
+        )
+    return float(m.group(1)) * _RATE_UNITS[m.group(2)]
+
+
+def parse_duration(text: str) -> float:
+    """Parse a time such as ``2us``, ``1.5ms`` or ``3s`` into seconds."""
+    m = re.fullmatch(_NUM + r"\s*([a-zµ]+)", text.strip())
+    if not m or m.group(2) not in _TIME_UNITS:
+        raise UnitError(f"cannot read time {text!r}: expected a number with ns, us, ms or s")
+    return float(m.group(1)) * _TIME_UNITS[m.group(2)]
+
+
+def parse_count(text: str) -> float:
+    """Parse a count with a decimal suffix: ``15T`` = 1.5e13, ``128M`` = 1.28e8, ``4096``."""
+    m = re.fullmatch(_NUM + r"\s*([kKMGBT]?)", text.strip())
+    if not m:
+        raise UnitError(f"cannot read count {text!r}: expected a number with an optional k/M/B/T suffix")
+    return float(m.group(1)) * _COUNT_SUFFIX[m.group(2)]
+
+
+# --- formatting ------------------------------------------------------------------------------
+
+
+def fmt_bytes(n: float, binary: bool = True, digits: int = 1) -> str:
+    """Human size with an unambiguous unit: ``fmt_bytes(2**30) == '1.0 GiB'``; decimal: ``GB``."""
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "n/a"
+    sign = "-" if n < 0 else ""
+    n = abs(float(n))
+    base, units = (1024.0, ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]) if binary else (
+        1000.0,
+        ["B", "KB", "MB", "GB", "TB", "PB"],
+    )
+    i = 0
+    while n >= base and i < len(units) - 1:
+        n /= base
+        i += 1
+    if i == 0:
+        return f"{sign}{n:.0f} B"
+    return f"{sign}{n:.{digits}f} {units[i]}"
+
+
+def fmt_time(t: float, digits: int = 1) -> str:
+    """Human duration: ns, us, ms, s, min, h, d."""
+    if t is None or (isinstance(t, float) and math.isnan(t)):
+        return "n/a"
+    if math.isinf(t):
+        return "inf"
+    a = abs(t)
+    for limit, scale, unit in (
+        (1e-6, 1e9, "ns"),
+        (1e-3, 1e6, "us"),
+        (1.0, 1e3, "ms"),
+        (120.0, 1.0, "s"),
+        (7200.0, 1 / 60, "min"),
+        (2 * DAY, 1 / HOUR, "h"),
+    ):
+        if a < limit:
+            return f"{t * scale:.{digits}f} {unit}"
+    return f"{t / DAY:.{digits}f} d"
+
+
+def fmt_rate(bytes_per_s: float, digits: int = 1) -> str:
+    """Human byte rate in decimal units (GB/s = 1e9 B/s), as vendors and nccl-tests quote them."""
+    if bytes_per_s is None:
+        return "n/a"
+    a = abs(bytes_per_s)
+    for limit, scale, unit in ((1e6, 1e-3, "KB/s"), (1e9, 1e-6, "MB/s"), (1e12, 1e-9, "GB/s")):
+        if a < limit:
+            return f"{bytes_per_s * scale:.{digits}f} {unit}"
+    return f"{bytes_per_s / 1e12:.{digits + 1}f} TB/s"
+
+
+def fmt_power(watts: float, digits: int = 1) -> str:
+    """Human power: W, kW, MW."""
+    if watts is None:
+        return "n/a"
+    a = abs(watts)
+    if a < 1e3:
+        return f"{watts:.0f} W"
+    if a < 1e6:
+        return f"{watts / 1e3:.{digits}f} kW"
+    return f"{watts / 1e6:.{digits + 1}f} MW"
+
+
+def fmt_count(n: float, digits: int = 2) -> str:
+    """Human count with decimal suffix: 1.23 B, 15.0 T."""
+    if n is None:
+        return "n/a"
+    a = abs(n)
+    for limit, scale, unit in ((1e3, 1, ""), (1e6, 1e-3, "K"), (1e9, 1e-6, "M"), (1e12, 1e-9, "B")):
+        if a < limit:
+            return f"{n * scale:.{digits}f}{unit}" if unit else f"{n:.0f}"
+    return f"{n / 1e12:.{digits}f}T"
+
+
+def fmt_pct(x: float, digits: int = 1) -> str:
+    """Fraction as a percentage string: 0.123 -> '12.3%'."""
+    if x is None:
+        return "n/a"
+    return f"{100.0 * x:.{digits}f}%"

@@ -1,0 +1,32 @@
+"""Shared fixtures. Tests import the *installed* package (see .ci/run), never the source tree."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("COLUMNS", "200")
+os.environ.pop("MI400PLAN_PROFILES", None)
+
+
+@pytest.fixture(scope="session")
+def catalog():
+    from mi400plan.profiles import Catalog
+
+    return Catalog.default([])
+
+
+@pytest.fixture()
+def cli():
+    """Invoke the CLI in-process: ``cli(["fit", "llama3.1-8b", "--json"])`` -> click Result."""
+    from typer.testing import CliRunner
+
+    from mi400plan.cli import app
+
+    runner = CliRunner()
+
+    def invoke(args: list[str], **kw):
+        return runner.invoke(app, args, catch_exceptions=False, **kw)
+
+    return invoke
