@@ -25,7 +25,9 @@ class Attention(StrictModel):
     num_heads: int = Field(gt=0)
     num_kv_heads: int | None = Field(default=None, gt=0)  # None: = num_heads (MHA); MLA: unused
     head_dim: int | None = Field(default=None, gt=0)  # None: hidden_size // num_heads
-    qkv_bias: bool = False
+    qkv_bias: bool = False  # biases on the Q/K/V projections only (Qwen2); linear_bias implies it
+    # Per-head RMSNorm (weight of head_dim, shared by all heads) on queries and keys: Qwen3, OLMo-2 style.
+    qk_norm: bool = False
     # MLA only
     q_lora_rank: int | None = Field(default=None, gt=0)
     kv_lora_rank: int | None = Field(default=None, gt=0)
@@ -39,6 +41,8 @@ class Attention(StrictModel):
             for f in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
                 if getattr(self, f) is None:
                     raise ValueError(f"MLA attention needs {f}")
+            if self.num_kv_heads is not None and self.num_kv_heads != self.num_heads:
+                raise ValueError("MLA attention has no separate key/value heads; leave num_kv_heads unset")
         else:
             kv = self.num_kv_heads or self.num_heads
             if self.num_heads % kv:
@@ -48,6 +52,10 @@ class Attention(StrictModel):
     @property
     def kv_heads(self) -> int:
         return self.num_kv_heads or self.num_heads
+
+    def head_size(self, hidden_size: int) -> int:
+        """Per-head query/key width of a GQA block: explicit ``head_dim`` or hidden_size // num_heads."""
+        return self.head_dim or hidden_size // self.num_heads
 
 
 class MoE(StrictModel):
@@ -60,6 +68,10 @@ class MoE(StrictModel):
     shared_expert_ffn_dim: int | None = Field(default=None, gt=0)  # per shared expert; None: expert_ffn_dim
     first_k_dense: int = Field(default=0, ge=0)  # leading layers with a dense FFN (DeepSeek-V3: 3)
     layer_freq: int = Field(default=1, gt=0)  # every n-th layer (after first_k_dense) is MoE
+    # A per-expert bias on the router scores. DeepSeek-V3's ``e_score_correction_bias`` (one value per
+    # routed expert, adjusted by the auxiliary-loss-free balancing rule rather than by gradients) is
+    # stored in the checkpoint; profiles set router_bias = true for it and it is counted as a router
+    # parameter (num_experts values per MoE layer).
     router_bias: bool = False
 
     @model_validator(mode="after")
@@ -87,6 +99,42 @@ class ModelSpec(ProfileBase):
     published_params_total_billion: Est = ND
     published_params_active_billion: Est = ND
 
+    @model_validator(mode="after")
+    def _check_model(self) -> "ModelSpec":
+        if self.moe is not None and self.moe.first_k_dense >= self.num_layers:
+            raise ValueError(
+                f"moe.first_k_dense ({self.moe.first_k_dense}) must be smaller than num_layers ({self.num_layers})"
+            )
+        if self.attention.kind == "gqa" and self.attention.head_dim is None:
+            if self.hidden_size % self.attention.num_heads:
+                raise ValueError(
+                    f"hidden_size ({self.hidden_size}) is not a multiple of attention.num_heads "
+                    f"({self.attention.num_heads}); give attention.head_dim explicitly"
+                )
+        return self
+
     @property
     def is_moe(self) -> bool:
         return self.moe is not None
+
+    @property
+    def head_dim(self) -> int:
+        """Per-head query/key width (GQA: head_dim; MLA: qk_nope_head_dim + qk_rope_head_dim)."""
+        a = self.attention
+        if a.kind == "mla":
+            assert a.qk_nope_head_dim is not None and a.qk_rope_head_dim is not None
+            return a.qk_nope_head_dim + a.qk_rope_head_dim
+        return a.head_size(self.hidden_size)
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether layer ``index`` (0-based) has an MoE FFN.
+
+        Layers ``[0, first_k_dense)`` are dense; from ``first_k_dense`` on, every ``layer_freq``-th layer
+        is MoE, starting with layer ``first_k_dense`` itself. (Hugging Face's Qwen2-MoE
+        ``decoder_sparse_step = s`` maps to first_k_dense = s - 1, layer_freq = s; DeepSeek's
+        ``first_k_dense_replace = k, moe_layer_freq = f`` maps to first_k_dense = ceil(k / f) * f.)
+        """
+        m = self.moe
+        if m is None or index < m.first_k_dense:
+            return False
+        return (index - m.first_k_dense) % m.layer_freq == 0
