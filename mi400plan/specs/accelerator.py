@@ -19,6 +19,17 @@ from mi400plan.units import GB, GiB, TB_PER_S, TFLOPS
 Precision = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8"]
 
 
+class AcceleratorSilicon(StrictModel):
+    """Descriptive silicon facts; used for identity checks (peak = units x clock x FLOP/clk)."""
+
+    compute_units: Est = ND  # AMD CUs / NVIDIA SMs / TPU TensorCores, per package
+    compute_unit_kind: Literal["CU", "SM", "TensorCore"] | None = None
+    peak_clock_mhz: Est = ND  # MHz
+    transistors_billion: Est = ND  # 1e9 transistors
+    process: str | None = None
+    dies: str | None = None
+
+
 class AcceleratorMemory(StrictModel):
     hbm_type: str | None = None
     hbm_capacity_gb: Est | None = None  # vendor GB, 1e9 bytes
@@ -85,6 +96,7 @@ class AcceleratorInterconnect(StrictModel):
     scale_up_fabric: str | None = None
     scale_out_fabric: str | None = None
     host_link: str | None = None
+    host_interface: str | None = None  # descriptive text ("PCIe Gen5 x16"); not a fabric profile name
 
 
 class Accelerator(ProfileBase):
@@ -92,6 +104,7 @@ class Accelerator(ProfileBase):
     architecture: str | None = None
     form_factor: str | None = None
     year: int | None = None
+    silicon: AcceleratorSilicon = Field(default_factory=AcceleratorSilicon)
     memory: AcceleratorMemory
     compute: AcceleratorCompute = Field(default_factory=AcceleratorCompute)
     power: AcceleratorPower = Field(default_factory=AcceleratorPower)
@@ -101,3 +114,23 @@ class Accelerator(ProfileBase):
     @property
     def hbm_bytes(self) -> Estimate:
         return self.memory.capacity_bytes
+
+    def consistency_errors(self) -> list[str]:
+        """Cross-field checks run by ``profiles validate``.
+
+        A 2:4 structured-sparse peak is never below the dense peak of the same precision
+        (NVIDIA and AMD datasheets quote sparse = 2 x dense, Blackwell Ultra FP4 = 4/3 x).
+        """
+        errs: list[str] = []
+        c = self.compute
+        for name in type(c).model_fields:
+            if "_sparse_" not in name:
+                continue
+            dense: Estimate = getattr(c, name.replace("_sparse_", "_dense_"), ND)
+            sparse: Estimate = getattr(c, name)
+            if dense.known and sparse.known and sparse.nominal < dense.nominal:  # type: ignore[operator]
+                errs.append(
+                    f"compute.{name} ({sparse.nominal:g}) is below "
+                    f"compute.{name.replace('_sparse_', '_dense_')} ({dense.nominal:g})"
+                )
+        return errs
