@@ -1,0 +1,182 @@
+"""Fabric (interconnect tier) profile spec: one scale-up or scale-out network as seen by one GPU.
+
+Every bandwidth key names its unit *and* its direction: ``*_per_dir_*`` is one direction (what a
+GPU can send while it also receives the same amount), ``*_bidir_*`` is the sum of both directions
+(how NVLink and AMD marketing quote it). ``*_gb_per_s`` is 1e9 bytes/s, ``*_gbit_per_s`` is
+1e9 bits/s (divide by 8 for bytes), ``*_tbit_per_s`` is 1e12 bits/s. Latency is in microseconds.
+
+``bw_per_gpu_per_dir_gb_per_s`` is the one figure the collective model reads for bandwidth; the
+link, lane, NIC and switch keys exist so that ``consistency_errors`` can check the identities that
+tie them together (links x per-link rate, lanes x lane rate, ASICs x ASIC capacity, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from mi400plan.specs.common import ND, Est, Estimate, ProfileBase, StrictModel
+from mi400plan.units import GB_PER_S, US
+
+Topology = Literal["switched", "full_mesh", "p2p_mesh", "ring", "torus"]
+TierKind = Literal["scale_up", "scale_out"]
+
+# Relative tolerance for identities: vendor figures are rounded to 3-4 significant digits.
+IDENTITY_RTOL = 0.01
+
+
+class SwitchPlane(StrictModel):
+    """The switch ASICs that make up a switched scale-up domain (for radix and aggregate checks).
+
+    ``lanes_per_gpu_per_asic`` x ``asics`` must equal the fabric's ``lanes_per_gpu``;
+    ``domain_size`` x ``lanes_per_gpu_per_asic`` x lane rate must equal ``asic_capacity_tbit_per_s``;
+    ``asics`` x ``asic_capacity_tbit_per_s`` must equal ``aggregate_tbit_per_s_per_dir``.
+    """
+
+    part: str | None = None
+    asics: Est = ND
+    asic_capacity_tbit_per_s: Est = ND  # per direction, 1e12 bit/s
+    lanes_per_gpu_per_asic: Est = ND
+    aggregate_tbit_per_s_per_dir: Est = ND  # whole domain, one direction
+    switch_trays: Est = ND
+
+
+class Conflict(StrictModel):
+    """A source that states a different value for a field, and how the profile resolves it."""
+
+    field: str
+    claim: str
+    source: list[str]
+    resolution: str
+
+
+class Fabric(ProfileBase):
+    tier: TierKind
+    vendor: str | None = None
+    technology: str | None = None
+    topology: Topology
+    torus_dims: list[int] | None = None  # GPUs along each torus dimension (torus only)
+    torus_unit_dims: list[int] | None = None  # smallest rewirable block (e.g. a 4x4x4 TPU cube)
+    domain_size: Est  # GPUs in one domain; for scale-out the largest cluster the network builds
+
+    links_per_gpu: Est = ND
+    link_bw_per_dir_gb_per_s: Est = ND
+    link_bw_bidir_gb_per_s: Est = ND
+    lanes_per_gpu: Est = ND
+    lane_gbit_per_s: Est = ND  # per direction
+    nics_per_gpu: Est = ND
+    nic_gbit_per_s: Est = ND  # per direction
+
+    bw_per_gpu_per_dir_gb_per_s: Est
+    bw_per_gpu_bidir_gb_per_s: Est = ND
+    bidir_converted: bool = False  # true when the per-dir figure was derived by halving a bidir quote
+
+    hop_latency_us: Est = ND  # alpha: one message step between two GPUs on this tier, microseconds
+    efficiency: Est = ND  # achievable fraction of the per-direction bandwidth for large transfers
+
+    switch: SwitchPlane | None = None
+    conflicts: list[Conflict] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Fabric":
+        if self.topology == "torus":
+            if not self.torus_dims:
+                raise ValueError("a torus needs torus_dims (GPUs along each dimension)")
+            if any(d < 2 for d in self.torus_dims):
+                raise ValueError("every torus dimension needs at least 2 GPUs")
+        elif self.torus_dims is not None:
+            raise ValueError("torus_dims is only meaningful for topology = 'torus'")
+        if self.tier == "scale_up" and not self.domain_size.known:
+            raise ValueError("a scale-up fabric needs a domain_size")
+        eff = self.efficiency
+        if eff.known and not (0.0 < (eff.lo or 0) and (eff.hi or 0) <= 1.0):
+            raise ValueError("efficiency is a fraction in (0, 1]")
+        return self
+
+    # --- base-unit views ------------------------------------------------------------------
+    @property
+    def bw_per_dir_bytes_per_s(self) -> Estimate:
+        """Per-GPU bandwidth in one direction, B/s (1 GB/s = 1e9 B/s)."""
+        return self.bw_per_gpu_per_dir_gb_per_s.scaled(GB_PER_S)
+
+    @property
+    def link_bw_per_dir_bytes_per_s(self) -> Estimate:
+        """One link's bandwidth in one direction, B/s; falls back to per-GPU / links."""
+        if self.link_bw_per_dir_gb_per_s.known:
+            return self.link_bw_per_dir_gb_per_s.scaled(GB_PER_S)
+        if self.bw_per_gpu_per_dir_gb_per_s.known and self.links_per_gpu.known:
+            return self.bw_per_gpu_per_dir_gb_per_s.scaled(GB_PER_S / self.links_per_gpu.nominal)  # type: ignore[operator]
+        return ND
+
+    @property
+    def hop_latency_s(self) -> Estimate:
+        return self.hop_latency_us.scaled(US)
+
+    # --- identities -------------------------------------------------------------------------
+    def consistency_errors(self) -> list[str]:
+        """Declared identities that do not hold (empty when the profile is consistent).
+
+        Checked on nominal values with a 1% tolerance (vendor rounding):
+        per-GPU = links x per-link; per-link bidir = 2 x per-link per-dir; per-GPU bidir = 2 x per-dir;
+        per-GPU = lanes x lane rate / 8; per-GPU = NICs x NIC rate / 8; torus: product(dims) =
+        domain and links = 2 x dims; switch plane: lanes per ASIC x ASICs = lanes per GPU,
+        domain x lanes per ASIC x lane rate = ASIC capacity, ASICs x capacity = aggregate,
+        domain x per-GPU = aggregate.
+        """
+        errs: list[str] = []
+
+        def v(e: Estimate) -> float | None:
+            return e.nominal
+
+        def check(label: str, lhs: float | None, rhs: float | None, unit: str) -> None:
+            if lhs is None or rhs is None:
+                return
+            if not math.isclose(lhs, rhs, rel_tol=IDENTITY_RTOL):
+                errs.append(f"{self.name}: {label}: {lhs:g} {unit} != {rhs:g} {unit}")
+
+        per_gpu = v(self.bw_per_gpu_per_dir_gb_per_s)  # GB/s per dir
+        links, link = v(self.links_per_gpu), v(self.link_bw_per_dir_gb_per_s)
+        if links is not None and link is not None:
+            check("links_per_gpu x link_bw_per_dir_gb_per_s vs bw_per_gpu_per_dir_gb_per_s", links * link, per_gpu, "GB/s")
+        if link is not None and v(self.link_bw_bidir_gb_per_s) is not None:
+            check("2 x link_bw_per_dir_gb_per_s vs link_bw_bidir_gb_per_s", 2 * link, v(self.link_bw_bidir_gb_per_s), "GB/s")
+        if per_gpu is not None:
+            check("2 x bw_per_gpu_per_dir_gb_per_s vs bw_per_gpu_bidir_gb_per_s", 2 * per_gpu, v(self.bw_per_gpu_bidir_gb_per_s), "GB/s")
+        lanes, lane = v(self.lanes_per_gpu), v(self.lane_gbit_per_s)
+        if lanes is not None and lane is not None:
+            # Gb/s -> GB/s: x 1e9/8 bytes per Gb, / 1e9
+            check("lanes_per_gpu x lane_gbit_per_s / 8 vs bw_per_gpu_per_dir_gb_per_s", lanes * lane / 8, per_gpu, "GB/s")
+        nics, nic = v(self.nics_per_gpu), v(self.nic_gbit_per_s)
+        if nics is not None and nic is not None:
+            check("nics_per_gpu x nic_gbit_per_s / 8 vs bw_per_gpu_per_dir_gb_per_s", nics * nic / 8, per_gpu, "GB/s")
+        dom = v(self.domain_size)
+        if self.topology == "torus" and self.torus_dims:
+            check("product(torus_dims) vs domain_size", float(math.prod(self.torus_dims)), dom, "GPUs")
+            check("2 x len(torus_dims) vs links_per_gpu", 2.0 * len(self.torus_dims), links, "links")
+            if self.torus_unit_dims:
+                if len(self.torus_unit_dims) != len(self.torus_dims) or any(
+                    d % u for d, u in zip(self.torus_dims, self.torus_unit_dims)
+                ):
+                    errs.append(f"{self.name}: torus_unit_dims {self.torus_unit_dims} do not tile torus_dims {self.torus_dims}")
+        if self.topology in ("full_mesh", "p2p_mesh") and dom is not None:
+            check("links_per_gpu vs domain_size - 1 (a full mesh links every pair)", links, dom - 1, "links")
+        sw = self.switch
+        if sw is not None:
+            asics, cap, per_asic, agg = v(sw.asics), v(sw.asic_capacity_tbit_per_s), v(sw.lanes_per_gpu_per_asic), v(sw.aggregate_tbit_per_s_per_dir)
+            if asics is not None and per_asic is not None:
+                check("switch.asics x switch.lanes_per_gpu_per_asic vs lanes_per_gpu", asics * per_asic, lanes, "lanes")
+            if dom is not None and per_asic is not None and lane is not None:
+                check(
+                    "domain_size x switch.lanes_per_gpu_per_asic x lane_gbit_per_s vs switch.asic_capacity_tbit_per_s",
+                    dom * per_asic * lane / 1000.0,
+                    cap,
+                    "Tb/s",
+                )
+            if asics is not None and cap is not None:
+                check("switch.asics x switch.asic_capacity_tbit_per_s vs switch.aggregate_tbit_per_s_per_dir", asics * cap, agg, "Tb/s")
+            if dom is not None and per_gpu is not None:
+                # GB/s -> Tb/s: x 8 bits per byte, / 1000
+                check("domain_size x bw_per_gpu_per_dir_gb_per_s x 8 / 1000 vs switch.aggregate_tbit_per_s_per_dir", dom * per_gpu * 8 / 1000.0, agg, "Tb/s")
+        return errs
