@@ -1,0 +1,146 @@
+"""Result models of ``mi400plan profiles list | show | validate`` (the JSON contract under ``data``).
+
+Every result carries ``action`` so a reader of the envelope (``command = "profiles"``) knows which
+of the three shapes it holds. Values in ``show`` rows are in the unit named by the TOML key
+(``unit``), exactly as written in the profile; nothing is converted.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from mi400plan.results.common import OutModel, Result
+
+
+class StatusCounts(OutModel):
+    """How many numbers a profile states with each status (only values written in the file)."""
+
+    disclosed: int = 0
+    derived: int = 0
+    estimate: int = 0
+    conflict: int = 0
+    unverified: int = 0
+    measured: int = 0
+    assumed: int = 0
+    not_disclosed: int = 0
+
+    def summary(self) -> str:
+        """Compact text such as ``12 D, 2 X, 1 C, 3 n/d`` (zero counts left out)."""
+        short = {
+            "disclosed": "D",
+            "derived": "X",
+            "estimate": "E",
+            "conflict": "C",
+            "unverified": "U",
+            "measured": "M",
+            "assumed": "A",
+            "not_disclosed": "n/d",
+        }
+        parts = [f"{getattr(self, k)} {v}" for k, v in short.items() if getattr(self, k)]
+        return ", ".join(parts) or "-"
+
+
+class ProfileRow(OutModel):
+    """One profile in ``profiles list``. ``error`` is set (and other fields may be empty) when the
+    file does not validate."""
+
+    name: str
+    kind: str
+    display_name: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+    origin: str  # "bundled" | "user"
+    path: str
+    status: StatusCounts = Field(default_factory=StatusCounts)
+    sources: list[str] = Field(default_factory=list)  # keys defined in [sources]
+    error: str | None = None
+
+
+class ProfilesList(Result):
+    command = "profiles"
+    action: Literal["list"] = "list"
+    kind: str | None = None  # the --kind filter, if any
+    rows: list[ProfileRow] = Field(default_factory=list)
+
+
+class FieldRow(OutModel):
+    """One field of a profile in ``profiles show``.
+
+    Numbers (``value``, ``low``, ``high``) are in ``unit``, read from the key's suffix
+    (``_gb`` -> GB = 1e9 B, ``_gib`` -> GiB = 2**30 B, ``_tflops`` -> TFLOP/s, ...). ``status`` and
+    ``sources`` are set for sourced numbers; text fields use ``text`` instead of ``value``.
+    """
+
+    field: str  # dotted path, e.g. "memory.hbm_capacity_gb"
+    value: float | None = None
+    text: str | None = None
+    unit: str | None = None
+    low: float | None = None
+    high: float | None = None
+    status: str | None = None
+    sources: list[str] = Field(default_factory=list)
+    note: str | None = None
+
+
+class ProfileShow(Result):
+    command = "profiles"
+    action: Literal["show"] = "show"
+    kind: str
+    name: str
+    display_name: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+    description: str | None = None
+    origin: str
+    path: str
+    status: StatusCounts = Field(default_factory=StatusCounts)
+    sources: dict[str, str] = Field(default_factory=dict)  # key -> citation
+    notes: list[str] = Field(default_factory=list)
+    rows: list[FieldRow] = Field(default_factory=list)
+
+
+class ValidationIssue(OutModel):
+    """One problem in one file: where it is and what is wrong."""
+
+    path: str
+    line: int | None = None
+    field: str | None = None
+    message: str  # full message, starting with "path:line [field]:"
+
+
+class ValidateRow(OutModel):
+    kind: str | None = None
+    name: str | None = None
+    path: str
+    origin: str  # "bundled" | "user" | "file"
+    ok: bool
+    issues: list[ValidationIssue] = Field(default_factory=list)
+
+
+class ProfilesValidate(Result):
+    """``failed > 0`` makes the command exit 3 (the envelope's ``status`` stays "ok": the
+    command ran; ``data.failed`` and the exit code say the profiles are not valid)."""
+
+    command = "profiles"
+    action: Literal["validate"] = "validate"
+    checked: int = 0
+    failed: int = 0
+    rows: list[ValidateRow] = Field(default_factory=list)
+
+    def check_failed(self) -> bool:
+        return self.failed > 0
+
+    def csv_rows(self) -> list[dict[str, object]]:
+        out: list[dict[str, object]] = []
+        for r in self.rows:
+            out.append(
+                {
+                    "kind": r.kind,
+                    "name": r.name,
+                    "path": r.path,
+                    "origin": r.origin,
+                    "ok": r.ok,
+                    "issues": " | ".join(i.message for i in r.issues),
+                }
+            )
+        return out
