@@ -16,7 +16,8 @@ counted from the architecture; nothing is fitted to a published total. Conventio
 * FFN: SwiGLU (Shazeer 2020, arXiv 2002.05202) has gate, up and down matrices (3 x hidden x ffn);
   GELU (GPT-2/3) has 2. With ``linear_bias`` each projection has a bias.
 * MoE: a routed expert and a shared expert are each a SwiGLU/GELU FFN of their own width; the router
-  is ``hidden x num_experts`` (+ ``num_experts`` bias when ``router_bias``). Layer placement follows
+  is ``hidden x num_experts`` (+ ``num_experts`` bias when ``router_bias``; + ``hidden`` for Qwen2-MoE's
+  ``shared_expert_gate``). Layer placement follows
   ``ModelSpec.is_moe_layer``.
 * Norms: RMSNorm has a weight of its width, LayerNorm a weight and a bias. Each layer has two
   (pre-attention, pre-FFN) plus MLA/QK norms; one final norm.
@@ -156,6 +157,8 @@ def _layer(model: ModelSpec, index: int) -> tuple[LayerParams, int]:
     sw, sb = _ffn(model, m.shared_expert_ffn_dim or m.expert_ffn_dim)
     router_w = h * m.num_experts
     router_b = m.num_experts if m.router_bias else 0
+    if m.shared_expert_gate:
+        router_w += h
     lp = LayerParams(
         attention=attn_w + attn_b,
         mlp_dense=0,

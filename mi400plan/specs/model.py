@@ -73,6 +73,9 @@ class MoE(StrictModel):
     # stored in the checkpoint; profiles set router_bias = true for it and it is counted as a router
     # parameter (num_experts values per MoE layer).
     router_bias: bool = False
+    # Qwen2-MoE's sigmoid gate on the shared-expert output: a hidden x 1 weight per MoE layer,
+    # counted with the router.
+    shared_expert_gate: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> "MoE":
