@@ -175,3 +175,26 @@ def test_missing_max_position_uses_family_default() -> None:
     m = model_from_hf_config(d, path="c.json")
     assert m.max_seq_len == 2048  # transformers LlamaConfig default
     assert any("max_position_embeddings" in n for n in m.notes)
+
+
+def test_qwen3_30b_a3b_matches_model_card() -> None:
+    """Qwen3-30B-A3B model card: 30.5B total, 3.3B activated."""
+    m = model_from_hf_config(load("qwen3-30b-a3b.json"), path="q.json")
+    c = count_params(m)
+    assert c.total / 1e9 == pytest.approx(30.5, rel=0.01)
+    assert c.active / 1e9 == pytest.approx(3.3, rel=0.02)  # "3.3B" has two significant figures
+    # Hand: attention 2048x4096 x2 + 2048x512 x2 = 18,874,368; expert 3 x 2048 x 768 = 4,718,592;
+    # router 2048 x 128; norms 2 x 2048 + 2 x 128 (q/k norm).
+    layer = 18_874_368 + 128 * 4_718_592 + 2048 * 128 + 2 * 2048 + 2 * 128
+    assert c.total == 2 * 151936 * 2048 + 2048 + 48 * layer
+
+
+def test_mistral_7b() -> None:
+    """Mistral-7B-v0.1: 7,241,732,096 parameters (HF safetensors metadata, "7.24B")."""
+    cfg = {
+        "model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 32000,
+        "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "max_position_embeddings": 32768, "tie_word_embeddings": False, "sliding_window": 4096,
+    }
+    c = count_params(model_from_hf_config(cfg, path="mistral.json"))
+    assert c.total == 2 * 32000 * 4096 + 4096 + 32 * (41_943_040 + 176_160_768 + 8192) == 7_241_732_096

@@ -46,6 +46,23 @@ def test_total_matches_published(catalog, name, total_b, active_b, cite) -> None
     assert c.total / 1e9 == pytest.approx(total_b, rel=0.01), cite
     # The profile states the same figure it is checked against.
     assert m.published_params_total_billion.nominal == pytest.approx(total_b)
+    if not m.is_moe:
+        # Dense: everything is active, and the profile says so.
+        assert c.active == c.total
+        assert m.published_params_active_billion.nominal == pytest.approx(total_b)
+
+
+def test_every_bundled_model_is_covered_and_sourced(catalog) -> None:
+    assert sorted(catalog.names("models")) == sorted(p[0] for p in PUBLISHED)
+    for loaded in catalog.all("models"):
+        m = loaded.spec
+        assert m.display_name and m.family and m.sources
+        for est in (m.published_params_total_billion, m.published_params_active_billion):
+            assert est.source, f"{m.name}: published figure without a source"
+    aliases = {"llama3-8b": "llama3.1-8b", "llama3-70b": "llama3.1-70b", "llama3-405b": "llama3.1-405b",
+               "gpt3": "gpt3-175b"}
+    for alias, name in aliases.items():
+        assert catalog.resolve("models", alias) == name
 
 
 ROUNDED_ACTIVE = {"deepseek-v3", "mixtral-8x22b", "qwen3-235b-a22b"}
