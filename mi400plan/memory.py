@@ -1,0 +1,551 @@
+"""Per-GPU memory of training and inference, vectorized over layouts (numpy, float64, bytes).
+
+Every layout argument of :func:`train_memory` and :func:`infer_memory` may be a Python scalar or a
+numpy array; they broadcast together, so ``sweep`` sizes millions of candidate layouts in one call.
+All results are bytes on the MOST LOADED RANK (the pipeline stage whose total is largest).
+
+Sources
+-------
+* Parameter grouping and most-loaded stage: Megatron-LM ``theoretical_memory_usage.py`` (first stage
+  holds the embedding, last stage the output head; TP-split vs replicated vs expert-split groups).
+* Bytes per parameter, ZeRO stages 1-3: Rajbhandari et al. 2020, "ZeRO" (arXiv 1910.02054), sec. 5.
+* Activations: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+  Models" (arXiv 2205.05198), sec. 4: per layer ``s*b*h*(34 + 5*a*s/h)`` bytes with 16-bit
+  activations and 1-byte dropout masks, ``/t`` for the TP-split parts, everything ``/t`` with
+  sequence parallelism, selective recompute drops the attention core, full recompute keeps the
+  layer input only. Generalized here term by term (see :func:`layer_activation_bytes_per_token`).
+* In-flight micro-batches: Narayanan et al. 2021 (arXiv 2104.04473), sec. 2.2: 1F1B stage ``i``
+  holds ``pp - i`` micro-batches; the interleaved schedule holds ``pp*(1 + (pp-1)/(pp*vpp))`` at
+  stage 0 (Megatron's warm-up count ``2*(pp - i - 1) + (vpp - 1)*pp`` chunks, plus the current one).
+* KV cache: ``params.kv_cache_bytes_per_token`` (GQA: 2*kv_heads*head_dim per layer; MLA latent).
+
+Sharding conventions (documented choices)
+-----------------------------------------
+* Attention, dense FFN and shared experts: ``/tp``. Embedding and output head: vocab-parallel
+  ``/tp``. Norms and router: replicated. Routed experts: ``/(ep*etp)``.
+* ZeRO shards over the data-parallel ranks that hold the same parameters. Dense parameters: the
+  ``dp*cp`` ranks (Megatron's distributed optimizer shards over DP x CP). Expert parameters: the
+  expert-data-parallel size ``edp = tp*cp*dp/(ep*etp)``, because Megatron-Core lays the expert grid
+  (ETP x EP x EDP) over the same ranks as the dense grid (TP x CP x DP).
+* ZeRO-3 keeps the gathered weights of the current and the prefetched layer (FSDP's forward
+  prefetch): ``min(unsharded, sharded + 2 x largest layer)``.
+* Tied embeddings with ``pp > 1``: the last stage keeps its own copy of the embedding for the head.
+
+Recompute codes: ``RECOMPUTE_CODES`` (0 none, 1 selective, 2 full).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
+from mi400plan.specs.layout import RECOMPUTE_CODES, RECOMPUTE_NAMES, InferRecipe, RuntimeReserve, TrainRecipe
+from mi400plan.specs.model import ModelSpec
+
+__all__ = [
+    "RECOMPUTE_CODES",
+    "RECOMPUTE_NAMES",
+    "TrainMemory",
+    "InferMemory",
+    "train_memory",
+    "infer_memory",
+    "max_batch_x_context",
+    "max_context",
+    "usable_bytes",
+    "layer_activation_bytes_per_token",
+]
+
+ArrayLike = Any  # int | float | np.ndarray
+
+TOKEN_ID_BYTES = 8  # int64 input ids held by the first stage (Megatron theoretical_memory_usage)
+LOGIT_BYTES = 4  # fp32 logits for the cross-entropy loss (vocab-parallel: / tp)
+MASK_BYTES = 1  # dropout masks are 1 byte per element (Korthikanti et al. 2022, sec. 4.1)
+LSE_BYTES = 4  # flash attention saves one fp32 log-sum-exp per head and query (Dao et al. 2022)
+
+
+@dataclass(frozen=True)
+class TrainMemory:
+    """Bytes per GPU on the most loaded rank (numpy float64 arrays, broadcast shape of the inputs).
+
+    ``reserve`` is the capacity-independent part of the runtime reserve (``fixed_bytes``); the
+    capacity fraction is applied by the caller through :func:`usable_bytes`. ``total`` is the sum
+    of the five terms. ``stage`` is the index of the most loaded pipeline stage.
+    """
+
+    weights: np.ndarray
+    gradients: np.ndarray
+    optimizer: np.ndarray
+    activations: np.ndarray
+    reserve: np.ndarray
+    total: np.ndarray
+    stage: np.ndarray
+
+    def item(self, i: Any = ()) -> dict[str, float]:
+        """The terms of one layout (index ``i``) as plain floats."""
+        return {f.name: float(np.asarray(getattr(self, f.name))[i]) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class InferMemory:
+    """Inference bytes per GPU on the most loaded rank; ``activations`` is the forward scratch."""
+
+    weights: np.ndarray
+    kv_cache: np.ndarray
+    activations: np.ndarray
+    reserve: np.ndarray
+    total: np.ndarray
+    stage: np.ndarray
+    kv_bytes_per_token: np.ndarray  # KV bytes per token of context on this rank
+
+    def item(self, i: Any = ()) -> dict[str, float]:
+        return {f.name: float(np.asarray(getattr(self, f.name))[i]) for f in fields(self)}
+
+
+def usable_bytes(capacity_bytes: ArrayLike, reserve: RuntimeReserve) -> np.ndarray:
+    """HBM left after the capacity-proportional part of the reserve: ``capacity * (1 - fraction)``.
+
+    A layout fits when ``total <= usable_bytes(capacity, reserve)`` (``total`` already holds the
+    fixed part of the reserve).
+    """
+    return np.asarray(capacity_bytes, dtype=np.float64) * (1.0 - reserve.fraction)
+
+
+# --- per-layer parameter tables -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _LayerTable:
+    """Cumulative sums over layers (length L+1) of the parameter groups and of MoE layers."""
+
+    c_tp: np.ndarray  # attention + dense FFN + shared experts (TP-split)
+    c_exp: np.ndarray  # routed experts (EP x ETP split)
+    c_rep: np.ndarray  # router + norms (replicated)
+    c_moe: np.ndarray  # number of MoE layers
+    max_tp: float
+    max_exp: float
+    max_rep: float
+    num_layers: int
+
+
+@functools.lru_cache(maxsize=64)
+def _layer_table(counts: ParamCounts) -> _LayerTable:
+    lay = counts.layers
+    tp = np.array([lp.attention + lp.mlp_dense + lp.shared_experts for lp in lay], dtype=np.float64)
+    ex = np.array([lp.routed_experts for lp in lay], dtype=np.float64)
+    rep = np.array([lp.router + lp.norms for lp in lay], dtype=np.float64)
+    moe = np.array([1.0 if lp.is_moe else 0.0 for lp in lay])
+
+    def cs(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([[0.0], np.cumsum(x)])
+
+    return _LayerTable(cs(tp), cs(ex), cs(rep), cs(moe),
+                       float(tp.max()), float(ex.max()), float(rep.max()), len(lay))
+
+
+@dataclass(frozen=True)
+class _StageSlots:
+    """Per (pp, vpp) group: the stages that can be the most loaded one, with their sums.
+
+    Within a run of consecutive stages holding the same parameters and the same layer mix, the first
+    one has the most micro-batches in flight, so only run starts (plus the last stage, which holds
+    the head and the logits) need evaluating.
+    """
+
+    stage: np.ndarray  # stage index per slot
+    tp: np.ndarray
+    exp: np.ndarray
+    rep: np.ndarray
+    moe: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+
+
+@functools.lru_cache(maxsize=4096)
+def _stage_slots(counts: ParamCounts, pp: int, vpp: int) -> _StageSlots:
+    t = _layer_table(counts)
+    L = t.num_layers
+    chunks = pp * vpp
+    c = L // chunks  # layers per model chunk (validity of pp*vpp | L is checked by check_layout)
+    if c * chunks != L:  # uneven: spread the remainder over the first chunks
+        bounds = np.array([round(i * L / chunks) for i in range(chunks + 1)])
+    else:
+        bounds = np.arange(chunks + 1) * c
+    s = np.arange(pp)
+    # Stage s holds model chunks s, s+pp, s+2*pp, ... (Narayanan et al. 2021, interleaved schedule)
+    chunk_idx = s[:, None] + np.arange(vpp)[None, :] * pp
+
+    def stage_sum(cum: np.ndarray) -> np.ndarray:
+        return (cum[bounds[chunk_idx + 1]] - cum[bounds[chunk_idx]]).sum(axis=1)
+
+    tp, ex, rep, moe = (stage_sum(x) for x in (t.c_tp, t.c_exp, t.c_rep, t.c_moe))
+    first = (s == 0).astype(np.float64)
+    last = (s == pp - 1).astype(np.float64)
+    key = np.stack([tp, ex, rep, moe, first, last], axis=1)
+    keep = np.ones(pp, dtype=bool)
+    keep[1:] = np.any(key[1:] != key[:-1], axis=1)
+    idx = np.nonzero(keep)[0]
+    return _StageSlots(idx.astype(np.float64), tp[idx], ex[idx], rep[idx], moe[idx], first[idx], last[idx])
+
+
+def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray) -> dict[str, np.ndarray]:
+    """Slot tables broadcast to the candidates: arrays of shape ``pp.shape + (S,)`` and a mask."""
+    # Group candidates by (pp, vpp) in O(N): small integer keys, a presence count and a lookup table.
+    width = int(vpp.max()) + 1 if vpp.size else 1
+    key = (pp.ravel() * width + vpp.ravel()).astype(np.int64)
+    present = np.nonzero(np.bincount(key))[0]
+    lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+    lut[present] = np.arange(len(present))
+    inverse = lut[key]
+    tabs = [_stage_slots(counts, int(k // width), int(k % width)) for k in present]
+    S = max(len(tb.stage) for tb in tabs)
+    out: dict[str, np.ndarray] = {}
+    for name in ("stage", "tp", "exp", "rep", "moe", "first", "last"):
+        m = np.zeros((len(tabs), S))
+        for g, tb in enumerate(tabs):
+            v = getattr(tb, name)
+            m[g, : len(v)] = v
+        out[name] = m[inverse.ravel()].reshape(pp.shape + (S,))
+    valid = np.zeros((len(tabs), S), dtype=bool)
+    for g, tb in enumerate(tabs):
+        valid[g, : len(tb.stage)] = True
+    out["valid"] = valid[inverse.ravel()].reshape(pp.shape + (S,))
+    return out
+
+
+# --- activations -------------------------------------------------------------------------------
+
+
+def _ffn_elems(model: ModelSpec, width: ArrayLike) -> ArrayLike:
+    """Saved FFN intermediate elements per token: SwiGLU keeps gate and up outputs (the activation is
+    recomputed in the fused backward) and the down-projection input, 3 x width; GELU keeps the GELU
+    input and the down-projection input, 2 x width (Korthikanti: 8sbh + 8sbh for width 4h)."""
+    return (3.0 if model.ffn_kind == "swiglu" else 2.0) * width
+
+
+def layer_activation_bytes_per_token(
+    model: ModelSpec,
+    recipe: TrainRecipe,
+    *,
+    tp: ArrayLike,
+    etp: ArrayLike,
+    sequence_parallel: ArrayLike,
+    recompute: ArrayLike,
+    seq_len: ArrayLike,
+    moe: bool,
+) -> np.ndarray:
+    """Activation bytes saved for backward per token of one micro-batch, one layer, per TP rank.
+
+    Korthikanti et al. 2022 (sec. 4.1), term by term, with ``e`` = activation bytes (2), ``t`` = TP:
+
+    * replicated over TP unless SP (``/t`` with SP): pre-attention norm input ``e*h``, QKV input
+      ``e*h``, pre-FFN norm input ``e*h``, FFN input ``e*h``; dropout masks ``h`` + ``h`` if
+      ``recipe.dropout``; MLA latents ``e*(2*q_lora + 2*kv_lora + rope)`` (norm and up-projection
+      inputs); MoE router probabilities in fp32 ``4*E``.
+    * split by TP: Q ``e*a*d_qk/t``, K and V ``e*kv_r*(d_qk + d_v)`` with ``kv_r = max(g/t, 1)`` KV heads
+      per rank (replicated when t > g; MLA: ``a/t`` decompressed heads), output-projection input
+      ``e*a*d_v/t``, FFN intermediates ``e*3*ffn/t`` (SwiGLU) or ``e*2*ffn/t`` (GELU), shared experts
+      likewise.
+    * attention core, no flash attention, no recompute: softmax output ``e*a*s/t`` (+ mask ``a*s/t`` +
+      dropout output ``e*a*s/t`` with dropout) per token: Korthikanti's ``5*a*s/h`` term. Flash
+      attention (Dao et al. 2022) keeps only an fp32 log-sum-exp per head, ``4*a/t``. Selective
+      recompute drops the core.
+    * MoE routed path (tokens split by SP): ``top_k * cf`` copies of each token, each with the
+      dispatched input and the expert output (``2*e*h``) and the expert FFN intermediates
+      ``e*3*ffn_e/etp``; ``cf`` = capacity factor.
+    * full recompute: only the layer input ``e*h`` (``/t`` with SP).
+
+    Check: GPT (GELU, ffn 4h, MHA), dropout on, no flash, no SP: ``10*h + 24*h/t + 5*a*s/t`` per token,
+    i.e. Korthikanti's ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` divided by ``s*b``.
+    """
+    a = model.attention
+    h = float(model.hidden_size)
+    e = recipe.activation_bytes
+    drop = 1.0 if recipe.dropout else 0.0
+    tp = np.asarray(tp, dtype=np.float64)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    rc = np.asarray(recompute)
+    tsp = np.where(sp, tp, 1.0)
+    heads = float(a.num_heads)
+    if a.kind == "mla":
+        assert a.qk_nope_head_dim and a.qk_rope_head_dim and a.v_head_dim and a.kv_lora_rank
+        d_qk = float(a.qk_nope_head_dim + a.qk_rope_head_dim)
+        d_v = float(a.v_head_dim)
+        kv_r = heads / tp
+        latent = e * (2.0 * (a.q_lora_rank or 0) + 2.0 * a.kv_lora_rank + a.qk_rope_head_dim)
+    else:
+        d_qk = d_v = float(a.head_size(model.hidden_size))
+        kv_r = np.maximum(a.kv_heads / tp, 1.0)
+        latent = 0.0
+    replicated = 4.0 * e * h + drop * 2.0 * h * MASK_BYTES + latent
+    split = e * heads * d_qk / tp + e * kv_r * (d_qk + d_v) + e * heads * d_v / tp
+    s = np.asarray(seq_len, dtype=np.float64)
+    if recipe.flash_attention:
+        core = LSE_BYTES * heads / tp + 0.0 * s
+    else:
+        core = (e + drop * (MASK_BYTES + e)) * heads * s / tp
+    core = np.where(rc >= 1, np.where(recipe.flash_attention, core, 0.0), core)
+    routed = 0.0
+    if moe:
+        m = model.moe
+        assert m is not None
+        replicated = replicated + 4.0 * m.num_experts
+        shared = m.num_shared_experts * (m.shared_expert_ffn_dim or m.expert_ffn_dim)
+        split = split + e * _ffn_elems(model, shared) / tp
+        etp_a = np.asarray(etp, dtype=np.float64)
+        routed = m.top_k * recipe.moe_capacity_factor * (2.0 * e * h + e * _ffn_elems(model, m.expert_ffn_dim) / etp_a)
+    else:
+        split = split + e * _ffn_elems(model, model.ffn_dim) / tp
+    full = replicated / tsp + split + core + routed / tsp
+    return np.where(rc >= 2, e * h / tsp, full)
+
+
+# --- training ----------------------------------------------------------------------------------
+
+
+def _arr(x: ArrayLike, dtype: Any = np.float64) -> np.ndarray:
+    return np.asarray(x, dtype=dtype)
+
+
+def train_memory(
+    model: ModelSpec,
+    counts: ParamCounts,
+    recipe: TrainRecipe,
+    *,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    vpp: ArrayLike = 1,
+    dp: ArrayLike = 1,
+    ep: ArrayLike = 1,
+    etp: ArrayLike = 1,
+    cp: ArrayLike = 1,
+    zero: ArrayLike = 0,
+    micro_batch: ArrayLike = 1,
+    seq_len: ArrayLike = 4096,
+    recompute: ArrayLike = 0,
+    sequence_parallel: ArrayLike = True,
+    num_microbatches: ArrayLike | None = None,
+) -> TrainMemory:
+    """Training memory per GPU on the most loaded pipeline stage (bytes; arrays broadcast).
+
+    ``recompute`` is an int code (``RECOMPUTE_CODES``) or an array of them. ``num_microbatches``
+    (global batch / (micro_batch x dp)) caps the micro-batches in flight; ``None`` = no cap.
+    Layout validity (divisibility) is not checked here: see ``specs.layout.check_layout``.
+
+    Per stage, with ``P`` parameters on the rank (TP/EP split as in the module docstring) and ZeRO
+    shard ``d`` (dense: dp*cp; experts: tp*cp*dp/(ep*etp)):
+    weights = P x (param + fp8-copy bytes) [/d at ZeRO-3], gradients = P x grad bytes [/d at ZeRO>=2],
+    optimizer = P x (master + moments) bytes [/d at ZeRO>=1] (Rajbhandari et al. 2020, fig. 1).
+    Activations: ``tokens x (in_flight x stage layers x per-layer bytes)`` plus the first stage's token
+    ids, the last stage's fp32 logits ``4*V/t`` per token and output-layer input, and under full
+    recompute one layer's full activations while it is recomputed.
+    """
+    if isinstance(recompute, str):
+        recompute = RECOMPUTE_CODES[recompute]
+    b = np.broadcast_arrays(
+        _arr(tp), _arr(pp), _arr(vpp), _arr(dp), _arr(ep), _arr(etp), _arr(cp), _arr(zero),
+        _arr(micro_batch), _arr(seq_len), _arr(recompute), _arr(sequence_parallel, bool),
+        _arr(np.inf if num_microbatches is None else num_microbatches),
+    )
+    tp, pp, vpp, dp, ep, etp, cp, zero, mb, seq, rc, sp, nmb = (np.array(x) for x in b)
+    shape = tp.shape
+    slots = _gather_slots(counts, pp.astype(np.int64), vpp.astype(np.int64))
+    X = lambda x: x[..., None]  # noqa: E731 - broadcast a candidate array against the slot axis
+    h = model.hidden_size
+    # Parameters on this rank.
+    head = counts.output_head if counts.output_head else np.where(X(pp) > 1, counts.embedding, 0.0)
+    p_dense = (
+        slots["tp"] / X(tp)
+        + slots["rep"]
+        + slots["first"] * counts.embedding / X(tp)
+        + slots["last"] * (head / X(tp) + counts.final_norm)
+    )
+    p_exp = slots["exp"] / X(ep * etp)
+    d_dense = X(dp * cp)
+    d_exp = X(dp * cp * tp / (ep * etp))
+    z = X(zero)
+    pw = recipe.param_bytes + recipe.fp8_weight_bytes
+
+    def sharded(p: np.ndarray, d: np.ndarray, on: np.ndarray) -> np.ndarray:
+        return np.where(on, p / d, p)
+
+    w_full = pw * (p_dense + p_exp)
+    w_shard = pw * (sharded(p_dense, d_dense, z >= 3) + sharded(p_exp, d_exp, z >= 3))
+    layer_max = (
+        _layer_table(counts).max_tp / X(tp) + _layer_table(counts).max_rep + _layer_table(counts).max_exp / X(ep * etp)
+    )
+    weights = np.where(z >= 3, np.minimum(w_full, w_shard + 2.0 * pw * layer_max), w_full)
+    grads = recipe.grad_bytes * (sharded(p_dense, d_dense, z >= 2) + sharded(p_exp, d_exp, z >= 2))
+    ob = recipe.optimizer_state_bytes(h)
+    optim = ob * (sharded(p_dense, d_dense, z >= 1) + sharded(p_exp, d_exp, z >= 1))
+    # Activations.
+    kw = dict(tp=tp, etp=etp, sequence_parallel=sp, recompute=rc, seq_len=seq)
+    act_dense = layer_activation_bytes_per_token(model, recipe, moe=False, **kw)
+    act_moe = layer_activation_bytes_per_token(model, recipe, moe=True, **kw) if model.moe else act_dense
+    L = float(model.num_layers)
+    n_layers = X(L / pp)
+    stage_act = (n_layers - slots["moe"]) * X(act_dense) + slots["moe"] * X(act_moe)
+    s_idx = slots["stage"]
+    P, V = X(pp), X(vpp)
+    inflight_1f1b = np.minimum(P - s_idx, X(nmb))
+    chunks = np.minimum(2.0 * (P - s_idx - 1.0) + (V - 1.0) * P + 1.0, X(nmb) * V)
+    inflight = np.where(V > 1, chunks / V, inflight_1f1b)
+    tokens = X(seq * mb / cp)
+    tsp = X(np.where(sp, tp, 1.0))
+    e = recipe.activation_bytes
+    last_extra = LOGIT_BYTES * model.vocab_size / X(tp) + 2.0 * e * h / tsp  # logits + final norm/head input
+    if model.moe is not None:
+        no_rc = dict(kw, recompute=np.zeros_like(rc))
+        work = np.maximum(
+            layer_activation_bytes_per_token(model, recipe, moe=False, **no_rc),
+            layer_activation_bytes_per_token(model, recipe, moe=True, **no_rc),
+        )
+    else:
+        work = layer_activation_bytes_per_token(model, recipe, moe=False, **dict(kw, recompute=np.zeros_like(rc)))
+    working = np.where(X(rc) >= 2, X(work), 0.0)
+    acts = tokens * (
+        inflight * (stage_act + slots["first"] * TOKEN_ID_BYTES) + slots["last"] * last_extra + working
+    )
+    reserve = np.full(shape + (1,), recipe.reserve.fixed_bytes)
+    total = weights + grads + optim + acts + reserve
+    total = np.where(slots["valid"], total, -np.inf)
+    k = np.argmax(total, axis=-1)[..., None]
+
+    def pick(x: np.ndarray) -> np.ndarray:
+        x = np.broadcast_to(x, total.shape)
+        return np.take_along_axis(x, k, axis=-1)[..., 0]
+
+    return TrainMemory(
+        weights=pick(weights),
+        gradients=pick(grads),
+        optimizer=pick(optim),
+        activations=pick(acts),
+        reserve=np.full(shape, recipe.reserve.fixed_bytes),
+        total=pick(total),
+        stage=pick(s_idx),
+    )
+
+
+# --- inference ---------------------------------------------------------------------------------
+
+
+def _kv_per_layer_token(model: ModelSpec, recipe: InferRecipe) -> float:
+    return kv_cache_bytes_per_token(model, recipe.kv_bytes) / model.num_layers
+
+
+def infer_memory(
+    model: ModelSpec,
+    counts: ParamCounts,
+    recipe: InferRecipe,
+    *,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    ep: ArrayLike = 1,
+    batch: ArrayLike = 1,
+    context: ArrayLike = 4096,
+) -> InferMemory:
+    """Inference memory per GPU on the most loaded pipeline stage (bytes; arrays broadcast).
+
+    * Weights: block linear weights (attention, dense FFN, shared experts) ``/tp`` at the recipe's
+      format (bits incl. block scales); routed experts ``/max(tp, ep)`` at that format (experts spread
+      over the TP group, or over ``ep`` ranks with attention data-parallel when ``ep > tp``);
+      embedding and head vocab-parallel ``/tp``, norms and router replicated, all 16-bit.
+    * KV cache: ``kv_cache_bytes_per_token`` per layer x the stage's layers x batch x context.
+      GQA K/V heads split by TP, but never below one head per rank: ``/min(tp, kv_heads)`` (when
+      ``tp > kv_heads`` each head is replicated on ``tp/kv_heads`` ranks). MLA's compressed latent is
+      shared by all heads, so every TP rank keeps the full latent (no TP split), as vLLM and SGLang do.
+    * Activations (scratch of one forward step): ``T = min(batch x context, max_batched_tokens)``
+      tokens x (hidden states ``2*e*h`` + Q/K/V and attention output + FFN intermediates ``/tp``) plus
+      fp32 logits ``4*V/tp`` for each of the ``batch`` sequences being sampled. Freed layer by layer.
+    * ``batch`` counts the sequences served by one ``tp x pp`` model replica.
+    """
+    b = np.broadcast_arrays(_arr(tp), _arr(pp), _arr(ep), _arr(batch), _arr(context))
+    tp, pp, ep, batch, ctx = (np.array(x) for x in b)
+    shape = tp.shape
+    slots = _gather_slots(counts, pp.astype(np.int64), np.ones_like(pp, dtype=np.int64))
+    X = lambda x: x[..., None]  # noqa: E731
+    wb = recipe.weight_bytes
+    head = counts.output_head if counts.output_head else np.where(X(pp) > 1, counts.embedding, 0.0)
+    weights = (
+        wb * slots["tp"] / X(tp)
+        + wb * slots["exp"] / X(np.maximum(tp, ep))
+        + 2.0 * slots["rep"]
+        + 2.0 * slots["first"] * counts.embedding / X(tp)
+        + 2.0 * slots["last"] * (head / X(tp) + counts.final_norm)
+    )
+    a = model.attention
+    if a.kind == "mla":
+        kv_split = np.ones_like(tp)
+    else:
+        kv_split = np.minimum(tp, float(a.kv_heads))
+    kv_tok = _kv_per_layer_token(model, recipe) * (model.num_layers / pp) / kv_split
+    kv = kv_tok * batch * ctx
+    acts = _infer_scratch(model, recipe, tp=tp, batch=batch, tokens=np.minimum(batch * ctx, recipe.max_batched_tokens))
+    reserve = np.full(shape, recipe.reserve.fixed_bytes)
+    w = weights.max(axis=-1, where=slots["valid"], initial=0.0)
+    stage = np.take_along_axis(slots["stage"], np.argmax(np.where(slots["valid"], weights, -np.inf), axis=-1)[..., None], axis=-1)[..., 0]
+    total = w + kv + acts + reserve
+    return InferMemory(weights=w, kv_cache=kv, activations=acts, reserve=reserve, total=total, stage=stage,
+                       kv_bytes_per_token=kv_tok)
+
+
+def _infer_scratch(model: ModelSpec, recipe: InferRecipe, *, tp: np.ndarray, batch: np.ndarray,
+                   tokens: np.ndarray) -> np.ndarray:
+    """Forward-step scratch per rank (bytes); see :func:`infer_memory`."""
+    e = 2.0
+    h = float(model.hidden_size)
+    a = model.attention
+    d = float(model.head_dim)
+    if a.kind == "mla":
+        qkv = a.num_heads * (2.0 * d + (a.v_head_dim or d)) / tp
+    else:
+        qkv = a.num_heads * d / tp + 2.0 * np.maximum(a.kv_heads / tp, 1.0) * d
+    attn_out = a.num_heads * d / tp
+    if model.moe is not None:
+        m = model.moe
+        width = m.top_k * m.expert_ffn_dim + m.num_shared_experts * (m.shared_expert_ffn_dim or m.expert_ffn_dim)
+        width = max(float(width), float(model.ffn_dim))
+    else:
+        width = float(model.ffn_dim)
+    per_token = e * (2.0 * h + qkv + attn_out + _ffn_elems(model, width) / tp)
+    return tokens * per_token + batch * LOGIT_BYTES * model.vocab_size / tp
+
+
+def max_batch_x_context(
+    model: ModelSpec,
+    counts: ParamCounts,
+    recipe: InferRecipe,
+    *,
+    capacity_bytes: ArrayLike,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    ep: ArrayLike = 1,
+    batch: ArrayLike = 1,
+) -> np.ndarray:
+    """Largest number of cached tokens (batch x context) that fits per replica (float64, floored; 0 if
+    nothing fits). The scratch is sized for a full ``max_batched_tokens`` step and ``batch`` sampled
+    sequences: ``floor((usable - weights - scratch - fixed reserve) / kv_bytes_per_token)``."""
+    base = infer_memory(model, counts, recipe, tp=tp, pp=pp, ep=ep, batch=batch,
+                        context=np.maximum(recipe.max_batched_tokens / np.maximum(_arr(batch), 1.0), 1.0))
+    room = usable_bytes(capacity_bytes, recipe.reserve) - (base.weights + base.activations + base.reserve)
+    return np.maximum(np.floor(room / base.kv_bytes_per_token), 0.0)
+
+
+def max_context(
+    model: ModelSpec,
+    counts: ParamCounts,
+    recipe: InferRecipe,
+    *,
+    capacity_bytes: ArrayLike,
+    batch: ArrayLike,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    ep: ArrayLike = 1,
+) -> np.ndarray:
+    """Longest context per sequence for ``batch`` concurrent sequences (tokens, floored)."""
+    tokens = max_batch_x_context(model, counts, recipe, capacity_bytes=capacity_bytes, tp=tp, pp=pp, ep=ep,
+                                 batch=batch)
+    return np.floor(tokens / np.maximum(_arr(batch), 1.0))

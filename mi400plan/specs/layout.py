@@ -1,0 +1,404 @@
+"""Parallel layout and precision recipes: the run set-up that ``fit`` and ``sweep`` size memory for.
+
+``Layout`` is the parallelism of one training run (Megatron-Core vocabulary):
+
+* ``tp``   tensor parallel (Shoeybi et al. 2019), ``sequence_parallel`` (Korthikanti et al. 2022)
+* ``pp``   pipeline stages; ``vpp`` virtual stages (model chunks) per rank, the interleaved
+  schedule of Narayanan et al. 2021 (``schedule`` is ``"interleaved"`` when ``vpp > 1``, else ``"1f1b"``)
+* ``dp``   data-parallel replicas; ``zero`` = ZeRO stage 0-3 (Rajbhandari et al. 2020; FSDP == 3)
+* ``ep``   expert parallel, ``etp`` expert tensor parallel; Megatron-Core folds the expert grid over
+  the same ranks as the dense grid: ``tp*cp*dp == etp*ep*edp`` (edp = expert data parallel)
+* ``cp``   context parallel (sequence split across ranks for attention)
+* ``micro_batch`` sequences per micro-batch, ``recompute`` activation recomputation
+
+GPUs in a training run = ``tp * pp * cp * dp``. Structural rules that need the model (TP divides heads,
+PP divides layers, EP divides experts, ...) are checked by :func:`check_layout`, which raises
+``LayoutError`` naming the broken rule.
+
+``TrainRecipe`` and ``InferRecipe`` state bytes per parameter, optimizer state and number formats
+explicitly; named presets reproduce the two published accountings (see ``TRAIN_PRESETS``).
+No numpy here (specs are cheap to import).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from mi400plan.errors import LayoutError, UsageError
+from mi400plan.specs.common import StrictModel
+from mi400plan.specs.model import ModelSpec
+from mi400plan.units import GiB
+
+Recompute = Literal["none", "selective", "full"]
+Schedule = Literal["1f1b", "interleaved"]
+
+# Integer codes for the vectorized memory functions (numpy arrays cannot hold strings cheaply).
+RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
+RECOMPUTE_NAMES: dict[int, str] = {v: k for k, v in RECOMPUTE_CODES.items()}
+
+
+class Layout(StrictModel):
+    """Parallelism of a training run. The ``[layout]`` table of a plan file has exactly these keys."""
+
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    vpp: int = Field(default=1, ge=1)
+    dp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+    etp: int = Field(default=1, ge=1)
+    cp: int = Field(default=1, ge=1)
+    # ZeRO stage; default 1 = Megatron-Core distributed optimizer (optimizer states sharded over DP x CP)
+    zero: int = Field(default=1, ge=0, le=3)
+    micro_batch: int = Field(default=1, ge=1)
+    recompute: Recompute = "none"
+    sequence_parallel: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> "Layout":
+        if self.vpp > 1 and self.pp < 2:
+            raise ValueError("vpp > 1 (interleaved schedule) needs pp >= 2")
+        return self
+
+    @property
+    def schedule(self) -> Schedule:
+        """Pipeline schedule: interleaved 1F1B when there are virtual stages, else plain 1F1B."""
+        return "interleaved" if self.vpp > 1 else "1f1b"
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel size ``tp*cp*dp / (etp*ep)`` (Megatron-Core's expert grid)."""
+        return (self.tp * self.cp * self.dp) // (self.etp * self.ep)
+
+    def short(self) -> str:
+        parts = [f"tp={self.tp}", f"pp={self.pp}"]
+        if self.vpp > 1:
+            parts.append(f"vpp={self.vpp}")
+        parts.append(f"dp={self.dp}")
+        if self.ep > 1 or self.etp > 1:
+            parts += [f"ep={self.ep}", f"etp={self.etp}"]
+        if self.cp > 1:
+            parts.append(f"cp={self.cp}")
+        parts += [f"zero={self.zero}", f"mb={self.micro_batch}", f"recompute={self.recompute}"]
+        if self.tp > 1:
+            parts.append("sp" if self.sequence_parallel else "no-sp")
+        return " ".join(parts)
+
+
+def check_layout(layout: Layout, model: ModelSpec, *, seq_len: int | None = None) -> None:
+    """Raise ``LayoutError`` naming the first structural rule ``layout`` breaks for ``model``.
+
+    Rules (Megatron-Core's argument checks, stated as the planner uses them):
+
+    * ``tp-heads``: TP divides the number of attention heads (heads are split across TP ranks).
+    * ``tp-kv-heads``: TP divides the KV heads, or the KV heads divide TP; in the second case each KV
+      head is replicated on ``tp / kv_heads`` ranks (as vLLM does; Megatron requires the first).
+    * ``pp-layers``: ``pp * vpp`` divides the number of layers (equal layers per model chunk).
+    * ``ep-experts``: EP divides the routed experts; EP/ETP > 1 needs an MoE model.
+    * ``expert-grid``: ``etp * ep`` divides ``tp * cp * dp`` (the expert grid is folded over the
+      dense TP x CP x DP ranks, so the expert data-parallel size is an integer).
+    * ``cp-seq``: CP divides the sequence length.
+    """
+    a = model.attention
+    if a.num_heads % layout.tp:
+        raise LayoutError(
+            f"TP={layout.tp} does not divide the {a.num_heads} attention heads of {model.name}",
+            rule="tp-heads",
+            hint=f"use a TP that divides {a.num_heads}: {_divisors_text(a.num_heads)}",
+        )
+    if a.kind == "gqa":
+        g = a.kv_heads
+        if g % layout.tp and layout.tp % g:
+            raise LayoutError(
+                f"TP={layout.tp} and the {g} KV heads of {model.name}: TP must divide the KV heads or be a "
+                "multiple of them (then KV heads are replicated)",
+                rule="tp-kv-heads",
+            )
+    layers = model.num_layers
+    if layers % (layout.pp * layout.vpp):
+        what = f"PP={layout.pp}" + (f" x VPP={layout.vpp}" if layout.vpp > 1 else "")
+        raise LayoutError(
+            f"{what} does not divide the {layers} layers of {model.name} (each stage needs the same number "
+            "of layers)",
+            rule="pp-layers",
+            hint=f"PP x VPP must divide {layers}: {_divisors_text(layers)}",
+        )
+    if model.moe is None:
+        if layout.ep > 1 or layout.etp > 1:
+            raise LayoutError(f"EP/ETP > 1 needs an MoE model; {model.name} is dense", rule="ep-experts")
+    else:
+        e = model.moe.num_experts
+        if e % layout.ep:
+            raise LayoutError(
+                f"EP={layout.ep} does not divide the {e} routed experts of {model.name}",
+                rule="ep-experts",
+                hint=f"use an EP that divides {e}: {_divisors_text(e)}",
+            )
+    dense_ranks = layout.tp * layout.cp * layout.dp
+    if dense_ranks % (layout.ep * layout.etp):
+        raise LayoutError(
+            f"EP x ETP = {layout.ep * layout.etp} does not divide TP x CP x DP = {dense_ranks}: the expert grid "
+            "is laid over the same ranks as the dense grid (Megatron-Core), so the expert data-parallel "
+            "size would not be an integer",
+            rule="expert-grid",
+            hint="raise DP (more GPUs) or lower EP/ETP",
+        )
+    if seq_len is not None and seq_len % layout.cp:
+        raise LayoutError(f"CP={layout.cp} does not divide the sequence length {seq_len}", rule="cp-seq")
+
+
+def dp_from_gpus(gpus: int, tp: int, pp: int, cp: int) -> int:
+    """Data-parallel size ``gpus / (tp*pp*cp)``; ``LayoutError`` (rule ``dp-integer``) if not whole."""
+    mp = tp * pp * cp
+    if gpus < mp or gpus % mp:
+        raise LayoutError(
+            f"{gpus} GPUs is not a whole number of TP x PP x CP = {tp}x{pp}x{cp} = {mp} replicas "
+            "(data-parallel size must be an integer >= 1)",
+            rule="dp-integer",
+        )
+    return gpus // mp
+
+
+def _divisors_text(n: int) -> str:
+    ds = [d for d in range(1, n + 1) if n % d == 0]
+    if len(ds) > 12:
+        ds = ds[:11] + [n]
+        return ", ".join(str(d) for d in ds[:-1]) + f", ..., {n}"
+    return ", ".join(str(d) for d in ds)
+
+
+# --- runtime reserve ---------------------------------------------------------------------------
+
+
+class RuntimeReserve(StrictModel):
+    """Memory a real process cannot use for the model: ``fixed_bytes + fraction * capacity``.
+
+    ``fixed_bytes`` covers the HIP/CUDA context and kernel images (~0.5-1 GiB per process) plus
+    RCCL/NCCL communicator buffers (~0.5-1 GiB with a few communicators); ``fraction`` covers caching
+    allocator fragmentation, which grows with the pool. Default 2 GiB + 5% of HBM: PyTorch's
+    fragmentation in long training runs is typically a few percent, and vLLM leaves 10% of HBM
+    unused by default (``gpu_memory_utilization = 0.9``), which 2 GiB + 5% approaches on a 80 GB part.
+    Users change it with ``--reserve`` (e.g. ``"4GiB+8%"``, ``"0"``).
+    """
+
+    fixed_bytes: float = Field(default=2 * GiB, ge=0)
+    fraction: float = Field(default=0.05, ge=0, lt=1)
+
+    def bytes_for(self, capacity_bytes: float) -> float:
+        return self.fixed_bytes + self.fraction * capacity_bytes
+
+    def text(self) -> str:
+        from mi400plan.units import fmt_bytes
+
+        return f"{fmt_bytes(self.fixed_bytes)} + {self.fraction * 100:g}% of HBM"
+
+
+def parse_reserve(text: str) -> RuntimeReserve:
+    """Parse ``"2GiB+5%"``, ``"4GiB"``, ``"10%"`` or ``"0"`` into a ``RuntimeReserve``."""
+    from mi400plan.units import UnitError, parse_size
+
+    fixed, frac = 0.0, 0.0
+    for part in [p.strip() for p in text.replace(" ", "").split("+") if p.strip()]:
+        if part.endswith("%"):
+            try:
+                frac += float(part[:-1]) / 100.0
+            except ValueError:
+                raise UsageError(f"cannot read reserve {text!r}: {part!r} is not a percentage") from None
+        else:
+            try:
+                fixed += parse_size(part)
+            except UnitError as exc:
+                raise UsageError(f"cannot read reserve {text!r}: {exc}") from None
+    if not 0 <= frac < 1:
+        raise UsageError(f"reserve fraction in {text!r} must be between 0% and 100%")
+    return RuntimeReserve(fixed_bytes=fixed, fraction=frac)
+
+
+# --- training recipe ---------------------------------------------------------------------------
+
+Optimizer = Literal["adamw", "adam", "sgd", "adafactor"]
+
+
+class TrainRecipe(StrictModel):
+    """Bytes per parameter and activation settings of a training run.
+
+    Per parameter (bytes): ``param_bytes`` (the working copy the matmuls read), ``fp8_weight_bytes``
+    (extra FP8 cast of the weights kept between steps by FP8 training, e.g. Transformer Engine),
+    ``grad_bytes`` (gradient accumulation buffer: 4 = fp32 "main grads", 2 = bf16), optimizer
+    states = ``master_bytes`` (fp32 master weights, 4; 0 when params are already fp32) +
+    ``moment_bytes`` x number of moments (Adam/AdamW 2, SGD with momentum 1, Adafactor: factored
+    second moment, see ``optimizer_state_bytes``).
+    The master copy counts as optimizer state (it is sharded with the optimizer by ZeRO-1, as in
+    the ZeRO paper's K = 12 and Megatron's distributed optimizer).
+    """
+
+    name: str = "custom"
+    param_bytes: float = Field(default=2.0, gt=0)
+    fp8_weight_bytes: float = Field(default=0.0, ge=0)
+    grad_bytes: float = Field(default=4.0, gt=0)
+    master_bytes: float = Field(default=4.0, ge=0)
+    optimizer: Optimizer = "adamw"
+    moment_bytes: float = Field(default=4.0, ge=0)
+    activation_bytes: float = Field(default=2.0, gt=0)  # 16-bit activations
+    flash_attention: bool = True
+    dropout: bool = False  # Korthikanti's accounting keeps dropout masks; modern LLM pre-training has none
+    moe_capacity_factor: float = Field(default=1.25, gt=0)  # Switch Transformer's training default
+    reserve: RuntimeReserve = Field(default_factory=RuntimeReserve)
+
+    @property
+    def moments(self) -> int:
+        return {"adamw": 2, "adam": 2, "sgd": 1, "adafactor": 0}[self.optimizer]
+
+    def optimizer_state_bytes(self, hidden_size: int) -> float:
+        """Optimizer bytes per parameter: master copy + moments.
+
+        Adam/AdamW (Kingma & Ba 2015; Loshchilov & Hutter 2019): first and second moment.
+        SGD: one momentum buffer. Adafactor (Shazeer & Stern 2018) without first moment keeps a row
+        and a column vector per ``r x c`` matrix: ``moment_bytes * (r + c)`` bytes for ``r*c``
+        parameters, i.e. about ``moment_bytes * 2 / hidden_size`` per parameter for ``hidden``-wide
+        matrices.
+        """
+        if self.optimizer == "adafactor":
+            return self.master_bytes + self.moment_bytes * 2.0 / hidden_size
+        return self.master_bytes + self.moment_bytes * self.moments
+
+    def bytes_per_param(self, hidden_size: int) -> float:
+        """Weights + gradients + optimizer bytes per parameter, unsharded."""
+        return self.param_bytes + self.fp8_weight_bytes + self.grad_bytes + self.optimizer_state_bytes(hidden_size)
+
+
+TRAIN_PRESETS: dict[str, dict[str, object]] = {
+    # Megatron-LM theoretical_memory_usage: bf16 params (2) + fp32 main grads (4) + fp32 master (4)
+    # + Adam m, v (8) = 18 B/param.
+    "megatron": dict(param_bytes=2.0, grad_bytes=4.0, master_bytes=4.0, optimizer="adam", moment_bytes=4.0),
+    # ZeRO (Rajbhandari et al. 2020, section 3.1): fp16 params (2) + fp16 grads (2) + K = 12 optimizer
+    # bytes (fp32 master 4 + momentum 4 + variance 4) = 16 B/param.
+    "zero": dict(param_bytes=2.0, grad_bytes=2.0, master_bytes=4.0, optimizer="adam", moment_bytes=4.0),
+    # Pure fp32 training: 4 + 4 + Adam 8 = 16 B/param, no separate master copy.
+    "fp32": dict(param_bytes=4.0, grad_bytes=4.0, master_bytes=0.0, optimizer="adam", moment_bytes=4.0,
+                 activation_bytes=4.0),
+}
+
+TRAIN_PRECISIONS = ("bf16", "fp8", "fp32")
+
+
+def train_recipe(
+    preset: str = "megatron",
+    *,
+    precision: str | None = None,
+    optimizer: str | None = None,
+    grad_dtype: str | None = None,
+    flash_attention: bool | None = None,
+    reserve: RuntimeReserve | None = None,
+) -> TrainRecipe:
+    """A named preset with overrides. ``precision="fp8"`` adds a 1-byte FP8 weight copy per
+    parameter (FP8 GEMMs read a cast of the bf16 weights that is cached across micro-batches)."""
+    if preset not in TRAIN_PRESETS:
+        raise UsageError(f"unknown training recipe {preset!r}; known: {', '.join(TRAIN_PRESETS)}")
+    fields: dict[str, object] = dict(TRAIN_PRESETS[preset])
+    fields["name"] = preset
+    if precision is not None:
+        if precision not in TRAIN_PRECISIONS:
+            raise UsageError(f"unknown training precision {precision!r}; known: {', '.join(TRAIN_PRECISIONS)}")
+        if precision == "fp32":
+            fields.update(TRAIN_PRESETS["fp32"])
+        elif precision == "fp8":
+            fields["fp8_weight_bytes"] = 1.0
+    if optimizer is not None:
+        if optimizer not in ("adamw", "adam", "sgd", "adafactor"):
+            raise UsageError(f"unknown optimizer {optimizer!r}; known: adamw, adam, sgd, adafactor")
+        fields["optimizer"] = optimizer
+    if grad_dtype is not None:
+        sizes = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
+        if grad_dtype not in sizes:
+            raise UsageError(f"unknown gradient dtype {grad_dtype!r}; known: fp32, bf16")
+        fields["grad_bytes"] = sizes[grad_dtype]
+    if flash_attention is not None:
+        fields["flash_attention"] = flash_attention
+    if reserve is not None:
+        fields["reserve"] = reserve
+    return TrainRecipe(**fields)  # type: ignore[arg-type]
+
+
+# --- inference recipe --------------------------------------------------------------------------
+
+# Bits per weight including block-scale overhead.
+#   MX formats (OCP Microscaling Formats (MX) v1.0, 2023): one shared 8-bit E8M0 scale per block of
+#   32 elements -> +8/32 = 0.25 bit: MXFP8 8.25, MXFP6 6.25, MXFP4 4.25.
+#   NVFP4 (NVIDIA Blackwell): one FP8 E4M3 scale per 16 elements -> 4 + 8/16 = 4.5 bits.
+#   int4 (GPTQ/AWQ style): groups of 128 with an fp16 scale and an fp16 zero point -> 4 + 32/128 = 4.25.
+#   fp8 with per-tensor (or 128x128-block fp32) scales: overhead < 0.002 bit, counted as 8.
+WEIGHT_FORMAT_BITS: dict[str, float] = {
+    "bf16": 16.0,
+    "fp16": 16.0,
+    "fp8": 8.0,
+    "mxfp8": 8.0 + 8.0 / 32,
+    "fp6": 6.0 + 8.0 / 32,
+    "mxfp6": 6.0 + 8.0 / 32,
+    "fp4": 4.0 + 8.0 / 32,
+    "mxfp4": 4.0 + 8.0 / 32,
+    "nvfp4": 4.0 + 8.0 / 16,
+    "int4": 4.0 + 32.0 / 128,
+}
+KV_FORMAT_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+
+
+class InferRecipe(StrictModel):
+    """Inference number formats and serving settings.
+
+    ``weight_format`` applies to the transformer-block linear weights (attention, dense FFN, shared
+    and routed experts). Embedding, output head, norms and router stay 16-bit, as in the published
+    FP8 checkpoints of Llama-3.1-405B and DeepSeek-V3. ``max_batched_tokens`` is the largest number
+    of tokens in one forward step (chunked prefill; vLLM's default budget is 8192) and sizes the
+    activation scratch.
+    """
+
+    name: str = "bf16"
+    weight_format: str = "bf16"
+    kv_format: str = "bf16"
+    max_batched_tokens: int = Field(default=8192, ge=1)
+    reserve: RuntimeReserve = Field(default_factory=RuntimeReserve)
+
+    @model_validator(mode="after")
+    def _check(self) -> "InferRecipe":
+        if self.weight_format not in WEIGHT_FORMAT_BITS:
+            raise ValueError(f"unknown weight format {self.weight_format!r}; known: {', '.join(WEIGHT_FORMAT_BITS)}")
+        if self.kv_format not in KV_FORMAT_BYTES:
+            raise ValueError(f"unknown KV-cache format {self.kv_format!r}; known: {', '.join(KV_FORMAT_BYTES)}")
+        return self
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes per block weight including block-scale overhead."""
+        return WEIGHT_FORMAT_BITS[self.weight_format] / 8.0
+
+    @property
+    def kv_bytes(self) -> float:
+        return KV_FORMAT_BYTES[self.kv_format]
+
+
+def infer_recipe(
+    precision: str | None = None,
+    *,
+    kv_dtype: str | None = None,
+    reserve: RuntimeReserve | None = None,
+    max_batched_tokens: int | None = None,
+) -> InferRecipe:
+    fmt = (precision or "bf16").lower()
+    if fmt not in WEIGHT_FORMAT_BITS:
+        raise UsageError(f"unknown weight format {precision!r}; known: {', '.join(WEIGHT_FORMAT_BITS)}")
+    kv = (kv_dtype or "bf16").lower()
+    if kv not in KV_FORMAT_BYTES:
+        raise UsageError(f"unknown KV-cache format {kv_dtype!r}; known: {', '.join(KV_FORMAT_BYTES)}")
+    fields: dict[str, object] = dict(name=fmt, weight_format=fmt, kv_format=kv)
+    if reserve is not None:
+        fields["reserve"] = reserve
+    if max_batched_tokens is not None:
+        fields["max_batched_tokens"] = max_batched_tokens
+    return InferRecipe(**fields)  # type: ignore[arg-type]
+
