@@ -73,7 +73,7 @@ class _Reader:
     def _fail(self, key: str, msg: str) -> ProfileError:
         return ProfileError(msg, path=self.path, field=key)
 
-    def int(self, key: str, *, min_value: int = 1) -> int:
+    def req_int(self, key: str, *, min_value: int = 1) -> int:
         if key not in self.data or self.data[key] is None:
             raise self._fail(
                 key,
@@ -97,7 +97,7 @@ class _Reader:
             raise self._fail(key, f"expected an integer >= {min_value}, got {v!r}")
         return int(v)
 
-    def bool(self, key: str, default: bool) -> bool:
+    def opt_bool(self, key: str, default: bool) -> bool:
         v = self.data.get(key)
         if v is None:
             return default
@@ -134,8 +134,8 @@ def default_name(data: dict[str, Any], path: str) -> str:
 
 def _attention_biases(r: _Reader) -> tuple[bool, bool]:
     """(qkv_bias, linear_bias) for the llama-style ``attention_bias`` / ``mlp_bias`` keys."""
-    attn = r.bool("attention_bias", False)
-    mlp = r.bool("mlp_bias", False)
+    attn = r.opt_bool("attention_bias", False)
+    mlp = r.opt_bool("mlp_bias", False)
     if attn and mlp:
         return False, True
     if attn or mlp:
@@ -149,7 +149,7 @@ def _attention_biases(r: _Reader) -> tuple[bool, bool]:
 
 
 def _gqa(r: _Reader, hidden: int, *, qk_norm: bool, qkv_bias: bool) -> dict[str, Any]:
-    heads = r.int("num_attention_heads")
+    heads = r.req_int("num_attention_heads")
     kv = r.opt_int("num_key_value_heads", heads)
     assert kv is not None
     if heads % kv:
@@ -180,8 +180,8 @@ def _qwen_moe(r: _Reader, num_layers: int, *, shared: bool) -> dict[str, Any] | 
         return None  # (layer + 1) % step == 0 never holds: no MoE layer
     moe: dict[str, Any] = {
         "num_experts": n,
-        "top_k": r.int("num_experts_per_tok"),
-        "expert_ffn_dim": r.int("moe_intermediate_size"),
+        "top_k": r.req_int("num_experts_per_tok"),
+        "expert_ffn_dim": r.req_int("moe_intermediate_size"),
         "first_k_dense": step - 1,  # HF: layer i is MoE when (i + 1) % step == 0
         "layer_freq": step,
     }
@@ -193,17 +193,17 @@ def _qwen_moe(r: _Reader, num_layers: int, *, shared: bool) -> dict[str, Any] | 
 
 
 def _deepseek(r: _Reader, hidden: int, num_layers: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    if r.bool("attention_bias", False):
+    if r.opt_bool("attention_bias", False):
         raise r._fail("attention_bias", "MLA with projection biases is not supported")
-    heads = r.int("num_attention_heads")
+    heads = r.req_int("num_attention_heads")
     attention = {
         "kind": "mla",
         "num_heads": heads,
         "q_lora_rank": r.opt_int("q_lora_rank", None),
-        "kv_lora_rank": r.int("kv_lora_rank"),
-        "qk_nope_head_dim": r.int("qk_nope_head_dim"),
-        "qk_rope_head_dim": r.int("qk_rope_head_dim"),
-        "v_head_dim": r.int("v_head_dim"),
+        "kv_lora_rank": r.req_int("kv_lora_rank"),
+        "qk_nope_head_dim": r.req_int("qk_nope_head_dim"),
+        "qk_rope_head_dim": r.req_int("qk_rope_head_dim"),
+        "v_head_dim": r.req_int("v_head_dim"),
     }
     mtp = r.opt_int("num_nextn_predict_layers", 0, min_value=0)
     if mtp:
@@ -223,8 +223,8 @@ def _deepseek(r: _Reader, hidden: int, num_layers: int) -> tuple[dict[str, Any],
         return attention, None
     moe = {
         "num_experts": n,
-        "top_k": r.int("num_experts_per_tok"),
-        "expert_ffn_dim": r.int("moe_intermediate_size"),
+        "top_k": r.req_int("num_experts_per_tok"),
+        "expert_ffn_dim": r.req_int("moe_intermediate_size"),
         "num_shared_experts": r.opt_int("n_shared_experts", 0, min_value=0),
         "first_k_dense": first,
         "layer_freq": freq,
@@ -252,22 +252,22 @@ def model_from_hf_config(data: dict[str, Any], *, path: str, name: str | None = 
             hint="write a model profile in TOML instead (see profiles/models/ for examples)",
         )
     r = _Reader(data, path, mt)
-    hidden = r.int("hidden_size")
-    num_layers = r.int("num_hidden_layers")
-    vocab = r.int("vocab_size")
+    hidden = r.req_int("hidden_size")
+    num_layers = r.req_int("num_hidden_layers")
+    vocab = r.req_int("vocab_size")
     moe: dict[str, Any] | None = None
     linear_bias = False
     if mt in ("llama", "mistral", "qwen3"):
         qkv_bias, linear_bias = _attention_biases(r)
         attention = _gqa(r, hidden, qk_norm=(mt == "qwen3"), qkv_bias=qkv_bias)
-        ffn = r.int("intermediate_size")
+        ffn = r.req_int("intermediate_size")
     elif mt == "qwen2":
         attention = _gqa(r, hidden, qk_norm=False, qkv_bias=True)
-        ffn = r.int("intermediate_size")
+        ffn = r.req_int("intermediate_size")
     elif mt == "mixtral":
         attention = _gqa(r, hidden, qk_norm=False, qkv_bias=False)
-        ffn = r.int("intermediate_size")
-        moe = {"num_experts": r.int("num_local_experts"), "top_k": r.int("num_experts_per_tok"),
+        ffn = r.req_int("intermediate_size")
+        moe = {"num_experts": r.req_int("num_local_experts"), "top_k": r.req_int("num_experts_per_tok"),
                "expert_ffn_dim": ffn}
     elif mt in ("qwen2_moe", "qwen3_moe"):
         if mt == "qwen3_moe":
@@ -281,10 +281,10 @@ def model_from_hf_config(data: dict[str, Any], *, path: str, name: str | None = 
             assert moe is not None
             ffn = moe["expert_ffn_dim"]  # no dense layer: the dense width is never used
         else:
-            ffn = r.int("intermediate_size")
+            ffn = r.req_int("intermediate_size")
     else:  # deepseek_v2, deepseek_v3
         attention, moe = _deepseek(r, hidden, num_layers)
-        ffn = r.int("intermediate_size")
+        ffn = r.req_int("intermediate_size")
     if moe is not None and moe["top_k"] > moe["num_experts"]:
         raise r._fail("num_experts_per_tok", f"{moe['top_k']} exceeds the number of experts ({moe['num_experts']})")
 
@@ -309,7 +309,7 @@ def model_from_hf_config(data: dict[str, Any], *, path: str, name: str | None = 
         "ffn_kind": "swiglu",  # every supported family uses a gated (3-matrix) MLP
         "linear_bias": linear_bias,
         "norm": "rmsnorm",
-        "tie_embeddings": r.bool("tie_word_embeddings", False),
+        "tie_embeddings": r.opt_bool("tie_word_embeddings", False),
         "position_embedding": "rope",
         "max_seq_len": max_pos,
         "attention": attention,
