@@ -1,0 +1,163 @@
+"""Result models of ``mi400plan rack`` (the JSON contract under ``data``).
+
+All powers in watts, flows in L/min and m^3/h (CFM alongside), temperatures in degC / K.
+A ``Range`` is (low, nominal, high) of one quantity across the estimate range of its inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from mi400plan.results.common import OutModel, Result, flatten
+
+
+class Range(OutModel):
+    low: float
+    nominal: float
+    high: float
+
+
+class ComponentLine(OutModel):
+    """One component line of the breakdown: ``count`` items in the whole rack."""
+
+    tray: str
+    component: str
+    kind: str
+    count: int
+    each_w: Range
+    total_w: Range
+    liquid_fraction: float
+    status: str
+    source: list[str] = Field(default_factory=list)
+
+
+class FeedVerdict(OutModel):
+    """Feed capacity against the rack's wall power, with the arithmetic as text."""
+
+    spec: str  # e.g. "2x415V3ph60A"
+    count: int
+    voltage_v: float
+    phases: int
+    current_a: float
+    power_factor: float
+    derate: float
+    redundancy: str  # N or 2N
+    per_feed_va: float  # apparent power of one feed at its rating, VA
+    per_feed_usable_w: float  # x PF x derate, W
+    usable_w: float  # what the rack may draw under the redundancy rule, W
+    load_w: Range  # wall power
+    headroom_w: float  # usable - nominal load (negative: deficit)
+    ok: bool  # nominal load fits
+    ok_low: bool
+    ok_high: bool
+    arithmetic: str
+    needed: str | None = None  # smallest standard feed set carrying the high load
+    needed_usable_w: float | None = None
+    source_status: str = "assumed"
+
+
+class PsuVerdict(OutModel):
+    psus: int
+    spare_psus: int
+    redundancy: str
+    psu_rating_w: float
+    usable_w: float  # (psus - spares) x rating, DC output
+    dc_load_w: Range  # component power divided by the DC distribution efficiency
+    ok: bool
+    ok_high: bool
+
+
+class CoolingOut(OutModel):
+    coolant: str
+    rho_kg_per_m3: float
+    cp_j_per_kg_k: float
+    coolant_supply_c: float | None
+    coolant_delta_t_k: float
+    coolant_return_c: float | None
+    liquid_heat_w: Range
+    air_heat_w: Range
+    coolant_l_per_min: Range
+    air_delta_t_k: float
+    airflow_m3_per_h: Range
+    airflow_cfm: Range
+    air_limit_w: float
+    air_ok: bool
+    air_ok_low: bool
+    air_ok_high: bool
+
+
+class ReferenceCheck(OutModel):
+    """The model's wall power against a published or claimed rack power."""
+
+    reference_w: Range
+    source: list[str]
+    verdict: str  # agrees | overlaps | below | above
+    message: str
+
+
+class FacilityOut(OutModel):
+    racks: int
+    gpus: int
+    gpus_requested: int | None
+    it_power_w: Range  # wall power of all racks
+    pue: float
+    facility_power_w: Range  # it x PUE
+    gpus_per_mw_it: float
+    gpus_per_mw_facility: float
+    energy_kwh_per_day: float  # facility, nominal
+    price_per_kwh_usd: float | None
+    cost_per_day_usd: float | None
+
+
+class RackRow(OutModel):
+    rack: str
+    display_name: str
+    variant_of: str | None
+    sku: str
+    gpus: int
+    racks_per_domain: int
+    scale_up_world: int | None
+    gpu_power_w: Range  # per GPU after cap and load
+    gpu_power_cap_w: float | None
+    gpu_load: float
+    it_power_w: Range  # sum of component power (DC side), W
+    wall_power_w: float  # AC input, nominal, W
+    wall_power_range_w: Range
+    conversion_loss_w: float
+    feed_capacity_w: float  # usable under derate and redundancy
+    feeds_ok: bool
+    liquid_heat_w: float
+    air_heat_w: float
+    coolant_l_per_min: float
+    airflow_m3_per_h: float
+    airflow_cfm: float
+    cooling_ok: bool
+    over_budget: bool
+    kw_per_gpu: float
+    gpus_per_mw: float  # per MW of rack wall power
+    fp8_pflops: float | None  # dense, rack total
+    fp8_pflops_per_kw: float | None
+    components: list[ComponentLine]
+    feeds: FeedVerdict
+    psu: PsuVerdict
+    cooling: CoolingOut
+    reference: ReferenceCheck | None
+    facility: FacilityOut | None
+
+
+class RackResult(Result):
+    command: ClassVar[str] = "rack"
+    rows: list[RackRow]
+
+    def check_failed(self) -> bool:
+        """Over budget: feeds cannot carry the nominal wall power, or the air part exceeds the limit."""
+        return any(r.over_budget for r in self.rows)
+
+    def csv_rows(self) -> list[dict[str, Any]]:
+        out = []
+        for r in self.rows:
+            d = r.model_dump(mode="json", exclude={"components"})
+            out.append(flatten(d))
+        return out
