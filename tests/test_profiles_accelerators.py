@@ -1,0 +1,353 @@
+"""The bundled profile catalog, and the accelerator profiles checked against published arithmetic.
+
+Expected numbers are written out by hand from shared/SPECS.md section 6 (vendor totals) and the
+vendor datasheets; each test shows the arithmetic and compares it with what the profile states.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mi400plan.errors import MissingValueError, ProfileError, UnknownNameError
+from mi400plan.profiles import KINDS, Catalog
+
+_BUNDLED = Catalog.default([])
+CATALOG_ENTRIES = [(kind, name) for kind in KINDS for name in _BUNDLED.names(kind)]
+ACCELERATORS = _BUNDLED.names("accelerators")
+
+TF = 1e12  # FLOP/s per TFLOP/s
+
+
+def acc(catalog, name):
+    return catalog.get("accelerators", name).spec
+
+
+# --- every bundled profile parses -------------------------------------------------------------------
+@pytest.mark.parametrize(("kind", "name"), CATALOG_ENTRIES, ids=[f"{k}/{n}" for k, n in CATALOG_ENTRIES])
+def test_bundled_profile_parses(catalog, kind, name):
+    loaded = catalog.get(kind, name)
+    assert loaded.spec.name == name
+    assert loaded.origin == "bundled"
+    assert Path(loaded.path).name == f"{name}.toml"
+
+
+def test_catalog_has_the_required_accelerators():
+    required = {
+        "mi300x", "mi325x", "mi350x", "mi355x", "mi430x", "mi440x", "mi455x", "a100", "h100", "h200",
+        "b200", "b300", "gb200", "gb300", "rubin", "tpu-v6e", "tpu7x",
+    }  # fmt: skip
+    assert required <= set(ACCELERATORS)
+
+
+@pytest.mark.parametrize("name", ACCELERATORS)
+def test_every_stated_number_has_a_source(catalog, name):
+    """A number that is not 'n/d' must cite at least one key of [sources]."""
+    from mi400plan.api.profiles import _explicit_estimates
+
+    spec = acc(catalog, name)
+    for est in _explicit_estimates(spec):
+        if est.known:
+            assert est.source, f"{name}: value {est.nominal} has no source"
+            assert all(k in spec.sources for k in est.source)
+
+
+@pytest.mark.parametrize("name", ACCELERATORS)
+def test_no_accelerator_consistency_errors(catalog, name):
+    assert acc(catalog, name).consistency_errors() == []
+
+
+# --- fabric names the other profiles rely on --------------------------------------------------------
+FABRICS = {
+    "mi300x": ("xgmi-mi300", "ib-ndr-400"),
+    "mi325x": ("xgmi-mi300", "pollara-400"),
+    "mi350x": ("xgmi-mi350", "pollara-400"),
+    "mi355x": ("xgmi-mi350", "pollara-400"),
+    "mi430x": ("ul4-mi430x", "vulcano-800"),
+    "mi440x": ("mi440x-8gpu", "vulcano-800"),
+    "mi455x": ("helios-ualoe72", "vulcano-800x3"),
+    "a100": ("nvlink3-hgx8", "ib-hdr-200"),
+    "h100": ("nvlink4-hgx8", "ib-ndr-400"),
+    "h200": ("nvlink4-hgx8", "ib-ndr-400"),
+    "b200": ("nvlink5-hgx8", "cx7-400"),
+    "b300": ("nvlink5-hgx8", "cx8-800"),
+    "gb200": ("nvlink5-nvl72", "cx7-400"),
+    "gb300": ("nvlink5-nvl72", "cx8-800"),
+    "rubin": ("nvlink6-nvl72", "cx9-1600"),
+    "tpu-v6e": ("ici-v6e", "tpu-dcn"),
+    "tpu7x": ("ici-tpu7x", "tpu-dcn"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FABRICS))
+def test_default_fabric_names(catalog, name):
+    ic = acc(catalog, name).interconnect
+    assert (ic.scale_up_fabric, ic.scale_out_fabric) == FABRICS[name]
+
+
+@pytest.mark.parametrize("name", sorted(FABRICS))
+def test_default_fabrics_exist_in_catalog(catalog, name):
+    if not catalog.names("fabrics"):
+        pytest.skip("no fabric profiles bundled")
+    for fabric in FABRICS[name]:
+        assert catalog.resolve("fabrics", fabric) == fabric
+
+
+# --- SPECS.md section 6 identities ------------------------------------------------------------------
+def test_helios_totals(catalog):
+    """Helios = 72 x MI455X. AMD: 31 TB HBM4, 1.4 PB/s, 2.9 EF FP4, 1.4 EF FP8."""
+    g = acc(catalog, "mi455x")
+    assert g.hbm_bytes.nominal == 432e9
+    assert 72 * g.hbm_bytes.nominal == pytest.approx(31.1e12, rel=2e-3)  # 72 x 432 GB = 31.104 TB
+    bw = g.memory.bandwidth_bytes_per_s
+    assert 72 * bw.nominal == pytest.approx(1.41e15, rel=1e-3)  # 72 x 19.6 TB/s = 1,411.2 TB/s
+    assert (bw.lo, bw.hi) == (18.0e12, 19.6e12)  # S003 18 TB/s vs AMD 19.6
+    assert bw.status == "conflict"
+    fp4 = g.compute.peak_flops("fp4")
+    fp8 = g.compute.peak_flops("fp8")
+    assert 72 * fp4.nominal == pytest.approx(2.88e18)  # 72 x 40 PF
+    assert 72 * fp8.nominal == pytest.approx(1.44e18)  # 72 x 20 PF
+    # The 40 PF basis is disputed (dense vs sparse): the low end is the sparse reading, 20 PF dense.
+    assert fp4.lo == pytest.approx(20e15) and fp4.status == "conflict"
+    assert g.compute.fp4_basis_note and "sparse" in g.compute.fp4_basis_note
+    assert not g.compute.fp4_sparse_tflops.known
+    tdp = g.power.tdp_w
+    assert (tdp.lo, tdp.hi, tdp.status) == (1500, 2000, "estimate")
+    # GPUs alone: 72 x 1.5-2.0 kW = 108-144 kW (SPECS 4.1 power check)
+    assert (72 * tdp.lo, 72 * tdp.hi) == (108_000, 144_000)
+
+
+def test_helios_aliases_resolve(catalog):
+    for alias in ("mi400x", "mi450x", "MI450X", " mi400x "):
+        assert catalog.resolve("accelerators", alias) == "mi455x"
+    assert catalog.get("accelerators", "mi450x").spec.name == "mi455x"
+    assert catalog.resolve("accelerators", "vr200") == "rubin"
+    assert catalog.resolve("accelerators", "ironwood") == "tpu7x"
+
+
+def test_gb200_nvl72_totals(catalog):
+    """NVIDIA GB200 NVL72: 13.4 TB HBM3e, 576 TB/s, 1,440 PF FP4 (s), 720 PF FP4 dense."""
+    g = acc(catalog, "gb200")
+    assert 72 * g.hbm_bytes.nominal == pytest.approx(13.4e12, rel=2e-3)  # 72 x 186 GB = 13.392 TB
+    assert 72 * g.memory.bandwidth_bytes_per_s.nominal == pytest.approx(576e12)  # 72 x 8 TB/s
+    assert 72 * g.compute.peak_flops("fp4", sparse=True).nominal == pytest.approx(1440e15)  # 72 x 20 PF
+    assert 72 * g.compute.peak_flops("fp4").nominal == pytest.approx(720e15)  # 72 x 10 PF
+    assert g.hbm_bytes.hi == 192e9  # S002's 192 GB is the high end of the conflict
+
+
+def test_gb300_nvl72_totals(catalog):
+    g = acc(catalog, "gb300")
+    assert 72 * g.hbm_bytes.nominal == pytest.approx(20.7e12, rel=2e-3)  # 72 x 288 GB = 20.736 TB
+    assert 72 * g.compute.peak_flops("fp4").nominal == pytest.approx(1080e15)  # 72 x 15 PF dense
+
+
+def test_mi355x_rack_totals(catalog):
+    """AMD 128-GPU MI355X DLC rack: 36 TB HBM3E, 2.6 EF FP4 (sparse)."""
+    g = acc(catalog, "mi355x")
+    assert 128 * g.hbm_bytes.nominal == pytest.approx(36.9e12, rel=2e-3)  # 128 x 288 GB = 36.864 TB
+    assert 128 * g.compute.peak_flops("fp4", sparse=True).nominal == pytest.approx(2.58e18, rel=2e-3)
+
+
+@pytest.mark.parametrize(
+    ("name", "cus", "ghz", "flop_per_clk_per_cu", "expected_tflops"),
+    [
+        ("mi355x", 256, 2.4, 4096, 2516.6),  # 256 x 2.4e9 x 4096 = 2.5166e15
+        ("mi350x", 256, 2.2, 4096, 2306.9),  # 256 x 2.2e9 x 4096 = 2.3069e15
+        ("mi300x", 304, 2.1, 2048, 1307.4),  # 304 x 2.1e9 x 2048 = 1.3074e15
+    ],
+)
+def test_amd_bf16_peak_is_cus_times_clock_times_flops(catalog, name, cus, ghz, flop_per_clk_per_cu, expected_tflops):
+    g = acc(catalog, name)
+    assert g.silicon.compute_units.nominal == cus
+    assert g.silicon.peak_clock_mhz.nominal == ghz * 1000
+    by_hand = cus * ghz * 1e9 * flop_per_clk_per_cu / TF
+    assert by_hand == pytest.approx(expected_tflops, abs=0.05)
+    assert g.compute.bf16_dense_tflops.nominal == pytest.approx(by_hand, abs=0.05)
+
+
+def test_mi355x_bf16_conflict_range(catalog):
+    """S002's table can be read as 2,300 TF for MI355X; AMD says 2.5 PF. Low 2,300, nominal 2,516.6."""
+    bf16 = acc(catalog, "mi355x").compute.bf16_dense_tflops
+    assert (bf16.low, bf16.nominal, bf16.status) == (2300, 2516.6, "conflict")
+
+
+def test_mi300x_xgmi_and_fp64_identities(catalog):
+    """FP64 vector on CDNA 4: 256 CU x 2.4 GHz x 128 FLOP/clk = 78.6 TF (MI355X)."""
+    assert 256 * 2.4e9 * 128 / TF == pytest.approx(78.6, abs=0.05)
+    assert acc(catalog, "mi355x").compute.fp64_vector_dense_tflops.nominal == 78.6
+    assert 256 * 2.2e9 * 128 / TF == pytest.approx(72.1, abs=0.05)
+    assert acc(catalog, "mi350x").compute.fp64_vector_dense_tflops.nominal == 72.1
+
+
+def test_tpu_v6e_pod(catalog):
+    """Google: a 256-chip v6e pod is 234.9 PF BF16. 256 x 918 TF = 235,008 TF."""
+    g = acc(catalog, "tpu-v6e")
+    assert 256 * g.compute.peak_flops("bf16").nominal == pytest.approx(234.9e15, rel=1e-3)
+
+
+def test_ironwood_pod(catalog):
+    """Google: 9,216 chips, 42.5 EF FP8, '1.77 PB' HBM.
+
+    9,216 x 4,614 TF = 42.52 EF. 9,216 x 192 GiB = 1,769,472 GiB: Google's "1.77 PB" counts
+    in GiB (1.77 million GiB), which is 1.90e15 bytes, not 1.77e15.
+    """
+    g = acc(catalog, "tpu7x")
+    assert 9216 * g.compute.peak_flops("fp8").nominal == pytest.approx(42.5e18, rel=1e-3)
+    total = 9216 * g.hbm_bytes.nominal
+    assert total / 2**30 == 1_769_472
+    assert total == pytest.approx(1.8999e15, rel=1e-4)
+
+
+def test_rubin_nvl72(catalog):
+    """Vera Rubin NVL72: 3.6 EF NVFP4 'inference' (72 x 50 PF), 20.7 TB HBM4 (72 x 288 GB)."""
+    g = acc(catalog, "rubin")
+    fp4 = g.compute.peak_flops("fp4")
+    assert 72 * fp4.hi == pytest.approx(3.6e18)
+    assert 72 * fp4.nominal == pytest.approx(2.52e18)  # 72 x 35 PF 'training' = 2.5 EF (NVIDIA)
+    assert 72 * g.hbm_bytes.nominal == pytest.approx(20.7e12, rel=2e-3)
+
+
+def test_a100_datasheet(catalog):
+    """NVIDIA A100 80GB SXM datasheet: 312 / 624 (s) TF BF16, 2,039 GB/s, 80 GB, 400 W."""
+    g = acc(catalog, "a100")
+    assert g.compute.peak_flops("bf16").nominal == 312e12
+    assert g.compute.peak_flops("fp16", sparse=True).nominal == 624e12
+    assert g.memory.bandwidth_bytes_per_s.nominal == pytest.approx(2.039e12)
+    assert g.hbm_bytes.nominal == 80e9
+    assert g.power.tdp_w.nominal == 400
+
+
+# Pairs where sparse is not 2 x dense, with the reason (checked separately).
+NOT_DOUBLE = {
+    ("b300", "fp4"): "Blackwell Ultra: dense FP4 13.5 PF, sparse 18 PF (HGX 108 / 144 PF per 8)",
+    ("gb300", "fp4"): "Blackwell Ultra: dense FP4 15 PF, sparse 20 PF (rack 1,080 / 1,440 PF)",
+    ("b300", "int8"): "dense is a 125-150 TOPS range; the 250 TOPS sparse figure is 2 x the 125 reading",
+}
+
+
+def _pairs():
+    out = []
+    for name in ACCELERATORS:
+        c = _BUNDLED.get("accelerators", name).spec.compute
+        for field in type(c).model_fields:
+            if "_sparse_" in field:
+                prec = field.split("_sparse_")[0]
+                dense, sparse = getattr(c, field.replace("_sparse_", "_dense_")), getattr(c, field)
+                if dense.known and sparse.known:
+                    out.append((name, prec, dense, sparse))
+    return out
+
+
+@pytest.mark.parametrize(("name", "prec", "dense", "sparse"), _pairs(), ids=lambda x: x if isinstance(x, str) else "")
+def test_sparse_is_twice_dense(name, prec, dense, sparse):
+    if (name, prec) in NOT_DOUBLE:
+        assert sparse.nominal < 2 * dense.nominal, NOT_DOUBLE[(name, prec)]
+        return
+    assert sparse.nominal == pytest.approx(2 * dense.nominal, rel=1e-3)
+    if dense.low is not None or sparse.low is not None:
+        assert sparse.lo == pytest.approx(2 * dense.lo, rel=1e-3)
+        assert sparse.hi == pytest.approx(2 * dense.hi, rel=1e-3)
+
+
+def test_b300_int8_sparse_is_twice_low_reading(catalog):
+    c = acc(catalog, "b300").compute
+    assert c.int8_sparse_tops.nominal == 2 * c.int8_dense_tops.lo == 250  # HGX 2 POPS / 8 = 250 (s)
+
+
+# --- units ------------------------------------------------------------------------------------------
+def test_gib_vs_gb(catalog):
+    tpu = acc(catalog, "tpu7x")
+    assert tpu.memory.hbm_capacity_gb is None
+    assert tpu.hbm_bytes.nominal == 192 * 2**30 == 206_158_430_208
+    mi = acc(catalog, "mi300x")
+    assert mi.hbm_bytes.nominal == 192 * 10**9
+    assert tpu.hbm_bytes.nominal > mi.hbm_bytes.nominal  # same "192", 7.4% apart
+
+
+# --- names, overrides and errors --------------------------------------------------------------------
+def test_unknown_name_gives_close_matches(catalog):
+    with pytest.raises(UnknownNameError) as ei:
+        catalog.resolve("accelerators", "mi355")
+    assert ei.value.matches[0] == "mi355x"
+    assert "mi355x" in ei.value.message
+
+
+MINIMAL = """\
+name = "{name}"
+display_name = "{display}"
+vendor = "Test"
+
+[memory]
+hbm_capacity_gb = {capacity}
+hbm_bandwidth_tb_per_s = {bandwidth}
+"""
+
+
+def _write(root: Path, kind: str, stem: str, text: str) -> Path:
+    d = root / kind
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / f"{stem}.toml"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_user_profile_overrides_bundled(tmp_path):
+    p = _write(tmp_path, "accelerators", "mi300x", MINIMAL.format(name="mi300x", display="Lab MI300X", capacity=100, bandwidth=1.0))
+    cat = Catalog.default([tmp_path])
+    loaded = cat.get("accelerators", "mi300x")
+    assert loaded.origin == "user"
+    assert loaded.path == str(p)
+    assert loaded.spec.hbm_bytes.nominal == 100e9
+    # Other names still come from the bundled catalog.
+    assert cat.get("accelerators", "mi355x").origin == "bundled"
+
+
+def test_malformed_toml_gives_file_and_line(tmp_path):
+    text = 'name = "broken"\ndisplay_name = "B"\nvendor = "Test\n[memory]\n'  # line 3: unterminated string
+    p = _write(tmp_path, "accelerators", "broken", text)
+    with pytest.raises(ProfileError) as ei:
+        Catalog.default([tmp_path]).get("accelerators", "broken")
+    assert ei.value.path == str(p)
+    assert ei.value.line == 3
+    assert f"{p}:3" in ei.value.message
+
+
+def test_validation_error_gives_field_and_line(tmp_path):
+    text = MINIMAL.format(name="badbw", display="B", capacity=10, bandwidth='"fast"')
+    # line 7 is hbm_bandwidth_tb_per_s
+    assert text.splitlines()[6].startswith("hbm_bandwidth_tb_per_s")
+    _write(tmp_path, "accelerators", "badbw", text)
+    with pytest.raises(ProfileError) as ei:
+        Catalog.default([tmp_path]).get("accelerators", "badbw")
+    assert ei.value.field == "memory.hbm_bandwidth_tb_per_s"
+    assert ei.value.line == 7
+
+
+def test_undefined_source_key_is_an_error(tmp_path):
+    text = MINIMAL.format(name="nosrc", display="B", capacity='{ nominal = 10, source = ["Q9"] }', bandwidth=1)
+    _write(tmp_path, "accelerators", "nosrc", text)
+    with pytest.raises(ProfileError) as ei:
+        Catalog.default([tmp_path]).get("accelerators", "nosrc")
+    assert "Q9" in ei.value.message
+
+
+def test_not_disclosed_value_raises_on_require(catalog):
+    g = acc(catalog, "mi440x")
+    bw = g.memory.bandwidth_bytes_per_s
+    assert not bw.known and bw.status == "not_disclosed"
+    with pytest.raises(MissingValueError) as ei:
+        bw.require("MI440X HBM bandwidth")
+    assert "not disclosed" in ei.value.message
+    with pytest.raises(MissingValueError):
+        acc(catalog, "rubin").compute.peak_flops("bf16").require("Rubin BF16 peak")
+
+
+def test_consistency_errors_flag_sparse_below_dense(tmp_path):
+    text = MINIMAL.format(name="odd", display="Odd", capacity=10, bandwidth=1) + (
+        "\n[compute]\nbf16_dense_tflops = 100\nbf16_sparse_tflops = 50\n"
+    )
+    _write(tmp_path, "accelerators", "odd", text)
+    spec = Catalog.default([tmp_path]).get("accelerators", "odd").spec
+    errs = spec.consistency_errors()
+    assert len(errs) == 1 and "bf16_sparse_tflops" in errs[0]
