@@ -1,0 +1,108 @@
+"""``mi400plan fit``: per-GPU memory for training or inference on one or more SKUs."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mi400plan.cli.common import AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+
+
+class Mode(str, Enum):
+    train = "train"
+    infer = "infer"
+
+
+class RecomputeChoice(str, Enum):
+    none = "none"
+    selective = "selective"
+    full = "full"
+
+
+class OptimizerChoice(str, Enum):
+    adamw = "adamw"
+    adam = "adam"
+    sgd = "sgd"
+    adafactor = "adafactor"
+
+
+class RecipeChoice(str, Enum):
+    megatron = "megatron"
+    zero = "zero"
+    fp32 = "fp32"
+
+
+class GradDtype(str, Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"
+
+
+class KvDtype(str, Enum):
+    bf16 = "bf16"
+    fp8 = "fp8"
+
+
+IntOpt = Optional[int]
+
+
+@app.command("fit")
+def fit_cmd(
+    model: Annotated[Optional[str], typer.Argument(help="Model profile name or path (TOML / HF config.json).")] = None,
+    sku: Annotated[
+        Optional[list[str]],
+        typer.Option("--sku", help="Accelerator profile; repeatable; 'all' (the default) compares every SKU."),
+    ] = None,
+    mode: Annotated[Mode, typer.Option("--mode", help="train or infer.")] = Mode.train,
+    tp: Annotated[IntOpt, typer.Option("--tp", help="Tensor parallel size.")] = None,
+    pp: Annotated[IntOpt, typer.Option("--pp", help="Pipeline stages.")] = None,
+    vpp: Annotated[IntOpt, typer.Option("--vpp", help="Virtual stages per rank (interleaved schedule when > 1).")] = None,
+    dp: Annotated[IntOpt, typer.Option("--dp", help="Data-parallel replicas (default: from --gpus, else 1).")] = None,
+    ep: Annotated[IntOpt, typer.Option("--ep", help="Expert parallel size (MoE).")] = None,
+    etp: Annotated[IntOpt, typer.Option("--etp", help="Expert tensor parallel size (MoE).")] = None,
+    cp: Annotated[IntOpt, typer.Option("--cp", help="Context parallel size.")] = None,
+    zero: Annotated[IntOpt, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 (3 = FSDP); default 1.")] = None,
+    micro_batch: Annotated[IntOpt, typer.Option("--micro-batch", help="Sequences per micro-batch.")] = None,
+    seq: Annotated[IntOpt, typer.Option("--seq", help="Sequence length (train, default 4096) or context (infer, default the model's maximum).")] = None,
+    recompute: Annotated[Optional[RecomputeChoice], typer.Option("--recompute", help="Activation recomputation.")] = None,
+    sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism with TP (default on).")] = None,
+    gpus: Annotated[IntOpt, typer.Option("--gpus", help="Total GPUs (train: sets DP; infer: sets TP).")] = None,
+    global_batch: Annotated[IntOpt, typer.Option("--global-batch", help="Sequences per step (caps micro-batches in flight).")] = None,
+    recipe: Annotated[Optional[RecipeChoice], typer.Option("--recipe", help="Training bytes-per-parameter preset: megatron (18 B/param) or zero (16 B/param).")] = None,
+    precision: Annotated[Optional[str], typer.Option("--precision", help="train: bf16|fp8|fp32; infer weights: bf16|fp8|mxfp8|fp6|fp4|nvfp4|int4.")] = None,
+    optimizer: Annotated[Optional[OptimizerChoice], typer.Option("--optimizer", help="Optimizer (train).")] = None,
+    grad_dtype: Annotated[Optional[GradDtype], typer.Option("--grad-dtype", help="Gradient accumulation dtype (train).")] = None,
+    kv_dtype: Annotated[Optional[KvDtype], typer.Option("--kv-dtype", help="KV-cache dtype (infer).")] = None,
+    flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="Flash attention (default on).")] = None,
+    batch: Annotated[IntOpt, typer.Option("--batch", help="Concurrent sequences (infer).")] = None,
+    reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default), '4GiB', '0'.")] = None,
+    plan: Annotated[Optional[Path], typer.Option("--plan", help="Plan file saved by 'sweep --save'.")] = None,
+    json_: JsonOpt = False,
+    fmt: FormatOpt = None,
+    profiles: ProfilesOpt = None,
+    check: CheckOpt = False,
+    ascii_: AsciiOpt = False,
+) -> None:
+    """Per-GPU memory (weights, gradients, optimizer, activations, KV cache, reserve) and whether it fits.
+
+    One SKU prints a breakdown with headroom and a verdict; several SKUs a comparison table with the
+    fewest GPUs that fit and what change would make it fit. With --check, exit 4 when nothing fits.
+    """
+    f = pick_format(json_, fmt)
+
+    def compute():  # noqa: ANN202
+        from mi400plan.api.fit import fit
+
+        return fit(
+            catalog(profiles), model, sku, mode.value,
+            tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch, seq=seq,
+            recompute=recompute.value if recompute else None, sequence_parallel=sp, gpus=gpus,
+            global_batch=global_batch, recipe=recipe.value if recipe else None, precision=precision,
+            optimizer=optimizer.value if optimizer else None, grad_dtype=grad_dtype.value if grad_dtype else None,
+            kv_dtype=kv_dtype.value if kv_dtype else None, flash_attention=flash, batch=batch, reserve=reserve,
+            plan=str(plan) if plan else None,
+        )
+
+    run("fit", f, compute, check=check, ascii=ascii_)

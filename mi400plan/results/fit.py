@@ -1,0 +1,73 @@
+"""Output model of ``mi400plan fit`` (the JSON contract under the envelope's ``data``).
+
+All sizes are integers in bytes (``*_bytes``); percentages are plain floats (``headroom_pct`` is
+headroom / capacity x 100).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from mi400plan.results.common import OutModel, Result
+
+
+class MemoryBytes(OutModel):
+    """Per-GPU bytes on the most loaded rank. ``total`` is the sum of the other six."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    kv_cache: int
+    reserve: int
+    total: int
+
+
+class FitModel(OutModel):
+    name: str
+    display_name: str
+    profile: str  # file the model was read from
+    params_total: int
+    params_active: int
+
+
+class FitRow(OutModel):
+    sku: str
+    display_name: str
+    profile: str  # file the accelerator was read from
+    mode: Literal["train", "infer"]
+    layout: dict[str, int | str | bool]
+    gpus: int  # GPUs of one layout (train: tp*pp*cp*dp; infer: max(tp, ep)*pp per replica)
+    fits: bool
+    verdict: Literal["fits", "does_not_fit", "unknown"]
+    capacity_bytes: int | None
+    capacity_low_bytes: int | None = None
+    capacity_high_bytes: int | None = None
+    capacity_status: str
+    headroom_bytes: int | None
+    headroom_pct: float | None
+    memory_bytes: MemoryBytes
+    stage: int  # index of the most loaded pipeline stage
+    reason: str | None = None  # why it does not fit (or why no verdict), both sizes stated
+    suggestion: str | None = None  # what would make it fit
+    min_gpus: int | None = None  # smallest GPU count (layout below) that fits on this SKU
+    min_layout: str | None = None
+    flips: bool = False  # the verdict changes within the capacity's low..high range
+    range_note: str | None = None
+    max_tokens: int | None = None  # infer: largest batch x context of KV cache that fits
+    max_context: int | None = None  # infer: longest context per sequence at the given batch
+
+
+class FitResult(Result):
+    command: ClassVar[str] = "fit"
+
+    model: FitModel
+    mode: Literal["train", "infer"]
+    recipe: dict[str, float | int | str | bool]
+    reserve: str  # the runtime reserve rule, e.g. "2.0 GiB + 5% of HBM"
+    rows: list[FitRow] = Field(default_factory=list)
+
+    def check_failed(self) -> bool:
+        return not any(r.fits for r in self.rows)
