@@ -107,6 +107,7 @@ def test_show_table_has_path_and_fields(cli):
     assert "mi355x.toml (bundled)" in r.stdout
     assert "compute.bf16_dense_tflops" in r.stdout
     assert "2,516.6" in r.stdout and "2,300" in r.stdout
+    assert "2025" in r.stdout and "2,025" not in r.stdout  # a year, not a quantity
 
 
 def test_show_all_includes_defaults(cli):

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from mi400plan.render import table_renderer
-from mi400plan.render.table import print_table, print_warnings
+from mi400plan.render.table import print_table, print_warnings, table
 from mi400plan.results.profiles import ProfileShow, ProfilesList, ProfilesValidate
 
 
@@ -65,7 +65,10 @@ def _show(result: ProfileShow, console: Console) -> None:
         console.print(escape(result.description), markup=True)
     rows: list[tuple[Any, ...]] = []
     for f in result.rows:
-        value = _num(f.value) if f.value is not None else (f.text or ("n/d" if f.status == "not_disclosed" else ""))
+        if f.value is not None:  # plain integers (year, counts) without thousands separators
+            value = _num(f.value) if f.status is not None else f"{f.value:g}"
+        else:
+            value = f.text or ("n/d" if f.status == "not_disclosed" else "")
         note = f.note or ""
         if f.value is None and f.text and len(f.text) > 40:  # long prose goes to the Note column
             value, note = "(see note)", f.text
@@ -81,12 +84,16 @@ def _show(result: ProfileShow, console: Console) -> None:
                 note,
             )
         )
-    print_table(
+    t = table(
         console,
         ["Field", ("Value", "right"), "Unit", ("Low", "right"), ("High", "right"), "Status", "Sources", "Note"],
         rows,
         caption=f"Values by status: {result.status.summary()}",
     )
+    # Field paths are identifiers: never truncate them; the Note column wraps instead.
+    t.columns[0].min_width = max((len(r[0]) for r in rows), default=5)
+    t.columns[0].no_wrap = True
+    console.print(t)
     if result.notes:
         console.print("[bold]Notes[/bold]", markup=True)
         for n in result.notes:
