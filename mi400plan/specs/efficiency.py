@@ -1,15 +1,39 @@
 """Achievable-efficiency figures for an accelerator (used by ``sweep``).
 
-Each figure is a fraction of the datasheet peak, calibrated from a published measured run or a
-vendor "max achievable" figure, with its source. Users override them with their own measurements.
+Each figure is a fraction of the datasheet peak (or a time), calibrated from a published measured
+run or a vendor "max achievable" figure, with its source and status. Where nothing is published the
+status is ``assumed`` and the ``note`` states the basis. Users override them with their own
+measurements (``mi400plan sweep --matmul-efficiency 0.45 --hbm-efficiency 0.8``).
+
+How ``sweep`` uses them (``mi400plan/search.py``):
+
+* ``matmul_<precision>``: achieved fraction of the dense peak of that precision on large GEMMs
+  (the whole model-FLOP count runs at ``peak x matmul``).
+* ``gemm_overhead_us``: fixed time (microseconds) each GEMM kernel costs on top of its FLOPs
+  (launch, tail wave, prologue/epilogue). It is the small-GEMM falloff: a GEMM of ``W`` FLOP reaches
+  ``matmul x W / (W + peak x matmul x overhead)`` of peak, so small per-GPU GEMMs (large TP, small
+  micro-batches, fine-grained experts) lose efficiency and large ones do not.
+* ``hbm_bandwidth``: achieved fraction of the HBM peak for streaming (memory-bound) kernels: norms,
+  residual adds, activation functions, optimizer step.
 """
 
 from __future__ import annotations
 
-from mi400plan.specs.common import ND, Est, StrictModel
+from mi400plan.specs.common import ND, Est, Estimate, StrictModel
+
+# Precisions a training matmul can run at in ``sweep`` (dense peaks; 2:4 sparsity is not used).
+TRAIN_PRECISIONS = ("bf16", "fp8")
 
 
 class Efficiency(StrictModel):
     matmul_bf16: Est = ND  # achievable fraction of dense BF16 peak on large GEMMs
     matmul_fp8: Est = ND  # achievable fraction of dense FP8 peak on large GEMMs
     hbm_bandwidth: Est = ND  # achievable fraction of HBM peak for streaming kernels
+    gemm_overhead_us: Est = ND  # fixed cost per GEMM kernel, microseconds (small-GEMM falloff)
+
+    def matmul(self, precision: str) -> Estimate:
+        """The matmul efficiency estimate for ``precision`` (``bf16``/``fp16`` or ``fp8``)."""
+        p = {"fp16": "bf16"}.get(precision, precision)
+        if p not in TRAIN_PRECISIONS:
+            return ND
+        return getattr(self, f"matmul_{p}")

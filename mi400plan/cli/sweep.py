@@ -1,0 +1,129 @@
+"""``mi400plan sweep``: search parallelism layouts for the fastest training step."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mi400plan.cli.common import AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+
+
+class Precision(str, Enum):
+    bf16 = "bf16"
+    fp8 = "fp8"
+
+
+class RecomputeChoice(str, Enum):
+    none = "none"
+    selective = "selective"
+    full = "full"
+
+
+def _ints(text: Optional[str], flag: str) -> list[int]:
+    if not text:
+        return []
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}", param_hint=flag) from None
+
+
+@app.command("sweep")
+def cmd(
+    model: Annotated[str, typer.Argument(help="Model profile name or alias (llama3-70b), or a TOML / config.json path.")],
+    sku: Annotated[list[str], typer.Option("--sku", help="Accelerator profile; repeat to compare SKUs.")],
+    gpus: Annotated[Optional[str], typer.Option("--gpus", help="GPU count, a list (512,1024) or a doubling range (512..65536).")] = None,
+    racks: Annotated[Optional[int], typer.Option("--racks", help="Number of racks (GPUs per rack from the rack profile, else the scale-up domain).")] = None,
+    global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Sequences (1024) or tokens with a suffix (4M, 128Mi, 8388608tok). Default 4Mi tokens.")] = None,
+    seq: Annotated[Optional[int], typer.Option("--seq", help="Sequence length in tokens (default: the model's, capped at 8192).")] = None,
+    precision: Annotated[Precision, typer.Option("--precision", help="Matmul precision; MFU uses this precision's dense peak.")] = Precision.bf16,
+    tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training tokens (15T) for days to train.")] = None,
+    gpu_hour_cost: Annotated[Optional[float], typer.Option("--gpu-hour-cost", help="US dollars per GPU-hour, for the cost to train.")] = None,
+    top: Annotated[int, typer.Option("--top", help="Layouts to list per SKU and size.")] = 5,
+    save: Annotated[Optional[Path], typer.Option("--save", help="Write the best layout as a plan TOML (read by `fit --plan`).")] = None,
+    matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Override the achievable matmul fraction of peak (e.g. 0.45).")] = None,
+    hbm_efficiency: Annotated[Optional[float], typer.Option("--hbm-efficiency", help="Override the achievable HBM bandwidth fraction.")] = None,
+    gemm_overhead_us: Annotated[Optional[float], typer.Option("--gemm-overhead-us", help="Override the fixed cost per GEMM kernel, microseconds.")] = None,
+    overlap_tp: Annotated[bool, typer.Option("--overlap-tp", help="Hide TP/SP collectives behind GEMMs (default: exposed).")] = False,
+    overlap_ep: Annotated[bool, typer.Option("--overlap-ep", help="Hide EP all-to-all behind GEMMs (default: exposed).")] = False,
+    tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
+    pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
+    vpp: Annotated[Optional[str], typer.Option("--vpp", help="Only these virtual-stage counts.")] = None,
+    cp: Annotated[Optional[str], typer.Option("--cp", help="Only these CP sizes.")] = None,
+    ep: Annotated[Optional[str], typer.Option("--ep", help="Only these EP sizes.")] = None,
+    zero: Annotated[Optional[str], typer.Option("--zero", help="Only these ZeRO stages (0-3; 3 = FSDP).")] = None,
+    micro_batch: Annotated[Optional[str], typer.Option("--micro-batch", help="Micro-batch sizes to try (default 1,2,4,8).")] = None,
+    recompute: Annotated[Optional[list[RecomputeChoice]], typer.Option("--recompute", help="Only these recompute modes (repeatable).")] = None,
+    json_: JsonOpt = False,
+    fmt: FormatOpt = None,
+    profiles: ProfilesOpt = None,
+    check: CheckOpt = False,
+    ascii_: AsciiOpt = False,
+) -> None:
+    """Search TP/PP/VPP/CP/EP/DP/ZeRO/micro-batch/recompute layouts for the fastest training step.
+
+    Reports step time and its breakdown, tokens/s, MFU/HFU, memory per GPU, days and cost to train,
+    a SKU comparison (several --sku) and a scaling view (several --gpus).
+    """
+    f = pick_format(json_, fmt)
+    pins = {
+        "tp": _ints(tp, "--tp"), "pp": _ints(pp, "--pp"), "vpp": _ints(vpp, "--vpp"), "cp": _ints(cp, "--cp"),
+        "ep": _ints(ep, "--ep"), "zero": _ints(zero, "--zero"), "micro_batch": _ints(micro_batch, "--micro-batch"),
+        "recompute": [{"none": 0, "selective": 1, "full": 2}[r.value] for r in (recompute or [])],
+    }
+
+    def compute():  # noqa: ANN202
+        from mi400plan.api.sweep import sweep
+
+        with _progress(enabled=f.value != "json") as cb:
+            return sweep(
+                catalog(profiles), model, list(sku), gpus=gpus, racks=racks, global_batch=global_batch, seq_len=seq,
+                precision=precision.value, tokens=tokens, gpu_hour_cost=gpu_hour_cost, top=top,
+                matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
+                overlap_tp=overlap_tp, overlap_ep=overlap_ep, pins=pins, save=str(save) if save else None, progress=cb,
+            )
+
+    run("sweep", f, compute, check=check, ascii=ascii_)
+
+
+class _progress:
+    """A rich progress bar on stderr, shown only once a sweep has run for more than a moment."""
+
+    DELAY_S = 0.5
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._bar = None
+        self._task = None
+        self._t0 = 0.0
+
+    def __enter__(self):  # noqa: ANN204
+        import time
+
+        self._t0 = time.monotonic()
+        return self.update if self.enabled else None
+
+    def update(self, label: str, done: int, total: int) -> None:
+        import sys
+        import time
+
+        if self._bar is None:
+            if time.monotonic() - self._t0 < self.DELAY_S or not sys.stderr.isatty():
+                return
+            from rich.progress import Progress
+
+            from mi400plan.cli.common import stderr_console
+
+            self._bar = Progress(console=stderr_console(), transient=True)
+            self._bar.start()
+        if self._task is None or self._label != label:
+            self._label = label
+            self._task = self._bar.add_task(f"sweep {label}", total=max(total, 1))
+        self._bar.update(self._task, completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()

@@ -1,0 +1,116 @@
+"""Table rendering for ``sweep``: top-K layouts, SKU comparison, scaling view, rejection counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mi400plan.render import table_renderer
+from mi400plan.render.table import print_table
+from mi400plan.results.sweep import SweepResult, SweepRow
+from mi400plan.units import fmt_bytes, fmt_count, fmt_pct, fmt_time
+
+
+def _layout(r: SweepRow) -> str:
+    from mi400plan.api.sweep import layout_text
+
+    return layout_text(r.layout)
+
+
+def _breakdown(r: SweepRow) -> str:
+    t = r.time_s
+    parts = [("comp", t.compute), ("mem", t.memory_bound), ("tp", t.tp), ("cp", t.cp), ("ep", t.ep),
+             ("pp", t.pp), ("bubble", t.bubble), ("dp", t.dp), ("opt", t.optimizer + t.gemm_overhead)]
+    return " ".join(f"{k} {v / r.step_time_s * 100:.0f}%" for k, v in parts if v / r.step_time_s >= 0.005)
+
+
+def _money(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"${x / 1e6:,.2f}M" if x >= 1e6 else f"${x:,.0f}"
+
+
+def _days(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+@table_renderer("sweep")
+def render(res: SweepResult, console: Any) -> None:
+    head = (
+        f"{res.model}, {res.precision}, seq {res.seq_len}, global batch {res.global_batch_seqs:,} seqs "
+        f"({fmt_count(res.global_batch_tokens)} tokens)"
+    )
+    groups: dict[tuple[str, int], list[SweepRow]] = {}
+    for r in res.rows:
+        groups.setdefault((r.sku, r.gpus), []).append(r)
+    single = len(groups) == 1
+    shown = groups if single or not res.scaling else {k: v[:1] for k, v in groups.items()}
+    if not res.scaling:
+        for (sku, gpus), rows in shown.items():
+            cols = ["#", "layout", ("mem/GPU", "right"), ("step", "right"), "breakdown (% of step)",
+                    ("tokens/s", "right"), ("MFU", "right")]
+            if res.train_tokens:
+                cols.append(("days", "right"))
+            if res.gpu_hour_cost is not None and res.train_tokens:
+                cols.append(("cost", "right"))
+            out = []
+            for r in rows:
+                line = [r.rank, _layout(r), fmt_bytes(r.memory_bytes.total), fmt_time(r.step_time_s, 2), _breakdown(r),
+                        fmt_count(r.tokens_per_s), fmt_pct(r.mfu)]
+                if res.train_tokens:
+                    line.append(_days(r.days))
+                if res.gpu_hour_cost is not None and res.train_tokens:
+                    line.append(_money(r.cost_usd))
+                out.append(line)
+            print_table(console, cols, out, title=f"Best layouts: {sku} x {gpus:,} GPUs - {head}",
+                        caption=f"Order: {res.tie_break}.")
+    if res.skus:
+        cols = ["SKU", ("GPUs", "right"), "best layout", ("step", "right"), ("tokens/s", "right"),
+                ("tok/s per GPU", "right"), ("GPUs/rack", "right"), ("tok/s per rack", "right"), ("MFU", "right"),
+                ("vs best", "right")]
+        if res.train_tokens:
+            cols.append(("days", "right"))
+        out = []
+        for s in res.skus:
+            line = [s.sku, f"{s.gpus:,}", s.layout or "no valid layout",
+                    fmt_time(s.step_time_s, 2) if s.step_time_s else "-", fmt_count(s.tokens_per_s) if s.tokens_per_s else "-",
+                    f"{s.tokens_per_s_per_gpu:,.0f}" if s.tokens_per_s_per_gpu else "-", s.gpus_per_rack,
+                    fmt_count(s.tokens_per_s_per_rack) if s.tokens_per_s_per_rack else "-",
+                    fmt_pct(s.mfu) if s.mfu is not None else "-", fmt_pct(s.relative) if s.relative else "-"]
+            if res.train_tokens:
+                line.append(_days(s.days))
+            out.append(line)
+        print_table(console, cols, out, title=f"SKU comparison (each SKU's best layout) - {head}")
+    if res.scaling:
+        cols = ["SKU", ("GPUs", "right"), "best layout", ("step", "right"), ("tokens/s", "right"),
+                ("tok/s per GPU", "right"), ("MFU", "right"), ("scaling eff.", "right"), ("tokens/replica", "right")]
+        out = []
+        for p in res.scaling:
+            out.append([p.sku, f"{p.gpus:,}", p.layout or "no valid layout", fmt_time(p.step_time_s, 2) if p.step_time_s else "-",
+                        fmt_count(p.tokens_per_s) if p.tokens_per_s else "-",
+                        f"{p.tokens_per_s_per_gpu:,.0f}" if p.tokens_per_s_per_gpu else "-",
+                        fmt_pct(p.mfu) if p.mfu is not None else "-",
+                        (fmt_pct(p.scaling_efficiency) + (" <90%" if p.below_90 else "")) if p.scaling_efficiency else "-",
+                        fmt_count(p.per_replica_batch_tokens) if p.per_replica_batch_tokens else "-"])
+        notes = [f"{k}: below 90% from {v:,} GPUs" if v else f"{k}: stays >= 90%" for k, v in res.scaling_below_90_at.items()]
+        print_table(console, cols, out, title=f"Scaling - {head}",
+                    caption="Scaling efficiency = tokens/s per GPU relative to the smallest size. " + "; ".join(notes))
+    if res.rack_crossing and res.rows:
+        best = res.rows[0]
+        cols = ["", "layout", "TP tier", "PP tier", ("step", "right"), ("tp", "right"), ("pp", "right"),
+                ("bubble", "right"), ("dp", "right")]
+        out = []
+        for label, r in (("best", best), ("best crossing the scale-up domain", res.rack_crossing[0])):
+            out.append([label, _layout(r), r.placement.tp, r.placement.pp, fmt_time(r.step_time_s, 2),
+                        fmt_time(r.time_s.tp, 2), fmt_time(r.time_s.pp, 2), fmt_time(r.time_s.bubble, 2), fmt_time(r.time_s.dp, 2)])
+        print_table(console, cols, out, title="Why the best layout stays inside the scale-up domain")
+    rej = ", ".join(f"{k} {v:,}" for k, v in res.rejected.items() if v)
+    console.print(f"Evaluated {res.evaluated:,} candidate layouts: {res.valid:,} valid and fit; rejected: {rej or 'none'}.",
+                  markup=False, highlight=False)
+    for e in res.efficiencies:
+        console.print(
+            f"{e.sku}: matmul {e.matmul:.2f} of peak ({e.matmul_status}), HBM {e.hbm:.2f}, "
+            f"GEMM overhead {e.gemm_overhead_s * 1e6:.0f} us, scale-up domain {e.scale_up_domain}, {e.gpus_per_rack} GPUs/rack ({e.rack_basis})",
+            markup=False, highlight=False,
+        )
+    if res.saved_plan:
+        console.print(f"Saved the best layout to {res.saved_plan}", markup=False, highlight=False)

@@ -1,0 +1,787 @@
+"""Parallelism-layout search and the training step-time model behind ``mi400plan sweep``.
+
+Candidates are numpy arrays (one element per layout, never one Python object per layout). They are
+built in two stages: a *structural* grid over (TP, PP, VPP, CP, EP, ETP), checked against the
+divisibility rules, then the surviving structures are expanded over (ZeRO stage, micro-batch,
+recompute, sequence parallel) and evaluated in chunks. Every candidate is counted exactly once:
+either valid, or rejected under the *first* rule it breaks (order of ``RULES``), so
+``evaluated == valid + sum(rejected)``.
+
+Rank placement (Megatron-Core style, replica contiguous, data parallel outermost)::
+
+    rank = tp_i + TP*(cp_i + CP*(f_i + F*(pp_i + PP*o_i)))
+
+TP innermost (stride 1), then CP (stride TP), then ``F`` folded data-parallel ranks that exist so the
+expert grid (ETP x EP, contiguous, stride ETP) fits inside one block of ``TP*CP*F = lcm(TP*CP,
+EP*ETP)`` GPUs (EP folded over DP x CP, as Megatron-Core's MoE parallel folding does), then PP
+(stride ``TP*CP*F``), then the outer data-parallel index ``o`` (stride = replica = ``TP*CP*F*PP``).
+Each group's collectives go through ``comms.placed_collective_time`` with that stride, so a group
+that spans more than the scale-up domain pays scale-out (or hierarchical) prices.
+
+Step-time model (per GPU, one optimizer step; every term is reported):
+
+* compute: model FLOPs (``params.model_flops_per_token``: 6N + attention, the Megatron/PaLM
+  definition) plus recompute FLOPs, at ``peak(precision) x matmul efficiency``;
+* GEMM overhead: ``gemm_overhead_us`` per GEMM kernel (the small-GEMM falloff, see
+  ``specs/efficiency.py``);
+* memory-bound work (norms, residual adds, activation functions, rotary, MoE token permutation)
+  at ``HBM bandwidth x hbm efficiency``; optimizer step likewise;
+* TP/SP collectives per layer, CP key/value exchanges, EP all-to-all dispatch + combine (forward
+  and backward), PP point-to-point, DP gradient reduce-scatter/all-reduce and ZeRO parameter
+  all-gathers (ZeRO-3/FSDP: every micro-batch);
+* overlap (documented defaults): DP/ZeRO gradient traffic hides behind the backward of the last
+  micro-batch and parameter gathers behind the forward of the first, up to that compute time;
+  ZeRO-3 per-micro-batch gathers hide behind that micro-batch's compute; CP ring exchanges hide
+  behind the attention-core compute; TP and EP traffic is exposed unless ``overlap_tp`` /
+  ``overlap_ep`` is set (then it hides behind the micro-batch's GEMM time); PP transfers are
+  exposed;
+* pipeline bubble of interleaved 1F1B: ``(pp - 1) / vpp`` micro-batch times, i.e. a fraction
+  ``(p - 1) / (m * v)`` of the ``m`` micro-batches (Narayanan et al. 2021, section 2.2.2).
+
+``step = (m + (pp-1)/vpp) * t_microbatch + exposed DP + optimizer``, where ``t_microbatch`` is the
+sum of the per-micro-batch terms; hence ``step >= compute-only time`` always, and
+``MFU = model FLOPs / (step x GPUs x peak) <= matmul efficiency <= 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mi400plan.params import ParamCounts, attention_flops_per_token, model_flops_per_token
+from mi400plan.specs.model import ModelSpec
+
+# --- rules --------------------------------------------------------------------------------------
+
+RULES: dict[str, str] = {
+    "world-replica": "world size is not a whole multiple of the replica (TP x CP x fold x PP)",
+    "tp-heads": "TP does not divide the attention heads / KV heads",
+    "pp-layers": "PP x VPP does not divide the layers",
+    "vpp-needs-pp": "virtual stages (VPP > 1) need PP >= 2",
+    "cp-seq": "2 x CP does not divide the sequence length (load-balanced causal split)",
+    "ep-experts": "EP does not divide the routed experts",
+    "etp-ffn": "ETP does not divide the expert FFN width",
+    "moe-tp-needs-sp": "an MoE model with TP > 1 needs sequence parallel (Megatron-Core rule)",
+    "sp-needs-tp": "sequence parallel needs TP > 1",
+    "batch-dp-mb": "DP x micro-batch does not divide the global batch",
+    "vpp-microbatches": "the interleaved schedule needs micro-batches per replica to be a multiple of PP",
+    "memory": "does not fit in HBM",
+}
+RULE_ORDER = tuple(RULES)
+
+RECOMPUTE_LABELS = ("none", "selective", "full")
+
+# GEMM kernels per layer per micro-batch, forward: QKV, attention core (one fused flash-attention
+# kernel), output projection, FFN in (gate+up fused), FFN out = 5; backward: 2 per forward GEMM
+# (data and weight gradients) = 10. Full recompute repeats the forward.
+GEMMS_FWD_PER_LAYER = 5
+# Elementwise HBM traffic per token per layer, forward, in activation elements (bytes = x
+# activation_bytes): two norms (read + write h each: 4h), two residual adds (2 reads + 1 write: 6h);
+# activation function: SwiGLU reads 2 x ffn and writes ffn (3 ffn), GELU reads and writes ffn
+# (2 ffn); rotary on Q and K (read + write: 2 x (q + kv) widths). Backward moves twice the forward
+# bytes (gradient w.r.t. input and the saved input). Softmax is fused into flash attention (no
+# extra HBM pass). Bias and dropout passes are not counted (modern LLM pre-training has neither).
+NORM_RESIDUAL_ELEMS_PER_H = 10
+# Without flash attention (``recipe.flash_attention = False``, e.g. Megatron-LM 2021) the s x s
+# attention scores go through HBM: per token per layer ``heads x s`` elements. The QK^T GEMM's write
+# and the AV GEMM's read belong to those GEMMs (their time is in the calibrated GEMM rate); the extra
+# passes are the fused scale-mask-softmax's read and write (2); attention dropout adds read + write
+# + a 1-byte mask (2.5 element-equivalents at 2 bytes).
+SCORE_PASSES = 2.0
+SCORE_DROPOUT_PASSES = 2.5
+# Dropout on the two residual branches (``recipe.dropout``): read + write + mask, 2.5h each.
+DROPOUT_ELEMS_PER_H = 5.0
+# MoE token permutation + unpermutation: read + write of top_k copies of each token, twice.
+MOE_PERMUTE_ELEMS_PER_H_PER_K = 4
+# Adam(W) optimizer step HBM bytes per locally updated parameter: read fp32 master (4), fp32 grad
+# (4), m (4), v (4); write master (4), m (4), v (4), 16-bit working copy (2) = 30 B.
+OPTIMIZER_BYTES_PER_PARAM = 30.0
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One SKU as the search sees it, in base units."""
+
+    name: str
+    peak_flops: float  # FLOP/s, dense, at the chosen precision
+    matmul_eff: float  # fraction of peak on large GEMMs
+    gemm_overhead_s: float  # seconds per GEMM kernel
+    hbm_bytes: float  # bytes of HBM per GPU
+    hbm_bw: float  # B/s peak HBM bandwidth
+    hbm_eff: float  # fraction of HBM peak for streaming kernels
+    scale_up: Any  # comms tier parameters (scale-up)
+    scale_out: Any  # comms tier parameters (scale-out)
+    domain: int  # GPUs in one scale-up domain
+    gpus_per_rack: int  # for per-rack normalisation
+
+
+@dataclass(frozen=True)
+class Workload:
+    model: ModelSpec
+    counts: ParamCounts
+    recipe: Any  # specs.layout.TrainRecipe
+    seq_len: int
+    global_batch: int  # sequences per optimizer step
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Search space and model switches. ``None`` for a dimension means "search it"."""
+
+    tp: tuple[int, ...] | None = None
+    pp: tuple[int, ...] | None = None
+    vpp: tuple[int, ...] | None = None
+    cp: tuple[int, ...] | None = None
+    ep: tuple[int, ...] | None = None
+    etp: tuple[int, ...] | None = None
+    zero: tuple[int, ...] = (0, 1, 2, 3)
+    micro_batch: tuple[int, ...] = (1, 2, 4, 8)
+    recompute: tuple[int, ...] = (0, 1, 2)
+    sequence_parallel: tuple[int, ...] = (0, 1)
+    max_tp: int = 64
+    max_cp: int = 32
+    max_vpp: int = 8
+    overlap_tp: bool = False
+    overlap_ep: bool = False
+    overlap_dp: bool = True  # False: gradient reduction and parameter gathers run after backward (Megatron-LM 2021)
+    chunk: int = 1 << 18  # candidates evaluated per numpy chunk (bounds memory)
+
+
+# --- candidate generation -----------------------------------------------------------------------
+
+
+def divisors(n: int, limit: int | None = None) -> list[int]:
+    """Positive divisors of ``n`` up to ``limit`` (ascending)."""
+    lim = n if limit is None else min(n, limit)
+    return [d for d in range(1, lim + 1) if n % d == 0]
+
+
+def powers_of_two(limit: int) -> list[int]:
+    out, p = [], 1
+    while p <= limit:
+        out.append(p)
+        p *= 2
+    return out
+
+
+def dimension_values(model: ModelSpec, seq_len: int, world: int, opts: SearchOptions) -> dict[str, list[int]]:
+    """Values tried for each structural dimension (divisor generators, capped by the world size).
+
+    TP: divisors of the head count and powers of two (up to ``max_tp``); PP: divisors of the layer
+    count and powers of two; VPP: 1..max_vpp divisors-friendly values; CP: powers of two up to
+    ``max_cp``; EP: divisors of the routed experts and powers of two; ETP: powers of two up to 8.
+    Values that break a rule are still generated, so the rejection counts show why they lose.
+    """
+    a = model.attention
+    tp = sorted(set(divisors(a.num_heads, opts.max_tp)) | set(powers_of_two(opts.max_tp)))
+    pp = sorted(set(divisors(model.num_layers)) | set(powers_of_two(model.num_layers)))
+    vpp = [v for v in (1, 2, 3, 4, 5, 6, 8) if v <= opts.max_vpp]
+    cp = powers_of_two(min(opts.max_cp, max(1, seq_len // 2)))
+    if model.moe is not None:
+        e = model.moe.num_experts
+        ep = sorted(set(divisors(e)) | set(powers_of_two(e)))
+        etp = powers_of_two(8)
+    else:
+        ep, etp = [1], [1]
+    out = {"tp": tp, "pp": pp, "vpp": vpp, "cp": cp, "ep": ep, "etp": etp}
+    for k in out:
+        pinned = getattr(opts, k)
+        if pinned is not None:
+            out[k] = sorted(set(int(x) for x in pinned))
+    out["tp"] = [x for x in out["tp"] if x <= world]
+    out["pp"] = [x for x in out["pp"] if x <= world]
+    out["cp"] = [x for x in out["cp"] if x <= world]
+    out["ep"] = [x for x in out["ep"] if x <= world]
+    return out
+
+
+def fold_factor(tp: np.ndarray, cp: np.ndarray, ep: np.ndarray, etp: np.ndarray) -> np.ndarray:
+    """Folded data-parallel ranks ``F = lcm(TP*CP, EP*ETP) / (TP*CP)`` inside one expert block."""
+    inner = tp * cp
+    eg = ep * etp
+    return (inner * eg // np.gcd(inner, eg)) // inner
+
+
+@dataclass
+class Structures:
+    """Valid structural combinations (arrays of equal length) and the rejected counts."""
+
+    cols: dict[str, np.ndarray]
+    rejected: dict[str, int]
+    evaluated: int
+
+
+def structural_grid(
+    model: ModelSpec, seq_len: int, world: int, opts: SearchOptions, inner_size: int
+) -> Structures:
+    """The (TP, PP, VPP, CP, EP, ETP) grid with structural masks applied.
+
+    ``inner_size`` is how many (ZeRO, micro-batch, recompute, SP) combinations each structure
+    expands into; a rejected structure counts as that many rejected candidates.
+    """
+    vals = dimension_values(model, seq_len, world, opts)
+    names = ("tp", "pp", "vpp", "cp", "ep", "etp")
+    grids = np.meshgrid(*[np.asarray(vals[n], dtype=np.int64) for n in names], indexing="ij")
+    c = {n: g.ravel() for n, g in zip(names, grids)}
+    n = c["tp"].size
+    rejected = {r: 0 for r in RULE_ORDER}
+    alive = np.ones(n, dtype=bool)
+
+    def apply(rule: str, bad: np.ndarray) -> None:
+        hit = alive & bad
+        rejected[rule] += int(hit.sum()) * inner_size
+        alive[hit] = False
+
+    masks = structural_masks(model, seq_len, world, c)
+    for rule, bad in masks.items():
+        apply(rule, bad)
+    cols = {k: v[alive] for k, v in c.items()}
+    cols["fold"] = fold_factor(cols["tp"], cols["cp"], cols["ep"], cols["etp"])
+    cols["dp"] = world // (cols["tp"] * cols["cp"] * cols["pp"])
+    return Structures(cols, rejected, n * inner_size)
+
+
+def structural_masks(model: ModelSpec, seq_len: int, world: int, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``rule -> bad`` boolean arrays for the structural rules (in ``RULE_ORDER``)."""
+    tp, pp, vpp, cp, ep, etp = (c[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp"))
+    a = model.attention
+    replica = tp * cp * pp * fold_factor(tp, cp, ep, etp)
+    out: dict[str, np.ndarray] = {}
+    out["world-replica"] = (world % replica) != 0
+    heads_bad = (a.num_heads % tp) != 0
+    if a.kind == "gqa":
+        heads_bad |= (a.kv_heads % tp) != 0
+    out["tp-heads"] = heads_bad
+    out["pp-layers"] = (model.num_layers % (pp * vpp)) != 0
+    out["vpp-needs-pp"] = (vpp > 1) & (pp < 2)
+    out["cp-seq"] = (cp > 1) & ((seq_len % (2 * cp)) != 0)
+    if model.moe is not None:
+        out["ep-experts"] = (model.moe.num_experts % ep) != 0
+        out["etp-ffn"] = (model.moe.expert_ffn_dim % etp) != 0
+    return out
+
+
+def expand(st: Structures, opts: SearchOptions) -> tuple[dict[str, np.ndarray], int]:
+    """Cartesian product of valid structures with (zero, micro_batch, recompute, sp)."""
+    inner = [np.asarray(x, dtype=np.int64) for x in (opts.zero, opts.micro_batch, opts.recompute, opts.sequence_parallel)]
+    ig = np.meshgrid(*inner, indexing="ij")
+    inner_cols = {k: g.ravel() for k, g in zip(("zero", "micro_batch", "recompute", "sp"), ig)}
+    n_in = inner_cols["zero"].size
+    n_st = st.cols["tp"].size
+    out = {k: np.repeat(v, n_in) for k, v in st.cols.items()}
+    for k, v in inner_cols.items():
+        out[k] = np.tile(v, n_st)
+    return out, n_in
+
+
+def inner_size(opts: SearchOptions) -> int:
+    return len(opts.zero) * len(opts.micro_batch) * len(opts.recompute) * len(opts.sequence_parallel)
+
+
+# --- the per-layout model ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelTerms:
+    """Per-token quantities of the model that the step-time model needs (scalars)."""
+
+    flops_model: float  # model FLOPs per token (fwd + bwd), FLOP
+    flops_layers: float  # of which transformer layers (excl. LM head), FLOP
+    flops_attn_fwd: float  # forward attention score/context FLOPs per token, FLOP
+    flops_expert_frac: float  # share of layer FLOPs in routed experts
+    dense_params: float  # parameters split by TP (attention, dense FFN, shared experts, emb/head), count
+    replicated_params: float  # norms + routers (every TP rank holds them), count
+    expert_params: float  # all routed experts, count
+    n_layers: int
+    n_moe_layers: int
+    elems_replicable: float  # per token per layer fwd elementwise elements split by TP only with SP
+    elems_tp_split: float  # per token per layer fwd elementwise elements always split by TP
+    elems_scores: float  # per token per layer fwd score elements (no flash attention), split by TP
+    kv_width: int  # K + V widths per token per layer (elements)
+    hidden: int
+    top_k: int
+
+
+def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any = None) -> ModelTerms:
+    """Scalars from ``params`` (the single source of parameter and FLOP counts)."""
+    h = model.hidden_size
+    f_model = model_flops_per_token(model, seq_len)
+    f_attn = attention_flops_per_token(model, seq_len)
+    f_head = 6.0 * model.vocab_size * h  # LM head matmul, fwd + bwd (params.matmul_params_per_token)
+    f_layers = f_model - f_head
+    moe = model.moe
+    n_moe = counts.num_moe_layers
+    top_k = moe.top_k if moe else 0
+    expert_w = 0.0
+    if moe is not None:
+        per_ffn = (3 if model.ffn_kind == "swiglu" else 2) * h * moe.expert_ffn_dim
+        expert_w = 6.0 * top_k * per_ffn * n_moe
+    replicated = float(sum(lp.norms + lp.router for lp in counts.layers) + counts.final_norm)
+    experts = float(sum(lp.routed_experts for lp in counts.layers))
+    dense = float(counts.total) - replicated - experts
+    a = model.attention
+    if a.kind == "mla":
+        q_w = a.num_heads * ((a.qk_nope_head_dim or 0) + (a.qk_rope_head_dim or 0))
+        kv_w = (a.kv_lora_rank or 0) + (a.qk_rope_head_dim or 0)
+        kv_width = a.num_heads * ((a.qk_nope_head_dim or 0) + (a.v_head_dim or 0))
+    else:
+        d = a.head_size(h)
+        q_w, kv_w = a.num_heads * d, a.kv_heads * d
+        kv_width = 2 * kv_w
+    act_mult = 3 if model.ffn_kind == "swiglu" else 2
+    # average FFN width touched per token per layer (dense layers and MoE layers)
+    n_dense = model.num_layers - n_moe
+    ffn_avg = n_dense * model.ffn_dim
+    if moe is not None:
+        shared = moe.num_shared_experts * (moe.shared_expert_ffn_dim or moe.expert_ffn_dim)
+        ffn_avg += n_moe * (top_k * moe.expert_ffn_dim + shared)
+    ffn_avg /= model.num_layers
+    permute = MOE_PERMUTE_ELEMS_PER_H_PER_K * top_k * h * n_moe / model.num_layers
+    flash = True if recipe is None else bool(recipe.flash_attention)
+    dropout = False if recipe is None else bool(recipe.dropout)
+    scores = 0.0 if flash else a.num_heads * seq_len * (SCORE_PASSES + (SCORE_DROPOUT_PASSES if dropout else 0.0))
+    drop_h = DROPOUT_ELEMS_PER_H * h if dropout else 0.0
+    return ModelTerms(
+        flops_model=f_model,
+        flops_layers=f_layers,
+        flops_attn_fwd=f_attn,
+        flops_expert_frac=(expert_w / f_layers) if f_layers > 0 else 0.0,
+        dense_params=dense,
+        replicated_params=replicated,
+        expert_params=experts,
+        n_layers=model.num_layers,
+        n_moe_layers=n_moe,
+        elems_replicable=NORM_RESIDUAL_ELEMS_PER_H * h + permute + drop_h,
+        elems_tp_split=act_mult * ffn_avg + 2 * (q_w + kv_w),
+        elems_scores=scores,
+        kv_width=kv_width,
+        hidden=h,
+        top_k=top_k,
+    )
+
+
+CollFn = Callable[[str, Any, Any, Any], Any]
+"""``coll(op, size_bytes, group, stride) -> seconds`` (numpy-broadcasting), bound to one SKU."""
+
+
+def make_coll(hw: Hardware) -> CollFn:
+    """Bind ``comms.placed_collective_time`` to a SKU's tiers."""
+    from mi400plan import comms
+
+    def coll(op: str, size: Any, group: Any, stride: Any) -> Any:
+        return comms.placed_collective_time(op, size, group, stride, hw.scale_up, hw.scale_out)
+
+    return coll
+
+
+def _two_level(coll: CollFn, op: str, size: Any, g_in: Any, s_in: Any, g_out: Any, s_out: Any) -> Any:
+    """A collective over a group made of ``g_in`` ranks at stride ``s_in`` times ``g_out`` at ``s_out``.
+
+    Hierarchical algorithm (as NCCL/RCCL do across tiers): all-reduce = reduce-scatter inside +
+    all-reduce outside on ``1/g_in`` of the data + all-gather inside; reduce-scatter / all-gather =
+    the inner step on the full buffer then the outer step on ``1/g_in`` of it. Either level may be 1.
+    """
+    g_in = np.asarray(g_in)
+    g_out = np.asarray(g_out)
+    if op == "all_reduce":
+        t_in = coll("reduce_scatter", size, g_in, s_in) + coll("all_gather", size, g_in, s_in)
+        t_out = coll("all_reduce", size / g_in, g_out, s_out)
+    else:
+        t_in = coll(op, size, g_in, s_in)
+        t_out = coll(op, size / g_in, g_out, s_out)
+    return np.where(g_in > 1, t_in, 0.0) + np.where(g_out > 1, t_out, 0.0)
+
+
+BREAKDOWN = ("compute", "gemm_overhead", "memory_bound", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer")
+
+
+def step_time(
+    c: dict[str, Any], wl: Workload, hw: Hardware, terms: ModelTerms, opts: SearchOptions, coll: CollFn
+) -> dict[str, Any]:
+    """Step time and its breakdown (seconds) for layouts ``c`` (numpy arrays or scalars).
+
+    ``c`` holds tp, pp, vpp, cp, ep, etp, dp, fold, zero, micro_batch, recompute (0/1/2), sp (0/1).
+    Returns every ``BREAKDOWN`` term (keys ``t_<term>``) plus ``step``, ``compute_only``, ``m`` (micro-batches),
+    ``flops_hw_per_token`` and exposed/raw communication times. Units: seconds, FLOP.
+    """
+    tp, pp, vpp, cp, ep, etp = (np.asarray(c[k], dtype=np.float64) for k in ("tp", "pp", "vpp", "cp", "ep", "etp"))
+    dp, fold = np.asarray(c["dp"], dtype=np.float64), np.asarray(c["fold"], dtype=np.float64)
+    zero, mb = np.asarray(c["zero"]), np.asarray(c["micro_batch"], dtype=np.float64)
+    rc, sp = np.asarray(c["recompute"]), np.asarray(c["sp"]).astype(bool)
+    s, B = float(wl.seq_len), float(wl.global_batch)
+    a_bytes = float(wl.recipe.activation_bytes)
+    g_bytes = float(wl.recipe.grad_bytes)
+    w_bytes = float(wl.recipe.param_bytes)
+    T = terms
+    world = tp * cp * pp * dp
+    m = B / (dp * mb)  # micro-batches per replica per step
+    tok_mb = mb * s / cp  # tokens of one micro-batch on one CP rank
+    layers = T.n_layers / pp  # layers held by one GPU (over all its virtual stages)
+    moe_layers = T.n_moe_layers / pp
+    rate = hw.peak_flops * hw.matmul_eff
+
+    # ---- compute (per micro-batch, per GPU) ----------------------------------------------
+    full, sel = rc == 2, rc == 1
+    rc_flops = np.where(full, T.flops_layers / 3.0, np.where(sel, T.flops_attn_fwd, 0.0))
+    flops_hw_tok = T.flops_model + rc_flops
+    tok_gpu_mb = tok_mb / tp  # a micro-batch's tokens per GPU-equivalent of work within a stage
+    comp_mb = flops_hw_tok * tok_mb / (tp * pp) / rate
+    # With PP each GPU holds 1/pp of the layers; the micro-batch visits all stages, so per GPU the
+    # work is flops * tokens / (tp * pp). (Head and embedding are spread evenly over stages.)
+    n_gemm = layers * GEMMS_FWD_PER_LAYER * np.where(full, 4.0, 3.0)
+    ovh_mb = n_gemm * hw.gemm_overhead_s
+    attn_core_mb = 3.0 * T.flops_attn_fwd * tok_mb / (tp * pp) / rate
+
+    # ---- memory-bound (per micro-batch) ------------------------------------------------------
+    elems = (T.elems_tp_split + T.elems_scores) / tp + T.elems_replicable * np.where(sp, 1.0 / tp, 1.0)
+    passes = np.where(full, 4.0, 3.0)  # fwd + 2x bwd (+ fwd again under full recompute)
+    mem_mb = elems * a_bytes * passes * tok_mb * layers / (hw.hbm_bw * hw.hbm_eff)
+
+    # ---- TP / SP (per micro-batch) -----------------------------------------------------------
+    s_act = tok_mb * T.hidden * a_bytes  # one full hidden activation of the micro-batch, bytes
+    ar = coll("all_reduce", s_act, tp, 1)
+    rsag = coll("reduce_scatter", s_act, tp, 1) + coll("all_gather", s_act, tp, 1)
+    per_coll = np.where(sp, rsag, ar)
+    dense_layers = layers - moe_layers
+    # Dense layer: 2 fwd + 2 bwd (+2 recompute); MoE layer: attention block only (1 + 1 (+1)),
+    # plus the expert-TP pair on the ETP group when ETP > 1.
+    k_full = np.where(full, 1.5, 1.0)
+    tp_mb = np.where(tp > 1, per_coll * k_full * (4.0 * dense_layers + 2.0 * moe_layers), 0.0)
+    tok_local = tok_mb / np.where(sp, tp, 1.0)  # tokens each rank routes (SP splits the sequence)
+    s_disp = tok_local * T.top_k * T.hidden * a_bytes  # dispatched token bytes per rank
+    etp_pair = coll("reduce_scatter", s_disp, etp, 1) + coll("all_gather", s_disp, etp, 1)
+    tp_mb = tp_mb + np.where(etp > 1, etp_pair * k_full * 2.0 * moe_layers, 0.0)
+
+    # ---- EP all-to-all (per micro-batch) ------------------------------------------------------
+    a2a = coll("all_to_all", s_disp, ep, etp)
+    ep_mb = np.where(ep > 1, a2a * np.where(full, 6.0, 4.0) * moe_layers, 0.0)
+
+    # ---- CP (per micro-batch) ---------------------------------------------------------------------
+    kv_chunk = tok_mb * T.kv_width / tp * a_bytes  # this rank's K and V for one layer, bytes
+    cp_ag = coll("all_gather", kv_chunk * cp, cp, tp)
+    cp_rs = coll("reduce_scatter", kv_chunk * cp, cp, tp)
+    cp_raw = layers * (np.where(full, 3.0, 2.0) * cp_ag + cp_rs)
+    cp_mb = np.where(cp > 1, np.maximum(0.0, cp_raw - attn_core_mb), 0.0)
+
+    # ---- overlap of TP / EP ------------------------------------------------------------------------
+    gemm_mb = comp_mb - attn_core_mb
+    if opts.overlap_tp:
+        tp_mb = np.maximum(0.0, tp_mb - gemm_mb)
+    if opts.overlap_ep:
+        ep_mb = np.maximum(0.0, ep_mb - gemm_mb)
+
+    # ---- PP point-to-point ---------------------------------------------------------------------------
+    s_p2p = s_act / tp  # scatter/gather optimisation: each TP rank sends 1/tp (Narayanan et al. 2021)
+    p2p = coll("send_recv", s_p2p, pp, tp * cp * fold)
+    pp_mb = np.where(pp > 1, 2.0 * vpp * p2p, 0.0)
+
+    t_mb = comp_mb + ovh_mb + mem_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    bubble = (pp - 1.0) / vpp * t_mb
+
+    # ---- DP / ZeRO ---------------------------------------------------------------------------------
+    p_dense_local = T.dense_params / (tp * pp) + T.replicated_params / pp
+    p_exp_local = T.expert_params / (ep * etp * pp)
+    inner = tp * cp * fold
+    e_in = inner / (ep * etp)  # expert-DP ranks inside one block
+    d_out = dp / fold
+    replica = inner * pp
+
+    def dp_coll(op: str, dense_bytes: Any, exp_bytes: Any) -> Any:
+        t = _two_level(coll, op, dense_bytes, fold, tp * cp, d_out, replica)
+        if T.expert_params > 0:
+            t = t + _two_level(coll, op, exp_bytes, e_in, ep * etp, d_out, replica)
+        return t
+
+    grad_ar = dp_coll("all_reduce", p_dense_local * g_bytes, p_exp_local * g_bytes)
+    grad_rs = dp_coll("reduce_scatter", p_dense_local * g_bytes, p_exp_local * g_bytes)
+    param_ag = dp_coll("all_gather", p_dense_local * w_bytes, p_exp_local * w_bytes)
+    hide = 1.0 if opts.overlap_dp else 0.0
+    bwd_mb = comp_mb * 2.0 / 3.0 * hide
+    fwd_mb = comp_mb / 3.0 * hide
+    grad_t = np.where(zero == 0, grad_ar, grad_rs)
+    dp_exposed = np.maximum(0.0, grad_t - bwd_mb)
+    ag_step = np.where((zero == 1) | (zero == 2), param_ag, 0.0)
+    dp_exposed = dp_exposed + np.maximum(0.0, ag_step - fwd_mb)
+    # ZeRO-3 / FSDP: gather parameters before forward and again before backward, every micro-batch
+    z3 = np.maximum(0.0, 2.0 * param_ag - comp_mb * hide) * (m + (pp - 1.0) / vpp)
+    dp_exposed = dp_exposed + np.where(zero == 3, z3, 0.0)
+    multi = (dp > 1)
+    dp_exposed = np.where(multi, dp_exposed, 0.0)
+    dp_raw = np.where(multi, grad_t + ag_step + np.where(zero == 3, 2.0 * param_ag * m, 0.0), 0.0)
+
+    # ---- optimizer step ------------------------------------------------------------------------------
+    shard_d = np.where(zero >= 1, dp, 1.0)
+    shard_e = np.where(zero >= 1, dp * tp * cp / (ep * etp), 1.0)
+    p_opt = p_dense_local / shard_d + p_exp_local / shard_e
+    opt = p_opt * OPTIMIZER_BYTES_PER_PARAM / (hw.hbm_bw * hw.hbm_eff)
+
+    step = m * t_mb + bubble + dp_exposed + opt
+    out = {
+        "t_compute": m * comp_mb,
+        "t_gemm_overhead": m * ovh_mb,
+        "t_memory_bound": m * mem_mb,
+        "t_tp": m * tp_mb,
+        "t_cp": m * cp_mb,
+        "t_ep": m * ep_mb,
+        "t_pp": m * pp_mb,
+        "t_bubble": bubble,
+        "t_dp": dp_exposed,
+        "t_optimizer": opt,
+        "step": step,
+        "compute_only": m * comp_mb,
+        "m": m,
+        "flops_hw_per_token": flops_hw_tok,
+        "dp_raw": dp_raw,
+        "world": world,
+        "tok_gpu_mb": tok_gpu_mb,
+    }
+    return out
+
+
+# --- memory ---------------------------------------------------------------------------------------
+
+
+def memory_total(c: dict[str, Any], wl: Workload) -> Any:
+    """Per-GPU training memory in bytes (``memory.train_memory``, the ``fit`` model)."""
+    from mi400plan.memory import train_memory
+
+    mem = train_memory(
+        wl.model,
+        wl.counts,
+        wl.recipe,
+        tp=c["tp"],
+        pp=c["pp"],
+        vpp=c["vpp"],
+        dp=c["dp"],
+        ep=c["ep"],
+        etp=c["etp"],
+        cp=c["cp"],
+        zero=c["zero"],
+        micro_batch=c["micro_batch"],
+        seq_len=wl.seq_len,
+        recompute=c["recompute"],
+        sequence_parallel=np.asarray(c["sp"]).astype(bool),
+        num_microbatches=np.asarray(wl.global_batch // (np.asarray(c["dp"]) * np.asarray(c["micro_batch"]))),
+    )
+    return mem
+
+
+# --- the search -------------------------------------------------------------------------------------
+
+
+@dataclass
+class SearchResult:
+    """Best layouts (arrays sorted best first) and the bookkeeping."""
+
+    world: int
+    evaluated: int
+    valid: int
+    rejected: dict[str, int]
+    top: dict[str, np.ndarray]  # layout columns + every step_time output + memory, best first
+    best_rejected_memory: dict[str, np.ndarray] | None = None  # fastest layouts that did not fit
+    best_crossing: dict[str, np.ndarray] | None = None  # fastest fitting layouts whose TP or PP span leaves the domain
+
+
+def crosses_domain(c: dict[str, Any], domain: int) -> Any:
+    """True where the TP group, or the TP x CP x fold x PP span of a replica, is wider than the scale-up domain."""
+    tp = np.asarray(c["tp"])
+    span = tp * np.asarray(c["cp"]) * np.asarray(c["fold"]) * np.asarray(c["pp"])
+    return (tp > domain) | (span > domain)
+
+
+def tier_of(group: Any, stride: Any, domain: int) -> Any:
+    """Tier a group's collectives land on (the rule ``comms.placed_collective_time`` applies):
+    ``none`` for a group of 1, ``scale_up`` when group x stride fits in the domain, ``scale_out``
+    when the stride alone reaches past it, else ``hierarchical``."""
+    g, st = np.asarray(group), np.asarray(stride)
+    return np.where(g <= 1, "none", np.where(g * st <= domain, "scale_up", np.where(st >= domain, "scale_out", "hierarchical")))
+
+
+SORT_KEYS = ("tp", "pp", "cp", "ep", "etp", "vpp", "zero", "micro_batch", "recompute", "sp")
+TIE_BREAK = (
+    "fastest step time first; equal step times are ordered by lower memory per GPU, then smaller "
+    "TP, PP, CP, EP, ETP, VPP, ZeRO stage, micro-batch, recompute level, SP off before on"
+)
+
+
+def rank_order(step: np.ndarray, mem: np.ndarray, cols: dict[str, np.ndarray]) -> np.ndarray:
+    """Indices best first (``TIE_BREAK``)."""
+    keys = [cols[k] for k in reversed(SORT_KEYS)] + [mem, step]
+    return np.lexsort(keys)
+
+
+def usable_hbm(wl: Workload, hw: Hardware) -> float:
+    """HBM a layout may use: capacity minus the recipe's capacity-proportional reserve (bytes).
+
+    (``memory.train_memory``'s total already holds the fixed part of the reserve.)
+    """
+    from mi400plan.memory import usable_bytes
+
+    return float(usable_bytes(hw.hbm_bytes, wl.recipe.reserve))
+
+
+def _fits(c: dict[str, np.ndarray], wl: Workload, hw: Hardware) -> tuple[np.ndarray, Any]:
+    mem = memory_total(c, wl)
+    total = np.asarray(mem.total, dtype=np.float64)
+    return total <= usable_hbm(wl, hw), mem
+
+
+def search(
+    wl: Workload,
+    hw: Hardware,
+    world: int,
+    opts: SearchOptions | None = None,
+    *,
+    top_k: int = 10,
+    coll: CollFn | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SearchResult:
+    """Evaluate every candidate layout for ``world`` GPUs and return the ``top_k`` fastest that fit."""
+    opts = opts or SearchOptions()
+    coll = coll or make_coll(hw)
+    terms = model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe)
+    n_in = inner_size(opts)
+    st = structural_grid(wl.model, wl.seq_len, world, opts, n_in)
+    rejected = dict(st.rejected)
+    cands, _ = expand(st, opts)
+    n = cands["tp"].size
+    keep: list[dict[str, np.ndarray]] = []
+    keep_nofit: list[dict[str, np.ndarray]] = []
+    keep_cross: list[dict[str, np.ndarray]] = []
+    valid = 0
+    done = 0
+    for lo in range(0, max(n, 1), opts.chunk):
+        hi = min(n, lo + opts.chunk)
+        if hi <= lo:
+            break
+        c = {k: v[lo:hi] for k, v in cands.items()}
+        alive = np.ones(hi - lo, dtype=bool)
+        for rule, bad in inner_masks(c, wl).items():
+            hit = alive & bad
+            rejected[rule] += int(hit.sum())
+            alive &= ~hit
+        c = {k: v[alive] for k, v in c.items()}
+        if c["tp"].size:
+            t = step_time(c, wl, hw, terms, opts, coll)
+            fits, mem = _fits(c, wl, hw)
+            rejected["memory"] += int((~fits).sum())
+            valid += int(fits.sum())
+            rows = dict(c)
+            rows.update({k: np.broadcast_to(np.asarray(v, dtype=np.float64), c["tp"].shape) for k, v in t.items()})
+            for k in ("weights", "gradients", "optimizer", "activations", "reserve", "total"):
+                rows[f"mem_{k}"] = np.broadcast_to(np.asarray(getattr(mem, k), dtype=np.float64), c["tp"].shape)
+            keep.append(_topk({k: v[fits] for k, v in rows.items()}, top_k))
+            cross = fits & crosses_domain(c, hw.domain)
+            keep_cross.append(_topk({k: v[cross] for k, v in rows.items()}, 1))
+            keep_nofit.append(_topk({k: v[~fits] for k, v in rows.items()}, 3))
+        done = hi
+        if progress is not None:
+            progress(done, n)
+    top = _merge(keep, top_k)
+    nofit = _merge(keep_nofit, 3)
+    crossing = _merge(keep_cross, 1)
+    return SearchResult(
+        world, st.evaluated, valid, rejected, top,
+        nofit if nofit["tp"].size else None,
+        crossing if crossing["tp"].size else None,
+    )
+
+
+def inner_masks(c: dict[str, np.ndarray], wl: Workload) -> dict[str, np.ndarray]:
+    """Rules that depend on (ZeRO, micro-batch, recompute, SP)."""
+    sp = c["sp"].astype(bool)
+    out: dict[str, np.ndarray] = {}
+    if wl.model.moe is not None:
+        out["moe-tp-needs-sp"] = (c["tp"] > 1) & ~sp
+    out["sp-needs-tp"] = sp & (c["tp"] == 1)
+    out["batch-dp-mb"] = (wl.global_batch % (c["dp"] * c["micro_batch"])) != 0
+    m = wl.global_batch // (c["dp"] * c["micro_batch"])
+    out["vpp-microbatches"] = (c["vpp"] > 1) & ((m % c["pp"]) != 0)
+    return out
+
+
+def _topk(rows: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
+    n = rows["tp"].size
+    if n == 0:
+        return rows
+    order = rank_order(rows["step"], rows["mem_total"], rows)
+    sel = order[:k]
+    return {key: np.asarray(v)[sel] for key, v in rows.items()}
+
+
+def _merge(parts: list[dict[str, np.ndarray]], k: int) -> dict[str, np.ndarray]:
+    parts = [p for p in parts if p and p["tp"].size]
+    if not parts:
+        return {"tp": np.zeros(0, dtype=np.int64)}
+    rows = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+    return _topk(rows, k)
+
+
+def evaluate_one(layout: dict[str, int], wl: Workload, hw: Hardware, world: int,
+                 opts: SearchOptions | None = None, coll: CollFn | None = None) -> dict[str, float]:
+    """The same model for one layout given as plain ints (for checks and brute-force tests).
+
+    ``layout`` has tp, pp, vpp, cp, ep, etp, zero, micro_batch, recompute (0/1/2), sp (0/1);
+    dp and the fold factor are derived from ``world``.
+    """
+    opts = opts or SearchOptions()
+    coll = coll or make_coll(hw)
+    terms = model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe)
+    c: dict[str, Any] = {k: np.asarray([int(v)]) for k, v in layout.items()}
+    c["fold"] = fold_factor(c["tp"], c["cp"], c["ep"], c["etp"])
+    c["dp"] = np.asarray([world // int(c["tp"][0] * c["cp"][0] * c["pp"][0])])
+    t = step_time(c, wl, hw, terms, opts, coll)
+    out = {k: float(np.asarray(v).ravel()[0]) for k, v in t.items()}
+    mem = memory_total(c, wl)
+    out["mem_total"] = float(np.asarray(mem.total).ravel()[0])
+    out["fits"] = float(out["mem_total"] <= usable_hbm(wl, hw))
+    return out
+
+
+def layout_violations(layout: dict[str, int], wl: Workload, world: int) -> list[str]:
+    """Rules (names from ``RULES``, except memory) that one layout breaks, in ``RULE_ORDER``."""
+    c = {k: np.asarray([int(v)]) for k, v in layout.items()}
+    c["fold"] = fold_factor(c["tp"], c["cp"], c["ep"], c["etp"])
+    c["dp"] = np.asarray([max(1, world // int(c["tp"][0] * c["cp"][0] * c["pp"][0]))])
+    masks = structural_masks(wl.model, wl.seq_len, world, c)
+    masks.update(inner_masks(c, wl))
+    return [r for r in RULE_ORDER if r in masks and bool(np.asarray(masks[r]).ravel()[0])]
+
+
+def metrics(step: Any, wl: Workload, hw: Hardware, world: int, terms: ModelTerms, flops_hw_tok: Any) -> dict[str, Any]:
+    """Tokens/s, MFU and HFU for step times ``step`` (s). MFU uses model FLOPs only (no recompute)."""
+    tokens = float(wl.global_batch) * wl.seq_len
+    tps = tokens / step
+    mfu = terms.flops_model * tps / (world * hw.peak_flops)
+    hfu = flops_hw_tok * tps / (world * hw.peak_flops)
+    return {"tokens_per_s": tps, "mfu": mfu, "hfu": hfu}
+
+
+def iter_rows(top: dict[str, np.ndarray]) -> Iterator[dict[str, Any]]:
+    """Rows of a ``top`` table as plain Python values (ints for layout, floats for the rest)."""
+    n = top["tp"].size
+    for i in range(n):
+        yield {k: (int(v[i]) if np.issubdtype(np.asarray(v).dtype, np.integer) else float(v[i])) for k, v in top.items()}
+
+
+__all__ = [
+    "BREAKDOWN",
+    "Hardware",
+    "RULES",
+    "SearchOptions",
+    "SearchResult",
+    "TIE_BREAK",
+    "Workload",
+    "evaluate_one",
+    "layout_violations",
+    "metrics",
+    "model_terms",
+    "search",
+    "step_time",
+]
