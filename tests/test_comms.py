@@ -1,0 +1,251 @@
+"""Collective cost model: hand-derived alpha-beta numbers, seed checks, placement cliff, properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mi400plan import comms
+from mi400plan.comms import TierParams, busbw, busbw_factor, collective_time, placed_collective, usable_bandwidth
+
+GB = 1e9
+
+
+def tier(catalog, name, case="nominal"):
+    return TierParams.from_fabric(catalog.get("fabrics", name).spec, case)
+
+
+# --- seed 000: ring all-reduce wire floor -------------------------------------------------------
+
+
+def test_seed000_ring_allreduce_32MB_vs_32MiB() -> None:
+    t = TierParams.from_bandwidth(300 * GB, latency=0.0)  # 300 GB/s per direction, no latency
+    # 32 MB (decimal): 2 x 7/8 x 32e6 B = 56e6 B; 56e6 / 300e9 s = 186.67 us
+    floor_mb = 2 * 7 / 8 * 32e6 / 300e9
+    assert floor_mb == pytest.approx(186.667e-6, rel=1e-4)
+    # 4096 x 4096 bf16 = 4096 * 4096 * 2 B = 33,554,432 B = 32 MiB; 2 x 7/8 x 33,554,432 / 300e9 = 195.73 us
+    mib = 4096 * 4096 * 2
+    assert mib == 32 * 2**20
+    floor_mib = 2 * 7 / 8 * mib / 300e9
+    assert floor_mib == pytest.approx(195.734e-6, rel=1e-4)
+    got = collective_time("all_reduce", [32e6, mib], 8, t, "ring").time
+    assert got[0] == pytest.approx(186.667e-6, rel=1e-4)
+    assert got[1] == pytest.approx(195.734e-6, rel=1e-4)
+    # the best algorithm cannot beat the bandwidth floor either
+    assert collective_time("all_reduce", 32e6, 8, t).time == pytest.approx(186.667e-6, rel=1e-4)
+
+
+def test_ring_latency_term() -> None:
+    t = TierParams.from_bandwidth(100 * GB, latency=2e-6)
+    # ring all-reduce on 8: 2 x 7 steps x 2 us = 28 us + 2 x 7/8 x 1e6 / 1e11 = 17.5 us -> 45.5 us
+    r = collective_time("all_reduce", 1e6, 8, t, "ring")
+    assert r.latency == pytest.approx(28e-6)
+    assert r.bandwidth == pytest.approx(17.5e-6)
+    assert r.time == pytest.approx(45.5e-6)
+    # recursive halving/doubling: 2 x log2(8) = 6 steps x 2 us = 12 us + same 17.5 us
+    assert collective_time("all_reduce", 1e6, 8, t, "rhd").time == pytest.approx(29.5e-6)
+    # not a power of two -> not valid
+    assert np.isinf(collective_time("all_reduce", 1e6, 6, t, "rhd").time)
+    # double binary tree: 2 x ceil(log2 8) = 6 steps (12 us) + 2 x 1e6 / 1e11 = 20 us -> 32 us
+    assert collective_time("all_reduce", 1e6, 8, t, "tree").time == pytest.approx(32e-6)
+    # direct two-shot: 2 steps (4 us) + 17.5 us
+    assert collective_time("all_reduce", 1e6, 8, t, "direct").time == pytest.approx(21.5e-6)
+
+
+# --- seed 004: all-to-all per-GPU bandwidth in an 8-GPU node --------------------------------------
+
+
+def test_seed004_all_to_all_bandwidth_in_node(catalog) -> None:
+    mi300 = tier(catalog, "xgmi-mi300", "peak")
+    mi355 = tier(catalog, "xgmi-mi350", "peak")
+    # direct all-to-all reaches all 7 peers at once: 7 x 64 = 448 GB/s, 7 x 76.8 = 537.6 GB/s per direction
+    assert usable_bandwidth(mi300, "direct", 8) == pytest.approx(448 * GB)
+    assert usable_bandwidth(mi355, "direct", 8) == pytest.approx(537.6 * GB)
+    # timed: an all-to-all of S moves 7/8 S per GPU; S = 8 GB -> 7 GB / 448 GB/s = 15.625 ms (+1 step latency)
+    t = collective_time("all_to_all", 8e9, 8, mi300)
+    assert comms.ALGOS[int(t.algo)] == "direct"
+    assert t.bandwidth == pytest.approx(7e9 / 448e9)
+    # busbw = algbw x 7/8 = (8e9 / t) x 7/8 -> 448 GB/s at the bandwidth limit
+    assert busbw("all_to_all", 8e9, 8, t.bandwidth) == pytest.approx(448 * GB)
+
+
+def test_full_mesh_link_model(catalog) -> None:
+    x = tier(catalog, "xgmi-mi300", "peak")
+    # a group of 4 on the 8-GPU mesh reaches 3 peers over 3 links: 3 x 64 = 192 GB/s
+    assert usable_bandwidth(x, "direct", 4) == pytest.approx(192 * GB)
+    # a ring talks to one neighbour per step: one 64 GB/s link
+    assert usable_bandwidth(x, "ring", 8) == pytest.approx(64 * GB)
+    # so on the mesh direct all-reduce is 7x the ring's bandwidth: 2 x 7/8 x 1e9 / 64e9 vs / 448e9
+    ring = collective_time("all_reduce", 1e9, 8, x, "ring")
+    direct = collective_time("all_reduce", 1e9, 8, x, "direct")
+    assert ring.bandwidth == pytest.approx(2 * 7 / 8 * 1e9 / 64e9)
+    assert direct.bandwidth == pytest.approx(2 * 7 / 8 * 1e9 / 448e9)
+
+
+def test_switched_gives_full_port(catalog) -> None:
+    nv = tier(catalog, "nvlink4-hgx8", "peak")
+    for algo in ("ring", "direct", "tree"):
+        assert usable_bandwidth(nv, algo, 4) == pytest.approx(450 * GB)
+
+
+def test_torus_per_dimension_rings(catalog) -> None:
+    v6e = tier(catalog, "ici-v6e", "peak")
+    # 400 GB/s per direction over 4 links (2D torus). A group inside one 16-chip row runs a
+    # bidirectional ring on 2 of the 4 links: 200 GB/s; spanning both dimensions uses all 4: 400 GB/s.
+    assert usable_bandwidth(v6e, "ring", 16) == pytest.approx(200 * GB)
+    assert usable_bandwidth(v6e, "ring", 256) == pytest.approx(400 * GB)
+    assert np.isnan(usable_bandwidth(v6e, "direct", 16))
+    # full pod all-reduce: latency steps per phase = (16-1) + (16-1) = 30, two phases = 60 x 1 us
+    r = collective_time("all_reduce", 1e9, 256, v6e, "ring")
+    assert r.latency == pytest.approx(60e-6)
+    assert r.bandwidth == pytest.approx(2 * 255 / 256 * 1e9 / 400e9)
+
+
+def test_busbw_factors_follow_nccl_tests() -> None:
+    # doc/PERFORMANCE.md: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; others 1
+    assert busbw_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
+    for op in ("all_gather", "reduce_scatter", "all_to_all"):
+        assert busbw_factor(op, 8) == pytest.approx(7 / 8)
+    for op in ("broadcast", "reduce", "send_recv"):
+        assert busbw_factor(op, 8) == 1.0
+
+
+def test_op_spellings() -> None:
+    for a, b in [("allreduce", "all_reduce"), ("all-reduce", "all_reduce"), ("AllToAll", "all_to_all"),
+                 ("all-to-all", "all_to_all"), ("reducescatter", "reduce_scatter"), ("allgather", "all_gather"),
+                 ("send-recv", "send_recv"), ("sendrecv", "send_recv"), ("broadcast", "broadcast")]:
+        assert comms.normalize_op(a) == b
+    assert comms.normalize_op("allreduse") is None
+
+
+# --- placement and the scale-out cliff ------------------------------------------------------------
+
+
+def test_placement_tiers(catalog) -> None:
+    up, out = tier(catalog, "xgmi-mi350"), tier(catalog, "pollara-400")
+    r = placed_collective("all_reduce", 1e9, [8, 4, 16, 8, 8], [1, 2, 1, 8, 4], up, out)
+    # 8x1 fits (8 <= 8); 4x2 fits; 16x1 spans 2 domains; stride 8 puts every member in its own domain;
+    # 8 members at stride 4: 2 per domain across 4 domains -> hierarchical
+    assert [comms.TIER_NAMES[i] for i in r.tier] == ["scale_up", "scale_up", "hierarchical", "scale_out", "hierarchical"]
+    assert list(r.group_in) == [8, 4, 8, 1, 2]
+    assert list(r.group_out) == [1, 1, 2, 8, 4]
+
+
+def test_hierarchical_all_reduce_arithmetic(catalog) -> None:
+    up, out = tier(catalog, "xgmi-mi350", "peak"), tier(catalog, "pollara-400", "peak")
+    S = 8e9
+    r = placed_collective("all_reduce", S, 72, 1, up, out)
+    # reduce-scatter in the node (direct, 7 x 76.8 GB/s): 7/8 x 8e9 / 537.6e9 = 13.02 ms; all-gather the same;
+    # cross-node all-reduce of S/8 = 1e9 B over 9 nodes at 50 GB/s: 2 x 8/9 x 1e9 / 50e9 = 35.56 ms
+    rs = 7 / 8 * S / 537.6e9
+    cross = 2 * 8 / 9 * (S / 8) / 50e9
+    assert r.bandwidth == pytest.approx(2 * rs + cross, rel=1e-6)
+    assert r.scale_out_time == pytest.approx(cross + 2 * 5e-6, rel=1e-6)
+
+
+def test_seed002_nvl72_vs_nine_mi355x_nodes(catalog) -> None:
+    """Seed 002: 'MI355X collectives at least 18x slower than GB200 NVL72' (900 GB/s vs 400 Gb/s = 50 GB/s).
+
+    Wire peak (efficiency 1), large buffer so latency is negligible.
+    """
+    nvl = tier(catalog, "nvlink5-nvl72", "peak")
+    mi, nic = tier(catalog, "xgmi-mi350", "peak"), tier(catalog, "pollara-400", "peak")
+    S = 8e9
+    # (a) the split-mask 0x7 all-reduce (seed 002's example): 9 ranks, one per 8-GPU node (stride 8).
+    #     NVL72: 2 x 8/9 x S / 900e9; MI355X: 2 x 8/9 x S / 50e9 -> ratio 900 / 50 = 18.0
+    a_nvl = placed_collective("all_reduce", S, 9, 8, nvl, None).time
+    a_mi = placed_collective("all_reduce", S, 9, 8, mi, nic).time
+    assert a_mi / a_nvl == pytest.approx(18.0, rel=0.01)
+    # (b) all-to-all over all 72: NVL72 moves 71/72 S at 900 GB/s; MI355X spills 64/72 S over 50 GB/s
+    #     ratio = (64/72 / 50) / (71/72 / 900) = 64 x 900 / (71 x 50) = 16.2
+    b_nvl = placed_collective("all_to_all", S, 72, 1, nvl, None).time
+    b_mi = placed_collective("all_to_all", S, 72, 1, mi, nic).time
+    assert b_mi / b_nvl == pytest.approx(64 * 900 / (71 * 50), rel=0.01)
+    assert b_mi / b_nvl >= 10  # an order of magnitude
+    # (c) a contiguous 72-GPU all-reduce is hierarchical: each node's 8 NICs carry 1/8 of the buffer,
+    #     so the gap is smaller than 18x:
+    #     MI355X: 2 x 7/8 / 537.6e9 + 2 x 8/9 / 8 / 50e9 per byte; NVL72: 2 x 71/72 / 900e9 per byte
+    c_nvl = placed_collective("all_reduce", S, 72, 1, nvl, None).time
+    c_mi = placed_collective("all_reduce", S, 72, 1, mi, nic).time
+    expect = (2 * 7 / 8 / 537.6e9 + 2 * 8 / 9 / 8 / 50e9) / (2 * 71 / 72 / 900e9)
+    assert expect == pytest.approx(3.51, abs=0.01)
+    assert c_mi / c_nvl == pytest.approx(expect, rel=0.01)
+
+
+def test_missing_scale_out_is_inf(catalog) -> None:
+    up = tier(catalog, "xgmi-mi350")
+    assert np.isinf(placed_collective("all_reduce", 1e6, 16, 1, up, None).time)
+
+
+def test_group_of_one_is_free(catalog) -> None:
+    up = tier(catalog, "xgmi-mi350")
+    assert collective_time("all_reduce", 1e9, 1, up).time == 0.0
+
+
+def test_vectorised_over_candidates(catalog) -> None:
+    up, out = tier(catalog, "helios-ualoe72"), tier(catalog, "vulcano-800x3")
+    g = np.array([2, 8, 72, 144, 576] * 200)
+    st_ = np.array([1, 1, 1, 1, 8] * 200)
+    t = comms.placed_collective_time("all_reduce", 64e6, g, st_, up, out)
+    assert t.shape == g.shape and np.all(np.isfinite(t)) and np.all(t > 0)
+    single = [comms.placed_collective_time("all_reduce", 64e6, int(a), int(b), up, out) for a, b in zip(g[:5], st_[:5])]
+    assert np.allclose(t[:5], single)
+
+
+# --- properties -----------------------------------------------------------------------------------
+
+FABRICS_UP = ["xgmi-mi300", "xgmi-mi350", "helios-ualoe72", "nvlink5-nvl72", "ici-v6e", "ifoe64"]
+FABRICS_OUT = ["pollara-400", "vulcano-800x3", "ib-ndr-400"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    op=st.sampled_from(comms.OPS),
+    fab=st.sampled_from(FABRICS_UP),
+    g=st.integers(2, 64),
+    s1=st.floats(1.0, 1e10),
+    s2=st.floats(1.0, 1e10),
+    algo=st.sampled_from([None, *comms.ALGOS]),
+)
+def test_single_tier_properties(catalog, op, fab, g, s1, s2, algo) -> None:
+    t = tier(catalog, fab)
+    g = min(g, t.domain_size)
+    lo, hi = sorted((s1, s2))
+    a = collective_time(op, lo, g, t, algo)
+    b = collective_time(op, hi, g, t, algo)
+    if not np.isfinite(a.time):
+        assert not np.isfinite(b.time)  # validity does not depend on size
+        return
+    assert a.time >= a.latency >= t.latency  # at least one message step
+    assert b.time >= a.time  # non-decreasing in size
+    # busbw never above the tier's achievable per-GPU bandwidth
+    assert busbw(op, hi, g, b.time) <= t.effective_bw * (1 + 1e-9)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    op=st.sampled_from(comms.OPS),
+    up=st.sampled_from(FABRICS_UP),
+    out=st.sampled_from(FABRICS_OUT),
+    g=st.integers(2, 600),
+    stride=st.sampled_from([1, 2, 4, 8, 16, 72]),
+    s1=st.floats(1.0, 1e10),
+    s2=st.floats(1.0, 1e10),
+)
+def test_placed_properties(catalog, op, up, out, g, stride, s1, s2) -> None:
+    tu, to = tier(catalog, up), tier(catalog, out)
+    lo, hi = sorted((s1, s2))
+    a = placed_collective(op, lo, g, stride, tu, to)
+    b = placed_collective(op, hi, g, stride, tu, to)
+    if not np.isfinite(a.time):  # e.g. all-to-all on a torus is not modelled
+        return
+    assert a.time >= a.latency > 0
+    assert b.time >= a.time
+    bus = busbw(op, hi, g, b.time)
+    if op == "all_to_all" and int(b.tier) == 2:
+        # in-domain and spill traffic use different ports at once
+        assert bus <= (tu.effective_bw + to.effective_bw) * (1 + 1e-9)
+    else:
+        assert bus <= max(tu.effective_bw, to.effective_bw) * (1 + 1e-9)
