@@ -1,0 +1,102 @@
+"""``mi400plan rack`` on the command line: JSON contract, exit codes, table output."""
+
+from __future__ import annotations
+
+import json
+
+ROW_KEYS = {
+    "rack",
+    "sku",
+    "gpus",
+    "it_power_w",
+    "wall_power_w",
+    "feed_capacity_w",
+    "feeds_ok",
+    "liquid_heat_w",
+    "air_heat_w",
+    "coolant_l_per_min",
+    "airflow_m3_per_h",
+}
+
+
+def test_json_envelope_and_row_keys(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "helios", "--json"])
+    assert r.exit_code == 0, r.output
+    env = json.loads(r.stdout)
+    assert env["command"] == "rack" and env["status"] == "ok" and env["schema_version"] == 1
+    row = env["data"]["rows"][0]
+    assert ROW_KEYS <= set(row)
+    assert set(row["it_power_w"]) == {"low", "nominal", "high"}
+    assert row["rack"] == "helios" and row["sku"] == "mi455x" and row["gpus"] == 72
+    assert isinstance(row["feeds_ok"], bool)
+
+
+def test_check_exits_4_when_feeds_over_budget(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "helios", "--feeds", "2x415V3ph60A", "--check"])
+    assert r.exit_code == 4, r.output
+    assert "deficit" in r.stdout and "would need" in r.stdout
+    assert "sqrt(3) x 415 V x 60 A" in r.stdout
+
+
+def test_check_passes_with_enough_feeds(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "gb200-nvl72", "--feeds", "4x415V3ph125A", "--check", "--air-limit-kw", "200"])
+    assert r.exit_code == 0, r.output
+
+
+def test_bad_feed_spec_exits_2(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "helios", "--feeds", "4x415V"])
+    assert r.exit_code == 2, r.output
+    assert "cannot read feed set" in r.output and "4x415V3ph60A" in r.output
+
+
+def test_bad_feed_spec_json_error_envelope(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "helios", "--feeds", "lots", "--json"])
+    assert r.exit_code == 2
+    env = json.loads(r.stdout)
+    assert env["status"] == "error" and env["errors"][0]["code"] == "usage"
+
+
+def test_unknown_rack_exits_3_with_suggestion(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "helio"])
+    assert r.exit_code == 3, r.output
+    assert "did you mean" in r.output and "helios" in r.output
+
+
+def test_odd_feed_count_with_2n_is_usage_error(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "helios", "--feeds", "3x415V3ph125A", "--redundancy", "2N"])
+    assert r.exit_code == 2, r.output
+
+
+def test_racks_and_gpus_together_is_usage_error(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "helios", "--racks", "2", "--gpus", "100"])
+    assert r.exit_code == 2, r.output
+
+
+def test_comparison_table_for_several_racks(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "helios", "gb200-nvl72", "vr200-nvl144", "--ascii"])
+    assert r.exit_code == 0, r.output
+    for word in ("Rack comparison", "helios", "gb200-nvl72", "vr200-nvl72", "GPUs/MW", "FP8 PF/kW"):
+        assert word in r.stdout
+
+
+def test_sku_override_and_glycol(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "mi355x-dlc-128", "--sku", "mi350x", "--coolant", "glycol25", "--json"])
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)["data"]["rows"][0]
+    assert row["sku"] == "mi350x"
+    gpu = next(c for c in row["components"] if c["kind"] == "gpu")
+    assert gpu["each_w"]["nominal"] == 1000  # MI350X TDP replaces MI355X's 1,400 W
+    assert row["cooling"]["coolant"] == "glycol25"
+
+
+def test_facility_table_output(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "helios", "--gpus", "1000", "--price-per-kwh", "0.08", "--pue", "1.25"])
+    assert r.exit_code == 0, r.output
+    assert "Facility for 1,000 GPUs: 14 racks" in r.stdout and "USD/day" in r.stdout
+
+
+def test_csv_output(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "helios", "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    header = r.stdout.splitlines()[0]
+    assert "wall_power_w" in header and "feeds.arithmetic" in header
