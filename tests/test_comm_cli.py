@@ -1,0 +1,144 @@
+"""``mi400plan comm`` end to end: spellings, units, errors and exit codes, JSON rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+ROW_KEYS = {"op", "algorithm", "size_bytes", "group", "tier", "time_s", "algbw_bytes_per_s", "busbw_bytes_per_s"}
+
+
+def data(res):
+    env = json.loads(res.stdout)
+    assert env["command"] == "comm"
+    return env
+
+
+@pytest.mark.parametrize("spelling", ["allreduce", "all-reduce", "all_reduce"])
+def test_op_spellings(cli, spelling) -> None:
+    res = cli(["comm", spelling, "--size", "32MB", "--group", "8", "--bw", "300GB/s", "--algo", "ring", "--json"])
+    assert res.exit_code == 0, res.output
+    row = data(res)["data"]["rows"][0]
+    assert row["op"] == "all_reduce"
+    # 2 x 7/8 x 32e6 B / 300e9 B/s = 186.67 us
+    assert row["time_s"] == pytest.approx(186.667e-6, rel=1e-4)
+
+
+@pytest.mark.parametrize("a,b", [("alltoall", "all-to-all"), ("allgather", "all-gather"),
+                                 ("reducescatter", "reduce-scatter"), ("sendrecv", "send-recv")])
+def test_both_spellings_agree(cli, a, b) -> None:
+    args = ["--size", "1MiB", "--group", "8", "--fabric", "xgmi-mi300", "--json"]
+    ra, rb = cli(["comm", a, *args]), cli(["comm", b, *args])
+    assert ra.exit_code == rb.exit_code == 0
+    assert data(ra)["data"]["rows"] == data(rb)["data"]["rows"]
+
+
+def test_mib_differs_from_mb(cli) -> None:
+    rows = {}
+    for size in ("32MB", "32MiB"):
+        res = cli(["comm", "allreduce", "--size", size, "--group", "8", "--bw", "300GB/s", "--algo", "ring", "--json"])
+        rows[size] = data(res)["data"]["rows"][0]
+    assert rows["32MB"]["size_bytes"] == 32_000_000
+    assert rows["32MiB"]["size_bytes"] == 33_554_432
+    # 2 x 7/8 x 33,554,432 / 300e9 = 195.73 us
+    assert rows["32MiB"]["time_s"] == pytest.approx(195.734e-6, rel=1e-4)
+
+
+def test_bits_vs_bytes_and_latency(cli) -> None:
+    # 400 Gb/s = 50 GB/s; send-recv of 1 GB: 1e9 / 50e9 = 20 ms, plus 5 us latency
+    res = cli(["comm", "sendrecv", "--size", "1GB", "--group", "2", "--bw", "400Gb/s", "--latency", "5us", "--json"])
+    row = data(res)["data"]["rows"][0]
+    assert row["time_s"] == pytest.approx(0.02 + 5e-6)
+    assert row["busbw_bytes_per_s"] == pytest.approx(1e9 / (0.02 + 5e-6))
+
+
+def test_json_keys_and_busbw(cli) -> None:
+    res = cli(["comm", "all-to-all", "--size", "8GB", "--group", "8", "--fabric", "xgmi-mi350", "--json"])
+    assert res.exit_code == 0
+    env = data(res)
+    row = env["data"]["rows"][0]
+    assert ROW_KEYS <= set(row)
+    assert row["tier"] == "scale_up" and row["algorithm"] == "direct"
+    # busbw = algbw x 7/8, and algbw = S / t
+    assert row["algbw_bytes_per_s"] == pytest.approx(8e9 / row["time_s"])
+    assert row["busbw_bytes_per_s"] == pytest.approx(row["algbw_bytes_per_s"] * 7 / 8)
+    # below 537.6 GB/s x efficiency
+    sys = env["data"]["systems"][0]["scale_up"]
+    assert row["busbw_bytes_per_s"] <= sys["bw_per_dir_bytes_per_s"] * sys["efficiency"]
+
+
+def test_size_range_table(cli) -> None:
+    res = cli(["comm", "allreduce", "--size", "1KiB..8GiB", "--group", "8", "--fabric", "xgmi-mi350", "--json"])
+    rows = data(res)["data"]["rows"]
+    # 1 KiB doubling to 8 GiB: 2^10 .. 2^33 -> 24 sizes
+    assert [r["size_bytes"] for r in rows] == [2**k for k in range(10, 34)]
+    assert rows[0]["bound"] == "latency" and rows[-1]["bound"] == "bandwidth"
+    text = cli(["comm", "allreduce", "--size", "1KiB..8GiB", "--group", "8", "--fabric", "xgmi-mi350"])
+    assert text.exit_code == 0
+    assert "busbw" in text.stdout and "8.0 GiB" in text.stdout
+
+
+def test_sku_comparison_shows_the_cliff(cli) -> None:
+    res = cli(["comm", "allreduce", "--size", "8GB", "--group", "9", "--stride", "8",
+               "--sku", "gb200", "--sku", "mi355x", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["system"]: r for r in data(res)["data"]["rows"]}
+    assert rows["gb200"]["tier"] == "scale_up"
+    assert rows["mi355x"]["tier"] == "scale_out"
+    # 900 GB/s x 0.8 vs 50 GB/s x 0.9 nominal efficiencies: 720 / 45 = 16x at large sizes
+    assert rows["mi355x"]["relative_to_fastest"] == pytest.approx(720 / 45, rel=0.01)
+    contiguous = cli(["comm", "allreduce", "--size", "8GB", "--group", "72", "--sku", "mi355x", "--json"])
+    assert data(contiguous)["data"]["rows"][0]["tier"] == "hierarchical"
+
+
+def test_several_fabrics_side_by_side(cli) -> None:
+    res = cli(["comm", "allreduce", "--size", "64MB", "--group", "8", "--fabric", "xgmi-mi300",
+               "--fabric", "nvlink4-hgx8"])
+    assert res.exit_code == 0
+    assert "Comparison" in res.stdout and "xgmi-mi300" in res.stdout and "nvlink4-hgx8" in res.stdout
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--size", "32XB", "--group", "8", "--bw", "300GB/s"], "unknown size unit"),
+        (["--size", "32MB", "--group", "8", "--bw", "300GB"], "cannot read bandwidth"),
+        (["--size", "32MB", "--group", "8", "--bw", "300GB/s", "--latency", "5 parsecs"], "cannot read time"),
+        (["--size", "32MB", "--group", "1", "--bw", "300GB/s"], "--group"),
+        (["--size", "32MB", "--group", "8"], "--fabric"),
+        (["--size", "32MB", "--group", "6", "--bw", "300GB/s", "--algo", "rhd"], "power-of-two"),
+        (["--size", "32MB", "--group", "16", "--fabric", "xgmi-mi300"], "--scale-out"),
+    ],
+)
+def test_usage_errors_exit_2(cli, args, needle) -> None:
+    res = cli(["comm", "allreduce", *args])
+    assert res.exit_code == 2
+    assert needle in res.output
+
+
+def test_unknown_op_exit_2(cli) -> None:
+    res = cli(["comm", "allreduse", "--size", "1MB", "--group", "8", "--bw", "1GB/s"])
+    assert res.exit_code == 2 and "allreduce/all-reduce" in res.output
+
+
+def test_unknown_fabric_exit_3_with_suggestion(cli) -> None:
+    res = cli(["comm", "allreduce", "--size", "1MB", "--group", "8", "--fabric", "xgmi-mi30"])
+    assert res.exit_code == 3
+    assert "did you mean" in res.output and "xgmi-mi300" in res.output
+    js = cli(["comm", "allreduce", "--size", "1MB", "--group", "8", "--fabric", "xgmi-mi30", "--json"])
+    env = json.loads(js.stdout)
+    assert js.exit_code == 3 and env["status"] == "error" and env["errors"][0]["code"] == "unknown_name"
+
+
+def test_not_disclosed_bandwidth_exit_3(cli) -> None:
+    res = cli(["comm", "allreduce", "--size", "1MB", "--group", "8", "--fabric", "mi440x-8gpu"])
+    assert res.exit_code == 3 and "not disclosed" in res.output
+
+
+def test_scale_out_pairing(cli) -> None:
+    res = cli(["comm", "allreduce", "--size", "1GB", "--group", "16", "--fabric", "xgmi-mi300",
+               "--scale-out", "ib-ndr-400", "--json"])
+    assert res.exit_code == 0
+    row = data(res)["data"]["rows"][0]
+    assert row["tier"] == "hierarchical" and row["domains"] == 2 and row["group_in_domain"] == 8
