@@ -146,7 +146,7 @@ def fit(
             raise UsageError(f"{what} must be a positive integer, got {v}")
     if mode == "train":
         return _fit_train(
-            model, counts, accels, fm, warnings, plan_layout,
+            catalog, model, counts, accels, fm, warnings, plan_layout,
             dict(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch,
                  recompute=recompute, sequence_parallel=sequence_parallel),
             seq=seq, gpus=gpus, global_batch=global_batch,
@@ -156,7 +156,7 @@ def fit(
     if recipe is not None and recipe not in ("bf16",):
         warnings.append(f"recipe {recipe!r} applies to training; inference uses --precision and --kv-dtype")
     return _fit_infer(
-        model, counts, accels, fm, warnings,
+        catalog, model, counts, accels, fm, warnings,
         tp=tp if tp is not None else (plan_layout.tp if plan_layout else None),
         pp=pp if pp is not None else (plan_layout.pp if plan_layout else None),
         ep=ep, gpus=gpus, batch=batch, context=seq,
@@ -206,7 +206,7 @@ def _train_terms(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, s
     return train_memory(model, counts, recipe, seq_len=seq, num_microbatches=nmb, **kw)
 
 
-def _fit_train(model: Any, counts: Any, accels: list[Any], fm: FitModel, warnings: list[str],
+def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: FitModel, warnings: list[str],
                plan_layout: Layout | None, given: dict[str, Any], *, seq: int | None, gpus: int | None,
                global_batch: int | None, recipe: TrainRecipe) -> FitResult:
     base = plan_layout.model_dump() if plan_layout else {}
@@ -225,7 +225,7 @@ def _fit_train(model: Any, counts: Any, accels: list[Any], fm: FitModel, warning
     if gpus is not None and layout.gpus != gpus:
         raise LayoutError(
             f"TP x PP x CP x DP = {layout.tp}x{layout.pp}x{layout.cp}x{layout.dp} = {layout.gpus} GPUs, "
-            f"not the {gpus} given",
+            f"not the {gpus} given [rule: dp-integer]",
             rule="dp-integer",
         )
     seq_len = int(seq or min(DEFAULT_TRAIN_SEQ, model.max_seq_len))
@@ -236,7 +236,7 @@ def _fit_train(model: Any, counts: Any, accels: list[Any], fm: FitModel, warning
         if global_batch % per_step:
             raise LayoutError(
                 f"global batch {global_batch} is not a whole number of micro-batch x DP = "
-                f"{layout.micro_batch} x {layout.dp} = {per_step} sequences",
+                f"{layout.micro_batch} x {layout.dp} = {per_step} sequences [rule: batch-divisible]",
                 rule="batch-divisible",
             )
         nmb = global_batch // per_step
@@ -259,7 +259,7 @@ def _fit_train(model: Any, counts: Any, accels: list[Any], fm: FitModel, warning
             _row(acc, "train", layout_dict, layout.gpus, mem, kv=0.0, recipe_reserve=recipe.reserve,
                  alts=alts, grid=grid)
         )
-    _suggest_other_skus(rows)
+    _suggest_other_skus(rows, catalog, recipe.reserve)
     rdict: dict[str, float | int | str | bool] = {
         k: v for k, v in recipe.model_dump().items() if k != "reserve"
     }
@@ -348,7 +348,7 @@ def _train_grid(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, se
 # --- inference ---------------------------------------------------------------------------------
 
 
-def _fit_infer(model: Any, counts: Any, accels: list[Any], fm: FitModel, warnings: list[str], *,
+def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: FitModel, warnings: list[str], *,
                tp: int | None, pp: int | None, ep: int | None, gpus: int | None, batch: int | None,
                context: int | None, recipe: InferRecipe) -> FitResult:
     from mi400plan.memory import infer_memory, max_batch_x_context, max_context
@@ -358,14 +358,14 @@ def _fit_infer(model: Any, counts: Any, accels: list[Any], fm: FitModel, warning
     if tp is None:
         if gpus is not None:
             if gpus % pp_:
-                raise LayoutError(f"{gpus} GPUs is not a whole number of PP={pp_} stages", rule="dp-integer")
+                raise LayoutError(f"{gpus} GPUs is not a whole number of PP={pp_} stages [rule: dp-integer]", rule="dp-integer")
             tp_ = gpus // pp_
         else:
             tp_ = 1
     else:
         tp_ = int(tp)
         if gpus is not None and gpus != max(tp_, ep_) * pp_:
-            raise LayoutError(f"TP x PP = {tp_}x{pp_} = {tp_ * pp_} GPUs, not the {gpus} given", rule="dp-integer")
+            raise LayoutError(f"TP x PP = {tp_}x{pp_} = {tp_ * pp_} GPUs, not the {gpus} given [rule: dp-integer]", rule="dp-integer")
     b = int(batch or 1)
     ctx = int(context or model.max_seq_len)
     _check_infer_layout(model, tp_, pp_, ep_)
@@ -386,7 +386,7 @@ def _fit_infer(model: Any, counts: Any, accels: list[Any], fm: FitModel, warning
             mc = max_context(model, counts, recipe, capacity_bytes=cap, tp=tp_, pp=pp_, ep=ep_, batch=b)
             row = row.model_copy(update={"max_tokens": int(mt), "max_context": int(mc)})
         rows.append(row)
-    _suggest_other_skus(rows)
+    _suggest_other_skus(rows, catalog, recipe.reserve)
     rdict: dict[str, float | int | str | bool] = {k: v for k, v in recipe.model_dump().items() if k != "reserve"}
     rdict["weight_bytes_per_param"] = recipe.weight_bytes
     rdict["kv_bytes_per_element"] = recipe.kv_bytes
@@ -398,10 +398,10 @@ def _check_infer_layout(model: Any, tp: int, pp: int, ep: int) -> None:
     check_layout(Layout(tp=tp, pp=pp, dp=max(1, ep // tp) if ep > tp else 1,
                         ep=ep if model.moe else 1), model)
     if model.moe is None and ep > 1:
-        raise LayoutError(f"EP > 1 needs an MoE model; {model.name} is dense", rule="ep-experts")
+        raise LayoutError(f"EP > 1 needs an MoE model; {model.name} is dense [rule: ep-experts]", rule="ep-experts")
     if ep > 1 and tp % ep and ep % tp:
         raise LayoutError(f"EP={ep} and TP={tp}: one must divide the other (experts are spread over the TP "
-                          "group, or over attention data-parallel replicas when EP > TP)", rule="expert-grid")
+                          "group, or over attention data-parallel replicas when EP > TP) [rule: expert-grid]", rule="expert-grid")
 
 
 def _infer_grid(model: Any, counts: Any, recipe: InferRecipe, ep: int, batch: int, ctx: int
@@ -490,21 +490,40 @@ def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str
     return FitRow(**row)
 
 
-def _suggest_other_skus(rows: list[FitRow]) -> None:
-    """For rows that do not fit and have no layout suggestion, name the smallest SKU that fits."""
-    fitting = sorted((r for r in rows if r.fits and r.capacity_bytes), key=lambda r: (r.capacity_bytes, r.sku))
-    for i, r in enumerate(rows):
-        if r.fits or r.verdict == "unknown":
+def _catalog_capacities(catalog: Any) -> list[tuple[str, float]]:
+    """(name, nominal HBM bytes) of every accelerator in the catalog that loads and discloses capacity."""
+    out = []
+    for n in catalog.names("accelerators"):
+        try:
+            est = catalog.get("accelerators", n).spec.hbm_bytes
+        except ProfileError:
             continue
-        alt = next((f for f in fitting if f.sku != r.sku), None)
+        if est.known:
+            out.append((n, float(est.nominal)))
+    return sorted(out, key=lambda x: (x[1], x[0]))
+
+
+def _suggest_other_skus(rows: list[FitRow], catalog: Any, reserve: Any) -> None:
+    """For rows that do not fit, name the smallest SKU in the catalog that fits as laid out.
+
+    Memory per GPU is the same on every SKU except the capacity share of the reserve, so a SKU of
+    capacity C fits when ``total - reserve_share(C_row) <= C * (1 - fraction)``.
+    """
+    if all(r.fits for r in rows):
+        return
+    caps = _catalog_capacities(catalog)
+    for i, r in enumerate(rows):
+        if r.fits:
+            continue
+        frac = reserve.fraction
+        base = r.memory_bytes.total - frac * (r.capacity_bytes or 0)
+        alt = next(((n, c) for n, c in caps if n != r.sku and base <= c * (1 - frac)), None)
         if alt is not None:
-            extra = f"smallest SKU that fits as laid out: {alt.sku} ({_gb(float(alt.capacity_bytes or 0))})"
+            extra = f"smallest SKU that fits as laid out: {alt[0]} ({_gb(alt[1])})"
             text = f"{r.suggestion}; or {extra}" if r.suggestion else extra
             rows[i] = r.model_copy(update={"suggestion": text})
-        elif r.suggestion is None:
+        elif r.suggestion is None and r.verdict != "unknown":
             rows[i] = r.model_copy(update={
-                "suggestion": f"no single change, no TP x PP up to {MAX_SEARCH_GPUS} GPUs and no other SKU in "
-                "the comparison fits; lower the sequence length or micro-batch, or use more data-parallel "
-                "sharding (--gpus with --zero 3)"
+                "suggestion": f"no single change, no TP x PP up to {MAX_SEARCH_GPUS} GPUs and no SKU in the "
+                "catalog fits; lower the sequence length or micro-batch, or shard more (--gpus with --zero 3)"
             })
-

@@ -91,6 +91,14 @@ class Layout(StrictModel):
 
 
 def check_layout(layout: Layout, model: ModelSpec, *, seq_len: int | None = None) -> None:
+    """Raise ``LayoutError`` (its message ends with ``[rule: NAME]``); see :func:`_check_layout`."""
+    try:
+        _check_layout(layout, model, seq_len=seq_len)
+    except LayoutError as exc:
+        raise LayoutError(f"{exc.message} [rule: {exc.rule}]", rule=exc.rule, hint=exc.hint) from None
+
+
+def _check_layout(layout: Layout, model: ModelSpec, *, seq_len: int | None = None) -> None:
     """Raise ``LayoutError`` naming the first structural rule ``layout`` breaks for ``model``.
 
     Rules (Megatron-Core's argument checks, stated as the planner uses them):
@@ -158,7 +166,7 @@ def dp_from_gpus(gpus: int, tp: int, pp: int, cp: int) -> int:
     if gpus < mp or gpus % mp:
         raise LayoutError(
             f"{gpus} GPUs is not a whole number of TP x PP x CP = {tp}x{pp}x{cp} = {mp} replicas "
-            "(data-parallel size must be an integer >= 1)",
+            "(data-parallel size must be an integer >= 1) [rule: dp-integer]",
             rule="dp-integer",
         )
     return gpus // mp

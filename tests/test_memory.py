@@ -1,0 +1,402 @@
+"""Memory model: hand-computed cases (arithmetic in the test) and direction properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mi400plan.errors import LayoutError
+from mi400plan.memory import (
+    RECOMPUTE_CODES,
+    infer_memory,
+    max_batch_x_context,
+    max_context,
+    train_memory,
+    usable_bytes,
+)
+from mi400plan.params import LayerParams, ParamCounts, count_params
+from mi400plan.specs.layout import (
+    InferRecipe,
+    Layout,
+    RuntimeReserve,
+    TrainRecipe,
+    check_layout,
+    infer_recipe,
+    parse_reserve,
+    train_recipe,
+)
+from mi400plan.specs.model import ModelSpec
+from mi400plan.units import GB, GiB
+
+NO_RESERVE = RuntimeReserve(fixed_bytes=0, fraction=0)
+
+
+def toy_gpt(**kw) -> ModelSpec:
+    """GPT-style: LayerNorm, GELU FFN of 4h, MHA, 2 layers (Korthikanti's setting)."""
+    base = dict(
+        name="toy", display_name="toy", hidden_size=64, num_layers=2, vocab_size=1000, ffn_dim=256,
+        ffn_kind="gelu", norm="layernorm", attention={"num_heads": 4}, max_seq_len=4096,
+    )
+    base.update(kw)
+    return ModelSpec(**base)
+
+
+def toy_moe(**kw) -> ModelSpec:
+    base = dict(
+        name="toymoe", display_name="toy MoE", hidden_size=128, num_layers=8, vocab_size=2000, ffn_dim=512,
+        attention={"num_heads": 8, "num_kv_heads": 4},
+        moe={"num_experts": 16, "top_k": 2, "expert_ffn_dim": 128, "num_shared_experts": 1, "first_k_dense": 1},
+    )
+    base.update(kw)
+    return ModelSpec(**base)
+
+
+def flat_counts(params: int, layers: int = 1) -> ParamCounts:
+    """A model whose parameters are all TP-split attention weights (no embedding): exact totals."""
+    per = params // layers
+    lp = LayerParams(attention=per, mlp_dense=0, shared_experts=0, routed_experts=0, router=0, norms=0,
+                     is_moe=False)
+    return ParamCounts(embedding=0, output_head=0, final_norm=0, layers=(lp,) * layers, routed_expert_params=0,
+                       total=per * layers, active=per * layers)
+
+
+# --- must-hold figures ----------------------------------------------------------------------------
+
+
+def test_175b_bf16_weights_do_not_fit_one_mi300x() -> None:
+    # 175e9 params x 2 B (bf16) = 350e9 B = 350 GB > 192 GB (MI300X); headroom 192 - 350 = -158 GB.
+    model = toy_gpt(num_layers=1)
+    counts = flat_counts(175_000_000_000)
+    rec = InferRecipe(weight_format="bf16", reserve=NO_RESERVE)
+    mem = infer_memory(model, counts, rec, tp=1, batch=1, context=1)
+    assert float(mem.weights) == 175e9 * 2 == 350e9
+    headroom_weights_only = 192 * GB - float(mem.weights)
+    assert headroom_weights_only == -158e9
+    assert float(mem.total) > float(usable_bytes(192 * GB, NO_RESERVE))
+
+
+def test_deepseek_v3_fp8_weights_fit_8_mi300x_not_8_h100(catalog) -> None:
+    model = catalog.get("models", "deepseek-v3").spec
+    counts = count_params(model)
+    rec = InferRecipe(weight_format="fp8", reserve=NO_RESERVE)
+    w = float(infer_memory(model, counts, rec, tp=8, batch=1, context=1).weights)
+    # Block weights at 1 B/param; embedding + head (2 x 129280 x 7168 = 1,853,358,080) stay at 2 B.
+    emb = 2 * 129280 * 7168
+    rep = sum(lp.router + lp.norms for lp in counts.layers) + counts.final_norm
+    expected = (counts.total - emb - rep) * 1 / 8 + emb * 2 / 8 + rep * 2
+    assert w == pytest.approx(expected, rel=1e-12)
+    # ~671e9 / 8 = 83.9 GB per GPU: fits 192 GB (MI300X), not 80 GB (H100).
+    assert 80 * GB < w < 192 * GB
+    assert 8 * w < 8 * 192 * GB and 8 * w > 8 * 80 * GB
+
+
+def test_llama3_70b_kv_cache_bytes_per_token(catalog) -> None:
+    model = catalog.get("models", "llama3.1-70b").spec
+    counts = count_params(model)
+    mem = infer_memory(model, counts, InferRecipe(kv_format="bf16"), tp=1, batch=1, context=1)
+    # 2 (K,V) x 8 KV heads x 128 head_dim x 80 layers x 2 B = 327,680 B per token
+    assert float(mem.kv_bytes_per_token) == 2 * 8 * 128 * 80 * 2 == 327_680
+
+
+def test_llama_405b_fp8_fits_one_mi300x_node_and_context_it_buys(catalog) -> None:
+    model = catalog.get("models", "llama3.1-405b").spec
+    counts = count_params(model)
+    rec = infer_recipe("fp8", kv_dtype="bf16")  # default reserve 2 GiB + 5%
+    cap = 192 * GB
+    tp, h, V, a, d, f = 8, 16384, 128256, 128, 128, 53248
+    # Weights per GPU: block linears at 1 B / 8 ranks; embedding and head (V x h each) at 2 B / 8; norms at 2 B.
+    emb = V * h
+    norms = sum(lp.norms for lp in counts.layers) + counts.final_norm
+    w = (counts.total - 2 * emb - norms) / 8 + 2 * emb * 2 / 8 + norms * 2
+    # KV per token per GPU: 2 x 8 heads x 128 x 126 layers x 2 B = 516,096 B, split over 8 ranks = 64,512 B.
+    kv_tok = 2 * 8 * 128 * 126 * 2 / 8
+    assert kv_tok == 64_512
+    # Scratch of one 8192-token step: 2 B x (2h + Q/8 + 2 KV heads x d + attn out/8 + 3 x ffn/8) per token,
+    # plus fp32 logits of the one sampled sequence over V/8.
+    scratch = 8192 * 2 * (2 * h + a * d / 8 + 2 * 1 * d + a * d / 8 + 3 * f / 8) + 1 * 4 * V / 8
+    room = cap * 0.95 - 2 * GiB - w - scratch
+    expected_tokens = np.floor(room / kv_tok)
+    got = max_batch_x_context(model, counts, rec, capacity_bytes=cap, tp=tp, batch=1)
+    assert float(got) == expected_tokens
+    # Batch 4: four sampled sequences' logits (4 x 4*V/8 B), tokens shared by 4 sequences.
+    room4 = room - 3 * 4 * V / 8
+    assert float(max_context(model, counts, rec, capacity_bytes=cap, tp=tp, batch=4)) == np.floor(
+        np.floor(room4 / kv_tok) / 4)
+    # The room buys well over the 128K context the model supports (about 1.9M tokens).
+    assert expected_tokens > 131072
+    # The full-context request fits: weights + KV(131072) + scratch + reserve <= 192 GB.
+    mem = infer_memory(model, counts, rec, tp=8, batch=1, context=131072)
+    assert float(mem.total) <= float(usable_bytes(cap, rec.reserve))
+
+
+# --- bytes per parameter ---------------------------------------------------------------------------
+
+
+def test_megatron_18_and_zero_16_bytes_per_param() -> None:
+    assert train_recipe("megatron").bytes_per_param(4096) == 2 + 4 + 4 + 8 == 18
+    assert train_recipe("zero").bytes_per_param(4096) == 2 + 2 + 12 == 16
+    assert train_recipe("megatron", optimizer="sgd").bytes_per_param(4096) == 2 + 4 + 4 + 4
+    assert train_recipe("megatron", precision="fp8").bytes_per_param(4096) == 18 + 1
+    assert train_recipe("megatron", grad_dtype="bf16").bytes_per_param(4096) == 16
+    # Adafactor: master 4 + factored second moment 4 x 2 / hidden per parameter
+    assert train_recipe("megatron", optimizer="adafactor").bytes_per_param(4096) == 2 + 4 + 4 + 4 * 2 / 4096
+
+
+def test_train_state_bytes_and_zero_stages() -> None:
+    model = toy_gpt(num_layers=8)
+    P = 8_000_000
+    counts = flat_counts(P, layers=8)
+    rec = train_recipe("megatron", reserve=NO_RESERVE)
+    kw = dict(seq_len=16, micro_batch=1)
+    m0 = train_memory(model, counts, rec, dp=1, zero=0, **kw)
+    assert float(m0.weights + m0.gradients + m0.optimizer) == 18 * P
+    # DP = 4: ZeRO-1 shards the 12 optimizer bytes: 2 + 4 + 12/4 = 9 B/param
+    m1 = train_memory(model, counts, rec, dp=4, zero=1, **kw)
+    assert float(m1.weights + m1.gradients + m1.optimizer) == (2 + 4 + 3) * P
+    # ZeRO-2 also shards gradients: 2 + 1 + 3 = 6 B/param
+    m2 = train_memory(model, counts, rec, dp=4, zero=2, **kw)
+    assert float(m2.weights + m2.gradients + m2.optimizer) == (2 + 1 + 3) * P
+    # ZeRO-3 shards weights (2/4 = 0.5 B) but keeps 2 gathered layers of 1e6 params x 2 B:
+    # 0.5 x 8e6 + 2 x 2 x 1e6 = 8e6 B of weights; grads 1 x 8e6; optimizer 3 x 8e6
+    m3 = train_memory(model, counts, rec, dp=4, zero=3, **kw)
+    assert float(m3.weights) == 0.5 * P + 2 * 2 * (P / 8)
+    assert float(m3.gradients + m3.optimizer) == (1 + 3) * P
+    # TP = 2 halves every TP-split parameter
+    mt = train_memory(model, counts, rec, tp=2, dp=1, zero=0, **kw)
+    assert float(mt.weights + mt.gradients + mt.optimizer) == 18 * P / 2
+
+
+def test_zero_16_recipe_matches_paper_example() -> None:
+    # ZeRO paper sec. 3.1: 7.5B params x 16 B = 120 GB; with Pos+g+p over 64 GPUs: 120 GB / 64 = 1.875 GB
+    model = toy_gpt(num_layers=1)
+    counts = flat_counts(7_500_000_000)
+    rec = train_recipe("zero", reserve=NO_RESERVE)
+    m = train_memory(model, counts, rec, dp=1, zero=0, seq_len=1)
+    assert float(m.weights + m.gradients + m.optimizer) == 120e9
+    m = train_memory(model, counts, rec, dp=64, zero=2, seq_len=1)  # Pos+g: 2 + 14/64 B/param
+    assert float(m.weights + m.gradients + m.optimizer) == pytest.approx(7.5e9 * (2 + 14 / 64))
+
+
+# --- activations (Korthikanti et al. 2022) ------------------------------------------------------------
+
+
+def korthikanti_recipe() -> TrainRecipe:
+    return TrainRecipe(flash_attention=False, dropout=True, reserve=NO_RESERVE)
+
+
+@pytest.mark.parametrize(
+    "tp,sp,recompute,per_layer",
+    [
+        # s*b*h*(34 + 5*a*s/h) = 128*2*64*(34 + 5*4*128/64) = 16384*74
+        (1, False, "none", 16384 * 74),
+        # TP=2 no SP: s*b*h*(10 + 24/t + 5*a*s/(h*t)) = 16384*(10 + 12 + 20)
+        (2, False, "none", 16384 * (10 + 12 + 20)),
+        # TP=2 with SP: s*b*h/t*(34 + 5*a*s/h) = 16384*74/2
+        (2, True, "none", 16384 * 74 / 2),
+        # selective recompute with SP: s*b*h*34/t
+        (2, True, "selective", 16384 * 34 / 2),
+    ],
+)
+def test_toy_activations_match_korthikanti(tp, sp, recompute, per_layer) -> None:
+    model = toy_gpt()
+    counts = count_params(model)
+    s, b, h, V = 128, 2, 64, 1000
+    m = train_memory(model, counts, korthikanti_recipe(), tp=tp, sequence_parallel=sp,
+                     recompute=RECOMPUTE_CODES[recompute], seq_len=s, micro_batch=b)
+    tsp = tp if sp else 1
+    # Two layers, plus the planner's extra terms: int64 token ids (8 B/token) on the first stage and, on
+    # the last stage, fp32 logits 4*V/t and the final-norm and head inputs 2 x 2*h/tsp per token.
+    extras = s * b * (8 + 4 * V / tp + 2 * 2 * h / tsp)
+    assert float(m.activations) == pytest.approx(2 * per_layer + extras, rel=1e-12)
+
+
+def test_full_recompute_keeps_layer_inputs_plus_one_layer() -> None:
+    model = toy_gpt()
+    counts = count_params(model)
+    s, b, h, V, tp = 128, 2, 64, 1000, 2
+    m = train_memory(model, counts, korthikanti_recipe(), tp=tp, sequence_parallel=True, recompute=2,
+                     seq_len=s, micro_batch=b)
+    # 2 layers x 2*s*b*h/t (layer inputs) + one layer being recomputed, s*b*h*74/t, + extras as above
+    expected = 2 * 2 * s * b * h / tp + s * b * h * 74 / tp + s * b * (8 + 4 * V / tp + 2 * 2 * h / tp)
+    assert float(m.activations) == pytest.approx(expected, rel=1e-12)
+
+
+def test_flash_attention_removes_s_squared_term() -> None:
+    model = toy_gpt()
+    counts = count_params(model)
+    rec = TrainRecipe(flash_attention=True, dropout=True, reserve=NO_RESERVE)
+    s, b, h, a = 128, 2, 64, 4
+    m = train_memory(model, counts, rec, seq_len=s, micro_batch=b)
+    # 34*s*b*h per layer, plus fp32 log-sum-exp per head and token (4*a B), plus extras
+    expected = 2 * (34 * s * b * h + 4 * a * s * b) + s * b * (8 + 4 * 1000 + 2 * 2 * h)
+    assert float(m.activations) == pytest.approx(expected, rel=1e-12)
+
+
+def test_pipeline_in_flight_microbatches() -> None:
+    model = toy_gpt(num_layers=8)
+    counts = count_params(model)
+    rec = korthikanti_recipe()
+    s, b, h = 64, 1, 64
+    per_layer = s * b * h * (34 + 5 * 4 * s / h)
+    # 1F1B, pp=4: stage 0 holds 4 micro-batches of its 2 layers = 8 layer-activations (+ token ids)
+    m = train_memory(model, counts, rec, pp=4, seq_len=s, micro_batch=b)
+    assert int(m.stage) == 0
+    assert float(m.activations) == pytest.approx(4 * (2 * per_layer + 8 * s * b))
+    # Interleaved, pp=4, vpp=2: pp*(1 + (pp-1)/(pp*vpp)) = 4*(1 + 3/8) = 5.5 micro-batches of 2 layers
+    m = train_memory(model, counts, rec, pp=4, vpp=2, seq_len=s, micro_batch=b)
+    assert float(m.activations) == pytest.approx(5.5 * (2 * per_layer + 8 * s * b))
+    # num_microbatches = 2 caps 1F1B in-flight at 2
+    m = train_memory(model, counts, rec, pp=4, seq_len=s, micro_batch=b, num_microbatches=2)
+    assert float(m.activations) == pytest.approx(2 * (2 * per_layer + 8 * s * b))
+
+
+def test_most_loaded_stage_with_dense_first_layers() -> None:
+    model = toy_moe()
+    counts = count_params(model)
+    rec = train_recipe(reserve=NO_RESERVE)
+    m = train_memory(model, counts, rec, pp=2, dp=1, zero=0, seq_len=1)
+    # Stage 0: layers 0-3 (1 dense + 3 MoE) + embedding; stage 1: layers 4-7 (4 MoE) + head + final norm.
+    lay = counts.layers
+    st0 = sum(lp.total for lp in lay[:4]) + counts.embedding
+    st1 = sum(lp.total for lp in lay[4:]) + counts.output_head + counts.final_norm
+    assert float(m.weights + m.gradients + m.optimizer) == 18 * max(st0, st1)
+
+
+def test_vectorized_equals_scalar() -> None:
+    model = toy_moe()
+    counts = count_params(model)
+    rec = train_recipe()
+    tp = np.array([1, 2, 4, 2])
+    pp = np.array([1, 2, 4, 8])
+    ep = np.array([1, 4, 16, 2])
+    vec = train_memory(model, counts, rec, tp=tp, pp=pp, ep=ep, dp=16, zero=np.array([0, 1, 2, 3]), seq_len=256)
+    for i in range(4):
+        one = train_memory(model, counts, rec, tp=int(tp[i]), pp=int(pp[i]), ep=int(ep[i]), dp=16, zero=i, seq_len=256)
+        assert float(vec.total[i]) == float(one.total)
+
+
+def test_kv_replication_when_tp_exceeds_kv_heads() -> None:
+    model = toy_moe()  # 4 KV heads of 16
+    counts = count_params(model)
+    r = InferRecipe()
+    kv = [float(infer_memory(model, counts, r, tp=t).kv_bytes_per_token) for t in (1, 2, 4, 8)]
+    full = 2 * 4 * 16 * 8 * 2  # 2 x kv_heads x head_dim x layers x 2 B
+    assert kv == [full, full / 2, full / 4, full / 4]  # TP 8 > 4 KV heads: each head replicated twice
+
+
+def test_mla_latent_is_not_split_by_tp(catalog) -> None:
+    model = catalog.get("models", "deepseek-v3").spec
+    counts = count_params(model)
+    kv = [float(infer_memory(model, counts, InferRecipe(), tp=t).kv_bytes_per_token) for t in (1, 8)]
+    # (kv_lora_rank 512 + rope 64) x 61 layers x 2 B on every TP rank
+    assert kv == [(512 + 64) * 61 * 2] * 2
+
+
+def test_block_scale_formats() -> None:
+    bits = {f: InferRecipe(weight_format=f).weight_bytes * 8 for f in ("mxfp4", "fp4", "fp6", "mxfp8", "int4", "nvfp4")}
+    assert bits == {"mxfp4": 4 + 8 / 32, "fp4": 4.25, "fp6": 6 + 8 / 32, "mxfp8": 8.25, "int4": 4 + 32 / 128,
+                    "nvfp4": 4 + 8 / 16}
+
+
+def test_reserve_parsing() -> None:
+    r = parse_reserve("4GiB+8%")
+    assert (r.fixed_bytes, r.fraction) == (4 * 2**30, 0.08)
+    assert parse_reserve("0").bytes_for(192e9) == 0
+    assert RuntimeReserve().bytes_for(100e9) == 2 * 2**30 + 5e9
+
+
+def test_layout_rules_name_the_rule(catalog) -> None:
+    llama = catalog.get("models", "llama3.1-70b").spec
+    cases = [
+        (Layout(tp=3), "tp-heads"),
+        (Layout(pp=3), "pp-layers"),  # 80 layers
+        (Layout(ep=2, dp=2), "ep-experts"),  # dense model
+    ]
+    for lay, rule in cases:
+        with pytest.raises(LayoutError) as e:
+            check_layout(lay, llama)
+        assert e.value.rule == rule and f"[rule: {rule}]" in e.value.message
+    moe = toy_moe()
+    with pytest.raises(LayoutError) as e:
+        check_layout(Layout(ep=3, dp=3), moe)
+    assert e.value.rule == "ep-experts"
+    with pytest.raises(LayoutError) as e:
+        check_layout(Layout(ep=4, dp=2), moe)
+    assert e.value.rule == "expert-grid"
+    # 12 heads, 4 KV heads, TP 6: 6 divides 12 but neither 6 | 4 nor 4 | 6
+    odd = toy_gpt(hidden_size=96, attention={"num_heads": 12, "num_kv_heads": 4})
+    with pytest.raises(LayoutError) as e:
+        check_layout(Layout(tp=6), odd)
+    assert e.value.rule == "tp-kv-heads"
+    check_layout(Layout(tp=12), odd)  # 12 = 3 x 4 KV heads: replicated, allowed
+
+
+# --- properties --------------------------------------------------------------------------------------
+
+MOE = toy_moe()
+MOE_COUNTS = count_params(MOE)
+DENSE = toy_gpt(num_layers=8, attention={"num_heads": 8, "num_kv_heads": 2}, ffn_kind="swiglu", norm="rmsnorm")
+DENSE_COUNTS = count_params(DENSE)
+
+layouts = st.fixed_dictionaries(
+    {
+        "tp": st.sampled_from([1, 2, 4]),
+        "pp": st.sampled_from([1, 2, 4]),
+        "ep": st.sampled_from([1, 2, 4, 8]),
+        "zero": st.integers(0, 3),
+        "recompute": st.integers(0, 2),
+        "sp": st.booleans(),
+        "mb": st.sampled_from([1, 2]),
+        "seq": st.sampled_from([64, 256]),
+        "flash": st.booleans(),
+    }
+)
+
+
+def _total(model, counts, d, **over) -> float:
+    d = {**d, **over}
+    rec = train_recipe(flash_attention=d["flash"])
+    return float(train_memory(model, counts, rec, tp=d["tp"], pp=d["pp"], ep=d["ep"], dp=8, zero=d["zero"],
+                              recompute=d["recompute"], sequence_parallel=d["sp"], micro_batch=d["mb"],
+                              seq_len=d["seq"]).total)
+
+
+@settings(max_examples=60, deadline=None)
+@given(layouts, st.sampled_from(["tp", "pp", "ep", "zero"]))
+def test_memory_never_grows_with_more_parallelism(d, knob) -> None:
+    for model, counts in ((MOE, MOE_COUNTS), (DENSE, DENSE_COUNTS)):
+        if model is DENSE:
+            d = {**d, "ep": 1}
+            if knob == "ep":
+                continue
+        bigger = d[knob] + 1 if knob == "zero" else d[knob] * 2
+        if knob == "zero" and bigger > 3:
+            continue
+        for lay in (d, {**d, knob: bigger}):
+            check_layout(Layout(tp=lay["tp"], pp=lay["pp"], ep=lay["ep"], dp=8), model)
+        assert _total(model, counts, d, **{knob: bigger}) <= _total(model, counts, d) * (1 + 1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(layouts)
+def test_total_is_sum_of_terms(d) -> None:
+    rec = train_recipe(flash_attention=d["flash"])
+    m = train_memory(MOE, MOE_COUNTS, rec, tp=d["tp"], pp=d["pp"], ep=d["ep"], dp=8, zero=d["zero"],
+                     recompute=d["recompute"], sequence_parallel=d["sp"], micro_batch=d["mb"], seq_len=d["seq"])
+    parts = m.weights + m.gradients + m.optimizer + m.activations + m.reserve
+    assert float(m.total) == pytest.approx(float(parts), rel=1e-12)
+    im = infer_memory(MOE, MOE_COUNTS, InferRecipe(), tp=d["tp"], pp=d["pp"], batch=d["mb"], context=d["seq"])
+    assert float(im.total) == pytest.approx(float(im.weights + im.kv_cache + im.activations + im.reserve), rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 200_000), st.sampled_from([1, 2, 4]), st.sampled_from(["bf16", "fp8"]))
+def test_kv_cache_linear_in_tokens(batch, context, tp, kv) -> None:
+    r = InferRecipe(kv_format=kv)
+    one = infer_memory(DENSE, DENSE_COUNTS, r, tp=tp, batch=1, context=1)
+    m = infer_memory(DENSE, DENSE_COUNTS, r, tp=tp, batch=batch, context=context)
+    assert float(m.kv_cache) == pytest.approx(float(one.kv_cache) * batch * context, rel=1e-12)
+    # 2 x 2 KV heads x 8 head_dim x 8 layers x bytes, split over min(tp, 2) ranks
+    assert float(one.kv_cache) == 2 * 2 * 8 * 8 * (2 if kv == "bf16" else 1) / min(tp, 2)
