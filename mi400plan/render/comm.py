@@ -18,6 +18,11 @@ def _us(t: float) -> str:
     return f"{t * 1e6:,.2f}"
 
 
+def _size(n: int) -> str:
+    """Binary units for power-of-1024 multiples (32 MiB), decimal otherwise (32.0 MB), as given."""
+    return fmt_bytes(n, binary=(n % 1024 == 0))
+
+
 def _path(r: Any) -> str:
     if r.tier == "hierarchical":
         return f"{r.domains}x{r.group_in_domain} {r.algorithm.removeprefix('hierarchical')}"
@@ -26,7 +31,7 @@ def _path(r: Any) -> str:
 
 def _tier_line(t: Any) -> str:
     s = (
-        f"{t.fabric}: {t.kind}, {t.topology}, domain {t.domain_size}, "
+        f"{t.fabric}: {t.kind}, {t.topology}, domain {t.domain_size if t.domain_size < 2**31 - 1 else 'unbounded'}, "
         f"{fmt_rate(t.bw_per_dir_bytes_per_s)} per GPU per direction x efficiency {t.efficiency:.2f}, "
         f"latency {fmt_time(t.latency_s, 2)} per step"
     )
@@ -59,7 +64,7 @@ def render_comm(result: Any, console: Any) -> None:
             ],
             [
                 [
-                    fmt_bytes(r.size_bytes),
+                    _size(r.size_bytes),
                     _us(r.time_s),
                     f"{_us(r.time_fast_s)}..{_us(r.time_slow_s)}",
                     _gbs(r.algbw_bytes_per_s),
@@ -80,7 +85,7 @@ def render_comm(result: Any, console: Any) -> None:
             console,
             [("size", "right")] + [(f"{lab} (us)", "right") for lab in labels] + [(f"{lab} / fastest", "right") for lab in labels],
             [
-                [fmt_bytes(s)]
+                [_size(s)]
                 + [_us(by[(lab, s)].time_s) for lab in labels]
                 + [f"{by[(lab, s)].relative_to_fastest:,.2f}x" for lab in labels]
                 for s in sizes
