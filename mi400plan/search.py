@@ -416,7 +416,9 @@ def step_time(
     rc, sp = np.asarray(c["recompute"]), np.asarray(c["sp"]).astype(bool)
     s, B = float(wl.seq_len), float(wl.global_batch)
     a_bytes = float(wl.recipe.activation_bytes)
-    g_bytes = float(wl.recipe.grad_bytes)
+    # Gradients are reduced in 16-bit (Megatron-Core DDP default grad_reduce_in_fp32=False), whatever
+    # the dtype of the accumulation buffer the memory model sizes.
+    g_bytes = 2.0
     w_bytes = float(wl.recipe.param_bytes)
     T = terms
     world = tp * cp * pp * dp
