@@ -19,8 +19,11 @@ def _us(t: float) -> str:
 
 
 def _size(n: int) -> str:
-    """Binary units for power-of-1024 multiples (32 MiB), decimal otherwise (32.0 MB), as given."""
-    return fmt_bytes(n, binary=(n % 1024 == 0))
+    """Binary units when the size is whole in them (32 MiB), decimal otherwise (32.0 MB), as given."""
+    unit = 1
+    while unit * 1024 <= n:
+        unit *= 1024
+    return fmt_bytes(n, binary=(n % unit == 0))
 
 
 def _path(r: Any) -> str:
