@@ -258,76 +258,67 @@ def _log2ceil(g: np.ndarray) -> np.ndarray:
     return np.ceil(np.log2(np.maximum(g, 1.0)))
 
 
-def _algo_cost(op: str, algo: str, S: np.ndarray, g: np.ndarray, tier: TierParams) -> tuple[np.ndarray, np.ndarray]:
-    """(latency term s, bandwidth term s) of one algorithm on one tier; inf where not valid."""
-    inf = np.full(np.broadcast(S, g).shape, np.inf)
-    B = usable_bandwidth(tier, algo, g) * tier.efficiency
-    a = tier.latency
-    frac = (g - 1.0) / np.maximum(g, 1.0)
-    steps = g - 1.0
-    if tier.topology == "torus":
-        _, steps = _torus_span(tier.torus_dims, g)
-    lg = _log2ceil(g)
-    pow2 = np.isclose(np.exp2(np.round(np.log2(np.maximum(g, 1.0)))), g)
+_RING_LAT = {"all_reduce": 2.0, "reduce_scatter": 1.0, "all_gather": 1.0}
+_RHD = {  # op -> (latency steps per log2(n), volume as multiples of (n-1)/n S)
+    "all_reduce": (2.0, 2.0),
+    "reduce_scatter": (1.0, 1.0),
+    "all_gather": (1.0, 1.0),
+    "broadcast": (2.0, 2.0),
+    "reduce": (2.0, 2.0),
+}
+_DIRECT_LAT = {"all_reduce": 2.0, "reduce_scatter": 1.0, "all_gather": 1.0, "all_to_all": 1.0, "broadcast": 1.0, "reduce": 1.0}
 
-    lat: Any
-    vol: Any
+
+def _algo_cost(op: str, algo: str, S: np.ndarray, g: np.ndarray, tier: TierParams) -> tuple[Any, Any] | None:
+    """(latency term s, bandwidth term s) of one algorithm on one tier, or None if not valid.
+
+    Results may contain ``inf`` where the algorithm is invalid for some group sizes only.
+    """
+    a = tier.latency
+    eff = tier.efficiency
     if op == "send_recv":
         if algo != "direct":
-            return inf, inf
+            return None
         # one link to the peer on a mesh or torus; the full port on a switch
-        Bp = (tier.bw_per_dir if tier.topology == "switched" else tier.link_bw_per_dir) * tier.efficiency
-        return np.broadcast_to(a, inf.shape) + 0.0, np.broadcast_to(S / Bp, inf.shape) + 0.0
+        Bp = (tier.bw_per_dir if tier.topology == "switched" else tier.link_bw_per_dir) * eff
+        return a + 0.0 * S, S / Bp + 0.0 * g
+    B = usable_bandwidth(tier, algo, g) * eff
+    if np.all(np.isnan(B)):
+        return None
+    frac = (g - 1.0) / np.maximum(g, 1.0)
     if algo == "ring":
-        table = {
-            "all_reduce": (2 * steps, 2 * frac * S),
-            "reduce_scatter": (steps, frac * S),
-            "all_gather": (steps, frac * S),
-            "all_to_all": (g - 1.0, frac * S),
-            "broadcast": (g - 1.0, S),
-            "reduce": (g - 1.0, S),
-        }
-        if tier.topology == "torus" and op == "all_to_all":
-            return inf, inf  # bisection-bound on a torus; not modelled
-        lat, vol = table[op]
-    elif algo == "tree":
+        if op == "all_to_all" and tier.topology == "torus":
+            return None  # bisection-bound on a torus; not modelled
+        if op in _RING_LAT:
+            steps = g - 1.0
+            if tier.topology == "torus":
+                _, steps = _torus_span(tier.torus_dims, g)
+            k = _RING_LAT[op]
+            return k * steps * a, k * frac * S / B
+        if op == "all_to_all":
+            return (g - 1.0) * a, frac * S / B
+        return (g - 1.0) * a, S / B  # broadcast, reduce: pipelined chain
+    if algo == "tree":
         if op == "all_reduce":
-            lat, vol = 2 * lg, 2 * S
-        elif op in ("broadcast", "reduce"):
-            lat, vol = lg, S
-        else:
-            return inf, inf
-    elif algo == "rhd":
-        table = {
-            "all_reduce": (2 * lg, 2 * frac * S),
-            "reduce_scatter": (lg, frac * S),
-            "all_gather": (lg, frac * S),
-            "broadcast": (2 * lg, 2 * frac * S),
-            "reduce": (2 * lg, 2 * frac * S),
-        }
-        if op not in table:
-            return inf, inf
-        lat, vol = table[op]
-        lat = np.where(pow2, lat, np.inf)
-    elif algo == "direct":
-        table = {
-            "all_reduce": (2.0, 2 * frac * S),
-            "reduce_scatter": (1.0, frac * S),
-            "all_gather": (1.0, frac * S),
-            "all_to_all": (1.0, frac * S),
-            "broadcast": (1.0, (g - 1.0) * S),
-            "reduce": (1.0, (g - 1.0) * S),
-        }
-        lat, vol = table[op]
-    else:
-        raise ValueError(f"unknown algorithm {algo!r}")
-    lat_t = np.broadcast_to(np.asarray(lat, dtype=float) * a, inf.shape) + 0.0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        bw_t = np.broadcast_to(np.asarray(vol, dtype=float) / B, inf.shape) + 0.0
-    bad = ~np.isfinite(bw_t) | ~np.isfinite(lat_t)
-    lat_t = np.where(bad, np.inf, lat_t)
-    bw_t = np.where(bad, np.inf, bw_t)
-    return lat_t, bw_t
+            return 2.0 * _log2ceil(g) * a, 2.0 * S / B
+        if op in ("broadcast", "reduce"):
+            return _log2ceil(g) * a, S / B
+        return None
+    if algo == "rhd":
+        if op not in _RHD:
+            return None
+        kl, kv = _RHD[op]
+        lg = np.log2(np.maximum(g, 1.0))
+        pow2 = lg == np.round(lg)
+        return np.where(pow2, kl * lg * a, np.inf), kv * frac * S / B
+    if algo == "direct":
+        if op not in _DIRECT_LAT:
+            return None
+        if op in ("broadcast", "reduce"):
+            return a + 0.0 * g, (g - 1.0) * S / B
+        k = _DIRECT_LAT[op]
+        return k * a + 0.0 * g, k * frac * S / B
+    raise ValueError(f"unknown algorithm {algo!r}")
 
 
 class TierTime(NamedTuple):
@@ -350,24 +341,28 @@ def collective_time(op: str, size_bytes: Any, group: Any, tier: TierParams, algo
     S = np.asarray(size_bytes, dtype=float)
     g = np.asarray(group, dtype=float)
     shape = np.broadcast(S, g).shape
-    algos = ALGOS if algo is None else (algo,)
-    lats, bws = [], []
-    for name in algos:
-        la, bw = _algo_cost(op, name, S, g, tier)
-        lats.append(la)
-        bws.append(bw)
-    lat = np.stack(lats)
-    bw = np.stack(bws)
-    tot = lat + bw
-    idx = np.argmin(tot, axis=0)
-    pick = lambda arr: np.take_along_axis(arr, idx[None, ...], axis=0)[0]  # noqa: E731
-    t, la, bwt = pick(tot), pick(lat), pick(bw)
-    base = np.array([ALGOS.index(a) for a in algos])[idx]
-    chosen = np.where(np.isfinite(t), base, -1)
+    if algo is not None and algo not in ALGOS:
+        raise ValueError(f"unknown algorithm {algo!r}")
+    best_t = np.full(shape, np.inf)
+    best_l = np.full(shape, np.inf)
+    best_a = np.full(shape, -1, dtype=np.int64)
+    for name in ALGOS if algo is None else (algo,):
+        cost = _algo_cost(op, name, S, g, tier)
+        if cost is None:
+            continue
+        la, bw = cost
+        with np.errstate(invalid="ignore"):
+            tot = la + bw
+            tot = np.where(np.isnan(tot), np.inf, tot)
+        better = tot < best_t
+        best_t = np.where(better, tot, best_t)
+        best_l = np.where(better, la, best_l)
+        best_a = np.where(better, ALGOS.index(name), best_a)
     one = g <= 1
-    zero = np.zeros(shape)
+    with np.errstate(invalid="ignore"):
+        best_b = np.where(np.isfinite(best_t), best_t - best_l, np.inf)
     return TierTime(
-        np.where(one, zero, t), np.where(one, zero, la), np.where(one, zero, bwt), np.where(one, -1, chosen)
+        np.where(one, 0.0, best_t), np.where(one, 0.0, best_l), np.where(one, 0.0, best_b), np.where(one, -1, best_a)
     )
 
 
