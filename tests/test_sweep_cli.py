@@ -1,0 +1,78 @@
+"""``mi400plan sweep`` from the command line: envelope, defaults, plan file, errors."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+
+def test_default_invocation_works(cli) -> None:
+    r = cli(["sweep", "llama3-70b", "--sku", "mi355x", "--gpus", "1024"])
+    assert r.exit_code == 0, r.output
+    assert "Best layouts: mi355x x 1,024 GPUs" in r.output
+    assert "Evaluated" in r.output
+
+
+def test_json_envelope(cli) -> None:
+    r = cli(["sweep", "llama3-70b", "--sku", "mi355x", "--gpus", "1024", "--json", "--tokens", "15T",
+             "--gpu-hour-cost", "2.10", "--top", "3"])
+    assert r.exit_code == 0, r.output
+    env = json.loads(r.stdout)
+    assert env["command"] == "sweep" and env["status"] == "ok"
+    d = env["data"]
+    assert len(d["rows"]) == 3
+    row = d["rows"][0]
+    for k in ("tp", "pp", "vpp", "dp", "ep", "cp", "zero", "micro_batch", "recompute"):
+        assert k in row["layout"]
+    assert row["sku"] == "mi355x"
+    assert row["memory_bytes"]["total"] > 0
+    assert abs(sum(row["time_s"].values()) - row["step_time_s"]) <= 1e-9 * row["step_time_s"]
+    assert 0 < row["mfu"] <= 1
+    # days = tokens / (tokens/s) / 86,400; cost = days x 24 h x GPUs x $/GPU-h
+    days = 15e12 / row["tokens_per_s"] / 86400
+    assert abs(row["days"] - days) <= 1e-9 * days
+    assert abs(row["cost_usd"] - days * 24 * 1024 * 2.10) <= 1e-6 * row["cost_usd"]
+    assert d["evaluated"] == d["valid"] + sum(d["rejected"].values())
+    assert set(d["rejected"]) <= set(d["rejected_rules"])
+
+
+def test_save_plan_round_trip(cli, tmp_path) -> None:
+    from mi400plan.specs.layout import Layout
+
+    plan = tmp_path / "plan.toml"
+    r = cli(["sweep", "llama3-70b", "--sku", "mi355x", "--gpus", "1024", "--json", "--save", str(plan)])
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)["data"]["rows"][0]
+    data = tomllib.loads(plan.read_text())
+    assert set(data["layout"]) == set(Layout.model_fields)
+    assert Layout(**data["layout"]).tp == row["layout"]["tp"]
+    assert data["plan"] == {"model": "llama3.1-70b", "sku": "mi355x", "gpus": 1024, "seq_len": 8192,
+                            "global_batch": 512, "precision": "bf16"}
+
+
+def test_sku_comparison_and_scaling(cli) -> None:
+    r = cli(["sweep", "llama3.1-8b", "--sku", "mi300x", "--sku", "mi355x", "--gpus", "64,128", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)["data"]
+    assert {s["sku"] for s in d["skus"]} == {"mi300x", "mi355x"}
+    assert [p["gpus"] for p in d["scaling"] if p["sku"] == "mi300x"] == [64, 128]
+    first = next(p for p in d["scaling"] if p["sku"] == "mi300x")
+    assert first["scaling_efficiency"] == 1.0
+
+
+def test_matmul_efficiency_override_scales_compute(cli) -> None:
+    args = ["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64", "--json", "--tp", "1", "--pp", "1",
+            "--cp", "1", "--zero", "1", "--micro-batch", "1", "--recompute", "none"]
+    a = json.loads(cli(args + ["--matmul-efficiency", "0.3"]).stdout)["data"]["rows"][0]
+    b = json.loads(cli(args + ["--matmul-efficiency", "0.6"]).stdout)["data"]["rows"][0]
+    assert abs(a["time_s"]["compute"] / b["time_s"]["compute"] - 2.0) < 1e-9
+
+
+def test_errors_are_clean(cli) -> None:
+    r = cli(["sweep", "llama3-70b", "--sku", "mi999x", "--gpus", "64"])
+    assert r.exit_code == 3
+    r = cli(["sweep", "llama3-70b", "--sku", "mi355x"])
+    assert r.exit_code == 2 and "--gpus or --racks" in r.output
+    r = cli(["sweep", "llama3-70b", "--sku", "mi355x", "--gpus", "64", "--global-batch", "3M", "--json"])
+    assert r.exit_code == 2
+    assert json.loads(r.stdout)["status"] == "error"
