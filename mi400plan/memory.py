@@ -31,6 +31,12 @@ Sharding conventions (documented choices)
   prefetch): ``min(unsharded, sharded + 2 x largest layer)``.
 * Tied embeddings with ``pp > 1``: the last stage keeps its own copy of the embedding for the head.
 
+Direction: memory per rank never grows with TP, EP or the ZeRO stage, nor with PP for models whose
+layers are all alike. With mixed layers (dense first layers before MoE layers) a finer pipeline can
+leave an MoE-only stage with more micro-batches in flight than the old mixed first stage, so the
+heaviest stage can grow slightly when PP doubles; the interleaved schedule's stage-0 factor
+``1 + (pp-1)/(pp*vpp)`` also grows with PP.
+
 Recompute codes: ``RECOMPUTE_CODES`` (0 none, 1 selective, 2 full).
 """
 

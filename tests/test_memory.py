@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mi400plan.errors import LayoutError
@@ -344,7 +344,7 @@ layouts = st.fixed_dictionaries(
     {
         "tp": st.sampled_from([1, 2, 4]),
         "pp": st.sampled_from([1, 2, 4]),
-        "ep": st.sampled_from([1, 2, 4, 8]),
+        "ep": st.sampled_from([1, 2, 4, 8, 16]),
         "zero": st.integers(0, 3),
         "recompute": st.integers(0, 2),
         "sp": st.booleans(),
@@ -371,11 +371,19 @@ def test_memory_never_grows_with_more_parallelism(d, knob) -> None:
             d = {**d, "ep": 1}
             if knob == "ep":
                 continue
+        elif knob == "pp":
+            # Not a law for mixed layers: with a dense first layer, doubling PP can leave a stage of
+            # MoE-only layers with more micro-batches in flight than the old mixed stage 0 (see
+            # test_pp_can_grow_heaviest_stage_with_mixed_layers). Homogeneous models are checked.
+            continue
         bigger = d[knob] + 1 if knob == "zero" else d[knob] * 2
         if knob == "zero" and bigger > 3:
             continue
         for lay in (d, {**d, knob: bigger}):
-            check_layout(Layout(tp=lay["tp"], pp=lay["pp"], ep=lay["ep"], dp=8), model)
+            try:
+                check_layout(Layout(tp=lay["tp"], pp=lay["pp"], ep=lay["ep"], dp=8), model)
+            except LayoutError:
+                assume(False)  # only valid layouts are compared
         assert _total(model, counts, d, **{knob: bigger}) <= _total(model, counts, d) * (1 + 1e-12)
 
 
@@ -400,3 +408,15 @@ def test_kv_cache_linear_in_tokens(batch, context, tp, kv) -> None:
     assert float(m.kv_cache) == pytest.approx(float(one.kv_cache) * batch * context, rel=1e-12)
     # 2 x 2 KV heads x 8 head_dim x 8 layers x bytes, split over min(tp, 2) ranks
     assert float(one.kv_cache) == 2 * 2 * 8 * 8 * (2 if kv == "bf16" else 1) / min(tp, 2)
+
+
+def test_pp_can_grow_heaviest_stage_with_mixed_layers() -> None:
+    # toy MoE: layer 0 dense (lighter activations), layers 1-7 MoE. PP 4 -> 8 (1F1B: stage i holds pp - i):
+    # PP 4: stage 0 = {0, 1} x 4 in flight = 4 dense + 4 MoE; stage 1 = {2, 3} x 3 = 6 MoE layer-activations
+    # PP 8: stage 1 = {1} x 7 in flight = 7 MoE layer-activations > 6: the first all-MoE stage moved earlier.
+    rec = train_recipe(flash_attention=False)
+    kw = dict(tp=2, ep=1, dp=8, zero=2, recompute=1, sequence_parallel=False, micro_batch=2, seq_len=256)
+    m4 = train_memory(MOE, MOE_COUNTS, rec, pp=4, **kw)
+    m8 = train_memory(MOE, MOE_COUNTS, rec, pp=8, **kw)
+    assert int(m4.stage) == 1 and int(m8.stage) == 1
+    assert float(m8.activations) > float(m4.activations)

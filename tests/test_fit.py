@@ -1,0 +1,179 @@
+"""``fit`` through the api and the CLI: verdicts with visible arithmetic, JSON contract, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mi400plan.api.fit import fit
+from mi400plan.errors import LayoutError
+from mi400plan.units import GB
+
+ENVELOPE_KEYS = {"schema_version", "command", "status", "data", "errors"}
+MEMORY_KEYS = {"weights", "gradients", "optimizer", "activations", "kv_cache", "reserve", "total"}
+ROW_KEYS = {"sku", "layout", "fits", "capacity_bytes", "headroom_bytes", "memory_bytes", "reason"}
+
+
+def test_gpt3_175b_bf16_does_not_fit_one_mi300x(catalog) -> None:
+    r = fit(catalog, "gpt3-175b", ["mi300x"], "infer", precision="bf16", seq=2048, reserve="0")
+    row = r.rows[0]
+    # 174,604,259,328 params x 2 B = 349.2 GB of weights alone (seed 000 says it fits in 192 GB: it does not)
+    assert row.memory_bytes.weights == 174_604_259_328 * 2
+    assert row.capacity_bytes == 192_000_000_000
+    assert not row.fits and row.verdict == "does_not_fit"
+    assert row.headroom_bytes == 192_000_000_000 - row.memory_bytes.total
+    assert row.headroom_bytes < 192e9 - 349.2e9 + 1  # at least 157 GB short
+    assert "192.0 GB" in row.reason and "short by" in row.reason
+    assert row.suggestion and "--tp 2" in row.suggestion
+
+
+def test_deepseek_v3_fp8_on_8_gpus(catalog) -> None:
+    r = fit(catalog, "deepseek-v3", ["mi300x", "h100"], "infer", precision="fp8", tp=8, seq=4096)
+    by = {row.sku: row for row in r.rows}
+    assert by["mi300x"].fits
+    assert not by["h100"].fits
+    # weights per GPU ~ 671e9 B / 8 = 83.9e9 > 80e9 (H100) even before KV cache and reserve
+    assert by["h100"].memory_bytes.weights > 80 * GB
+    assert by["h100"].min_gpus == 16
+
+
+def test_llama_405b_fp8_fits_one_mi300x_node_with_context(catalog) -> None:
+    r = fit(catalog, "llama3.1-405b", ["mi300x"], "infer", precision="fp8", gpus=8, batch=1)
+    row = r.rows[0]
+    assert row.fits and row.layout["tp"] == 8 and row.layout["context"] == 131072
+    # KV per GPU per token = 2 x 8 x 128 x 126 x 2 B / 8 = 64,512 B; the room after ~51 GB of weights
+    # buys far more than the 128K context (about 1.9M tokens)
+    assert row.max_tokens > 1_500_000
+    assert row.max_context == row.max_tokens  # batch 1
+    kv = row.memory_bytes.kv_cache
+    assert kv == 131072 * 64_512
+
+
+def test_estimated_capacity_flip_is_reported(catalog) -> None:
+    # MI455X HBM: 432 GB nominal, 288 GB low (conflicting sources). 405B bf16 on TP 4 with 8 sequences of
+    # 128K needs ~340 GB: fits 432 GB, not 288 GB.
+    r = fit(catalog, "llama3.1-405b", ["mi455x"], "infer", tp=4, batch=8)
+    row = r.rows[0]
+    assert row.fits and row.flips
+    assert row.capacity_low_bytes == 288e9 and row.capacity_high_bytes == 432e9
+    assert "flips" in row.range_note
+
+
+def test_undisclosed_capacity_gives_unknown_verdict(catalog) -> None:
+    r = fit(catalog, "llama3.1-8b", ["mi440x"], "train")
+    row = r.rows[0]
+    assert row.verdict == "unknown" and not row.fits and row.capacity_bytes is None
+    assert "not disclosed" in row.reason
+
+
+def test_training_suggestion_names_a_change(catalog) -> None:
+    # Llama-3.1-8B (8.03e9 params) on 8 x H100, DP 8, ZeRO-0: 18 B/param = 144.5 GB: no.
+    # ZeRO-1: (2 + 4 + 12/8) B = 7.5 B/param = 60 GB + ~17 GB activations + 6 GB reserve > 80 GB: no.
+    # ZeRO-2: (2 + 4/8 + 12/8) B = 4 B/param = 32 GB + the same: fits. The suggestion is the smallest change.
+    r = fit(catalog, "llama3.1-8b", ["h100"], "train", tp=1, pp=1, gpus=8, zero=0)
+    row = r.rows[0]
+    assert not row.fits and row.layout["dp"] == 8
+    assert row.suggestion.startswith("fits with --zero 2"), row.suggestion
+    # 70B on 8 x H100 without model parallelism: nothing single-step fits; the grid names a GPU count
+    r2 = fit(catalog, "llama3.1-70b", ["h100"], "train", tp=1, pp=1, gpus=8, zero=0)
+    assert not r2.rows[0].fits and r2.rows[0].min_gpus and "GPUs with --tp" in r2.rows[0].suggestion
+
+
+def test_layout_errors(catalog) -> None:
+    with pytest.raises(LayoutError) as e:
+        fit(catalog, "llama3.1-70b", ["mi300x"], "train", gpus=12, tp=8)
+    assert e.value.rule == "dp-integer"
+    with pytest.raises(LayoutError) as e:
+        fit(catalog, "deepseek-v3", ["mi300x"], "train", ep=3, dp=3)
+    assert e.value.rule == "ep-experts"
+
+
+def test_plan_file_round_trip(catalog, tmp_path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        '[plan]\nmodel = "llama3.1-70b"\nsku = "mi355x"\ngpus = 64\nseq_len = 8192\nglobal_batch = 256\n\n'
+        '[layout]\ntp = 8\npp = 2\nvpp = 1\ndp = 4\nep = 1\netp = 1\ncp = 1\nzero = 1\nmicro_batch = 1\n'
+        'recompute = "selective"\nsequence_parallel = true\n'
+    )
+    r = fit(catalog, None, None, "train", plan=str(plan))
+    row = r.rows[0]
+    assert row.sku == "mi355x" and row.layout["tp"] == 8 and row.layout["pp"] == 2 and row.layout["dp"] == 4
+    assert row.layout["seq_len"] == 8192 and row.gpus == 64
+
+
+# --- CLI ------------------------------------------------------------------------------------------
+
+
+def test_cli_json_envelope(cli) -> None:
+    res = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--sku", "h100", "--json"])
+    assert res.exit_code == 0, res.output
+    env = json.loads(res.stdout)
+    assert set(env) == ENVELOPE_KEYS
+    assert env["command"] == "fit" and env["status"] == "ok" and env["errors"] == []
+    data = env["data"]
+    assert set(data["model"]) >= {"name", "params_total", "params_active"}
+    assert [r["sku"] for r in data["rows"]] == ["mi300x", "h100"]
+    for r in data["rows"]:
+        assert ROW_KEYS <= set(r)
+        assert set(r["memory_bytes"]) == MEMORY_KEYS
+        assert all(isinstance(v, int) for v in r["memory_bytes"].values())
+        assert r["memory_bytes"]["total"] == sum(v for k, v in r["memory_bytes"].items() if k != "total")
+
+
+def test_cli_default_is_all_skus(cli, catalog) -> None:
+    res = cli(["fit", "llama3.1-8b", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["data"]["rows"]
+    assert sorted(r["sku"] for r in rows) == catalog.names("accelerators")
+
+
+def test_cli_one_sku_breakdown_table(cli) -> None:
+    res = cli(["fit", "llama3.1-70b", "--sku", "mi300x", "--tp", "8", "--ascii"])
+    assert res.exit_code == 0, res.output
+    for word in ("weights", "gradients", "optimizer states", "activations", "runtime reserve", "capacity",
+                 "headroom", "verdict:", "GiB", "GB"):
+        assert word in res.stdout
+
+
+def test_cli_check_exit_4_when_nothing_fits(cli) -> None:
+    res = cli(["fit", "gpt3-175b", "--sku", "mi300x", "--mode", "infer", "--check"])
+    assert res.exit_code == 4, res.output
+    res = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--mode", "infer", "--check"])
+    assert res.exit_code == 0, res.output
+
+
+def test_cli_unknown_sku_suggests(cli) -> None:
+    res = cli(["fit", "llama3.1-8b", "--sku", "mi300"])
+    assert res.exit_code == 3, res.output
+    assert "mi300x" in res.output and "Traceback" not in res.output
+    res = cli(["fit", "llama3.1-8b", "--sku", "mi300", "--json"])
+    assert res.exit_code == 3
+    env = json.loads(res.stdout)
+    assert env["status"] == "error" and env["errors"][0]["code"] == "unknown_name"
+
+
+def test_cli_impossible_layout_names_rule(cli) -> None:
+    res = cli(["fit", "llama3.1-70b", "--sku", "mi300x", "--tp", "3"])
+    assert res.exit_code == 2, res.output
+    assert "rule: tp-heads" in res.output and "64 attention heads" in res.output
+    assert "Traceback" not in res.output
+    res = cli(["fit", "llama3.1-70b", "--sku", "mi300x", "--pp", "3", "--json"])
+    assert res.exit_code == 2
+    err = json.loads(res.stdout)["errors"][0]
+    assert err["code"] == "invalid_layout" and "pp-layers" in err["message"]
+
+
+def test_cli_usage_errors(cli) -> None:
+    res = cli(["fit", "llama3.1-8b", "--mode", "sideways"])
+    assert res.exit_code == 2
+    res = cli(["fit", "llama3.1-8b", "--reserve", "lots"])
+    assert res.exit_code == 2 and "reserve" in res.output and "Traceback" not in res.output
+
+
+def test_cli_bad_plan_file_names_file_and_line(cli, tmp_path) -> None:
+    plan = tmp_path / "bad.toml"
+    plan.write_text('[plan]\nmodel = "llama3.1-8b"\n\n[layout]\ntp = 8\nbogus = 1\n')
+    res = cli(["fit", "--plan", str(plan)])
+    assert res.exit_code == 3, res.output
+    assert "bad.toml:6" in res.output and "bogus" in res.output
