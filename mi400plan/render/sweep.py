@@ -94,7 +94,7 @@ def render(res: SweepResult, console: Any) -> None:
         notes = [f"{k}: below 90% from {v:,} GPUs" if v else f"{k}: stays >= 90%" for k, v in res.scaling_below_90_at.items()]
         print_table(console, cols, out, title=f"Scaling - {head}",
                     caption="Scaling efficiency = tokens/s per GPU relative to the smallest size. " + "; ".join(notes))
-    if res.rack_crossing and res.rows:
+    if res.rack_crossing and res.rows and res.rack_crossing[0].layout != res.rows[0].layout:
         best = res.rows[0]
         cols = ["", "layout", "TP tier", "PP tier", ("step", "right"), ("tp", "right"), ("pp", "right"),
                 ("bubble", "right"), ("dp", "right")]
