@@ -313,7 +313,7 @@ def _train_alternatives(model: Any, counts: Any, recipe: TrainRecipe, layout: La
 def _train_grid(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, seq: int,
                 nmb: int | None) -> list[tuple[float, int, str]]:
     """Every valid (tp, pp, ep) with the other settings kept: (total bytes, GPUs, text), fewest GPUs
-    first, then fewer pipeline stages, then lower TP."""
+    first, then the most balanced TP x PP."""
     import numpy as np
 
     heads = model.attention.num_heads
@@ -341,7 +341,9 @@ def _train_grid(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, se
     ).total
     rows = [(float(tot[i]), c.gpus, c.pp, c.tp, c.ep, f"--tp {c.tp} --pp {c.pp}" + (f" --ep {c.ep}" if model.moe else ""))
             for i, c in enumerate(cand)]
-    rows.sort(key=lambda r: (r[1], r[2], r[3], r[4]))
+    # Fewest GPUs first; among equal counts the most balanced TP x PP (neither very deep pipelines nor TP far
+    # beyond a scale-up domain), then the larger TP, then the smaller EP.
+    rows.sort(key=lambda r: (r[1], max(r[2], r[3]), -r[3], r[4]))
     return [(r[0], r[1], r[5]) for r in rows]
 
 
@@ -426,7 +428,7 @@ def _infer_grid(model: Any, counts: Any, recipe: InferRecipe, ep: int, batch: in
     pps = np.array([c[1] for c in cand])
     tot = infer_memory(model, counts, recipe, tp=tps, pp=pps, ep=ep, batch=batch, context=ctx).total
     rows = [(float(tot[i]), max(t, ep) * p, p, t, f"--tp {t} --pp {p}") for i, (t, p) in enumerate(cand)]
-    rows.sort(key=lambda r: (r[1], r[2], r[3]))
+    rows.sort(key=lambda r: (r[1], max(r[2], r[3]), -r[3]))
     return [(r[0], r[1], r[4]) for r in rows]
 
 
