@@ -6,6 +6,17 @@ import os
 
 import pytest
 
+from pathlib import Path
+
+import mi400plan
+
+if Path(mi400plan.__file__).resolve().parent == Path(__file__).resolve().parent.parent / "mi400plan":
+    raise pytest.UsageError(
+        "the tests must run against the installed package (its wheel ships profiles/), not the source "
+        "tree: run `pip install '.[test]' && pytest` (plain `pytest`, not `python -m pytest`, from the "
+        "repository root), or run pytest from another directory"
+    )
+
 os.environ.setdefault("COLUMNS", "200")
 os.environ.pop("MI400PLAN_PROFILES", None)
 

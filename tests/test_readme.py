@@ -1,0 +1,84 @@
+"""The README's examples are real: each ```console block is run and its output compared.
+
+A block looks like::
+
+    ```console
+    $ mi400plan fit llama3.1-70b --sku mi355x
+    <exact output>
+    ```
+
+Run ``python tests/test_readme.py --update`` to regenerate the outputs after a deliberate change.
+Commands run in-process with COLUMNS=100 and ASCII tables, so the output is stable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+BLOCK = re.compile(r"```console\n\$ (?P<cmd>[^\n]+)\n(?P<out>.*?)```", re.S)
+WIDTH = "100"
+
+
+def run_example(cmd: str) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from mi400plan.cli import app
+
+    args = shlex.split(cmd)
+    assert args[0] == "mi400plan", cmd
+    env = {"COLUMNS": WIDTH, "MI400PLAN_ASCII": "1", "NO_COLOR": "1", "TERM": "dumb"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        result = CliRunner().invoke(app, args[1:], catch_exceptions=False)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return result.exit_code, result.stdout
+
+
+def examples() -> list[tuple[str, str]]:
+    return [(m.group("cmd"), m.group("out")) for m in BLOCK.finditer(README.read_text(encoding="utf-8"))]
+
+
+def _normalise(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+
+
+@pytest.mark.skipif(not README.exists(), reason="README.md not next to the tests (sdist without it)")
+def test_readme_has_examples() -> None:
+    assert len(examples()) >= 3
+
+
+@pytest.mark.parametrize("cmd,expected", examples(), ids=[c for c, _ in examples()])
+def test_readme_example_output_is_current(cmd: str, expected: str) -> None:
+    code, out = run_example(cmd)
+    assert code in (0, 4), f"{cmd} exited {code}:\n{out}"
+    assert _normalise(out) == _normalise(expected), (
+        f"README example is stale: {cmd}\nrun `python tests/test_readme.py --update`"
+    )
+
+
+def update() -> None:
+    text = README.read_text(encoding="utf-8")
+
+    def repl(m: re.Match[str]) -> str:
+        _, out = run_example(m.group("cmd"))
+        return f"```console\n$ {m.group('cmd')}\n{_normalise(out)}\n```"
+
+    README.write_text(BLOCK.sub(repl, text), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    if "--update" in sys.argv:
+        update()
