@@ -3,7 +3,12 @@
 Candidates are numpy arrays (one element per layout, never one Python object per layout). They are
 built in two stages: a *structural* grid over (TP, PP, VPP, CP, EP, ETP), checked against the
 divisibility rules, then the surviving structures are expanded over (ZeRO stage, micro-batch,
-recompute, sequence parallel) and evaluated in chunks. Every candidate is counted exactly once:
+recompute, sequence parallel) and evaluated in chunks. The expansion is a broadcast grid (one axis
+per inner dimension, see ``grid_layouts``), so every term is computed at the shape of the
+dimensions it depends on: collective times of the DP groups once per structure, those of the TP,
+CP, EP and PP groups once per structure and micro-batch (and SP), never once per ZeRO x recompute
+copy. Each element's arithmetic is the same as for a flat list of layouts, so results are
+bit-identical to evaluating one layout at a time. Every candidate is counted exactly once:
 either valid, or rejected under the *first* rule it breaks (order of ``RULES``), so
 ``evaluated == valid + sum(rejected)``.
 
@@ -634,6 +639,130 @@ def _fits(c: dict[str, np.ndarray], wl: Workload, hw: Hardware) -> tuple[np.ndar
     return total <= usable_hbm(wl, hw), mem
 
 
+INNER_KEYS = ("zero", "micro_batch", "recompute", "sp")
+
+
+def inner_values(opts: SearchOptions) -> tuple[np.ndarray, ...]:
+    """The (ZeRO, micro-batch, recompute, SP) values searched, as int64 arrays (``INNER_KEYS`` order)."""
+    return tuple(np.asarray(x, dtype=np.int64) for x in (opts.zero, opts.micro_batch, opts.recompute, opts.sequence_parallel))
+
+
+def grid_layouts(cols: dict[str, np.ndarray], opts: SearchOptions) -> dict[str, np.ndarray]:
+    """Structures x (ZeRO, micro-batch, recompute, SP) as broadcastable arrays (no copies).
+
+    Structural columns get shape ``(n, 1, 1, 1, 1)``; each inner dimension lies along its own axis
+    (``zero`` axis 1, ``micro_batch`` 2, ``recompute`` 3, ``sp`` 4). Every numpy expression over
+    these arrays is evaluated at the shape of the dimensions it depends on, so terms that do not
+    depend on ZeRO, recompute or SP (collective times of the TP, CP, EP, PP and DP groups) are
+    computed once per structure (and micro-batch) and broadcast over the rest; the arithmetic of
+    each element is the same as for one flat layout. The C-order flattening of the full grid is
+    the order of :func:`expand`.
+    """
+    out = {k: np.asarray(v).reshape(-1, 1, 1, 1, 1) for k, v in cols.items()}
+    for axis, (k, vals) in enumerate(zip(INNER_KEYS, inner_values(opts)), start=1):
+        shape = [1, 1, 1, 1, 1]
+        shape[axis] = vals.size
+        out[k] = vals.reshape(shape)
+    return out
+
+
+def grid_shape(n_structures: int, opts: SearchOptions) -> tuple[int, ...]:
+    return (n_structures,) + tuple(v.size for v in inner_values(opts))
+
+
+@dataclass
+class ChunkResult:
+    """What one block of structures contributes to a search."""
+
+    rejected: dict[str, int]
+    valid: int
+    top: dict[str, np.ndarray]
+    nofit: dict[str, np.ndarray]
+    crossing: dict[str, np.ndarray]
+
+
+MEM_KEYS = ("weights", "gradients", "optimizer", "activations", "reserve", "total")
+
+
+def evaluate_structures(
+    cols: dict[str, np.ndarray],
+    wl: Workload,
+    hw: Hardware,
+    terms: ModelTerms,
+    opts: SearchOptions,
+    coll: CollFn,
+    top_k: int,
+) -> ChunkResult:
+    """Evaluate every (ZeRO, micro-batch, recompute, SP) expansion of the structures ``cols``.
+
+    Inner rules are applied in ``RULE_ORDER`` (each candidate counted under the first it breaks),
+    the step-time model runs once over the broadcast grid (:func:`grid_layouts`), memory
+    (``memory.train_memory``) runs on the candidates that pass the rules, and only the ``top_k``
+    fastest fitting rows (plus the best rack-crossing one and the three fastest that do not fit)
+    are gathered into columns.
+    """
+    n_s = int(cols["tp"].size)
+    shape = grid_shape(n_s, opts)
+    g = grid_layouts(cols, opts)
+    rejected = {r: 0 for r in RULE_ORDER}
+    alive = np.ones(shape, dtype=bool)
+    for rule, bad in inner_masks(g, wl).items():
+        hit = alive & bad
+        rejected[rule] += int(np.count_nonzero(hit))
+        alive &= ~hit
+    empty = {"tp": np.zeros(0, dtype=np.int64)}
+    idx = np.flatnonzero(alive)
+    if idx.size == 0:
+        return ChunkResult(rejected, 0, empty, empty, empty)
+    with np.errstate(all="ignore"):  # rule-breaking grid points may divide by zero; they are dropped
+        t = step_time(g, wl, hw, terms, opts, coll)
+    sub = np.unravel_index(idx, shape)
+    c: dict[str, np.ndarray] = {}
+    for k, v in g.items():
+        axis = 0 if k not in INNER_KEYS else 1 + INNER_KEYS.index(k)
+        c[k] = v.reshape(-1)[sub[axis]]
+    mem = memory_total(c, wl)
+    total = np.asarray(mem.total, dtype=np.float64)
+    fits = total <= usable_hbm(wl, hw)
+    n_fit = int(np.count_nonzero(fits))
+    rejected["memory"] += idx.size - n_fit
+    step = np.broadcast_to(np.asarray(t["step"], dtype=np.float64), shape)[sub]
+
+    def gather(sel: np.ndarray) -> dict[str, np.ndarray]:
+        rows = {k: v[sel] for k, v in c.items()}
+        s2 = tuple(a[sel] for a in sub)
+        for k, v in t.items():
+            rows[k] = np.broadcast_to(np.asarray(v, dtype=np.float64), shape)[s2]
+        for k in MEM_KEYS:
+            rows[f"mem_{k}"] = np.broadcast_to(np.asarray(getattr(mem, k), dtype=np.float64), total.shape)[sel]
+        return rows
+
+    def best(mask: np.ndarray, k: int) -> dict[str, np.ndarray]:
+        where = np.flatnonzero(mask)
+        if where.size == 0:
+            return empty
+        return gather(where[top_indices(step[where], total[where], {key: c[key][where] for key in SORT_KEYS}, k)])
+
+    cross = fits & crosses_domain(c, hw.domain)
+    return ChunkResult(rejected, n_fit, best(fits, top_k), best(~fits, 3), best(cross, 1))
+
+
+def top_indices(step: np.ndarray, mem: np.ndarray, cols: dict[str, np.ndarray], k: int) -> np.ndarray:
+    """Indices of the ``k`` best rows, best first (``TIE_BREAK``), without sorting every row.
+
+    Step time is the primary key, so only rows whose step time is at most the ``k``-th smallest
+    (ties included) can be among the ``k`` best; those are ordered with :func:`rank_order`.
+    """
+    n = step.size
+    pool = np.arange(n)
+    if n > 4 * k:
+        kth = np.partition(step, k - 1)[k - 1]
+        if not np.isnan(kth):
+            pool = np.flatnonzero(step <= kth)
+    order = rank_order(step[pool], mem[pool], {key: v[pool] for key, v in cols.items()})
+    return pool[order[:k]]
+
+
 def search(
     wl: Workload,
     hw: Hardware,
@@ -651,40 +780,24 @@ def search(
     n_in = inner_size(opts)
     st = structural_grid(wl.model, wl.seq_len, world, opts, n_in)
     rejected = dict(st.rejected)
-    cands, _ = expand(st, opts)
-    n = cands["tp"].size
+    n_st = int(st.cols["tp"].size)
+    n = n_st * n_in
+    per = max(1, opts.chunk // max(n_in, 1))
     keep: list[dict[str, np.ndarray]] = []
     keep_nofit: list[dict[str, np.ndarray]] = []
     keep_cross: list[dict[str, np.ndarray]] = []
     valid = 0
-    done = 0
-    for lo in range(0, max(n, 1), opts.chunk):
-        hi = min(n, lo + opts.chunk)
-        if hi <= lo:
-            break
-        c = {k: v[lo:hi] for k, v in cands.items()}
-        alive = np.ones(hi - lo, dtype=bool)
-        for rule, bad in inner_masks(c, wl).items():
-            hit = alive & bad
-            rejected[rule] += int(hit.sum())
-            alive &= ~hit
-        c = {k: v[alive] for k, v in c.items()}
-        if c["tp"].size:
-            t = step_time(c, wl, hw, terms, opts, coll)
-            fits, mem = _fits(c, wl, hw)
-            rejected["memory"] += int((~fits).sum())
-            valid += int(fits.sum())
-            rows = dict(c)
-            rows.update({k: np.broadcast_to(np.asarray(v, dtype=np.float64), c["tp"].shape) for k, v in t.items()})
-            for k in ("weights", "gradients", "optimizer", "activations", "reserve", "total"):
-                rows[f"mem_{k}"] = np.broadcast_to(np.asarray(getattr(mem, k), dtype=np.float64), c["tp"].shape)
-            keep.append(_topk({k: v[fits] for k, v in rows.items()}, top_k))
-            cross = fits & crosses_domain(c, hw.domain)
-            keep_cross.append(_topk({k: v[cross] for k, v in rows.items()}, 1))
-            keep_nofit.append(_topk({k: v[~fits] for k, v in rows.items()}, 3))
-        done = hi
+    for lo in range(0, n_st, per):
+        hi = min(n_st, lo + per)
+        part = evaluate_structures({k: v[lo:hi] for k, v in st.cols.items()}, wl, hw, terms, opts, coll, top_k)
+        for r, v in part.rejected.items():
+            rejected[r] += v
+        valid += part.valid
+        keep.append(part.top)
+        keep_nofit.append(part.nofit)
+        keep_cross.append(part.crossing)
         if progress is not None:
-            progress(done, n)
+            progress(hi * n_in, n)
     top = _merge(keep, top_k)
     nofit = _merge(keep_nofit, 3)
     crossing = _merge(keep_cross, 1)
@@ -781,6 +894,8 @@ __all__ = [
     "TIE_BREAK",
     "Workload",
     "evaluate_one",
+    "evaluate_structures",
+    "grid_layouts",
     "layout_violations",
     "metrics",
     "model_terms",

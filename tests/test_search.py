@@ -153,3 +153,44 @@ def test_whitepaper_setting_scales_then_drops(catalog) -> None:
         per_gpu[g] = 32768 * 4096 / best["step"] / g
     assert per_gpu[4096] / per_gpu[1024] >= 0.9
     assert per_gpu[65536] / per_gpu[1024] < 0.9
+
+
+@pytest.mark.parametrize(
+    "model,sku,gpus,seq,batch,kw",
+    [
+        ("llama3.1-70b", "mi355x", 512, 8192, 256, {}),
+        ("mixtral-8x7b", "mi300x", 128, 4096, 512, {"overlap_ep": True}),
+    ],
+)
+def test_factored_evaluation_equals_flat_layouts(catalog, model, sku, gpus, seq, batch, kw) -> None:
+    """The search evaluates collectives once per structure and broadcasts them over the (ZeRO,
+    micro-batch, recompute, SP) grid. Evaluating every candidate as its own flat layout (one array
+    element each, no sharing) must give bit-identical step times, counts and ranked rows."""
+    from mi400plan.search import (
+        SearchOptions, expand, inner_masks, inner_size, make_coll, memory_total, model_terms, rank_order, search,
+        step_time, structural_grid, usable_hbm,
+    )
+
+    wl = _wl(catalog, model, seq, batch)
+    hw = _hw(catalog, sku)
+    opts = SearchOptions(**kw)
+    res = search(wl, hw, gpus, opts, top_k=15)
+
+    st = structural_grid(wl.model, seq, gpus, opts, inner_size(opts))
+    flat, _ = expand(st, opts)
+    alive = np.ones(flat["tp"].size, dtype=bool)
+    for bad in inner_masks(flat, wl).values():
+        alive &= ~bad
+    c = {k: v[alive] for k, v in flat.items()}
+    t = step_time(c, wl, hw, model_terms(wl.model, wl.counts, seq, wl.recipe), opts, make_coll(hw))
+    mem = np.asarray(memory_total(c, wl).total, dtype=np.float64)
+    fits = mem <= usable_hbm(wl, hw)
+    assert int(fits.sum()) == res.valid
+    step = np.asarray(t["step"], dtype=np.float64)[fits]
+    order = rank_order(step, mem[fits], {k: v[fits] for k, v in c.items()})[:15]
+    assert np.array_equal(res.top["step"], step[order])
+    assert np.array_equal(res.top["mem_total"], mem[fits][order])
+    for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "zero", "micro_batch", "recompute", "sp"):
+        assert np.array_equal(res.top[k], c[k][fits][order]), k
+    for k in ("t_tp", "t_ep", "t_dp", "t_pp", "t_bubble"):
+        assert np.array_equal(res.top[k], np.asarray(t[k], dtype=np.float64)[fits][order]), k
