@@ -14,17 +14,23 @@ from typing import Any
 
 from mi400plan.errors import MissingValueError, UsageError
 from mi400plan.results.sweep import (
+    CornerBest,
+    CornerInputs,
     MemoryBytes,
     Placement,
+    RowRange,
     ScalingPoint,
     SkuEfficiency,
+    SkuRange,
     SkuSummary,
+    Span,
+    SweepFlip,
     SweepLayout,
     SweepResult,
     SweepRow,
     TimeBreakdown,
 )
-from mi400plan.units import DAY, HOUR, UnitError, US, parse_count
+from mi400plan.units import DAY, HOUR, UnitError, US, fmt_bytes, fmt_count, fmt_pct, fmt_time, parse_count
 
 DEFAULT_GLOBAL_BATCH_TOKENS = 2**22  # 4Mi tokens (Llama 3 pre-training began at 4M tokens per step)
 DEFAULT_SEQ_CAP = 8192
@@ -39,6 +45,7 @@ class Sku:
     name: str
     hw: Any  # search.Hardware
     eff: SkuEfficiency
+    varied: tuple[str, ...] = ()  # inputs with an estimate range (text), applied at the corners
 
 
 def parse_gpus(text: str) -> list[int]:
@@ -96,14 +103,18 @@ def parse_global_batch(text: str, seq_len: int) -> int:
     return int(round(value))
 
 
-def _tiers(cat: Any, fabric_name: str | None, what: str) -> tuple[Any, Any]:
-    """(comms tier parameters, Fabric spec) for a fabric profile name."""
+CORNERS = ("pessimistic", "optimistic")
+_FABRIC_CASE = {"nominal": "nominal", "pessimistic": "slow", "optimistic": "fast"}
+
+
+def _tiers(cat: Any, fabric_name: str | None, what: str, case: str = "nominal") -> tuple[Any, Any]:
+    """(comms tier parameters at ``case``, Fabric spec) for a fabric profile name."""
     from mi400plan import comms
 
     if not fabric_name:
         raise MissingValueError(f"{what} fabric is not named in the accelerator profile")
     fab = cat.get("fabrics", fabric_name).spec
-    return comms.TierParams.from_fabric(fab), fab
+    return comms.TierParams.from_fabric(fab, _FABRIC_CASE[case]), fab
 
 
 def _gpus_per_rack(cat: Any, acc_name: str, domain: int) -> tuple[int, str]:
@@ -117,6 +128,20 @@ def _gpus_per_rack(cat: Any, acc_name: str, domain: int) -> tuple[int, str]:
     return domain, "scale-up domain (no rack profile for this SKU)"
 
 
+def _pick(est: Any, what: str, case: str, *, higher_is_better: bool) -> float:
+    """``est`` at a corner: nominal, or the low/high end that is worse (pessimistic) or better (optimistic)."""
+    lo, nom, hi = est.triple(what)
+    if case == "nominal":
+        return nom
+    return hi if (case == "optimistic") == higher_is_better else lo
+
+
+def _span_text(label: str, est: Any, scale: float, unit: str, digits: int = 2) -> str | None:
+    if not est.is_range:
+        return None
+    return f"{label} {est.lo / scale:.{digits}f}..{est.hi / scale:.{digits}f}{unit} ({est.status})"
+
+
 def build_sku(
     cat: Any,
     name: str,
@@ -125,40 +150,75 @@ def build_sku(
     matmul_efficiency: float | None = None,
     hbm_efficiency: float | None = None,
     gemm_overhead_us: float | None = None,
+    case: str = "nominal",
 ) -> Sku:
+    """A SKU as the search sees it, at ``case``: ``nominal``, or a corner of its estimate ranges.
+
+    ``pessimistic`` takes the low end of peak FLOP/s, matmul and HBM efficiency, HBM bandwidth and
+    capacity, the high end of the GEMM overhead, and the ``slow`` fabric case (``comms.TierParams
+    .from_fabric``: low bandwidth and efficiency, high latency); ``optimistic`` the opposite ends.
+    Values given on the command line are measurements and stay fixed at every corner.
+    """
     from mi400plan.search import Hardware
 
+    if case not in ("nominal",) + CORNERS:
+        raise ValueError(f"case must be nominal, pessimistic or optimistic, got {case!r}")
     acc = cat.get("accelerators", name).spec
-    peak = acc.compute.peak_flops(precision).require(f"{acc.name} dense {precision} peak")
+    peak_est = acc.compute.peak_flops(precision)
+    peak_est.require(f"{acc.name} dense {precision} peak")
+    peak = _pick(peak_est, f"{acc.name} dense {precision} peak", case, higher_is_better=True)
     eff = acc.efficiency
     mm_est = eff.matmul(precision)
+    varied = [_span_text(f"peak {precision}", peak_est, 1e12, " TFLOP/s", 0)]
     if matmul_efficiency is not None:
         mm, mm_status, mm_src = matmul_efficiency, "measured", "user (--matmul-efficiency)"
     else:
-        mm = mm_est.require(f"{acc.name} achievable {precision} matmul efficiency ([efficiency] matmul_{precision})")
+        what = f"{acc.name} achievable {precision} matmul efficiency ([efficiency] matmul_{precision})"
+        mm_est.require(what)
+        mm = _pick(mm_est, what, case, higher_is_better=True)
         mm_status, mm_src = mm_est.status, ", ".join(mm_est.source)
+        varied.append(_span_text(f"matmul {precision}", mm_est, 1.0, ""))
     if hbm_efficiency is not None:
         hb, hb_status = hbm_efficiency, "measured"
     else:
-        hb = eff.hbm_bandwidth.require(f"{acc.name} achievable HBM bandwidth fraction ([efficiency] hbm_bandwidth)")
+        what = f"{acc.name} achievable HBM bandwidth fraction ([efficiency] hbm_bandwidth)"
+        eff.hbm_bandwidth.require(what)
+        hb = _pick(eff.hbm_bandwidth, what, case, higher_is_better=True)
         hb_status = eff.hbm_bandwidth.status
-    ovh = gemm_overhead_us if gemm_overhead_us is not None else eff.gemm_overhead_us.require(
-        f"{acc.name} per-GEMM overhead ([efficiency] gemm_overhead_us)"
-    )
+        varied.append(_span_text("HBM efficiency", eff.hbm_bandwidth, 1.0, ""))
+    if gemm_overhead_us is not None:
+        ovh = gemm_overhead_us
+    else:
+        what = f"{acc.name} per-GEMM overhead ([efficiency] gemm_overhead_us)"
+        eff.gemm_overhead_us.require(what)
+        ovh = _pick(eff.gemm_overhead_us, what, case, higher_is_better=False)
+        varied.append(_span_text("GEMM overhead", eff.gemm_overhead_us, 1.0, " us", 0))
     for label, v in (("matmul efficiency", mm), ("HBM efficiency", hb)):
         if not 0 < v <= 1:
             raise UsageError(f"{label} must be a fraction in (0, 1], got {v}")
-    up, up_fab = _tiers(cat, acc.interconnect.scale_up_fabric, f"{acc.name} scale-up")
-    out, _ = _tiers(cat, acc.interconnect.scale_out_fabric, f"{acc.name} scale-out")
+    up, up_fab = _tiers(cat, acc.interconnect.scale_up_fabric, f"{acc.name} scale-up", case)
+    out, out_fab = _tiers(cat, acc.interconnect.scale_out_fabric, f"{acc.name} scale-out", case)
+    for tier, fab in (("scale-up", up_fab), ("scale-out", out_fab)):
+        varied.append(_span_text(f"{tier} bandwidth", fab.bw_per_dir_bytes_per_s, 1e9, " GB/s", 0))
+        if fab.hop_latency_us.known:
+            varied.append(_span_text(f"{tier} latency", fab.hop_latency_us, 1.0, " us", 1))
+        if fab.efficiency.known:
+            varied.append(_span_text(f"{tier} efficiency", fab.efficiency, 1.0, ""))
     domain = int(up_fab.domain_size.require(f"{up_fab.name} domain size"))
     per_rack, basis = _gpus_per_rack(cat, acc.name, domain)
+    cap_est = acc.hbm_bytes
+    cap_est.require(f"{acc.name} HBM capacity")
+    bw_est = acc.memory.bandwidth_bytes_per_s
+    bw_est.require(f"{acc.name} HBM bandwidth")
+    varied.append(_span_text("HBM capacity", cap_est, 1e9, " GB", 0))
+    varied.append(_span_text("HBM bandwidth", bw_est, 1e12, " TB/s", 1))
     hw = Hardware(
         name=acc.name,
         peak_flops=peak,
         matmul_eff=mm,
         gemm_overhead_s=ovh * US,
-        hbm_bytes=acc.hbm_bytes.require(f"{acc.name} HBM capacity"),
-        hbm_bw=acc.memory.bandwidth_bytes_per_s.require(f"{acc.name} HBM bandwidth"),
+        hbm_bytes=_pick(cap_est, f"{acc.name} HBM capacity", case, higher_is_better=True),
+        hbm_bw=_pick(bw_est, f"{acc.name} HBM bandwidth", case, higher_is_better=True),
         hbm_eff=hb,
         scale_up=up,
         scale_out=out,
@@ -170,7 +230,7 @@ def build_sku(
         hbm=hb, hbm_status=hb_status, gemm_overhead_s=ovh * US, scale_up_domain=domain,
         gpus_per_rack=per_rack, rack_basis=basis,
     )
-    return Sku(acc.name, hw, info)
+    return Sku(acc.name, hw, info, tuple(v for v in varied if v))
 
 
 def layout_text(lay: SweepLayout) -> str:
@@ -234,6 +294,245 @@ def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any,
     )
 
 
+# --- estimate ranges: corners, spans and flips ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _AtCorner:
+    """One listed layout evaluated at one corner (seconds, tokens/s, fraction, days, US dollars)."""
+
+    step: float
+    tokens_per_s: float
+    mfu: float
+    days: float | None
+    cost: float | None
+    fits: bool
+
+
+_LAYOUT_KEYS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero", "micro_batch", "recompute", "sp")
+
+
+def _days_cost(tps: float, gpus: int, train_tokens: float | None, cost: float | None) -> tuple[float | None, float | None]:
+    """Days to train ``train_tokens`` at ``tps`` tokens/s; dollars = GPU-hours x ``cost`` $/GPU-hour."""
+    if not train_tokens or tps <= 0:
+        return None, None
+    days = train_tokens / tps / DAY
+    return days, (days * DAY / HOUR * gpus * cost if cost is not None else None)
+
+
+def _at_corners(r: dict[str, Any], corners: dict[str, Sku], wl: Any, terms: Any, gpus: int, opts: Any,
+                train_tokens: float | None, cost: float | None) -> dict[str, _AtCorner]:
+    """The layout of search row ``r`` re-evaluated on each corner's hardware (``search.evaluate_one``)."""
+    from mi400plan.search import evaluate_one, metrics
+
+    lay = {k: int(r[k]) for k in _LAYOUT_KEYS}
+    out = {}
+    for c, csku in corners.items():
+        ev = evaluate_one(lay, wl, csku.hw, gpus, opts)
+        met = metrics(ev["step"], wl, csku.hw, gpus, terms, ev["flops_hw_per_token"])
+        tps = float(met["tokens_per_s"])
+        days, cst = _days_cost(tps, gpus, train_tokens, cost)
+        out[c] = _AtCorner(float(ev["step"]), tps, float(met["mfu"]), days, cst, bool(ev["fits"]))
+    return out
+
+
+def _span(nominal: float | None, pess: float | None, opt: float | None, *, up_is_worse: bool = False) -> Span:
+    """``low``/``high`` = min/max of the two corner values; a missing corner leaves its own side empty
+    (the pessimistic side is ``high`` when larger is worse, as for step time and days)."""
+    if pess is not None and opt is not None:
+        return Span(nominal=nominal, low=min(pess, opt), high=max(pess, opt))
+    lo, hi = (opt, pess) if up_is_worse else (pess, opt)
+    return Span(nominal=nominal, low=lo, high=hi)
+
+
+def _maybe_span(nominal: float | None, pess: float | None, opt: float | None, **kw: Any) -> Span | None:
+    return None if nominal is None and pess is None and opt is None else _span(nominal, pess, opt, **kw)
+
+
+def _row_range(row: SweepRow, a: dict[str, _AtCorner]) -> RowRange:
+    p, o = a["pessimistic"], a["optimistic"]
+    return RowRange(
+        step_time_s=_span(row.step_time_s, p.step, o.step, up_is_worse=True),
+        tokens_per_s=_span(row.tokens_per_s, p.tokens_per_s, o.tokens_per_s),
+        mfu=_span(row.mfu, p.mfu, o.mfu),
+        days=_maybe_span(row.days, p.days, o.days, up_is_worse=True),
+        cost_usd=_maybe_span(row.cost_usd, p.cost, o.cost, up_is_worse=True),
+        fits_low_capacity=p.fits,
+        fits_high_capacity=o.fits,
+    )
+
+
+def _inputs(hw: Any) -> CornerInputs:
+    return CornerInputs(
+        peak_flops=hw.peak_flops, matmul=hw.matmul_eff, hbm_bytes=hw.hbm_bytes, hbm_bw_bytes_per_s=hw.hbm_bw,
+        hbm_efficiency=hw.hbm_eff, gemm_overhead_s=hw.gemm_overhead_s,
+        scale_up_bw_per_dir_bytes_per_s=hw.scale_up.bw_per_dir, scale_up_latency_s=hw.scale_up.latency,
+        scale_up_efficiency=hw.scale_up.efficiency, scale_out_bw_per_dir_bytes_per_s=hw.scale_out.bw_per_dir,
+        scale_out_latency_s=hw.scale_out.latency, scale_out_efficiency=hw.scale_out.efficiency,
+    )
+
+
+def _sku_range(sku: Sku, corners: dict[str, Sku], gpus: int, best: SweepRow | None, best_at: dict[str, _AtCorner] | None,
+               cbest: dict[str, SweepRow | None], eff: float | None, eff_c: dict[str, float | None],
+               scaling_view: bool) -> SkuRange:
+    rack = sku.hw.gpus_per_rack
+
+    def corner(c: str) -> CornerBest:
+        r = cbest[c]
+        at = best_at[c] if best_at else None
+        return CornerBest(
+            corner=c, inputs=_inputs(corners[c].hw),
+            layout=r.layout if r else None, layout_text=layout_text(r.layout) if r else None,
+            step_time_s=r.step_time_s if r else None, tokens_per_s=r.tokens_per_s if r else None,
+            tokens_per_s_per_gpu=r.tokens_per_s / gpus if r else None,
+            tokens_per_s_per_rack=r.tokens_per_s / gpus * rack if r else None,
+            mfu=r.mfu if r else None, days=r.days if r else None, cost_usd=r.cost_usd if r else None,
+            layout_changes=(best is not None) and (r is None or r.layout != best.layout),
+            nominal_layout_step_time_s=at.step if at else None, nominal_layout_fits=at.fits if at else None,
+        )
+
+    p, o = corner("pessimistic"), corner("optimistic")
+    nom_tps = best.tokens_per_s if best else None
+    per_gpu = nom_tps / gpus if nom_tps is not None else None
+    return SkuRange(
+        sku=sku.name, gpus=gpus, varied=list(sku.varied),
+        step_time_s=_span(best.step_time_s if best else None, p.step_time_s, o.step_time_s, up_is_worse=True),
+        tokens_per_s=_span(nom_tps, p.tokens_per_s, o.tokens_per_s),
+        tokens_per_s_per_gpu=_span(per_gpu, p.tokens_per_s_per_gpu, o.tokens_per_s_per_gpu),
+        tokens_per_s_per_rack=_span(per_gpu * rack if per_gpu is not None else None,
+                                    p.tokens_per_s_per_rack, o.tokens_per_s_per_rack),
+        mfu=_span(best.mfu if best else None, p.mfu, o.mfu),
+        days=_maybe_span(best.days if best else None, p.days, o.days, up_is_worse=True),
+        cost_usd=_maybe_span(best.cost_usd if best else None, p.cost_usd, o.cost_usd, up_is_worse=True),
+        scaling_efficiency=(_span(eff, eff_c.get("pessimistic"), eff_c.get("optimistic")) if scaling_view else None),
+        pessimistic=p, optimistic=o,
+    )
+
+
+def _size_flips(sr: SkuRange, best: SweepRow | None, wl: Any, corners: dict[str, Sku]) -> list[SweepFlip]:
+    """Best-layout and fit flips of one SKU at one GPU count."""
+    from mi400plan.search import usable_hbm
+
+    out: list[SweepFlip] = []
+    where = f"{sr.sku} x {sr.gpus:,} GPUs"
+    if best is None:
+        o = sr.optimistic
+        if o.layout is not None:
+            out.append(SweepFlip(
+                kind="fit", sku=sr.sku, gpus=sr.gpus, corner="optimistic",
+                detail=f"{where}: no layout fits at nominal, but {o.layout_text} fits at the optimistic corner "
+                f"of the estimate ranges ({fmt_bytes(o.inputs.hbm_bytes)} HBM)",
+            ))
+        return out
+    nom = layout_text(best.layout)
+    p = sr.pessimistic
+    if p.nominal_layout_fits is False:
+        cap_lo = corners["pessimistic"].hw.hbm_bytes
+        usable_lo = usable_hbm(wl, corners["pessimistic"].hw)
+        there = (f"the best layout that fits there is {p.layout_text} ({fmt_time(p.step_time_s, 2)} per step)"
+                 if p.layout is not None else "no layout fits there")
+        out.append(SweepFlip(
+            kind="fit", sku=sr.sku, gpus=sr.gpus, corner="pessimistic",
+            detail=f"{where}: the best layout {nom} needs {fmt_bytes(best.memory_bytes.total)} per GPU; it fits the "
+            f"nominal {fmt_bytes(best.memory_bytes.capacity)} usable but not the {fmt_bytes(usable_lo)} usable of the "
+            f"low-end HBM capacity {fmt_bytes(cap_lo)}; {there}",
+        ))
+    for c in CORNERS:
+        cb = getattr(sr, c)
+        if not cb.layout_changes or cb.layout is None:
+            continue
+        if cb.nominal_layout_fits is False:
+            why = "does not fit there"
+        elif cb.nominal_layout_step_time_s is not None and cb.step_time_s:
+            slower = cb.nominal_layout_step_time_s / cb.step_time_s - 1.0
+            why = f"takes {fmt_time(cb.nominal_layout_step_time_s, 2)} there ({fmt_pct(slower, 1)} slower)"
+        else:
+            why = "is not evaluated there"
+        out.append(SweepFlip(
+            kind="best_layout", sku=sr.sku, gpus=sr.gpus, corner=c,
+            detail=f"{where}: the best layout changes at the {c} corner of the estimate ranges: {cb.layout_text} "
+            f"({fmt_time(cb.step_time_s, 2)} per step) instead of {nom}, which {why}",
+        ))
+    return out
+
+
+_METRICS = (
+    ("time_to_train", "tokens_per_s", "time to train", lambda v: f"{fmt_count(v)} tokens/s"),
+    ("tokens_per_s_per_gpu", "tokens_per_s_per_gpu", "tokens/s per GPU", lambda v: f"{v:,.0f} tokens/s per GPU"),
+    ("tokens_per_s_per_rack", "tokens_per_s_per_rack", "tokens/s per rack", lambda v: f"{fmt_count(v)} tokens/s per rack"),
+)
+_CORNER_TEXT = {
+    "pessimistic": "when both are at the pessimistic corner of their estimate ranges",
+    "optimistic": "when both are at the optimistic corner of their estimate ranges",
+}
+
+
+def ranking_flips(sku_ranges: list[SkuRange]) -> list[SweepFlip]:
+    """SKU pairs whose order reverses inside the ranges, per GPU count and metric (higher is better).
+
+    For a pair where ``a`` leads at nominal, the corners tried are both pessimistic, both
+    optimistic, and ``mixed`` (``a`` pessimistic, ``b`` optimistic: the widest reading, since the two
+    SKUs' estimates are independent). A corner where no layout fits counts as zero throughput.
+    Metrics that flip at the same corner for the same pair (time to train and per-GPU throughput at
+    equal GPU counts) are reported once, with both names.
+    """
+    by_size: dict[int, list[SkuRange]] = {}
+    for sr in sku_ranges:
+        by_size.setdefault(sr.gpus, []).append(sr)
+    out: list[SweepFlip] = []
+    for gpus, group in by_size.items():
+        for i, a in enumerate(group):
+            for b in group[i + 1:]:
+                found: dict[tuple[str, str, str], list[tuple[str, str, Any, Any, Any, Any, Any]]] = {}
+                for key, field, label, fmt in _METRICS:
+                    sa, sb = getattr(a, field), getattr(b, field)
+                    if sa.nominal is None or sb.nominal is None or sa.nominal == sb.nominal:
+                        continue
+                    lead, lag, sl, sg = (a, b, sa, sb) if sa.nominal > sb.nominal else (b, a, sb, sa)
+                    pl, ol = _corner_vals(lead, field)
+                    pg, og = _corner_vals(lag, field)
+                    for corner, vl, vg in (("pessimistic", pl, pg), ("optimistic", ol, og), ("mixed", pl, og)):
+                        if vg > vl:
+                            found.setdefault((lead.sku, lag.sku, corner), []).append((key, label, fmt, sl.nominal, sg.nominal, vl, vg))
+                            break
+                for (lead_n, lag_n, corner), hits in found.items():
+                    key = ",".join(h[0] for h in hits)
+                    labels = " and ".join(h[1] for h in hits)
+                    _, _, fmt, nl, ng, vl, vg = hits[0]
+                    when = _CORNER_TEXT.get(corner, f"with {lead_n} at the pessimistic and {lag_n} at the optimistic "
+                                                    "corner of their estimate ranges")
+                    out.append(SweepFlip(
+                        kind="ranking", sku=lead_n, other_sku=lag_n, gpus=gpus, corner=corner, metric=key,
+                        detail=f"{gpus:,} GPUs: the SKU ranking by {labels} flips inside the estimate ranges: {lead_n} "
+                        f"leads {lag_n} at nominal ({fmt(nl)} vs {fmt(ng)}) but {lag_n} leads {when} "
+                        f"({fmt(vg)} vs {fmt(vl)})",
+                    ))
+    return out
+
+
+def _corner_vals(sr: SkuRange, field: str) -> tuple[float, float]:
+    """(pessimistic, optimistic) best-layout value of ``field``; 0 where no layout fits."""
+    return tuple(getattr(getattr(sr, c), field) or 0.0 for c in CORNERS)  # type: ignore[return-value]
+
+
+def _scaling_flips(below: dict[str, int | None], below_c: dict[str, dict[str, int | None]]) -> list[SweepFlip]:
+    """The GPU count where scaling efficiency first drops below 90% moves at a corner."""
+    out = []
+
+    def txt(v: int | None) -> str:
+        return f"from {v:,} GPUs" if v else "never (stays >= 90%)"
+
+    for sku, nom in below.items():
+        for c, v in below_c.get(sku, {}).items():
+            if v != nom:
+                out.append(SweepFlip(
+                    kind="scaling", sku=sku, corner=c, gpus=v,
+                    detail=f"{sku}: scaling efficiency drops below {SCALING_THRESHOLD:.0%} {txt(nom)} at nominal but "
+                    f"{txt(v)} at the {c} corner of the estimate ranges",
+                ))
+    return out
+
+
 def sweep(
     cat: Any,
     model: str,
@@ -255,8 +554,14 @@ def sweep(
     pins: dict[str, list[int]] | None = None,
     save: str | None = None,
     progress: ProgressFn | None = None,
+    ranges: bool = True,
 ) -> SweepResult:
-    """Run the layout search. See ``mi400plan sweep --help`` for the meaning of each input."""
+    """Run the layout search. See ``mi400plan sweep --help`` for the meaning of each input.
+
+    With ``ranges`` (the default) each SKU is also searched at the pessimistic and optimistic
+    corners of its estimate ranges (``build_sku(case=...)``), the listed layouts are evaluated there,
+    and conclusions that change inside the ranges are reported in ``flips`` and ``warnings``.
+    """
     from mi400plan.params import count_params
     from mi400plan.search import RULES, TIE_BREAK, SearchOptions, Workload, iter_rows, model_terms, search, usable_hbm
     from mi400plan.specs.layout import train_recipe
@@ -304,6 +609,15 @@ def sweep(
     names = [b.name for b in built]
     if len(set(names)) != len(names):
         raise UsageError("the same --sku is given twice")
+    corners_of = {
+        b.name: ({c: build_sku(cat, b.name, precision, matmul_efficiency=matmul_efficiency,
+                               hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us, case=c)
+                  for c in CORNERS} if ranges else {})
+        for b in built
+    }
+    sku_ranges: list[SkuRange] = []
+    flips: list[SweepFlip] = []
+    below_c: dict[str, dict[str, int | None]] = {}
 
     rows: list[SweepRow] = []
     summaries: list[SkuSummary] = []
@@ -320,6 +634,10 @@ def sweep(
         usable = usable_hbm(wl, sku.hw)
         base_per_gpu: float | None = None
         below[sku.name] = None
+        corners = corners_of[sku.name]
+        base_c: dict[str, float | None] = {c: None for c in corners}
+        if corners:
+            below_c[sku.name] = {c: None for c in corners}
         for size in sizes:
             label = f"{sku.name} x {size}"
             cb = (lambda d, n, _l=label: progress(_l, d, n)) if progress else None
@@ -328,10 +646,15 @@ def sweep(
             valid += res.valid
             for k, v in res.rejected.items():
                 rejected[k] = rejected.get(k, 0) + v
+            raw = list(iter_rows(res.top))
             these = [
                 _row(r, i + 1, sku, size, wl, terms, usable, train_tokens, gpu_hour_cost)
-                for i, r in enumerate(iter_rows(res.top))
+                for i, r in enumerate(raw)
             ]
+            at_c: list[dict[str, _AtCorner]] = []
+            if corners:
+                at_c = [_at_corners(r, corners, wl, terms, size, opts, train_tokens, gpu_hour_cost) for r in raw]
+                these = [t.model_copy(update={"range": _row_range(t, a)}) for t, a in zip(these, at_c)]
             rows.extend(these)
             best = these[0] if these else None
             if best is None:
@@ -347,6 +670,27 @@ def sweep(
             is_below = eff is not None and eff < SCALING_THRESHOLD
             if is_below and below[sku.name] is None:
                 below[sku.name] = size
+            if corners:
+                cbest: dict[str, SweepRow | None] = {}
+                for c, csku in corners.items():
+                    clabel = f"{sku.name} x {size} ({c} corner)"
+                    ccb = (lambda d, n, _l=clabel: progress(_l, d, n)) if progress else None
+                    cres = search(wl, csku.hw, size, opts, top_k=1, progress=ccb)
+                    crow = next(iter_rows(cres.top), None)
+                    cbest[c] = None if crow is None else _row(
+                        crow, 1, csku, size, wl, terms, usable_hbm(wl, csku.hw), train_tokens, gpu_hour_cost)
+                eff_c: dict[str, float | None] = {}
+                for c, r_c in cbest.items():
+                    pg = r_c.tokens_per_s / size if r_c else None
+                    if pg is not None and base_c[c] is None:
+                        base_c[c] = pg
+                    eff_c[c] = (pg / base_c[c]) if (pg is not None and base_c[c]) else None
+                    if eff_c[c] is not None and eff_c[c] < SCALING_THRESHOLD and below_c[sku.name][c] is None:
+                        below_c[sku.name][c] = size
+                sr = _sku_range(sku, corners, size, best, at_c[0] if at_c else None, cbest, eff, eff_c,
+                                len(sizes) > 1)
+                sku_ranges.append(sr)
+                flips.extend(_size_flips(sr, best, wl, corners))
             scaling.append(ScalingPoint(
                 sku=sku.name, gpus=size, layout=layout_text(best.layout) if best else None,
                 step_time_s=best.step_time_s if best else None, tokens_per_s=best.tokens_per_s if best else None,
@@ -371,6 +715,12 @@ def sweep(
                 f"{e.name}: matmul efficiency {e.eff.matmul:.2f} is {e.eff.matmul_status} ({e.eff.matmul_source or 'see the profile note'}); "
                 "override with --matmul-efficiency from your own measurement"
             )
+    if ranges:
+        if len(built) > 1:
+            flips.extend(ranking_flips(sku_ranges))
+        if len(scaling) > len(built):
+            flips.extend(_scaling_flips(below, below_c))
+        warnings.extend(f.detail for f in flips)
     result = SweepResult(
         model=spec.name, precision=precision, seq_len=seq, global_batch_seqs=gb, global_batch_tokens=gb * seq,
         train_tokens=train_tokens, gpu_hour_cost=gpu_hour_cost, tie_break=TIE_BREAK,
@@ -379,6 +729,8 @@ def sweep(
         skus=summaries if len(built) > 1 else [], scaling=scaling if len(scaling) > len(built) else [],
         scaling_below_90_at=below if len(scaling) > len(built) else {},
         efficiencies=[b.eff for b in built], rack_crossing=crossing, warnings=warnings,
+        ranges_checked=ranges, ranges=sku_ranges, flips=flips,
+        scaling_below_90_at_corners=below_c if len(scaling) > len(built) else {},
     )
     if save:
         if not rows:

@@ -57,6 +57,7 @@ def cmd(
     zero: Annotated[Optional[str], typer.Option("--zero", help="Only these ZeRO stages (0-3; 3 = FSDP).")] = None,
     micro_batch: Annotated[Optional[str], typer.Option("--micro-batch", help="Micro-batch sizes to try (default 1,2,4,8).")] = None,
     recompute: Annotated[Optional[list[RecomputeChoice]], typer.Option("--recompute", help="Only these recompute modes (repeatable).")] = None,
+    no_ranges: Annotated[bool, typer.Option("--no-ranges", help="Skip the estimate-range check (the pessimistic and optimistic corner searches and flip warnings).")] = False,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -66,7 +67,9 @@ def cmd(
     """Search TP/PP/VPP/CP/EP/DP/ZeRO/micro-batch/recompute layouts for the fastest training step.
 
     Reports step time and its breakdown, tokens/s, MFU/HFU, memory per GPU, days and cost to train,
-    a SKU comparison (several --sku) and a scaling view (several --gpus).
+    a SKU comparison (several --sku) and a scaling view (several --gpus). Each SKU is also searched at
+    the pessimistic and optimistic ends of its estimate ranges (peak, efficiencies, HBM, fabrics);
+    conclusions that change inside those ranges are reported as warnings (--no-ranges skips this).
     """
     f = pick_format(json_, fmt)
     pins = {
@@ -84,6 +87,7 @@ def cmd(
                 precision=precision.value, tokens=tokens, gpu_hour_cost=gpu_hour_cost, top=top,
                 matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
                 overlap_tp=overlap_tp, overlap_ep=overlap_ep, pins=pins, save=str(save) if save else None, progress=cb,
+                ranges=not no_ranges,
             )
 
     run("sweep", f, compute, check=check, ascii=ascii_)

@@ -6,7 +6,7 @@ from typing import Any
 
 from mi400plan.render import table_renderer
 from mi400plan.render.table import print_table
-from mi400plan.results.sweep import SweepResult, SweepRow
+from mi400plan.results.sweep import Span, SweepResult, SweepRow
 from mi400plan.units import fmt_bytes, fmt_count, fmt_pct, fmt_time
 
 
@@ -103,6 +103,8 @@ def render(res: SweepResult, console: Any) -> None:
             out.append([label, _layout(r), r.placement.tp, r.placement.pp, fmt_time(r.step_time_s, 2),
                         fmt_time(r.time_s.tp, 2), fmt_time(r.time_s.pp, 2), fmt_time(r.time_s.bubble, 2), fmt_time(r.time_s.dp, 2)])
         print_table(console, cols, out, title="Why the best layout stays inside the scale-up domain")
+    if res.ranges:
+        _ranges(res, console)
     rej = ", ".join(f"{k} {v:,}" for k, v in res.rejected.items() if v)
     console.print(f"Evaluated {res.evaluated:,} candidate layouts: {res.valid:,} valid and fit; rejected: {rej or 'none'}.",
                   markup=False, highlight=False)
@@ -114,3 +116,56 @@ def render(res: SweepResult, console: Any) -> None:
         )
     if res.saved_plan:
         console.print(f"Saved the best layout to {res.saved_plan}", markup=False, highlight=False)
+
+
+def _span(sp: Span | None, f: Any) -> str:
+    """``low..high`` (either side ``-`` where no layout fits at that corner)."""
+    if sp is None:
+        return "-"
+    lo = f(sp.low) if sp.low is not None else "-"
+    hi = f(sp.high) if sp.high is not None else "-"
+    return f"{lo}..{hi}"
+
+
+def _ranges(res: SweepResult, console: Any) -> None:
+    """One line per SKU and GPU count: the best layout's figures over the estimate-range corners."""
+    scaling = any(r.scaling_efficiency is not None for r in res.ranges)
+    cols = ["SKU", ("GPUs", "right"), ("step", "right"), ("tokens/s", "right"), ("MFU", "right")]
+    if res.train_tokens:
+        cols.append(("days", "right"))
+    if res.gpu_hour_cost is not None and res.train_tokens:
+        cols.append(("cost", "right"))
+    if scaling:
+        cols.append(("scaling eff.", "right"))
+    cols.append("best layout at the corners")
+    out = []
+    for r in res.ranges:
+        line = [r.sku, f"{r.gpus:,}", _span(r.step_time_s, lambda x: fmt_time(x, 2)),
+                _span(r.tokens_per_s, fmt_count), _span(r.mfu, fmt_pct)]
+        if res.train_tokens:
+            line.append(_span(r.days, lambda x: f"{x:,.1f}"))
+        if res.gpu_hour_cost is not None and res.train_tokens:
+            line.append(_span(r.cost_usd, _money))
+        if scaling:
+            line.append(_span(r.scaling_efficiency, fmt_pct))
+        moved = []
+        for c in (r.pessimistic, r.optimistic):
+            if c.layout is None:
+                moved.append(f"{c.corner}: no layout fits")
+            elif c.layout_changes:
+                moved.append(f"{c.corner}: {c.layout_text}")
+        line.append("; ".join(moved) or "unchanged")
+        out.append(line)
+    varied = {r.sku: r.varied for r in res.ranges}
+    notes = "; ".join(f"{k}: {', '.join(v) if v else 'no ranged input'}" for k, v in varied.items())
+    print_table(
+        console, cols, out, title="Estimate ranges (search re-run at the pessimistic and optimistic corners)",
+        caption="Pessimistic: low end of peak, matmul and HBM efficiency, HBM bandwidth and capacity, slow fabrics, "
+        f"high GEMM overhead; optimistic: the other ends. Ranged inputs - {notes}.",
+    )
+    n = len(res.flips)
+    console.print(
+        f"{n} conclusion{'s' if n != 1 else ''} flip{'' if n != 1 else 's'} inside the estimate ranges (see warnings)."
+        if n else "No conclusion flips inside the estimate ranges.",
+        markup=False, highlight=False,
+    )

@@ -70,6 +70,30 @@ class Placement(OutModel):
     dp: str
 
 
+class Span(OutModel):
+    """A value at nominal and its low/high over the pessimistic and optimistic corners of the estimate ranges.
+
+    ``low``/``high`` are the smaller/larger of the two corner values (``None`` on the side of a
+    corner where no layout fits). Units are those of the field holding the span.
+    """
+
+    nominal: float | None
+    low: float | None
+    high: float | None
+
+
+class RowRange(OutModel):
+    """One layout (as listed) evaluated at both corners of its SKU's estimate ranges."""
+
+    step_time_s: Span
+    tokens_per_s: Span
+    mfu: Span  # peak moves with the corner too, so MFU need not move with tokens/s
+    days: Span | None = None
+    cost_usd: Span | None = None
+    fits_low_capacity: bool  # fits the pessimistic corner (low end of the HBM capacity range)
+    fits_high_capacity: bool
+
+
 class SweepRow(OutModel):
     rank: int  # 1 = best for this SKU and GPU count
     sku: str
@@ -87,6 +111,7 @@ class SweepRow(OutModel):
     hfu: float  # the same with recompute FLOPs counted
     days: float | None = None  # days to train --tokens
     cost_usd: float | None = None  # GPUs x hours x --gpu-hour-cost
+    range: RowRange | None = None  # this layout at the estimate-range corners (absent with --no-ranges)
 
 
 class SkuEfficiency(OutModel):
@@ -136,6 +161,86 @@ class ScalingPoint(OutModel):
     days: float | None = None
 
 
+class CornerInputs(OutModel):
+    """The uncertain inputs of one SKU at one corner, in base units."""
+
+    peak_flops: float  # FLOP/s, dense, at the chosen precision
+    matmul: float
+    hbm_bytes: float
+    hbm_bw_bytes_per_s: float
+    hbm_efficiency: float
+    gemm_overhead_s: float
+    scale_up_bw_per_dir_bytes_per_s: float
+    scale_up_latency_s: float
+    scale_up_efficiency: float
+    scale_out_bw_per_dir_bytes_per_s: float
+    scale_out_latency_s: float
+    scale_out_efficiency: float
+
+
+class CornerBest(OutModel):
+    """The search rerun at one corner: its best layout, and how the nominal best fares there."""
+
+    corner: str  # pessimistic | optimistic
+    inputs: CornerInputs
+    layout: SweepLayout | None  # None: no layout is valid and fits at this corner
+    layout_text: str | None
+    step_time_s: float | None
+    tokens_per_s: float | None
+    tokens_per_s_per_gpu: float | None
+    tokens_per_s_per_rack: float | None
+    mfu: float | None
+    days: float | None = None
+    cost_usd: float | None = None
+    layout_changes: bool  # the best layout here differs from the nominal best
+    nominal_layout_step_time_s: float | None  # the nominal best layout evaluated at this corner
+    nominal_layout_fits: bool | None
+
+
+class SkuRange(OutModel):
+    """One SKU at one GPU count: best-layout figures at nominal and at both estimate-range corners.
+
+    Pessimistic corner: low peak FLOP/s, low matmul and HBM efficiency, low HBM bandwidth and
+    capacity, high GEMM overhead, slow fabrics (low bandwidth and efficiency, high latency);
+    optimistic corner: the opposite ends. Each corner re-runs the search, so the spans are the best
+    achievable there, not the nominal layout's.
+    """
+
+    sku: str
+    gpus: int
+    varied: list[str]  # the inputs whose range was applied ("matmul bf16 0.45..0.70 (assumed)")
+    step_time_s: Span
+    tokens_per_s: Span
+    tokens_per_s_per_gpu: Span
+    tokens_per_s_per_rack: Span
+    mfu: Span
+    days: Span | None = None
+    cost_usd: Span | None = None
+    scaling_efficiency: Span | None = None  # scaling view: per-GPU throughput vs the smallest size, per corner
+    pessimistic: CornerBest
+    optimistic: CornerBest
+
+
+class SweepFlip(OutModel):
+    """A conclusion that changes inside the estimate ranges.
+
+    ``kind``: ``best_layout`` (the best layout differs at a corner), ``fit`` (the nominal best does
+    not fit at the low end of the HBM capacity range), ``ranking`` (with several SKUs, the order of
+    ``sku`` ahead of ``other_sku`` reverses; ``metric`` says which: ``time_to_train`` (= total
+    tokens/s), ``tokens_per_s_per_gpu``, ``tokens_per_s_per_rack``), ``scaling`` (the GPU count where
+    scaling efficiency drops below 90% moves). ``corner``: ``pessimistic``, ``optimistic``, or
+    ``mixed`` (``sku`` at its pessimistic corner, ``other_sku`` at its optimistic one).
+    """
+
+    kind: str
+    sku: str
+    other_sku: str | None = None
+    gpus: int | None = None
+    corner: str
+    metric: str | None = None
+    detail: str
+
+
 class SweepResult(Result):
     command: ClassVar[str] = "sweep"
 
@@ -159,6 +264,10 @@ class SweepResult(Result):
     efficiencies: list[SkuEfficiency] = Field(default_factory=list)
     rack_crossing: list[SweepRow] = Field(default_factory=list)  # best layout whose TP or PP leaves the scale-up domain
     saved_plan: str | None = None
+    ranges_checked: bool = False  # False with --no-ranges
+    ranges: list[SkuRange] = Field(default_factory=list)  # one per SKU and GPU count
+    flips: list[SweepFlip] = Field(default_factory=list)
+    scaling_below_90_at_corners: dict[str, dict[str, int | None]] = Field(default_factory=dict)  # sku -> corner -> GPUs
 
     def check_failed(self) -> bool:
         return not self.rows
