@@ -142,3 +142,14 @@ def test_scale_out_pairing(cli) -> None:
     assert res.exit_code == 0
     row = data(res)["data"]["rows"][0]
     assert row["tier"] == "hierarchical" and row["domains"] == 2 and row["group_in_domain"] == 8
+
+
+def test_narrow_terminal_keeps_whole_numbers(cli, monkeypatch) -> None:  # noqa: ANN001
+    # At 80 columns the fast..slow range and the hierarchical path used to end in "...".
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli(["comm", "allreduce", "--size", "32MB", "--group", "1000", "--sku", "mi355x"])
+    assert r.exit_code == 0, r.output
+    assert "\u2026" not in r.stdout
+    assert "125x8" in r.stdout  # 1000 GPUs = 125 domains x 8 GPUs
+    line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("32.0 MB"))
+    assert any(".." in tok and tok[0].isdigit() and tok[-1].isdigit() for tok in line.split())

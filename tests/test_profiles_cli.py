@@ -227,3 +227,15 @@ def test_validate_alias_clash(cli, tmp_path):
     r = cli(["profiles", "validate", "--kind", "accelerators", "--profiles", str(tmp_path)])
     assert r.exit_code == 3
     assert "'mi355x' is claimed by several" in r.output
+
+
+def test_show_at_80_columns_drops_no_column(cli, monkeypatch) -> None:  # noqa: ANN001
+    # The field path column used to squeeze Status and Sources to one letter per line.
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli(["profiles", "show", "mi440x"])
+    assert r.exit_code == 0, r.output
+    assert "\u2026" not in r.stdout
+    header = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("Field"))
+    for col in ("Value", "Unit", "Low", "High", "Status", "Sources", "Note"):
+        assert col in header.split()
+    assert "memory.hbm_capacity_gb" in r.stdout

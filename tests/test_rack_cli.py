@@ -100,3 +100,16 @@ def test_csv_output(cli) -> None:  # noqa: ANN001
     assert r.exit_code == 0, r.output
     header = r.stdout.splitlines()[0]
     assert "wall_power_w" in header and "feeds.arithmetic" in header
+
+
+def test_comparison_at_80_columns_loses_no_column_or_value(cli, monkeypatch) -> None:  # noqa: ANN001
+    # A narrow terminal used to drop the last columns and print "gb200…", "143.…" instead of values.
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli(["rack", "helios", "gb200-nvl72", "mi355x-dlc-128", "mi300x-server"])
+    assert r.exit_code == 0, r.output
+    assert "\u2026" not in r.stdout
+    for name in ("helios", "gb200-nvl72", "mi355x-dlc-128", "mi300x-server", "feeds", "kW/rack", "GPUs/MW"):
+        assert name in r.stdout
+    # each rack's row keeps its kW low-high range on one line, e.g. "143.2-215.4"
+    rows = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("helios ")]
+    assert rows and any("-" in tok and tok[0].isdigit() for tok in rows[0].split())

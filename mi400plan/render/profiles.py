@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from mi400plan.render import table_renderer
-from mi400plan.render.table import print_table, print_warnings, table
+from mi400plan.render.table import print_table, print_warnings, print_wide, table
 from mi400plan.results.profiles import ProfileShow, ProfilesList, ProfilesValidate
 
 
@@ -90,10 +90,8 @@ def _show(result: ProfileShow, console: Console) -> None:
         rows,
         caption=f"Values by status: {result.status.summary()}",
     )
-    # Field paths are identifiers: never truncate them; the Note column wraps instead.
-    t.columns[0].min_width = max((len(r[0]) for r in rows), default=5)
-    t.columns[0].no_wrap = True
-    console.print(t)
+    # Field paths are single words, so table() never splits them; the Note column wraps instead.
+    print_wide(console, t)
     if result.notes:
         console.print("[bold]Notes[/bold]", markup=True)
         for n in result.notes:
