@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 
 from mi400plan.cli.common import app
 
@@ -23,9 +24,38 @@ def _register() -> None:
 _register()
 
 
-def main() -> None:
-    """Console-script entry point."""
-    app()
+def _wants_json(argv: list[str]) -> bool:
+    for i, a in enumerate(argv):
+        if a == "--json" or a == "--format=json" or (a == "--format" and argv[i + 1 : i + 2] == ["json"]):
+            return True
+    return False
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point.
+
+    With --json (or --format json) even a command-line usage error (missing option, bad integer,
+    unknown choice, contradictory flags) is reported as a JSON error envelope on stdout, exit 2.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not _wants_json(args):
+        app(args=args)
+        return
+    import typer
+
+    from mi400plan.errors import ExitCode, UsageError
+    from mi400plan.render.jsonout import write_error
+
+    command = next((a for a in args if not a.startswith("-")), "mi400plan")
+    try:
+        code = app(args=args, standalone_mode=False)
+    except typer.Abort:
+        sys.exit(ExitCode.UNEXPECTED)
+    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        write_error(command, UsageError(message), sys.stdout)
+        sys.exit(int(getattr(exc, "exit_code", ExitCode.USAGE)))
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 __all__ = ["app", "main"]
