@@ -409,7 +409,7 @@ def _sku_range(sku: Sku, corners: dict[str, Sku], gpus: int, best: SweepRow | No
     )
 
 
-def _size_flips(sr: SkuRange, best: SweepRow | None, wl: Any, corners: dict[str, Sku]) -> list[SweepFlip]:
+def _size_flips(sr: SkuRange, best: SweepRow | None, wl: Any, corners: dict[str, Sku], cap_nom: float) -> list[SweepFlip]:
     """Best-layout and fit flips of one SKU at one GPU count."""
     from mi400plan.search import usable_hbm
 
@@ -421,7 +421,7 @@ def _size_flips(sr: SkuRange, best: SweepRow | None, wl: Any, corners: dict[str,
             out.append(SweepFlip(
                 kind="fit", sku=sr.sku, gpus=sr.gpus, corner="optimistic",
                 detail=f"{where}: no layout fits at nominal, but {o.layout_text} fits at the optimistic corner "
-                f"of the estimate ranges ({fmt_bytes(o.inputs.hbm_bytes)} HBM)",
+                f"of the estimate ranges ({fmt_bytes(o.inputs.hbm_bytes, binary=False)} HBM)",
             ))
         return out
     nom = layout_text(best.layout)
@@ -431,11 +431,15 @@ def _size_flips(sr: SkuRange, best: SweepRow | None, wl: Any, corners: dict[str,
         usable_lo = usable_hbm(wl, corners["pessimistic"].hw)
         there = (f"the best layout that fits there is {p.layout_text} ({fmt_time(p.step_time_s, 2)} per step)"
                  if p.layout is not None else "no layout fits there")
+
+        def gb(x: float) -> str:
+            return fmt_bytes(x, binary=False)
+
         out.append(SweepFlip(
             kind="fit", sku=sr.sku, gpus=sr.gpus, corner="pessimistic",
-            detail=f"{where}: the best layout {nom} needs {fmt_bytes(best.memory_bytes.total)} per GPU; it fits the "
-            f"nominal {fmt_bytes(best.memory_bytes.capacity)} usable but not the {fmt_bytes(usable_lo)} usable of the "
-            f"low-end HBM capacity {fmt_bytes(cap_lo)}; {there}",
+            detail=f"{where}: the best layout {nom} needs {gb(best.memory_bytes.total)} per GPU: it fits the "
+            f"{gb(best.memory_bytes.capacity)} usable of the nominal {gb(cap_nom)} HBM but not the {gb(usable_lo)} "
+            f"usable of the low-end {gb(cap_lo)}; {there}",
         ))
     for c in CORNERS:
         cb = getattr(sr, c)
@@ -690,7 +694,7 @@ def sweep(
                 sr = _sku_range(sku, corners, size, best, at_c[0] if at_c else None, cbest, eff, eff_c,
                                 len(sizes) > 1)
                 sku_ranges.append(sr)
-                flips.extend(_size_flips(sr, best, wl, corners))
+                flips.extend(_size_flips(sr, best, wl, corners, sku.hw.hbm_bytes))
             scaling.append(ScalingPoint(
                 sku=sku.name, gpus=size, layout=layout_text(best.layout) if best else None,
                 step_time_s=best.step_time_s if best else None, tokens_per_s=best.tokens_per_s if best else None,
