@@ -247,8 +247,15 @@ class Catalog:
 
     def get(self, kind: str, name: str) -> Loaded[Any]:
         """A validated profile by name, alias or (for any kind) a file path."""
-        if looks_like_path(name) and Path(name).exists():
-            return load_file(kind, name)
+        if looks_like_path(name):
+            if Path(name).exists():
+                return load_file(kind, name)
+            if name.strip().lower() not in self._entries(kind):
+                raise ProfileError(
+                    f"no such file (a {KIND_SINGULAR[kind]} is a catalog name or an existing file)",
+                    path=name,
+                    hint=f"'mi400plan profiles list --kind {kind}' shows the catalog names",
+                )
         canonical = self.resolve(kind, name)
         key = (kind, canonical)
         if key in self._cache:

@@ -239,3 +239,15 @@ def test_show_at_80_columns_drops_no_column(cli, monkeypatch) -> None:  # noqa: 
     for col in ("Value", "Unit", "Low", "High", "Status", "Sources", "Note"):
         assert col in header.split()
     assert "memory.hbm_capacity_gb" in r.stdout
+
+
+def test_missing_file_path_says_no_such_file(cli) -> None:  # noqa: ANN001
+    # A path that does not exist used to be reported as "unknown model '/x/config.json'" with the
+    # catalog names, as if it were a misspelt profile name.
+    r = cli(["fit", "/nonexistent/config.json", "--json"])
+    assert r.exit_code == 3
+    err = json.loads(r.stdout)["errors"][0]
+    assert err["code"] == "bad_profile"
+    assert err["message"].startswith("/nonexistent/config.json: no such file")
+    r = cli(["rack", "./racks/nosuch.toml"])
+    assert r.exit_code == 3 and "no such file" in r.output
