@@ -288,3 +288,24 @@ def test_no_ranges_leaves_the_nominal_result_unchanged(catalog) -> None:
     assert b.ranges_checked is False and b.ranges == [] and b.flips == [] and all(r.range is None for r in b.rows)
     assert [r.model_copy(update={"range": None}) for r in a.rows] == b.rows
     assert a.skus == b.skus
+
+
+def test_best_layout_flips_are_material(catalog) -> None:
+    """A best-layout flip is reported exactly when the layout changes at a corner and the nominal best
+    does not fit there or is at least 1% slower there; near-ties stay in ``layout_changes`` only."""
+    from mi400plan.api.sweep import LAYOUT_FLIP_MIN_PENALTY, sweep
+
+    assert LAYOUT_FLIP_MIN_PENALTY == 0.01
+    res = sweep(catalog, "llama3.1-70b", ["mi355x", "mi455x"], gpus="1024", precision="fp8", top=1)
+    res8 = sweep(catalog, "llama3.1-8b", ["mi455x"], gpus="64", precision="fp8", top=1)
+    seen_flip = False
+    for r in (res, res8):
+        for sr in r.ranges:
+            for c in (sr.pessimistic, sr.optimistic):
+                reported = any(f.kind == "best_layout" and f.sku == sr.sku and f.gpus == sr.gpus and f.corner == c.corner
+                               for f in r.flips)
+                material = c.layout_changes and (
+                    c.nominal_layout_fits is False or c.nominal_layout_step_time_s / c.step_time_s - 1 >= 0.01)
+                assert reported == material
+                seen_flip |= material
+    assert seen_flip  # llama3.1-8b x 64 MI455X: the nominal best needs more than the 288 GB low end holds

@@ -36,6 +36,11 @@ DEFAULT_GLOBAL_BATCH_TOKENS = 2**22  # 4Mi tokens (Llama 3 pre-training began at
 DEFAULT_SEQ_CAP = 8192
 PRECISIONS = ("bf16", "fp8")
 SCALING_THRESHOLD = 0.90
+# A corner's best layout counts as a flip of the "best layout" conclusion only when the nominal best,
+# run at that corner, is at least this much slower than the corner's own best (or does not fit there):
+# smaller gaps are near-ties that the step-time model cannot resolve. ``ranges[].<corner>.layout_changes``
+# still reports every change.
+LAYOUT_FLIP_MIN_PENALTY = 0.01
 
 ProgressFn = Callable[[str, int, int], None]  # (label, done, total)
 
@@ -449,6 +454,8 @@ def _size_flips(sr: SkuRange, best: SweepRow | None, wl: Any, corners: dict[str,
             why = "does not fit there"
         elif cb.nominal_layout_step_time_s is not None and cb.step_time_s:
             slower = cb.nominal_layout_step_time_s / cb.step_time_s - 1.0
+            if slower < LAYOUT_FLIP_MIN_PENALTY:
+                continue
             why = f"takes {fmt_time(cb.nominal_layout_step_time_s, 2)} there ({fmt_pct(slower, 1)} slower)"
         else:
             why = "is not evaluated there"

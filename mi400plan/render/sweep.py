@@ -153,7 +153,13 @@ def _ranges(res: SweepResult, console: Any) -> None:
             if c.layout is None:
                 moved.append(f"{c.corner}: no layout fits")
             elif c.layout_changes:
-                moved.append(f"{c.corner}: {c.layout_text}")
+                if c.nominal_layout_fits is False:
+                    gap = "nominal best does not fit"
+                elif c.nominal_layout_step_time_s and c.step_time_s:
+                    gap = f"nominal best +{fmt_pct(c.nominal_layout_step_time_s / c.step_time_s - 1.0)}"
+                else:
+                    gap = ""
+                moved.append(f"{c.corner}: {c.layout_text}" + (f" ({gap})" if gap else ""))
         line.append("; ".join(moved) or "unchanged")
         out.append(line)
     varied = {r.sku: r.varied for r in res.ranges}

@@ -224,7 +224,9 @@ class SkuRange(OutModel):
 class SweepFlip(OutModel):
     """A conclusion that changes inside the estimate ranges.
 
-    ``kind``: ``best_layout`` (the best layout differs at a corner), ``fit`` (the nominal best does
+    ``kind``: ``best_layout`` (the best layout differs at a corner and the nominal best does not fit
+    there or is at least 1% slower there than the corner's best; smaller gaps are near-ties, visible
+    only as ``ranges[].<corner>.layout_changes``), ``fit`` (the nominal best does
     not fit at the low end of the HBM capacity range), ``ranking`` (with several SKUs, the order of
     ``sku`` ahead of ``other_sku`` reverses; ``metric`` says which: ``time_to_train`` (= total
     tokens/s), ``tokens_per_s_per_gpu``, ``tokens_per_s_per_rack``), ``scaling`` (the GPU count where
