@@ -48,7 +48,7 @@ efficiency = 1.0
 {SOURCES}"""
 
 
-def _acc(name: str, *, peak: str, matmul: str, capacity: str = "80", out: str = "t-out") -> str:
+def _acc(name: str, *, peak: str, matmul: str, capacity: str = "80", out: str = "t-out", up: str = "t-up") -> str:
     return f"""name = "{name}"
 display_name = "{name}"
 vendor = "Test"
@@ -61,7 +61,7 @@ hbm_bandwidth_tb_per_s = 1000
 bf16_dense_tflops = {peak}
 
 [interconnect]
-scale_up_fabric = "t-up"
+scale_up_fabric = "{up}"
 scale_out_fabric = "{out}"
 
 [efficiency]
@@ -85,6 +85,7 @@ def profiles(tmp_path: Path):
             (tmp_path / kind).mkdir(exist_ok=True)
         (tmp_path / "models" / "tiny-test.toml").write_text(MODEL)
         (tmp_path / "fabrics" / "t-up.toml").write_text(_fabric("t-up", "scale_up", 8))
+        (tmp_path / "fabrics" / "t-up16.toml").write_text(_fabric("t-up16", "scale_up", 16))
         (tmp_path / "fabrics" / "t-out.toml").write_text(_fabric("t-out", "scale_out", 131072))
         # Scale-out hop latency 0 at nominal, up to 1e6 us = 1 s at the pessimistic end.
         (tmp_path / "fabrics" / "t-out-slow.toml").write_text(
@@ -167,6 +168,27 @@ def test_peak_flops_range_drives_the_corners(cli, profiles) -> None:
     assert ra["pessimistic"]["inputs"]["peak_flops"] == 600e12
     assert ra["optimistic"]["inputs"]["peak_flops"] == 1000e12
     assert [f["corner"] for f in _kinds(d, "ranking")] == ["pessimistic"]
+
+
+def test_ranking_with_racks_compares_skus_with_different_gpu_counts(cli, profiles) -> None:
+    # No rack profiles: a rack is the scale-up domain, 8 GPUs for t-a and 16 for t-b, so --racks 1
+    # runs t-a on 8 and t-b on 16 GPUs. Effective rates per GPU: t-a 500 (300..900), t-b 400.
+    # Total (time to train) and per rack: t-a 8 x 500 = 4000 < t-b 16 x 400 = 6400 at nominal, but
+    # 8 x 900 = 7200 > 6400 at the optimistic corner. Per GPU: t-a leads (500 > 400), 300 < 400 at
+    # the pessimistic corner.
+    prof = profiles({
+        "t-a": _acc("t-a", peak="1000", matmul=_est(0.5, 0.3, 0.9)),
+        "t-b": _acc("t-b", peak="800", matmul="0.5", up="t-up16"),
+    })
+    r = cli(["sweep", "tiny-test", "--sku", "t-a", "--sku", "t-b", "--racks", "1", "--seq", "1024",
+             "--global-batch", "64", "--json", "--profiles", prof])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)["data"]
+    assert [(x["sku"], x["gpus"]) for x in d["ranges"]] == [("t-a", 8), ("t-b", 16)]
+    got = sorted((f["sku"], f["other_sku"], f["corner"], f["metric"]) for f in _kinds(d, "ranking"))
+    assert got == [("t-a", "t-b", "pessimistic", "tokens_per_s_per_gpu"),
+                   ("t-b", "t-a", "optimistic", "time_to_train,tokens_per_s_per_rack")]
+    assert any("t-b x 16 vs t-a x 8 GPUs" in f["detail"] for f in d["flips"])
 
 
 # --- (c) fit at the low end of the capacity range ------------------------------------------------

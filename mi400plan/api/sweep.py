@@ -478,20 +478,22 @@ _CORNER_TEXT = {
 }
 
 
-def ranking_flips(sku_ranges: list[SkuRange]) -> list[SweepFlip]:
+def ranking_flips(sku_ranges: list[SkuRange], groups: list[int] | None = None) -> list[SweepFlip]:
     """SKU pairs whose order reverses inside the ranges, per GPU count and metric (higher is better).
 
     For a pair where ``a`` leads at nominal, the corners tried are both pessimistic, both
     optimistic, and ``mixed`` (``a`` pessimistic, ``b`` optimistic: the widest reading, since the two
     SKUs' estimates are independent). A corner where no layout fits counts as zero throughput.
+    ``groups`` says which entries are compared (same ``--gpus`` value or the same ``--racks``);
+    by default entries with equal GPU counts.
     Metrics that flip at the same corner for the same pair (time to train and per-GPU throughput at
     equal GPU counts) are reported once, with both names.
     """
     by_size: dict[int, list[SkuRange]] = {}
-    for sr in sku_ranges:
-        by_size.setdefault(sr.gpus, []).append(sr)
+    for i, sr in enumerate(sku_ranges):
+        by_size.setdefault(groups[i] if groups is not None else sr.gpus, []).append(sr)
     out: list[SweepFlip] = []
-    for gpus, group in by_size.items():
+    for group in by_size.values():
         for i, a in enumerate(group):
             for b in group[i + 1:]:
                 found: dict[tuple[str, str, str], list[tuple[str, str, Any, Any, Any, Any, Any]]] = {}
@@ -512,9 +514,12 @@ def ranking_flips(sku_ranges: list[SkuRange]) -> list[SweepFlip]:
                     _, _, fmt, nl, ng, vl, vg = hits[0]
                     when = _CORNER_TEXT.get(corner, f"with {lead_n} at the pessimistic and {lag_n} at the optimistic "
                                                     "corner of their estimate ranges")
+                    g_lead = a.gpus if a.sku == lead_n else b.gpus
+                    g_lag = b.gpus if a.sku == lead_n else a.gpus
+                    where = f"{g_lead:,} GPUs" if g_lead == g_lag else f"{lead_n} x {g_lead:,} vs {lag_n} x {g_lag:,} GPUs"
                     out.append(SweepFlip(
-                        kind="ranking", sku=lead_n, other_sku=lag_n, gpus=gpus, corner=corner, metric=key,
-                        detail=f"{gpus:,} GPUs: the SKU ranking by {labels} flips inside the estimate ranges: {lead_n} "
+                        kind="ranking", sku=lead_n, other_sku=lag_n, gpus=g_lead, corner=corner, metric=key,
+                        detail=f"{where}: the SKU ranking by {labels} flips inside the estimate ranges: {lead_n} "
                         f"leads {lag_n} at nominal ({fmt(nl)} vs {fmt(ng)}) but {lag_n} leads {when} "
                         f"({fmt(vg)} vs {fmt(vl)})",
                     ))
@@ -627,6 +632,7 @@ def sweep(
         for b in built
     }
     sku_ranges: list[SkuRange] = []
+    range_groups: list[int] = []  # SKUs compared at the same position: the same --gpus value, or the same --racks
     flips: list[SweepFlip] = []
     below_c: dict[str, dict[str, int | None]] = {}
 
@@ -701,6 +707,7 @@ def sweep(
                 sr = _sku_range(sku, corners, size, best, at_c[0] if at_c else None, cbest, eff, eff_c,
                                 len(sizes) > 1)
                 sku_ranges.append(sr)
+                range_groups.append(size if gpus is not None else 0)
                 flips.extend(_size_flips(sr, best, wl, corners, sku.hw.hbm_bytes))
             scaling.append(ScalingPoint(
                 sku=sku.name, gpus=size, layout=layout_text(best.layout) if best else None,
@@ -728,7 +735,7 @@ def sweep(
             )
     if ranges:
         if len(built) > 1:
-            flips.extend(ranking_flips(sku_ranges))
+            flips.extend(ranking_flips(sku_ranges, range_groups))
         if len(scaling) > len(built):
             flips.extend(_scaling_flips(below, below_c))
         warnings.extend(f.detail for f in flips)
