@@ -177,3 +177,48 @@ def test_cli_bad_plan_file_names_file_and_line(cli, tmp_path) -> None:
     res = cli(["fit", "--plan", str(plan)])
     assert res.exit_code == 3, res.output
     assert "bad.toml:6" in res.output and "bogus" in res.output
+
+
+def test_llama_405b_fp8_kv_room_by_hand(catalog) -> None:
+    # Issue 2: Llama-3.1-405B FP8 fits one 8 x MI300X node; how much context does the room buy?
+    r = fit(catalog, "llama3.1-405b", ["mi300x"], "infer", precision="fp8", gpus=8, batch=1)
+    row = r.rows[0]
+    emb = 2 * 128_256 * 16_384  # input embedding + untied output layer, kept in bf16
+    weights = ((405_853_388_800 - emb) * 1 + emb * 2) / 8  # fp8 body, bf16 embeddings, TP 8
+    assert weights == 51_257_010_176
+    assert row.memory_bytes.weights == pytest.approx(weights, rel=1e-3)
+    reserve = 2 * 2**30 + 0.05 * 192e9  # default runtime reserve: 2 GiB + 5% of HBM
+    kv_per_token = 2 * 8 * 128 * 126 * 2 / 8  # K and V, 8 KV heads, head_dim 128, 126 layers, bf16, TP 8
+    assert kv_per_token == 64_512
+    upper = (192e9 - reserve - weights) / kv_per_token  # no activation workspace: 1,999,558 tokens
+    lower = (192e9 - reserve - weights - 1e9) / kv_per_token  # with 1 GB of it: 1,984,057 tokens
+    assert lower <= row.max_context <= upper
+    assert row.max_context > 15 * 131_072  # about 15 full 128K contexts
+
+
+def test_cli_all_skus_comparison_reads_at_100_columns(cli, monkeypatch) -> None:
+    # The README's main command: one line per SKU at 100 columns, the fewest GPUs that fit and the
+    # per-GPU need there, and a legend that explains the verdict and the units.
+    monkeypatch.setenv("COLUMNS", "100")
+    r = cli(["fit", "llama3-70b", "--sku", "all"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    table_rows = {ln.split()[0]: ln for ln in lines if ln.startswith("  ") and ln.split() and ln.split()[0] in
+                  ("a100", "mi300x", "mi355x", "mi440x", "gb200", "mi455x", "h100")}
+    assert len(table_rows) == 7
+    assert all(len(ln) <= 100 for ln in table_rows.values())
+    # 70,553,706,496 params x 18 B/param (Megatron bf16 + fp32 grads, master, 2 Adam moments) = 1,270 GB
+    # on one GPU: nothing fits. MI300X: TP 8 puts 1,270 / 8 = 158.7 GB of them on a GPU (fits 192 GB);
+    # any 4-GPU layout holds 317.5 GB per GPU (does not), so 8 GPUs is the fewest.
+    assert 70_553_706_496 * 18 / 8 / 1e9 == pytest.approx(158.75, abs=0.01)
+    assert " no " in table_rows["mi300x"] and "8: --tp 8 --pp 1" in table_rows["mi300x"]
+    assert " n/d " in table_rows["mi440x"]  # capacity not disclosed: no verdict invented
+    assert "186.0 GB ~" in table_rows["gb200"]
+    text = r.stdout
+    assert "gb200: HBM conflict: 186-192 GB" in text
+    assert "layout as given: 1 GPU," in text and "18 B/param" in text
+    assert "GB = 10^9 bytes" in text and "fits? compares need/GPU" in text
+    data = json.loads(cli(["fit", "llama3-70b", "--sku", "mi300x", "--json"]).stdout)["data"]
+    row = data["rows"][0]
+    assert row["min_gpus"] == 8 and 158.75e9 < row["min_memory_bytes"] <= 192e9
+    assert data["model"]["max_seq_len"] == 131_072

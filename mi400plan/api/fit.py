@@ -138,6 +138,7 @@ def fit(
         profile=loaded_model.path,
         params_total=counts.total,
         params_active=counts.active,
+        max_seq_len=int(model.max_seq_len),
     )
     for v, what in ((tp, "--tp"), (pp, "--pp"), (vpp, "--vpp"), (dp, "--dp"), (ep, "--ep"), (etp, "--etp"),
                     (cp, "--cp"), (micro_batch, "--micro-batch"), (seq, "--seq"), (gpus, "--gpus"),
@@ -486,6 +487,7 @@ def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str
     for total, g, text in grid:
         if total <= usable:
             row["min_gpus"], row["min_layout"] = g, text
+            row["min_memory_bytes"] = int(round(total + frac * cap))
             if not fits and row.get("suggestion") is None:
                 row["suggestion"] = f"fits on {g} GPUs with {text} ({_gb(total + frac * cap)} per GPU)"
             break

@@ -38,7 +38,12 @@ def _layout_text(row: FitRow) -> str:
                 f"weights={lay['weight_format']} kv={lay['kv_format']}")
     keys = ["tp", "pp", "vpp", "dp", "ep", "etp", "cp", "zero", "micro_batch", "recompute", "sequence_parallel",
             "seq_len"]
-    return " ".join(f"{k}={lay[k]}" for k in keys if k in lay)
+    def val(k: str) -> Any:
+        v = lay[k]
+        return ("on" if v else "off") if isinstance(v, bool) else v
+
+    short = {"sequence_parallel": "sp", "micro_batch": "micro_batch", "seq_len": "seq"}
+    return " ".join(f"{short.get(k, k)}={val(k)}" for k in keys if k in lay)
 
 
 def _verdict(row: FitRow) -> str:
@@ -52,7 +57,7 @@ def _verdict(row: FitRow) -> str:
 def render_fit(result: FitResult, console: Any) -> None:
     m = result.model
     head = (f"{m.display_name} ({m.name}): {fmt_count(m.params_total)} parameters, "
-            f"{fmt_count(m.params_active)} active per token; mode {result.mode}")
+            f"{fmt_count(m.params_active)} active per token; {_mode(result.mode)}")
     console.print(head, highlight=False, markup=False)
     if len(result.rows) == 1:
         _breakdown(result, result.rows[0], console)
@@ -82,7 +87,7 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
         title=f"{row.display_name} ({row.sku}): per-GPU memory, {result.mode}",
     )
     for line in (
-        f"layout: {_layout_text(row)}; {row.gpus} GPUs; most loaded pipeline stage: {row.stage}",
+        f"layout: {_gpus(row.gpus)}, {_layout_text(row)}; most loaded pipeline stage: {row.stage}",
         f"runtime reserve: {result.reserve}; GB = 10^9 B, GiB = 2^30 B",
         f"profiles: {result.model.profile}, {row.profile}",
     ):
@@ -103,27 +108,103 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
+def _gpus(n: int) -> str:
+    return f"{n:,} GPU" + ("" if n == 1 else "s")
+
+
+def _grid_text(r: FitRow) -> str | None:
+    """The fewest-GPUs suggestion exactly as the api words it (shown in its own column)."""
+    if r.min_gpus is None or r.min_memory_bytes is None:
+        return None
+    return f"fits on {r.min_gpus} GPUs with {r.min_layout} ({_gb(r.min_memory_bytes)} ({_gib(r.min_memory_bytes)}) per GPU)"
+
+
+def _note_for(r: FitRow) -> str | None:
+    """What the comparison row cannot show: why there is no verdict, a range flip, or a fix other
+    than the fewest-GPUs layout already in the table."""
+    parts = []
+    if r.capacity_low_bytes is not None and r.capacity_low_bytes != r.capacity_high_bytes:
+        parts.append(f"HBM {r.capacity_status}: {r.capacity_low_bytes / GB:,.0f}-"
+                     f"{(r.capacity_high_bytes or 0) / GB:,.0f} GB, nominal {(r.capacity_bytes or 0) / GB:,.0f} GB")
+        if r.min_memory_bytes is not None and r.min_memory_bytes > r.capacity_low_bytes:
+            parts.append(f"the fewest-GPUs layout ({_gb(r.min_memory_bytes)}) does not fit the low end")
+    if r.verdict == "unknown" and r.reason:
+        parts.append(r.reason)
+    if r.range_note:
+        parts.append(r.range_note)
+    if not r.fits and r.suggestion:
+        rest = [p for p in r.suggestion.split("; or ") if p != _grid_text(r)]
+        parts.extend(rest)
+    return "; ".join(parts) or None
+
+
 def _comparison(result: FitResult, console: Any) -> None:
+    infer = result.mode == "infer"
+    first = result.rows[0] if result.rows else None
+    if first is not None:
+        console.print(f"layout as given: {_gpus(first.gpus)}, {_layout_text(first)}", highlight=False, markup=False)
+    console.print(_recipe_text(result), highlight=False, markup=False)
     rows = []
+    notes = []
+    model_max = result.model.max_seq_len
     for r in result.rows:
         mb = r.memory_bytes
-        hr = "n/d" if r.headroom_bytes is None else f"{_gb(r.headroom_bytes)} ({r.headroom_pct:.0f}%)"
+        verdict = {"fits": "yes", "does_not_fit": "no", "unknown": "n/d"}[r.verdict] + ("*" if r.flips else "")
         cap = _gb(r.capacity_bytes)
         if r.capacity_low_bytes is not None and r.capacity_low_bytes != r.capacity_high_bytes:
-            cap += f" [{r.capacity_low_bytes / GB:,.0f}-{(r.capacity_high_bytes or 0) / GB:,.0f}]"
-        mins = "-" if r.min_gpus is None else f"{r.min_gpus} ({r.min_layout})"
-        row = [r.sku, _verdict(r), _gb(mb.total), cap, hr, mins]
-        if result.mode == "infer":
-            row.append("-" if r.max_context is None else f"{r.max_context:,}")
-        row.append(r.suggestion or "")
+            cap += " ~"
+        hr = "n/d" if r.headroom_bytes is None else _gb(r.headroom_bytes)
+        pct = "n/d" if r.headroom_pct is None else f"{r.headroom_pct:.0f}%"
+        if r.verdict == "unknown":
+            fewest, at = "n/d", "n/d"
+        elif r.min_gpus is None:
+            fewest, at = "none up to 4,096", "-"
+        else:
+            fewest, at = f"{r.min_gpus:,}: {r.min_layout}", _gb(r.min_memory_bytes)
+        row = [r.sku, verdict, _gb(mb.total), cap, hr, pct, fewest, at]
+        if infer:
+            if not r.fits or r.max_context is None:
+                row.append("-")
+            elif r.max_context >= model_max:
+                row.append(f"{model_max:,}+")
+            else:
+                row.append(f"{r.max_context:,}")
         rows.append(row)
-    cols: list[Any] = ["sku", "fits?", ("need/GPU", "right"), ("HBM", "right"), ("headroom", "right"),
-                       "fewest GPUs that fit"]
-    if result.mode == "infer":
+        note = _note_for(r)
+        if note:
+            notes.append(f"  {r.sku}: {note}")
+    cols: list[Any] = ["sku", "fits?", ("need/GPU", "right"), ("HBM/GPU", "right"), ("headroom", "right"),
+                       ("of HBM", "right"), "fewest GPUs that fit", ("need there", "right")]
+    if infer:
         cols.append(("max context", "right"))
-    cols.append("what would fit")
-    first = result.rows[0] if result.rows else None
-    caption = (f"layout: {_layout_text(first)}; {first.gpus} GPUs. " if first else "") + \
-        f"reserve: {result.reserve}. GB = 10^9 B."
-    print_table(console, cols, rows, title=f"per-GPU memory across {len(result.rows)} SKUs ({result.mode})",
-                caption=caption)
+    print_table(console, cols, rows, title=f"per-GPU memory on {len(result.rows)} SKUs ({_mode(result.mode)})")
+    if notes:
+        console.print("notes:", highlight=False, markup=False)
+        for n in notes:
+            console.print(n, highlight=False, markup=False)
+    legend = [
+        "fits? compares need/GPU (the most loaded rank, runtime reserve included) with HBM/GPU for the layout "
+        "as given; ~ = HBM is an estimate with a range (see notes); * = the verdict flips inside that range.",
+        "fewest GPUs that fit: the smallest TP x PP on that SKU with every other setting as given; need there = "
+        "per-GPU memory at that layout.",
+    ]
+    if infer:
+        legend.append(f"max context: longest context per sequence the HBM left after weights buys at batch "
+                      f"{first.layout.get('batch') if first else 1}; N+ = at least the model's maximum {model_max:,}.")
+    legend.append("GB = 10^9 bytes (vendor HBM units), GiB = 2^30 bytes.")
+    for line in legend:
+        console.print(line, highlight=False, markup=False)
+
+
+def _mode(mode: str) -> str:
+    return "training" if mode == "train" else "inference"
+
+
+def _recipe_text(result: FitResult) -> str:
+    rc = result.recipe
+    if result.mode == "train":
+        bpp = rc.get("bytes_per_param")
+        return (f"recipe {rc.get('name')}: {bpp:g} B/param of weights, gradients and optimizer states "
+                f"(optimizer {rc.get('optimizer')}); runtime reserve {result.reserve}")
+    return (f"weights {rc.get('weight_format')} ({rc.get('weight_bytes_per_param'):g} B/param), KV cache "
+            f"{rc.get('kv_format')} ({rc.get('kv_bytes_per_element'):g} B/element); runtime reserve {result.reserve}")

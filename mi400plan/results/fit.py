@@ -31,6 +31,7 @@ class FitModel(OutModel):
     profile: str  # file the model was read from
     params_total: int
     params_active: int
+    max_seq_len: int  # the model's longest context (tokens)
 
 
 class FitRow(OutModel):
@@ -54,6 +55,7 @@ class FitRow(OutModel):
     suggestion: str | None = None  # what would make it fit
     min_gpus: int | None = None  # smallest GPU count (layout below) that fits on this SKU
     min_layout: str | None = None
+    min_memory_bytes: int | None = None  # per-GPU total at min_layout on this SKU
     flips: bool = False  # the verdict changes within the capacity's low..high range
     range_note: str | None = None
     max_tokens: int | None = None  # infer: largest batch x context of KV cache that fits
