@@ -153,3 +153,26 @@ def test_narrow_terminal_keeps_whole_numbers(cli, monkeypatch) -> None:  # noqa:
     assert "125x8" in r.stdout  # 1000 GPUs = 125 domains x 8 GPUs
     line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("32.0 MB"))
     assert any(".." in tok and tok[0].isdigit() and tok[-1].isdigit() for tok in line.split())
+
+
+def test_rows_name_the_sku_like_fit_and_rack(cli) -> None:  # noqa: ANN001
+    # fit and rack rows call the accelerator "sku"; comm rows now do too (system stays for fabrics).
+    rows = json.loads(cli(["comm", "allreduce", "--size", "32MB", "--group", "8", "--sku", "mi355x",
+                           "--fabric", "nvlink5-nvl72", "--json"]).stdout)["data"]["rows"]
+    by = {r["system"]: r for r in rows}
+    assert by["mi355x"]["sku"] == "mi355x" and by["nvlink5-nvl72"]["sku"] is None
+
+
+def test_scale_out_fabric_alone_is_labelled_scale_out(cli) -> None:  # noqa: ANN001
+    # --fabric pollara-400 is a scale-out tier (400 Gb/s = 50 GB/s per direction); its rows used to say scale_up.
+    r = cli(["comm", "allreduce", "--size", "32MB", "--group", "8", "--fabric", "pollara-400", "--json"])
+    row = json.loads(r.stdout)["data"]["rows"][0]
+    assert row["tier"] == "scale_out"
+    assert row["busbw_bytes_per_s"] <= 400e9 / 8  # never above the per-GPU NIC rate
+
+
+def test_op_shown_with_the_cli_spelling_and_hint_without_duplicates(cli) -> None:  # noqa: ANN001
+    r = cli(["comm", "allreduce", "--size", "32MB", "--group", "8", "--bw", "300GB/s"])
+    assert "all-reduce, group 8" in r.stdout and "all_reduce" not in r.stdout
+    r = cli(["comm", "bogus", "--size", "32MB", "--group", "8", "--bw", "300GB/s"])
+    assert r.exit_code == 2 and "broadcast/broadcast" not in r.output and "all-to-all" in r.output

@@ -30,6 +30,7 @@ class _System:
     up_spec: Any
     out_spec: Any
     out_missing: MissingValueError | None = None
+    sku: str | None = None  # accelerator the tiers came from (--sku), else None
 
 
 def _assumed(fabric: Any) -> list[str]:
@@ -85,7 +86,7 @@ def _sku_system(catalog: Any, name: str) -> _System:
             out = _cases(out_spec)
         except MissingValueError as exc:  # only fatal if the group actually leaves the domain
             out, missing = None, exc
-    return _System(acc.name, _cases(up_spec), out, up_spec, out_spec if out else None, missing)
+    return _System(acc.name, _cases(up_spec), out, up_spec, out_spec if out else None, missing, sku=acc.name)
 
 
 def _label(up_algo: int, out_algo: int, tier: int) -> str:
@@ -113,7 +114,9 @@ def comm(
     """Times of ``op`` for every size in ``size`` (``32MB`` or ``1KiB..8GiB``) on each system."""
     op_key = comms.normalize_op(op)
     if op_key is None:
-        spellings = ", ".join(o.replace("_", "") + "/" + o.replace("_", "-") for o in comms.OPS)
+        spellings = ", ".join(
+            o.replace("_", "") + "/" + o.replace("_", "-") if "_" in o else o for o in comms.OPS
+        )
         raise UsageError(f"unknown collective {op!r}", hint=f"use one of {spellings}")
     algo_key = None
     if algo is not None and algo.strip().lower() not in ("auto", ""):
@@ -205,15 +208,19 @@ def comm(
         bus = comms.busbw(op_key, S, n_i, nom.time)
         for i, s in enumerate(sizes):
             tier_code = int(nom.tier[i])
+            tier = comms.TIER_NAMES[tier_code]
+            if tier == "scale_up" and getattr(sysm.up_spec, "tier", None) == "scale_out":
+                tier = "scale_out"  # --fabric NAME of a scale-out fabric: its own (only) tier
             rows.append(
                 CommRow(
                     system=sysm.label,
+                    sku=sysm.sku,
                     op=op_key,
                     algorithm=_label(int(nom.algo_up[i]), int(nom.algo_out[i]), tier_code),
                     size_bytes=int(s),
                     group=n_i,
                     stride=st_i,
-                    tier=comms.TIER_NAMES[tier_code],  # type: ignore[arg-type]
+                    tier=tier,  # type: ignore[arg-type]
                     time_s=float(nom.time[i]),
                     time_fast_s=float(res["fast"].time[i]),
                     time_slow_s=float(res["slow"].time[i]),

@@ -77,7 +77,7 @@ def render_comm(result: Any, console: Any) -> None:
                 ]
                 for r in rows
             ],
-            title=f"{sysm.label}: {result.op}, group {result.group}, stride {result.stride}, algo {result.algo}",
+            title=f"{sysm.label}: {result.op.replace('_', '-')}, group {result.group}, stride {result.stride}, algo {result.algo}",
             caption="\n".join(caption_lines),
         )
     if len(result.systems) > 1:
@@ -93,5 +93,5 @@ def render_comm(result: Any, console: Any) -> None:
                 + [f"{by[(lab, s)].relative_to_fastest:,.2f}x" for lab in labels]
                 for s in sizes
             ],
-            title=f"Comparison: {result.op}, group {result.group}, stride {result.stride}",
+            title=f"Comparison: {result.op.replace('_', '-')}, group {result.group}, stride {result.stride}",
         )

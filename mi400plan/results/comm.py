@@ -34,7 +34,8 @@ class SystemOut(OutModel):
 
 
 class CommRow(OutModel):
-    system: str
+    system: str  # SKU name, fabric name, or "custom" (--bw)
+    sku: str | None = None  # the accelerator, as in fit and rack rows; None for --fabric / --bw
     op: str
     algorithm: str  # e.g. "ring", "direct", "hierarchical(direct+ring)"
     size_bytes: int
