@@ -559,7 +559,10 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
         src = ", ".join(rack.reference_power_w.source) or "profile"
         words = {
             "agrees": "agrees: the nominal estimate lies inside the reference range",
-            "overlaps": "overlaps: the ranges overlap but the nominal estimate lies outside the reference range",
+            "overlaps": (
+                f"partly agrees: the nominal estimate is {'below' if wall[1] < r_lo else 'above'} the reference "
+                "range, but the two ranges overlap"
+            ),
             "below": "is below the reference range",
             "above": "is above the reference range",
         }[verdict]

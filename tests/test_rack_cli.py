@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 ROW_KEYS = {
     "rack",
     "sku",
@@ -113,3 +115,24 @@ def test_comparison_at_80_columns_loses_no_column_or_value(cli, monkeypatch) -> 
     # each rack's row keeps its kW low-high range on one line, e.g. "143.2-215.4"
     rows = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("helios ")]
     assert rows and any("-" in tok and tok[0].isdigit() for tok in rows[0].split())
+
+
+def test_wording_states_dense_fp8_dc_load_and_reference_direction(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "helios"])
+    assert r.exit_code == 0, r.output
+    # FP8 per kW is the dense peak: 72 x 20,000 TFLOP/s = 1,440 PFLOP/s over the nominal wall power
+    assert "dense FP8" in r.stdout
+    row = json.loads(cli(["rack", "helios", "--json"]).stdout)["data"]["rows"][0]
+    assert row["fp8_pflops_per_kw"] == pytest.approx(72 * 20_000 / 1_000 / (row["wall_power_w"] / 1e3))
+    # the PSU line says what its DC figure is (components / distribution efficiency, above the component sum)
+    assert "DC load (components / DC distribution efficiency)" in r.stdout
+    # nominal wall power vs S000's 180-220 kW: the message says on which side the nominal lies
+    ref = row["reference"]
+    if ref["verdict"] == "overlaps":
+        side = "below" if row["wall_power_w"] < 180_000 else "above"
+        assert f"nominal estimate is {side} the reference range" in ref["message"]
+
+
+def test_comparison_header_says_dense_fp8(cli) -> None:  # noqa: ANN001
+    r = cli(["rack", "helios", "gb200-nvl72"])
+    assert "dense FP8 PF/kW" in r.stdout

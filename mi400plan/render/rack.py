@@ -81,7 +81,8 @@ def _verdicts(console: Any, row: Any) -> None:
     p = row.psu
     _say(console, 
         f"Power shelves: {p.psus} PSUs x {p.psu_rating_w / 1e3:.2f} kW, {p.redundancy} ({p.spare_psus} spare) "
-        f"= {_kw(p.usable_w)} kW DC vs {_kw(p.dc_load_w.nominal)} kW ({_rng_kw(p.dc_load_w)}): "
+        f"= {_kw(p.usable_w)} kW DC vs {_kw(p.dc_load_w.nominal)} kW ({_rng_kw(p.dc_load_w)}) DC load "
+        f"(components / DC distribution efficiency): "
         + ("OK" if p.ok and p.ok_high else ("OK at nominal, short at high" if p.ok else "SHORT"))
     )
     c = row.cooling
@@ -98,7 +99,7 @@ def _verdicts(console: Any, row: Any) -> None:
     )
     if row.reference is not None:
         _say(console, f"Reference: {row.reference.message}")
-    extra = f", FP8 {row.fp8_pflops_per_kw:.3f} PFLOP/s per kW" if row.fp8_pflops_per_kw is not None else ""
+    extra = f", dense FP8 {row.fp8_pflops_per_kw:.3f} PFLOP/s per kW" if row.fp8_pflops_per_kw is not None else ""
     _say(console, f"Per GPU: {row.kw_per_gpu:.2f} kW at the wall; {row.gpus_per_mw:,.0f} GPUs per MW{extra}")
     fac = row.facility
     if fac is not None:
@@ -143,7 +144,7 @@ def _comparison(console: Any, rows: list[Any]) -> None:
             ("GPUs/MW", "right"),
             ("L/min", "right"),
             ("air kW", "right"),
-            ("FP8 PF/kW", "right"),
+            ("dense FP8 PF/kW", "right"),
             "feeds",
             "air",
         ],
