@@ -32,6 +32,8 @@ CASES = [
     (["comm", "allreduce", "--size", "32MB", "--group", "8", "--sku", "mi440x"], 3),  # bandwidth n/d
     (["rack", "helios", "--redundancy", "3N"], 2),
     (["rack", "nosuch"], 3),
+    (["rack", "helios", "--racks", "2", "--pue", "inf"], 2),  # used to print "x PUE inf = inf MW"
+    (["rack", "helios", "--gpu-power-cap", "nan"], 2),
     (["profiles", "list", "--kind", "bogus"], 2),
     (["profiles", "show", "nosuch"], 3),
 ]

@@ -38,6 +38,12 @@ def rack(
         raise UsageError(f"--racks must be at least 1, got {racks}")
     if gpus is not None and gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
+    import math
+
+    for flag, value in (("--derate", derate), ("--gpu-power-cap", gpu_power_cap_w), ("--gpu-load", gpu_load),
+                        ("--pue", pue), ("--price-per-kwh", price_per_kwh), ("--air-limit-kw", air_limit_kw)):
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{flag} must be a finite number, got {value:g}")
     if not 0 < derate <= 1:
         raise UsageError(f"--derate must be in (0, 1], got {derate:g}", hint="0.8 is the NEC continuous-load rule")
     if redundancy is not None and redundancy not in ("N", "2N"):
