@@ -12,7 +12,9 @@ Changing a field of any result model is a CHANGELOG entry and, if it breaks read
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+import json
+import types
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,7 +51,7 @@ class Result(OutModel):
         rows = getattr(self, "rows", None)
         if rows is None:
             return []
-        return [flatten(r.model_dump(mode="json")) for r in rows]
+        return [flatten_model(type(r), r.model_dump(mode="json")) for r in rows]
 
 
 class Envelope(OutModel):
@@ -71,4 +73,33 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
             out[key] = ";".join(str(x) for x in v)
         else:
             out[key] = v
+    return out
+
+
+def _model_type(annotation: Any) -> type[BaseModel] | None:
+    """The model class of a field typed ``SomeModel`` or ``SomeModel | None``, else None."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = args[0] if len(args) == 1 else None
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def flatten_model(cls: type[BaseModel], data: dict[str, Any] | None, prefix: str = "") -> dict[str, Any]:
+    """Like ``flatten`` but driven by the row model, so a nested model that is ``None`` in one row
+    still gives its ``a.b`` columns (empty): every row of a command has the same CSV columns."""
+    out: dict[str, Any] = {}
+    for name, info in cls.model_fields.items():
+        key = f"{prefix}{name}"
+        value = None if data is None else data.get(name)
+        sub = _model_type(info.annotation)
+        if sub is not None and (value is None or isinstance(value, dict)):
+            out.update(flatten_model(sub, value, key + "."))
+        elif isinstance(value, dict):
+            out.update(flatten(value, key + "."))
+        elif isinstance(value, list) and any(isinstance(x, (dict, list)) for x in value):
+            out[key] = json.dumps(value, sort_keys=True, separators=(",", ":"))  # nested rows: JSON text
+        elif isinstance(value, list):
+            out[key] = ";".join(str(x) for x in value)
+        else:
+            out[key] = value
     return out

@@ -129,18 +129,3 @@ class ProfilesValidate(Result):
 
     def check_failed(self) -> bool:
         return self.failed > 0
-
-    def csv_rows(self) -> list[dict[str, object]]:
-        out: list[dict[str, object]] = []
-        for r in self.rows:
-            out.append(
-                {
-                    "kind": r.kind,
-                    "name": r.name,
-                    "path": r.path,
-                    "origin": r.origin,
-                    "ok": r.ok,
-                    "issues": " | ".join(i.message for i in r.issues),
-                }
-            )
-        return out

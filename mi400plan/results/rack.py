@@ -6,11 +6,11 @@ A ``Range`` is (low, nominal, high) of one quantity across the estimate range of
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field
 
-from mi400plan.results.common import OutModel, Result, flatten
+from mi400plan.results.common import OutModel, Result
 
 
 class Range(OutModel):
@@ -154,10 +154,3 @@ class RackResult(Result):
     def check_failed(self) -> bool:
         """Over budget: feeds cannot carry the nominal wall power, or the air part exceeds the limit."""
         return any(r.over_budget for r in self.rows)
-
-    def csv_rows(self) -> list[dict[str, Any]]:
-        out = []
-        for r in self.rows:
-            d = r.model_dump(mode="json", exclude={"components"})
-            out.append(flatten(d))
-        return out
