@@ -34,9 +34,13 @@ Step-time model (per GPU, one optimizer step; every term is reported):
 * TP/SP collectives per layer, CP key/value exchanges, EP all-to-all dispatch + combine (forward
   and backward), PP point-to-point, DP gradient reduce-scatter/all-reduce and ZeRO parameter
   all-gathers (ZeRO-3/FSDP: every micro-batch);
-* overlap (documented defaults): DP/ZeRO gradient traffic hides behind the backward of the last
-  micro-batch and parameter gathers behind the forward of the first, up to that compute time;
-  ZeRO-3 per-micro-batch gathers hide behind that micro-batch's compute; CP ring exchanges hide
+* overlap (documented defaults, Megatron-Core / DeepSpeed behaviour): ZeRO-0/1 gradient
+  all-reduce / reduce-scatter runs once per step, chunk by chunk during the last backwards, and
+  ZeRO-1/2 parameter all-gathers once per step, chunk by chunk ahead of the first forwards
+  (``chunked_exposure``: one micro-batch's backward/forward without interleaving, up to
+  ``(v-1)*pp + 1`` chunk-times with it); ZeRO-2 reduce-scatters every micro-batch's gradients and
+  ZeRO-3/FSDP additionally gathers parameters twice per micro-batch, hidden behind that
+  micro-batch's compute; CP ring exchanges hide
   behind the attention-core compute; TP and EP traffic is exposed unless ``overlap_tp`` /
   ``overlap_ep`` is set (then it hides behind the micro-batch's GEMM time); PP transfers are
   exposed;
@@ -403,6 +407,26 @@ def _two_level(coll: CollFn, op: str, size: Any, g_in: Any, s_in: Any, g_out: An
     return np.where(g_in > 1, t_in, 0.0) + np.where(g_out > 1, t_out, 0.0)
 
 
+def chunked_exposure(comm: Any, compute: Any, pp: Any, vpp: Any) -> Any:
+    """Exposed seconds of a once-per-step DP collective overlapped chunk by chunk (seconds).
+
+    Megatron-Core's interleaved 1F1B schedule (``schedules.py``, ``grad_sync_func`` /
+    ``param_sync_func``) launches each model chunk's gradient reduction when that chunk's last
+    backward runs, and each chunk's parameter gather one chunk ahead of its first forward. On the
+    first pipeline stage (the critical one: it starts first and finishes last) the last backwards
+    come in groups of ``pp`` micro-batches per chunk, chunk ``v-1`` first and chunk 0 last, so chunk
+    ``j``'s traffic (``comm / v``) can overlap ``j*pp + 1`` chunk-backwards (``compute / v`` each).
+    The link serves the chunks in turn, so the exposed time is the largest of
+    ``(j+1) comm/v - (j*pp + 1) compute/v`` over ``j``, which is linear in ``j``:
+    ``max(0, (comm - compute)/v, comm - ((v-1)*pp + 1) * compute / v)``. Parameter gathers mirror it
+    (chunk ``j`` needed after ``j*pp`` chunk-forwards). With ``v = 1`` this is
+    ``max(0, comm - compute)``: the collective hides behind one micro-batch's backward (or forward).
+    ``compute`` is one micro-batch's backward (or forward) time on the stage, all its chunks.
+    """
+    lead = ((vpp - 1.0) * pp + 1.0) * compute / vpp
+    return np.maximum(0.0, np.maximum((comm - compute) / vpp, comm - lead))
+
+
 BREAKDOWN = ("compute", "gemm_overhead", "memory_bound", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer")
 
 
@@ -511,16 +535,26 @@ def step_time(
     hide = 1.0 if opts.overlap_dp else 0.0
     bwd_mb = comp_mb * 2.0 / 3.0 * hide
     fwd_mb = comp_mb / 3.0 * hide
+    # Once per step (Megatron-Core DDP / distributed optimizer): ZeRO-0 all-reduces and ZeRO-1
+    # reduce-scatters the accumulated gradients, launched per model chunk when its last backward
+    # starts; ZeRO-1 and ZeRO-2 all-gather the updated parameters, launched per model chunk before
+    # its first forward of the next step (see ``chunked_exposure``).
     grad_t = np.where(zero == 0, grad_ar, grad_rs)
-    dp_exposed = np.maximum(0.0, grad_t - bwd_mb)
+    grad_once = np.where(zero <= 1, grad_t, 0.0)
+    dp_exposed = chunked_exposure(grad_once, bwd_mb, pp, vpp)
     ag_step = np.where((zero == 1) | (zero == 2), param_ag, 0.0)
-    dp_exposed = dp_exposed + np.maximum(0.0, ag_step - fwd_mb)
-    # ZeRO-3 / FSDP: gather parameters before forward and again before backward, every micro-batch
-    z3 = np.maximum(0.0, 2.0 * param_ag - comp_mb * hide) * (m + (pp - 1.0) / vpp)
-    dp_exposed = dp_exposed + np.where(zero == 3, z3, 0.0)
+    dp_exposed = dp_exposed + chunked_exposure(ag_step, fwd_mb, pp, vpp)
+    # Every micro-batch: ZeRO-2 keeps only its shard of the gradients, so each backward's gradients
+    # are reduce-scattered before the next one (DeepSpeed stage 2 reduces after every backward;
+    # accumulating locally would need the unsharded buffer ZeRO-2 removes); ZeRO-3 / FSDP also
+    # gathers the parameters before forward and again before backward. Hidden behind that
+    # micro-batch's compute; the exposed rest stretches every micro-batch slot, bubble included.
+    per_mb = np.where(zero == 2, grad_rs, np.where(zero == 3, 2.0 * param_ag + grad_rs, 0.0))
+    per_mb_exposed = np.maximum(0.0, per_mb - comp_mb * hide) * (m + (pp - 1.0) / vpp)
+    dp_exposed = dp_exposed + per_mb_exposed
     multi = (dp > 1)
     dp_exposed = np.where(multi, dp_exposed, 0.0)
-    dp_raw = np.where(multi, grad_t + ag_step + np.where(zero == 3, 2.0 * param_ag * m, 0.0), 0.0)
+    dp_raw = np.where(multi, grad_once + ag_step + per_mb * m, 0.0)
 
     # ---- optimizer step ------------------------------------------------------------------------------
     shard_d = np.where(zero >= 1, dp, 1.0)
