@@ -151,7 +151,7 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
     Scaling efficiency = tokens/s per GPU relative to 768 GPUs (the ``sweep`` scaling view's
     definition, threshold ``SCALING_THRESHOLD`` = 0.90). What the arithmetic says:
 
-    * 768..4,096 GPUs: >= 0.9. Each replica (192 or 256 GPUs: EP 8 x CP 8 inside a node, PP 24/32
+    * 768..4,096 GPUs: >= 0.9. Each replica (128-256 GPUs: EP 8 x CP 4-8 inside a node, PP 16-32
       across layers, ZeRO-1 outside) processes 8Mi-32Mi tokens per step, so compute (14-75 s per
       step) dwarfs the per-step costs that do not shrink with the per-replica batch.
     * 8,192 GPUs: first size below 0.9 (per-replica batch 4Mi tokens = 1,024 sequences on a 256-GPU
@@ -167,8 +167,10 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
 
     Disagreement with seed 004's Table 1 (1.0 up to 32,768 GPUs, 0.9 at 65,536): the table was
     extrapolated from 2 replicas on 768 GPUs by shrinking the local batch, so its DP traffic is that
-    of a 2-way reduction ((2-1)/2 of the buffer per GPU) rather than a 43- to 171-way one (about
-    (d-1)/d, twice as many bytes), and its replica count never grows; the arithmetic here does.
+    of a 2-way reduction ((2-1)/2 of the buffer per GPU) rather than one over dozens to hundreds of
+    replicas ((d-1)/d, about twice the bytes), and its compute-to-DP ratio is that of 768 GPUs with a
+    smaller batch; here each added replica keeps the full per-step DP cost while its share of the
+    batch (and so its compute per step) shrinks.
     """
     from mi400plan.api.sweep import SCALING_THRESHOLD
     from mi400plan.search import SearchOptions, iter_rows, search
