@@ -131,3 +131,19 @@ def test_table_shows_ranges_and_flip_warnings(cli) -> None:
     # 432 GB x 0.95 = 410.4 GB usable at nominal; 288 GB x 0.95 = 273.6 GB at the low end
     assert "usable of the nominal 432.0 GB HBM but not the 273.6 GB usable of the low-end 288.0 GB" in flat
     assert "flip inside the estimate ranges" in flat
+
+
+def test_per_replica_batch_counts_replicas_not_dp_ranks(catalog) -> None:
+    """With EP folded over DP x CP, DP counts data-parallel ranks, not replicas.
+
+    Replicas = GPUs / replica_gpus; per-replica batch = global tokens / replicas. For a folded MoE
+    layout (fold > 1) dividing by DP would undercount it by the fold factor.
+    """
+    from mi400plan.api.sweep import sweep
+
+    res = sweep(catalog, "mixtral-8x7b", ["mi300x"], gpus="64,128", global_batch="1024",
+                seq_len=4096, top=1, ranges=False, pins={"ep": [8], "tp": [1], "cp": [1]})
+    for point in res.scaling:
+        row = next(r for r in res.rows if r.gpus == point.gpus)
+        replicas = point.gpus / row.replica_gpus
+        assert point.per_replica_batch_tokens == pytest.approx(1024 * 4096 / replicas)

@@ -714,7 +714,7 @@ def sweep(
                 step_time_s=best.step_time_s if best else None, tokens_per_s=best.tokens_per_s if best else None,
                 tokens_per_s_per_gpu=per_gpu, mfu=best.mfu if best else None, scaling_efficiency=eff,
                 below_90=is_below,
-                per_replica_batch_tokens=(gb * seq / best.layout.dp) if best else None,
+                per_replica_batch_tokens=(gb * seq * best.replica_gpus / size) if best else None,
                 days=best.days if best else None,
             ))
             summaries.append(SkuSummary(

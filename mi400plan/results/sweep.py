@@ -157,7 +157,7 @@ class ScalingPoint(OutModel):
     mfu: float | None
     scaling_efficiency: float | None  # per-GPU throughput / per-GPU throughput at the smallest size
     below_90: bool
-    per_replica_batch_tokens: float | None  # global batch tokens / (DP) of the best layout
+    per_replica_batch_tokens: float | None  # global batch tokens / replicas (GPUs / replica_gpus) of the best layout
     days: float | None = None
 
 
