@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from mi400plan.render import table_renderer
-from mi400plan.render.table import print_table
+from mi400plan.render.table import print_table, short_path
 from mi400plan.results.fit import FitResult, FitRow
 from mi400plan.units import GB, GiB, fmt_count
 
@@ -89,7 +89,7 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
     for line in (
         f"layout: {_gpus(row.gpus)}, {_layout_text(row)}; most loaded pipeline stage: {row.stage}",
         f"runtime reserve: {result.reserve}; GB = 10^9 B, GiB = 2^30 B",
-        f"profiles: {result.model.profile}, {row.profile}",
+        f"profiles: {short_path(result.model.profile)}, {short_path(row.profile)}",
     ):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     lines = [f"verdict: {_verdict(row)}"]

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from mi400plan.render import table_renderer
-from mi400plan.render.table import print_table, print_warnings, print_wide, table
+from mi400plan.render.table import print_table, print_warnings, print_wide, short_path, table
 from mi400plan.results.profiles import ProfileShow, ProfilesList, ProfilesValidate
 
 
@@ -58,7 +58,7 @@ def _show(result: ProfileShow, console: Console) -> None:
     if result.display_name:
         head += f": {escape(result.display_name)}"
     console.print(head, markup=True)
-    console.print(f"file: {escape(result.path)} ({result.origin})", markup=True)
+    console.print(f"file: {escape(short_path(result.path))} ({result.origin})", markup=True)
     if result.aliases:
         console.print(f"aliases: {escape(', '.join(result.aliases))}", markup=True)
     if result.description:
@@ -104,7 +104,7 @@ def _show(result: ProfileShow, console: Console) -> None:
 
 
 def _validate(result: ProfilesValidate, console: Console) -> None:
-    rows = [(r.kind or "?", r.name or "", r.origin, "OK" if r.ok else "FAIL", r.path) for r in result.rows]
+    rows = [(r.kind or "?", r.name or "", r.origin, "OK" if r.ok else "FAIL", short_path(r.path)) for r in result.rows]
     print_table(console, ["Kind", "Name", "Origin", "Result", "Path"], rows, title="Profile validation")
     for r in result.rows:
         for issue in r.issues:

@@ -125,3 +125,17 @@ def print_wide(console: Console, t: Table) -> None:
 def print_warnings(console: Console, warnings: Sequence[str]) -> None:
     for w in warnings:
         console.print(f"[yellow]warning:[/yellow] {w}", markup=True)
+
+
+def short_path(path: str) -> str:
+    """A profile path for display: bundled files as ``<bundled>/kind/name.toml``, others as given.
+
+    JSON keeps the full path; tables stay the same on every machine for bundled profiles.
+    """
+    from mi400plan.profiles import bundled_root
+
+    root = str(bundled_root())
+    if path.startswith(root):
+        return "<bundled>" + path[len(root):]
+    return path
+
