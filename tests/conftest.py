@@ -17,6 +17,13 @@ if Path(mi400plan.__file__).resolve().parent == Path(__file__).resolve().parent.
         "repository root), or run pytest from another directory"
     )
 
+# Property tests are derandomized (same examples every run) and never fail on wall-clock deadlines:
+# the suite must be deterministic on a loaded 2-core CI machine.
+from hypothesis import settings
+
+settings.register_profile("mi400plan", derandomize=True, deadline=None, print_blob=True)
+settings.load_profile("mi400plan")
+
 os.environ.setdefault("COLUMNS", "200")
 os.environ.pop("MI400PLAN_PROFILES", None)
 

@@ -147,3 +147,11 @@ def test_per_replica_batch_counts_replicas_not_dp_ranks(catalog) -> None:
         row = next(r for r in res.rows if r.gpus == point.gpus)
         replicas = point.gpus / row.replica_gpus
         assert point.per_replica_batch_tokens == pytest.approx(1024 * 4096 / replicas)
+
+
+def test_undisclosed_precision_points_to_the_disclosed_one(cli) -> None:
+    """MI455X discloses FP8 (20 PF) but not BF16: the error says so and suggests --precision fp8."""
+    result = cli(["sweep", "llama3-70b", "--sku", "mi455x", "--gpus", "72", "--no-ranges"])
+    assert result.exit_code == 3, result.output
+    assert "bf16 peak is not disclosed" in result.output
+    assert "--precision fp8" in result.output

@@ -170,7 +170,16 @@ def build_sku(
         raise ValueError(f"case must be nominal, pessimistic or optimistic, got {case!r}")
     acc = cat.get("accelerators", name).spec
     peak_est = acc.compute.peak_flops(precision)
-    peak_est.require(f"{acc.name} dense {precision} peak")
+    if not peak_est.known:
+        from mi400plan.errors import MissingValueError
+
+        others = [p for p in ("bf16", "fp8") if p != precision and acc.compute.peak_flops(p).known]
+        src = f" (sources: {', '.join(peak_est.source)})" if peak_est.source else ""
+        raise MissingValueError(
+            f"{acc.name} dense {precision} peak is not disclosed{src}; the planner will not invent it",
+            hint=(f"{acc.name} discloses {others[0]}: use --precision {others[0]}, or " if others else "")
+            + f"give compute.{precision}_dense_tflops in a user profile (--profiles DIR)",
+        )
     peak = _pick(peak_est, f"{acc.name} dense {precision} peak", case, higher_is_better=True)
     eff = acc.efficiency
     mm_est = eff.matmul(precision)
