@@ -243,6 +243,8 @@ class Catalog:
         matches = difflib.get_close_matches(key, keys, n=3, cutoff=0.5)
         if not matches:
             matches = [k for k in keys if key in k or k in key][:3]
+        if not matches:  # a looser look: same family prefix, e.g. 'mi999' -> mi300x, mi325x, ...
+            matches = difflib.get_close_matches(key, keys, n=3, cutoff=0.3)
         raise UnknownNameError(KIND_SINGULAR[kind], name, matches, self.names(kind))
 
     def get(self, kind: str, name: str) -> Loaded[Any]:
