@@ -155,3 +155,16 @@ def test_undisclosed_precision_points_to_the_disclosed_one(cli) -> None:
     assert result.exit_code == 3, result.output
     assert "bf16 peak is not disclosed" in result.output
     assert "--precision fp8" in result.output
+
+
+def test_save_never_replaces_an_existing_file_unasked(cli, tmp_path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text("# my notes\n")
+    r = cli(["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64", "--no-ranges", "--save", str(plan)])
+    assert r.exit_code == 2, r.output
+    assert "already exists" in r.output
+    assert plan.read_text() == "# my notes\n"
+    r = cli(["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64", "--no-ranges", "--save", str(plan), "--force"])
+    assert r.exit_code == 0, r.output
+    assert "[layout]" in plan.read_text()
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.toml"]  # no temporary file left behind

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mi400plan.errors import MissingValueError, UsageError
@@ -171,8 +172,6 @@ def build_sku(
     acc = cat.get("accelerators", name).spec
     peak_est = acc.compute.peak_flops(precision)
     if not peak_est.known:
-        from mi400plan.errors import MissingValueError
-
         others = [p for p in ("bf16", "fp8") if p != precision and acc.compute.peak_flops(p).known]
         src = f" (sources: {', '.join(peak_est.source)})" if peak_est.source else ""
         raise MissingValueError(
@@ -580,6 +579,7 @@ def sweep(
     save: str | None = None,
     progress: ProgressFn | None = None,
     ranges: bool = True,
+    overwrite: bool = False,
 ) -> SweepResult:
     """Run the layout search. See ``mi400plan sweep --help`` for the meaning of each input.
 
@@ -593,6 +593,9 @@ def sweep(
 
     if not skus:
         raise UsageError("give at least one --sku")
+    if save and Path(save).exists() and not overwrite:
+        # Checked before the search: a user's existing file is never replaced without being asked.
+        raise UsageError(f"plan file {save!r} already exists", hint="pass --force to replace it, or choose another path")
     if precision not in PRECISIONS:
         raise UsageError(f"unknown --precision {precision!r}; choose from {', '.join(PRECISIONS)}")
     if top < 1:

@@ -44,6 +44,7 @@ def cmd(
     gpu_hour_cost: Annotated[Optional[float], typer.Option("--gpu-hour-cost", help="US dollars per GPU-hour, for the cost to train.")] = None,
     top: Annotated[int, typer.Option("--top", help="Layouts to list per SKU and size.")] = 5,
     save: Annotated[Optional[Path], typer.Option("--save", help="Write the best layout as a plan TOML (read by `fit --plan`).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="With --save: replace an existing plan file.")] = False,
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Override the achievable matmul fraction of peak (e.g. 0.45).")] = None,
     hbm_efficiency: Annotated[Optional[float], typer.Option("--hbm-efficiency", help="Override the achievable HBM bandwidth fraction.")] = None,
     gemm_overhead_us: Annotated[Optional[float], typer.Option("--gemm-overhead-us", help="Override the fixed cost per GEMM kernel, microseconds.")] = None,
@@ -87,7 +88,7 @@ def cmd(
                 precision=precision.value, tokens=tokens, gpu_hour_cost=gpu_hour_cost, top=top,
                 matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
                 overlap_tp=overlap_tp, overlap_ep=overlap_ep, pins=pins, save=str(save) if save else None, progress=cb,
-                ranges=not no_ranges,
+                ranges=not no_ranges, overwrite=force,
             )
 
     run("sweep", f, compute, check=check, ascii=ascii_)
