@@ -41,9 +41,12 @@ Step-time model (per GPU, one optimizer step; every term is reported):
   ``(v-1)*pp + 1`` chunk-times with it); ZeRO-2 reduce-scatters every micro-batch's gradients and
   ZeRO-3/FSDP additionally gathers parameters twice per micro-batch, hidden behind that
   micro-batch's compute; CP ring exchanges hide
-  behind the attention-core compute; TP and EP traffic is exposed unless ``overlap_tp`` /
+  behind the attention-core compute (``overlap_cp``, on: Megatron-Core / TE ring attention; off:
+  Llama 3's all-gather CP); TP and EP traffic is exposed unless ``overlap_tp`` /
   ``overlap_ep`` is set (then it hides behind the micro-batch's GEMM time); PP transfers are
-  exposed;
+  exposed unless ``overlap_pp`` is set (Megatron-LM's ``overlap_p2p_comm``: then those of the
+  interleaved schedule hide behind the next chunk's compute except ``2 (pp - 1)`` fill/drain
+  transfers; those of the plain 1F1B schedule stay exposed);
 * pipeline bubble of interleaved 1F1B: ``(pp - 1) / vpp`` micro-batch times, i.e. a fraction
   ``(p - 1) / (m * v)`` of the ``m`` micro-batches (Narayanan et al. 2021, section 2.2.2).
 
@@ -159,6 +162,25 @@ class SearchOptions:
     overlap_tp: bool = False
     overlap_ep: bool = False
     overlap_dp: bool = True  # False: gradient reduction and parameter gathers run after backward (Megatron-LM 2021)
+    # True: PP point-to-point of the interleaved schedule (VPP > 1) runs asynchronously behind the
+    # next chunk's compute (Megatron-LM's ``overlap_p2p_comm``: on by default in its training
+    # scripts and forced off for the non-interleaved schedule, ``megatron/training/arguments.py``;
+    # Llama 3's "asynchronous point-to-point communication", arXiv 2407.21783 section 3.3.2).
+    # False (the default here, as in Megatron-LM 2021 / Narayanan et al.): every transfer exposed.
+    # The default stays False until the Helios and seed-004 scaling conclusions
+    # (tests/test_search.py) are re-derived with it: with it on, a rack-crossing pipeline costs only
+    # its fill/drain transfers and virtual stages stop paying per-chunk transfers.
+    overlap_pp: bool = False
+    # CP key/value exchanges hide behind the attention-core compute (Megatron-Core / Transformer
+    # Engine ring attention overlaps the next block's send/receive with the current block). False:
+    # exposed, as in the all-gather-based CP of Llama 3 (arXiv 2407.21783, section 3.3.2: "the
+    # all-gather communication latency is exposed in the critical path").
+    overlap_cp: bool = True
+    # Pipeline split that counts the input embedding and the loss (LM head) as one layer each
+    # (Megatron-Core ``--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split``;
+    # Llama 3 "reduce one Transformer layer each from the first and the last stages"), so PP x VPP
+    # may divide layers + 2 instead of the layers. Off by default, as in Megatron-Core.
+    split_embedding_loss: bool = False
     chunk: int = 1 << 18  # candidates evaluated per numpy chunk (bounds memory)
 
 
@@ -247,7 +269,7 @@ def structural_grid(
         rejected[rule] += int(hit.sum()) * inner_size
         alive[hit] = False
 
-    masks = structural_masks(model, seq_len, world, c)
+    masks = structural_masks(model, seq_len, world, c, opts.split_embedding_loss)
     for rule, bad in masks.items():
         apply(rule, bad)
     cols = {k: v[alive] for k, v in c.items()}
@@ -256,7 +278,24 @@ def structural_grid(
     return Structures(cols, rejected, n * inner_size)
 
 
-def structural_masks(model: ModelSpec, seq_len: int, world: int, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def pp_layers_bad(layers: int, pp: Any, vpp: Any, split_embedding_loss: bool = False) -> Any:
+    """True where ``PP x VPP`` model chunks cannot hold the layers.
+
+    Even split (Megatron-Core default): ``PP x VPP`` divides the layers. With
+    ``split_embedding_loss`` the embedding and the loss count as one layer each, so a split of
+    ``layers + 2`` also works (the first and last chunks hold one transformer layer fewer; Llama 3
+    405B: 126 + 2 = 128 = 16 stages x 8). The step-time model charges every stage the average
+    work either way (layer FLOPs and the LM head spread over ``PP`` stages).
+    """
+    chunks = np.asarray(pp) * np.asarray(vpp)
+    bad = (layers % chunks) != 0
+    if split_embedding_loss:
+        bad &= ((layers + 2) % chunks) != 0
+    return bad
+
+
+def structural_masks(model: ModelSpec, seq_len: int, world: int, c: dict[str, np.ndarray],
+                     split_embedding_loss: bool = False) -> dict[str, np.ndarray]:
     """``rule -> bad`` boolean arrays for the structural rules (in ``RULE_ORDER``)."""
     tp, pp, vpp, cp, ep, etp = (c[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp"))
     a = model.attention
@@ -267,7 +306,7 @@ def structural_masks(model: ModelSpec, seq_len: int, world: int, c: dict[str, np
     if a.kind == "gqa":
         heads_bad |= (a.kv_heads % tp) != 0
     out["tp-heads"] = heads_bad
-    out["pp-layers"] = (model.num_layers % (pp * vpp)) != 0
+    out["pp-layers"] = pp_layers_bad(model.num_layers, pp, vpp, split_embedding_loss)
     out["vpp-needs-pp"] = (vpp > 1) & (pp < 2)
     out["cp-seq"] = (cp > 1) & ((seq_len % (2 * cp)) != 0)
     if model.moe is not None:
@@ -498,7 +537,8 @@ def step_time(
     cp_ag = coll("all_gather", kv_chunk * cp, cp, tp)
     cp_rs = coll("reduce_scatter", kv_chunk * cp, cp, tp)
     cp_raw = layers * (np.where(full, 3.0, 2.0) * cp_ag + cp_rs)
-    cp_mb = np.where(cp > 1, np.maximum(0.0, cp_raw - attn_core_mb), 0.0)
+    cp_hide = attn_core_mb if opts.overlap_cp else 0.0
+    cp_mb = np.where(cp > 1, np.maximum(0.0, cp_raw - cp_hide), 0.0)
 
     # ---- overlap of TP / EP ------------------------------------------------------------------------
     gemm_mb = comp_mb - attn_core_mb
@@ -510,10 +550,27 @@ def step_time(
     # ---- PP point-to-point ---------------------------------------------------------------------------
     s_p2p = s_act / tp  # scatter/gather optimisation: each TP rank sends 1/tp (Narayanan et al. 2021)
     p2p = coll("send_recv", s_p2p, pp, tp * cp * fold)
-    pp_mb = np.where(pp > 1, 2.0 * vpp * p2p, 0.0)
+    # Each of the ``vpp`` chunks sends its forward activation and its backward gradient once per
+    # micro-batch. With ``overlap_pp`` and the interleaved schedule (VPP > 1) a transfer runs while
+    # the next chunk computes (Megatron-LM ``overlap_p2p_comm``): the forward send hides behind one
+    # chunk-forward (``comp_mb / (3 vpp)``), the backward send behind one chunk-backward (twice that);
+    # only the excess is exposed. Otherwise every transfer is exposed. Pipeline fill and drain
+    # cannot hide them: a micro-batch's first forward reaches the last stage after ``pp - 1``
+    # transfers and its last backward returns after ``pp - 1`` more, so ``2 (pp - 1)`` transfers
+    # stay on the critical path (``pp_fill``; without overlap they are inside the bubble, which is
+    # ``(pp - 1) / vpp`` micro-batch slots that each carry ``2 vpp`` transfers: the same amount).
+    if opts.overlap_pp:
+        chunk_fwd = np.where(vpp > 1, comp_mb / (3.0 * vpp), 0.0)
+        pp_link = vpp * (np.maximum(0.0, p2p - chunk_fwd) + np.maximum(0.0, p2p - 2.0 * chunk_fwd))
+        pp_fill = np.where((pp > 1) & (vpp > 1), 2.0 * (pp - 1.0) * p2p - (pp - 1.0) / vpp * pp_link, 0.0)
+    else:
+        pp_link = 2.0 * vpp * p2p
+        pp_fill = 0.0
+    pp_mb = np.where(pp > 1, pp_link, 0.0)
 
     t_mb = comp_mb + ovh_mb + mem_mb + tp_mb + cp_mb + ep_mb + pp_mb
     bubble = (pp - 1.0) / vpp * t_mb
+    pp_fill = np.maximum(0.0, pp_fill)  # fill/drain transfers beyond those already in the bubble
 
     # ---- DP / ZeRO ---------------------------------------------------------------------------------
     p_dense_local = T.dense_params / (tp * pp) + T.replicated_params / pp
@@ -562,7 +619,7 @@ def step_time(
     p_opt = p_dense_local / shard_d + p_exp_local / shard_e
     opt = p_opt * OPTIMIZER_BYTES_PER_PARAM / (hw.hbm_bw * hw.hbm_eff)
 
-    step = m * t_mb + bubble + dp_exposed + opt
+    step = m * t_mb + bubble + pp_fill + dp_exposed + opt
     out = {
         "t_compute": m * comp_mb,
         "t_gemm_overhead": m * ovh_mb,
@@ -570,7 +627,7 @@ def step_time(
         "t_tp": m * tp_mb,
         "t_cp": m * cp_mb,
         "t_ep": m * ep_mb,
-        "t_pp": m * pp_mb,
+        "t_pp": m * pp_mb + pp_fill,
         "t_bubble": bubble,
         "t_dp": dp_exposed,
         "t_optimizer": opt,
@@ -893,12 +950,13 @@ def evaluate_one(layout: dict[str, int], wl: Workload, hw: Hardware, world: int,
     return out
 
 
-def layout_violations(layout: dict[str, int], wl: Workload, world: int) -> list[str]:
+def layout_violations(layout: dict[str, int], wl: Workload, world: int,
+                      opts: SearchOptions | None = None) -> list[str]:
     """Rules (names from ``RULES``, except memory) that one layout breaks, in ``RULE_ORDER``."""
     c = {k: np.asarray([int(v)]) for k, v in layout.items()}
     c["fold"] = fold_factor(c["tp"], c["cp"], c["ep"], c["etp"])
     c["dp"] = np.asarray([max(1, world // int(c["tp"][0] * c["cp"][0] * c["pp"][0]))])
-    masks = structural_masks(wl.model, wl.seq_len, world, c)
+    masks = structural_masks(wl.model, wl.seq_len, world, c, bool(opts and opts.split_embedding_loss))
     masks.update(inner_masks(c, wl))
     return [r for r in RULE_ORDER if r in masks and bool(np.asarray(masks[r]).ravel()[0])]
 

@@ -1,0 +1,137 @@
+"""H100 efficiency calibration: the sweep model reproduces Llama 3 405B pre-training (Meta 2024, Table 4).
+
+Reference: Llama Team, AI @ Meta, "The Llama 3 Herd of Models", arXiv 2407.21783 (2024), Table 4
+(scaling configurations and MFU of Llama 3 405B pre-training) and section 3.3. Hardware: H100 SXM5
+80 GB at 700 W, 8 per server on NVLink, 400 Gb/s RoCE per GPU between servers (the h100 profile:
+nvlink4-hgx8 + 400 Gb/s per GPU scale-out). BF16. Model: 126 layers, hidden 16,384, FFN 53,248,
+128 heads, 8 KV heads, vocabulary 128,256 (the bundled ``llama3.1-405b``). Every row runs 16M
+tokens per step (2,048 x 8,192 or 128 x 131,072 = 16,777,216).
+
+Columns: GPUs, TP, CP, PP, DP, sequence length, sequences per DP rank, published TFLOP/s per GPU,
+published BF16 MFU. The same three rows (GPUs, TP, CP, PP, tokens per batch, TFLOP/s) appear on the
+slide of P. Balaji, "Herding Llamas", SC'24, as tabulated at glennklockwood.com/garden/llama-3.1.
+
+What the paper states about the runs, and how the search is pinned to it:
+
+* order [TP, CP, PP, DP], DP = FSDP that shards optimizer states and gradients but keeps the
+  parameters unsharded after the forward pass: the tool's ZeRO-1/2 (searched between the two);
+* no activation recomputation at 8K ("without activation checkpointing", thanks to freeing each
+  pipeline stage's inputs and outputs early); the 128K row with CP 16 holds the same 8,192 tokens
+  per GPU, so recompute is pinned to none everywhere. The ``fit`` model, which does not model that
+  early freeing, puts these layouts at 76-84 GB against 76 GB usable, so the capacity check is
+  lifted here (memory is not what this test calibrates);
+* one transformer layer fewer on the first and the last pipeline stage (126 + 2 = 128 = 16 x 8):
+  ``split_embedding_loss``;
+* interleaved schedule (virtual stages searched) with asynchronous point-to-point: ``overlap_pp``;
+* all-gather-based CP whose exchange is exposed on the critical path: ``overlap_cp=False``;
+* micro-batch size and sequence parallelism are searched.
+
+FLOP convention: "ours" counts the tool's model FLOPs (``params.model_flops_per_token``: 6N plus
+12 x layers x seq x heads x head_dim, causal mask not halved, as Megatron-LM and PaLM count them).
+The paper does not define its count; at 8K the attention term is 8% of the total so the
+convention moves the 8K rows by at most 4%, but at 131,072 it is 57% of the total. The matmul
+efficiency (0.53) is fitted on the two 8K rows; the 128K row is a check of the long-context
+terms, within a wider tolerance (see ``ROW_TOL``).
+
+Tolerance: 8K rows within 10 %, the 128K row within 15 %, mean absolute error within 6 %.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+# (gpus, tp, cp, pp, dp, seq_len, seqs_per_dp, published TFLOP/s per GPU, published BF16 MFU %)
+TABLE_4 = [
+    (8192, 8, 1, 16, 64, 8192, 32, 430, 43),
+    (16384, 8, 1, 16, 128, 8192, 16, 400, 41),
+    (16384, 8, 16, 16, 8, 131072, 16, 380, 38),
+]
+IDS = ["8K-8192gpus", "8K-16384gpus", "128K-cp16-16384gpus"]
+# Per-row tolerance. The 128K row: attention is 57% of its model FLOPs; the tool charges it at the
+# GEMM rate over the whole (unhalved) score matrix, which stands for causal flash attention at
+# about half the GEMM rate; attention-kernel efficiency and CP load balance are not modelled
+# separately, so this row carries more model error (+10% at the fitted efficiency).
+ROW_TOL = {8192: 0.10, 131072: 0.15}
+MEAN_TOL = 0.06
+H100_BF16_PEAK_TFLOPS = 989.4  # dense BF16, H100 SXM5 (h100 profile, N1)
+
+
+def achieved_tflops(catalog, row) -> tuple[float, dict]:
+    from mi400plan.api.sweep import build_sku
+    from mi400plan.params import count_params
+    from mi400plan.search import SearchOptions, Workload, iter_rows, model_terms, search
+    from mi400plan.specs.layout import train_recipe
+
+    gpus, tp, cp, pp, dp, seq, per_dp, _, _ = row
+    model = catalog.get("models", "llama3.1-405b").spec
+    counts = count_params(model)
+    batch = dp * per_dp
+    wl = Workload(model, counts, train_recipe("megatron"), seq, batch)
+    hw = build_sku(catalog, "h100", "bf16").hw
+    hw = dataclasses.replace(hw, hbm_bytes=2 * hw.hbm_bytes)  # capacity check lifted (docstring)
+    opts = SearchOptions(tp=(tp,), cp=(cp,), pp=(pp,), zero=(1, 2), recompute=(0,), split_embedding_loss=True,
+                         overlap_pp=True, overlap_cp=False)
+    res = search(wl, hw, gpus, opts, top_k=1)
+    assert res.top["tp"].size, f"no valid layout for {row}: {res.rejected}"
+    best = next(iter_rows(res.top))
+    assert best["dp"] == dp
+    flops_tok = model_terms(model, counts, seq, wl.recipe).flops_model
+    return flops_tok * batch * seq / best["step"] / gpus / 1e12, best
+
+
+def test_table4_rows_are_consistent() -> None:
+    """Each row's world size and batch, from its own columns: GPUs = TP x CP x PP x DP, and
+    16M tokens per step = DP x sequences per DP rank x sequence length (2^24 = 16,777,216)."""
+    for gpus, tp, cp, pp, dp, seq, per_dp, tflops, mfu in TABLE_4:
+        assert tp * cp * pp * dp == gpus
+        assert dp * per_dp * seq == 2**24
+        # MFU column = TFLOP/s / 989.4 within the table's rounding (TFLOP/s to 10, MFU to 1 %)
+        lo, hi = (tflops - 5) / H100_BF16_PEAK_TFLOPS * 100, (tflops + 5) / H100_BF16_PEAK_TFLOPS * 100
+        assert lo - 0.5 <= mfu <= hi + 0.5
+
+
+def test_126_layers_split_over_16_stages_needs_the_embedding_loss_split(catalog) -> None:
+    """126 % 16 = 14 (no even split); (126 + 2) / 16 = 8 layers per stage with one fewer on the
+    first and last stages, which is how the paper runs PP 16."""
+    from mi400plan.params import count_params
+    from mi400plan.search import SearchOptions, Workload, layout_violations
+    from mi400plan.specs.layout import train_recipe
+
+    model = catalog.get("models", "llama3.1-405b").spec
+    wl = Workload(model, count_params(model), train_recipe("megatron"), 8192, 2048)
+    lay = dict(tp=8, pp=16, vpp=1, cp=1, ep=1, etp=1, zero=1, micro_batch=1, recompute=0, sp=1)
+    assert 126 % 16 == 14 and 128 % 16 == 0
+    assert layout_violations(lay, wl, 8192) == ["pp-layers"]
+    assert layout_violations(lay, wl, 8192, SearchOptions(split_embedding_loss=True)) == []
+    # 128 / (16 x 8) = 1 layer per model chunk: VPP 8 is valid, VPP 3 is not (128 % 48 = 32)
+    assert layout_violations(dict(lay, vpp=8), wl, 8192, SearchOptions(split_embedding_loss=True)) == []
+    assert layout_violations(dict(lay, vpp=3), wl, 8192, SearchOptions(split_embedding_loss=True)) == ["pp-layers"]
+
+
+@pytest.mark.parametrize("row", TABLE_4, ids=IDS)
+def test_table4_row(catalog, row) -> None:
+    ours, best = achieved_tflops(catalog, row)
+    pub = row[7]
+    err = (ours - pub) / pub
+    layout = {k: best[k] for k in ("vpp", "zero", "micro_batch", "sp")}
+    print(f"\n{row[0]:>6} GPUs seq {row[5]:>6}  published {pub} TFLOP/s  ours {ours:.1f}  error {err * 100:+.1f}%  {layout}")
+    tol = ROW_TOL[row[5]]
+    assert abs(err) <= tol, f"{row}: {ours:.1f} vs published {pub} TFLOP/s ({err * 100:+.1f}%)"
+
+
+def test_table4_mean_error(catalog) -> None:
+    errs = [abs((achieved_tflops(catalog, r)[0] - r[7]) / r[7]) for r in TABLE_4]
+    mean = sum(errs) / len(errs)
+    print(f"\nmean absolute error {mean * 100:.1f}% over {len(errs)} rows")
+    assert mean <= MEAN_TOL
+
+
+def test_h100_profile_carries_the_fitted_value(catalog) -> None:
+    """The profile's nominal is the value this test fits (0.53), marked measured and citing the paper."""
+    for sku in ("h100", "h200"):
+        est = catalog.get("accelerators", sku).spec.efficiency.matmul_bf16
+        assert est.nominal == pytest.approx(0.53)
+        assert est.status == "measured"
+        assert "LL3" in est.source
