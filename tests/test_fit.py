@@ -77,7 +77,9 @@ def test_training_suggestion_names_a_change(catalog) -> None:
     assert row.suggestion.startswith("fits with --zero 2"), row.suggestion
     # 70B on 8 x H100 without model parallelism: nothing single-step fits; the grid names a GPU count
     r2 = fit(catalog, "llama3.1-70b", ["h100"], "train", tp=1, pp=1, gpus=8, zero=0)
-    assert not r2.rows[0].fits and r2.rows[0].min_gpus and "GPUs with --tp" in r2.rows[0].suggestion
+    assert not r2.rows[0].fits and r2.rows[0].min_gpus and " with --tp " in r2.rows[0].suggestion
+    # the grid keeps DP 8 (from --gpus 8 and TP 1), so its flags name it: re-running them gives the layout
+    assert r2.rows[0].min_layout.endswith("--dp 8")
 
 
 def test_layout_errors(catalog) -> None:
@@ -211,9 +213,10 @@ def test_cli_all_skus_comparison_reads_at_100_columns(cli, monkeypatch) -> None:
     # on one GPU: nothing fits. MI300X: TP 8 puts 1,270 / 8 = 158.7 GB of them on a GPU (fits 192 GB);
     # any 4-GPU layout holds 317.5 GB per GPU (does not), so 8 GPUs is the fewest.
     assert 70_553_706_496 * 18 / 8 / 1e9 == pytest.approx(158.75, abs=0.01)
-    assert " no " in table_rows["mi300x"] and "8: --tp 8 --pp 1" in table_rows["mi300x"]
+    # 8 GPUs = one 8-GPU xGMI node (TP 8 stays inside it); on GB200 the same 8 GPUs sit in one NVL72 rack
+    assert " no " in table_rows["mi300x"] and "8 (1 node) TP8 " in table_rows["mi300x"]
     assert " n/d " in table_rows["mi440x"]  # capacity not disclosed: no verdict invented
-    assert "186.0 GB ~" in table_rows["gb200"]
+    assert "186.0 ~" in table_rows["gb200"] and "(1 rack)" in table_rows["gb200"]
     text = r.stdout
     assert "gb200: HBM conflict: 186-192 GB" in text
     assert "layout as given: 1 GPU," in text and "18 B/param" in text

@@ -3,14 +3,27 @@
 Memory does not depend on the SKU (only the capacity-proportional part of the reserve does), so the
 per-GPU terms are computed once and compared with every accelerator's HBM capacity, including the
 low/high ends of an estimated capacity.
+
+Scale-up domains. The "fewest GPUs that fit" search keeps every tensor-parallel group inside one
+scale-up domain of the SKU (``interconnect.scale_up_fabric`` -> the fabric's ``domain_size``: 8 for
+an xGMI or HGX node, 72 for a Helios or NVL72 rack, the ICI pod for TPUs), because TP all-reduces
+activations twice per layer and only the scale-up fabric carries that at speed (Megatron-LM,
+Narayanan et al. 2021, arXiv 2104.04473, sec. 3.3, takeaway 1: TP up to the GPUs of a server,
+then pipeline parallelism across servers). When the fewest-GPU layout overall needs a wider TP,
+pipeline stages (or, for MoE training, expert-parallel ranks over extra data-parallel replicas)
+grow instead and the row says so. Inference replicas follow the same rule as vLLM and SGLang deploy them: TP inside a
+domain, pipeline stages across domains when one domain is not enough; a replica is counted in the
+whole domains it occupies. A SKU whose domain is unknown keeps the unconstrained search.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mi400plan.errors import LayoutError, ProfileError, UsageError
+from mi400plan.errors import LayoutError, PlannerError, ProfileError, UsageError
 from mi400plan.results.fit import FitModel, FitResult, FitRow, MemoryBytes
 from mi400plan.specs.layout import (
     RECOMPUTE_CODES,
@@ -191,10 +204,174 @@ def _valid(layout: Layout, model: Any, seq: int | None) -> bool:
     return True
 
 
+# --- scale-up domains --------------------------------------------------------------------------
+
+# Short names for a fabric in sentences ("8-GPU xGMI node"), looked up in its display name and
+# technology in this order; a fabric that matches none is called "scale-up".
+_FABRIC_WORDS = ("Helios", "NVL72", "xGMI", "UALink", "NVLink", "ICI")
+# Up to this many GPUs a scale-up domain is one server ("node"); larger switched domains are racks;
+# a torus is a pod.
+NODE_MAX_GPUS = 16
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The scale-up domain of a SKU: ``size`` GPUs on ``fabric`` (``size`` None: unknown, see ``why``)."""
+
+    size: int | None
+    fabric: str | None = None
+    label: str | None = None  # e.g. "8-GPU xGMI node", "72-GPU Helios rack"
+    status: str | None = None  # status of the fabric's domain_size estimate
+    why: str | None = None  # why the size is unknown
+
+    @property
+    def plural(self) -> str:
+        return f"{self.label}s"
+
+    def count(self, width: int, groups: int) -> int | None:
+        """Domains occupied by ``groups`` groups of ``width`` consecutive GPUs when no group is split
+        across domains: ``floor(D / width)`` groups per domain, or ``ceil(width / D)`` domains per
+        group when a group is wider than a domain. None when the domain is unknown."""
+        if self.size is None:
+            return None
+        if width <= self.size:
+            return math.ceil(groups / (self.size // width))
+        return groups * math.ceil(width / self.size)
+
+
+def scale_up_domain(catalog: Any, acc: Any, cache: dict[str, Domain] | None = None) -> Domain:
+    """The SKU's scale-up domain from ``interconnect.scale_up_fabric`` -> fabric ``domain_size``
+    (nominal GPUs). A missing fabric name, an unreadable fabric or an undisclosed size give a
+    ``Domain`` with ``size=None`` and the reason."""
+    spec = acc.spec
+    name = spec.interconnect.scale_up_fabric
+    if not name:
+        return Domain(None, why=f"{spec.name} names no scale-up fabric (interconnect.scale_up_fabric)")
+    if cache is not None and name in cache:
+        return cache[name]
+    try:
+        fab = catalog.get("fabrics", name).spec
+    except PlannerError as exc:
+        dom = Domain(None, fabric=name, why=f"scale-up fabric {name!r} of {spec.name} cannot be read: {exc.message}")
+    else:
+        est = fab.domain_size
+        if not est.known or est.nominal is None or est.nominal < 1:
+            dom = Domain(None, fabric=fab.name, why=f"scale-up fabric {fab.name} does not state its domain size")
+        else:
+            size = int(est.nominal)
+            text = f"{fab.display_name} {fab.technology or ''}"
+            word = next((w for w in _FABRIC_WORDS if w in text), "scale-up")
+            unit = "pod" if fab.topology == "torus" else ("node" if size <= NODE_MAX_GPUS else "rack")
+            dom = Domain(size, fabric=fab.name, label=f"{size:,}-GPU {word} {unit}", status=est.status)
+    if cache is not None:
+        cache[name] = dom
+    return dom
+
+
+@dataclass(frozen=True)
+class Cand:
+    """One candidate layout of the fewest-GPUs search.
+
+    ``total`` is per-GPU bytes without the capacity share of the reserve (compare with
+    ``capacity * (1 - fraction)``). ``width`` x ``groups`` is how its GPUs are placed on domains:
+    training, ``gpus / tp`` TP groups of ``tp``; inference, ``pp`` stages of ``max(tp, ep)`` GPUs.
+    """
+
+    total: float
+    gpus: int
+    tp: int
+    pp: int
+    ep: int
+    dp: int
+    flags: str  # e.g. "--tp 8 --pp 2"; complete: re-running fit with them gives this layout
+    text: str  # e.g. "TP8 PP2"
+    width: int
+    groups: int
+
+
+def _train_key(c: Cand) -> tuple[int, ...]:
+    """Fewest GPUs first; among equal counts the most balanced TP x PP, then the larger TP, then the
+    smaller EP and DP."""
+    return (c.gpus, max(c.pp, c.tp), -c.tp, c.ep, c.dp)
+
+
+def _infer_key(dom: Domain) -> Any:
+    """Serving order of inference replicas (domain known, TP within it):
+
+    * a replica that fits in one domain: fewest GPUs (several small replicas share a domain), then
+      the larger TP, then fewer stages;
+    * a replica that needs ``n > 1`` domains occupies them whole (its last stage cannot share a
+      domain's fabric with another replica's TP group without crossing it): fewest domains, then the
+      larger TP (vLLM and SGLang multi-node serving: TP inside a node, PP across nodes), then the
+      fewest GPUs, fewer stages, smaller EP.
+
+    Unknown domain: fewest GPUs, then the most balanced TP x PP (the order used before domains).
+    """
+    if dom.size is None:
+        return lambda c: (c.gpus, max(c.pp, c.tp), -c.tp, c.ep)
+
+    def key(c: Cand) -> tuple[int, ...]:
+        n = dom.count(c.width, c.groups) or 1
+        if n == 1:
+            return (1, c.gpus, -c.tp, c.pp, c.ep)
+        return (n, 0, -c.tp, c.gpus, c.pp, c.ep)
+
+    return key
+
+
+def _gpus_key(c: Cand) -> tuple[int, ...]:
+    return (c.gpus, max(c.pp, c.tp), -c.tp, c.ep, c.dp)
+
+
+@dataclass(frozen=True)
+class Pick:
+    best: Cand | None  # the layout to suggest: TP within the domain when any such layout fits
+    fewest: Cand | None  # the fewest-GPU layout with TP unbounded
+    note: str | None  # why best differs from fewest, or that the domain is unknown
+
+
+def pick_min_layout(grid: list[Cand], usable: float, dom: Domain, mode: str) -> Pick:
+    """The layout to suggest among those that fit ``usable`` bytes per GPU: TP kept within ``dom``;
+    training, fewest GPUs (``_train_key``); inference, the serving order of ``_infer_key``."""
+    key = _train_key if mode == "train" else _infer_key(dom)
+    fitting = [c for c in grid if c.total <= usable]
+    if not fitting:
+        note = f"{dom.why}; TP was not limited to a domain" if dom.size is None else None
+        return Pick(None, None, note)
+    fewest = min(fitting, key=_gpus_key)
+    if dom.size is None:
+        best = min(fitting, key=key)
+        return Pick(best, fewest, f"{dom.why}; TP was not limited to a domain")
+    size = dom.size
+    inside = [c for c in fitting if c.tp <= size]
+    est = "" if dom.status in ("disclosed", "derived", None) else f" (domain size: {dom.status})"
+    if not inside:
+        return Pick(fewest, fewest, f"no layout with TP within the {dom.label}{est} fits; "
+                                    f"{fewest.text} spreads TP{fewest.tp} over {math.ceil(fewest.tp / size)} domains")
+    best = min(inside, key=key)
+    few_in = min(inside, key=_gpus_key)
+    notes = []
+    if fewest.gpus < few_in.gpus:
+        grew = []
+        if few_in.pp > fewest.pp:
+            grew.append(f"PP grows to {few_in.pp}")
+        if few_in.ep > fewest.ep:
+            grew.append(f"EP grows to {few_in.ep}"
+                        + (f" over {few_in.dp} data-parallel replicas" if few_in.dp > fewest.dp else ""))
+        how = " and ".join(grew) if grew else "more GPUs"
+        notes.append(f"TP kept within the {dom.label}{est}: {how} instead ({few_in.text} on {few_in.gpus:,} GPUs); "
+                     f"the fewest GPUs overall, {fewest.gpus:,} with {fewest.text}, needs TP{fewest.tp} across domains")
+    if best.gpus > few_in.gpus:
+        n = dom.count(best.width, best.groups)
+        notes.append(f"the replica needs {n} x {dom.plural} either way, so it uses them whole with TP up to the "
+                     f"domain: {best.text} on {best.gpus:,} GPUs (fewest GPUs: {few_in.gpus:,} with {few_in.text})")
+    return Pick(best, fewest if fewest.gpus < best.gpus else best, "; ".join(notes) or None)
+
+
 # --- training ----------------------------------------------------------------------------------
 
 
-def _train_terms(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, seq: int, nmb: int | None,
+def _train_terms(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, seq: int, nmb: Any,
                  **arrays: Any) -> Any:
     from mi400plan.memory import train_memory
 
@@ -252,13 +429,15 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
 
     # Alternatives for suggestions: single changes, then the smallest model-parallel grid.
     alts = _train_alternatives(model, counts, recipe, layout, seq_len, nmb, gpus)
-    grid = _train_grid(model, counts, recipe, layout, seq_len, nmb)
+    grid = _train_grid(model, counts, recipe, layout, seq_len, global_batch)
 
     rows = []
+    cache: dict[str, Domain] = {}
     for acc in accels:
         rows.append(
             _row(acc, "train", layout_dict, layout.gpus, mem, kv=0.0, recipe_reserve=recipe.reserve,
-                 alts=alts, grid=grid)
+                 alts=alts, grid=grid, dom=scale_up_domain(catalog, acc, cache), given_tp=layout.tp,
+                 given_width=layout.tp, given_groups=layout.gpus // layout.tp)
         )
     _suggest_other_skus(rows, catalog, recipe.reserve)
     rdict: dict[str, float | int | str | bool] = {
@@ -272,7 +451,8 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
 def _train_alternatives(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, seq: int,
                         nmb: int | None, gpus: int | None) -> list[tuple[str, Layout, float, int]]:
     """Single-step layout changes, smallest first: (flag text, layout, total bytes excl. capacity reserve,
-    GPUs). With a fixed GPU count, raising TP or PP lowers DP."""
+    GPUs). With a fixed GPU count, raising TP or PP lowers DP. A row skips a TP wider than its SKU's
+    scale-up domain (and wider than the TP given)."""
     cands: list[tuple[str, Layout]] = []
     d = layout.model_dump()
     if layout.dp * layout.cp > 1:
@@ -312,40 +492,59 @@ def _train_alternatives(model: Any, counts: Any, recipe: TrainRecipe, layout: La
 
 
 def _train_grid(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, seq: int,
-                nmb: int | None) -> list[tuple[float, int, str]]:
-    """Every valid (tp, pp, ep) with the other settings kept: (total bytes, GPUs, text), fewest GPUs
-    first, then the most balanced TP x PP."""
+                global_batch: int | None) -> list[Cand]:
+    """Every valid (tp, pp, ep) with the other settings kept, fewest GPUs first (``_train_key``).
+
+    MoE: EP may exceed TP x CP x DP only by laying the expert grid over more data-parallel replicas
+    (Megatron-Core: ``etp * ep`` divides ``tp * cp * dp``), so each (tp, pp, ep) gets the smallest
+    DP >= the given one, and a multiple of it, that makes the expert grid whole. With a global batch,
+    candidates whose DP x micro-batch does not divide it are dropped.
+    """
     import numpy as np
 
     heads = model.attention.num_heads
     tps = _divisors(heads, MAX_SEARCH_TP)
     pps = _divisors(model.num_layers, model.num_layers)
     eps = _divisors(model.moe.num_experts, model.moe.num_experts) if model.moe else [1]
-    cand = []
+    cand: list[Layout] = []
+    nmbs: list[float] = []
     d = layout.model_dump()
     for t in tps:
         for p in pps:
-            if t * p * layout.cp * layout.dp > MAX_SEARCH_GPUS:
+            if d["vpp"] > 1 and p < 2:
                 continue
             for e in eps:
-                lay_d = {**d, "tp": t, "pp": p, "ep": e}
-                if lay_d["vpp"] > 1 and p < 2:
+                dp = layout.dp
+                if model.moe is not None:
+                    need, have = e * layout.etp, t * layout.cp * dp
+                    dp *= need // math.gcd(need, have)
+                if t * p * layout.cp * dp > MAX_SEARCH_GPUS:
                     continue
-                lay = Layout(**lay_d)
+                nmb = math.inf
+                if global_batch is not None:
+                    per = layout.micro_batch * dp
+                    if global_batch % per:
+                        continue
+                    nmb = global_batch // per
+                lay = Layout(**{**d, "tp": t, "pp": p, "ep": e, "dp": dp})
                 if _valid(lay, model, seq):
                     cand.append(lay)
+                    nmbs.append(nmb)
     if not cand:
         return []
     tot = _train_terms(
-        model, counts, recipe, layout, seq, nmb,
+        model, counts, recipe, layout, seq, np.array(nmbs),
         tp=np.array([c.tp for c in cand]), pp=np.array([c.pp for c in cand]), ep=np.array([c.ep for c in cand]),
+        dp=np.array([c.dp for c in cand]),
     ).total
-    rows = [(float(tot[i]), c.gpus, c.pp, c.tp, c.ep, f"--tp {c.tp} --pp {c.pp}" + (f" --ep {c.ep}" if model.moe else ""))
-            for i, c in enumerate(cand)]
-    # Fewest GPUs first; among equal counts the most balanced TP x PP (neither very deep pipelines nor TP far
-    # beyond a scale-up domain), then the larger TP, then the smaller EP.
-    rows.sort(key=lambda r: (r[1], max(r[2], r[3]), -r[3], r[4]))
-    return [(r[0], r[1], r[5]) for r in rows]
+    out = []
+    for i, c in enumerate(cand):
+        flags = f"--tp {c.tp} --pp {c.pp}" + (f" --ep {c.ep}" if model.moe else "") + (f" --dp {c.dp}" if c.dp > 1 else "")
+        text = f"TP{c.tp} PP{c.pp}" + (f" EP{c.ep}" if c.ep > 1 else "") + (f" DP{c.dp}" if c.dp > 1 else "")
+        out.append(Cand(float(tot[i]), c.gpus, c.tp, c.pp, c.ep, c.dp, flags, text,
+                        width=c.tp, groups=c.gpus // c.tp))
+    out.sort(key=_train_key)
+    return out
 
 
 # --- inference ---------------------------------------------------------------------------------
@@ -378,11 +577,13 @@ def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     n_gpus = max(tp_, ep_) * pp_
     layout_dict: dict[str, int | str | bool] = dict(tp=tp_, pp=pp_, ep=ep_, batch=b, context=ctx,
                                                      weight_format=recipe.weight_format, kv_format=recipe.kv_format)
-    grid = _infer_grid(model, counts, recipe, ep_, b, ctx)
+    grid = _infer_grid(model, counts, recipe, ep_, b, ctx, vary_ep=model.moe is not None and ep is None)
     rows = []
+    cache: dict[str, Domain] = {}
     for acc in accels:
         row = _row(acc, "infer", layout_dict, n_gpus, mem, kv=mem["kv_cache"], recipe_reserve=recipe.reserve,
-                   alts=[], grid=grid)
+                   alts=[], grid=grid, dom=scale_up_domain(catalog, acc, cache), given_tp=tp_,
+                   given_width=max(tp_, ep_), given_groups=pp_)
         cap = acc.spec.hbm_bytes.nominal
         if cap is not None:
             mt = max_batch_x_context(model, counts, recipe, capacity_bytes=cap, tp=tp_, pp=pp_, ep=ep_, batch=b)
@@ -407,38 +608,62 @@ def _check_infer_layout(model: Any, tp: int, pp: int, ep: int) -> None:
                           "group, or over attention data-parallel replicas when EP > TP) [rule: expert-grid]", rule="expert-grid")
 
 
-def _infer_grid(model: Any, counts: Any, recipe: InferRecipe, ep: int, batch: int, ctx: int
-                ) -> list[tuple[float, int, str]]:
+def _infer_grid(model: Any, counts: Any, recipe: InferRecipe, ep: int, batch: int, ctx: int, *,
+                vary_ep: bool = False) -> list[Cand]:
+    """Every valid (tp, pp) of one replica with the given EP, batch and context (unsorted: the order
+    depends on each SKU's domain, see ``_infer_key``). ``vary_ep`` (MoE, no --ep given): also every
+    EP above TP that TP divides and that divides the experts (experts over ``ep`` GPUs, attention
+    data-parallel over ``ep / tp`` TP groups, as DeepSeek-V3 and SGLang serve MoE)."""
     import numpy as np
 
     from mi400plan.memory import infer_memory
 
+    if vary_ep and model.moe is not None:
+        eps = _divisors(model.moe.num_experts, model.moe.num_experts)
+    else:
+        eps = [ep]
     cand = []
     for t in _divisors(model.attention.num_heads, MAX_SEARCH_TP):
         for p in _divisors(model.num_layers, model.num_layers):
-            if max(t, ep) * p > MAX_SEARCH_GPUS:
-                continue
-            try:
-                _check_infer_layout(model, t, p, ep)
-            except LayoutError:
-                continue
-            cand.append((t, p))
+            for e in eps:
+                if e != ep and (e <= t or e % t):
+                    continue  # EP <= TP holds no fewer experts per GPU than EP = 1
+                if max(t, e) * p > MAX_SEARCH_GPUS:
+                    continue
+                try:
+                    _check_infer_layout(model, t, p, e)
+                except LayoutError:
+                    continue
+                cand.append((t, p, e))
     if not cand:
         return []
     tps = np.array([c[0] for c in cand])
     pps = np.array([c[1] for c in cand])
-    tot = infer_memory(model, counts, recipe, tp=tps, pp=pps, ep=ep, batch=batch, context=ctx).total
-    rows = [(float(tot[i]), max(t, ep) * p, p, t, f"--tp {t} --pp {p}") for i, (t, p) in enumerate(cand)]
-    rows.sort(key=lambda r: (r[1], max(r[2], r[3]), -r[3]))
-    return [(r[0], r[1], r[4]) for r in rows]
+    epa = np.array([c[2] for c in cand])
+    tot = infer_memory(model, counts, recipe, tp=tps, pp=pps, ep=epa, batch=batch, context=ctx).total
+    out = []
+    for i, (t, p, e) in enumerate(cand):
+        flag = f" --ep {e}" if e > 1 else ""
+        out.append(Cand(float(tot[i]), max(t, e) * p, t, p, e, 1, f"--tp {t} --pp {p}{flag}",
+                        f"TP{t} PP{p}" + (f" EP{e}" if e > 1 else ""), width=max(t, e), groups=p))
+    return out
 
 
 # --- rows --------------------------------------------------------------------------------------
 
 
+def _placement(dom: Domain, c: Cand) -> str:
+    """Where a layout's GPUs go, e.g. "2 x 8-GPU xGMI nodes, TP8 PP2" (unknown domain: the layout)."""
+    n = dom.count(c.width, c.groups)
+    if n is None:
+        return c.text
+    where = f"within one {dom.label}" if n == 1 else f"{n:,} x {dom.plural}"
+    return f"{where}, {c.text}"
+
+
 def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str, float], *, kv: float,
-         recipe_reserve: Any, alts: list[tuple[str, Layout, float, int]], grid: list[tuple[float, int, str]]
-         ) -> FitRow:
+         recipe_reserve: Any, alts: list[tuple[str, Layout, float, int]], grid: list[Cand], dom: Domain,
+         given_tp: int, given_width: int, given_groups: int) -> FitRow:
     spec = acc.spec
     cap, lo, hi, status = _capacity(acc)
     frac = recipe_reserve.fraction
@@ -450,8 +675,16 @@ def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str
     ints = {k: int(round(v)) for k, v in parts.items()}
     mb = MemoryBytes(**ints, total=sum(ints.values()))
     need = mb.total
-    common = dict(sku=spec.name, display_name=spec.display_name, profile=acc.path, mode=mode, layout=layout,
-                  gpus=n_gpus, capacity_status=status, memory_bytes=mb, stage=int(mem["stage"]))
+    common: dict[str, Any] = dict(
+        sku=spec.name, display_name=spec.display_name, profile=acc.path, mode=mode, layout=layout,
+        gpus=n_gpus, capacity_status=status, memory_bytes=mb, stage=int(mem["stage"]),
+        domain_size=dom.size, domain_fabric=dom.fabric, domain_label=dom.label,
+        domains=dom.count(given_width, given_groups),
+    )
+    if dom.size is not None and given_tp > dom.size:
+        common["layout_domain_note"] = (
+            f"TP{given_tp} as given is wider than the {dom.label}: its all-reduces (two per layer) cross "
+            f"the scale-out network")
     if cap is None:
         return FitRow(
             **common, fits=False, verdict="unknown", capacity_bytes=None, headroom_bytes=None, headroom_pct=None,
@@ -481,16 +714,29 @@ def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str
     usable = cap * (1 - frac)
     if not fits:
         for text, lay, total, g in alts:
+            if dom.size is not None and lay.tp > max(dom.size, given_tp):
+                continue  # a wider TP than the domain is not a suggestion
             if total <= usable:
                 row["suggestion"] = f"fits with {text}: {_gb(total + frac * cap)} on {g} GPUs"
                 break
-    for total, g, text in grid:
-        if total <= usable:
-            row["min_gpus"], row["min_layout"] = g, text
-            row["min_memory_bytes"] = int(round(total + frac * cap))
-            if not fits and row.get("suggestion") is None:
-                row["suggestion"] = f"fits on {g} GPUs with {text} ({_gb(total + frac * cap)} per GPU)"
-            break
+    pick = pick_min_layout(grid, usable, dom, mode)
+    row["min_layout_domain_note"] = pick.note
+    best = pick.best
+    if best is not None:
+        row["min_gpus"], row["min_layout"] = best.gpus, best.flags
+        row["min_memory_bytes"] = int(round(best.total + frac * cap))
+        row["min_domains"] = dom.count(best.width, best.groups)
+        f = pick.fewest
+        if f is not None and f.gpus < best.gpus and dom.size is not None and f.tp > dom.size:
+            row["cross_domain_min_gpus"] = pick.fewest.gpus
+            row["cross_domain_min_layout"] = pick.fewest.flags
+        if not fits and row.get("suggestion") is None:
+            where = "" if dom.size is None else f" ({_placement(dom, best)})"
+            why = f"; TP kept within the {dom.label}" if row.get("cross_domain_min_gpus") else ""
+            if pick.note and "uses them whole" in pick.note:
+                why += f"; the replica takes whole {dom.plural}"
+            row["suggestion"] = (f"fits on {best.gpus:,} GPUs{where} with {best.flags} "
+                                 f"({_gb(best.total + frac * cap)} per GPU){why}")
     return FitRow(**row)
 
 

@@ -27,6 +27,11 @@ def _gb(x: float | None) -> str:
     return "n/d" if x is None else f"{x / GB:,.1f} GB"
 
 
+def _gb_num(x: float | None) -> str:
+    """GB without the unit, for table columns whose header states it."""
+    return "n/d" if x is None else f"{x / GB:,.1f}"
+
+
 def _gib(x: float | None) -> str:
     return "n/d" if x is None else f"{x / GiB:,.1f} GiB"
 
@@ -97,8 +102,12 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
         lines.append(f"reason: {row.reason}")
     if row.range_note:
         lines.append(f"note: {row.range_note}")
+    if row.layout_domain_note:
+        lines.append(f"note: {row.layout_domain_note}")
     if row.suggestion:
         lines.append(f"what would fit: {row.suggestion}")
+    if not row.fits and row.min_layout_domain_note:
+        lines.append(f"note: {row.min_layout_domain_note}")
     if row.max_tokens is not None:
         lines.append(
             f"KV room: {row.max_tokens:,} tokens of batch x context; longest context at batch "
@@ -112,11 +121,21 @@ def _gpus(n: int) -> str:
     return f"{n:,} GPU" + ("" if n == 1 else "s")
 
 
-def _grid_text(r: FitRow) -> str | None:
-    """The fewest-GPUs suggestion exactly as the api words it (shown in its own column)."""
-    if r.min_gpus is None or r.min_memory_bytes is None:
-        return None
-    return f"fits on {r.min_gpus} GPUs with {r.min_layout} ({_gb(r.min_memory_bytes)} ({_gib(r.min_memory_bytes)}) per GPU)"
+def compact_layout(flags: str) -> str:
+    """``"--tp 8 --pp 1 --ep 1 --dp 4"`` -> ``"TP8 DP4"`` (sizes of 1 other than TP left out)."""
+    words = flags.split()
+    parts = []
+    for flag, value in zip(words[::2], words[1::2]):
+        name = flag.lstrip("-").upper()
+        if name != "TP" and value == "1":
+            continue
+        parts.append(f"{name}{value}")
+    return " ".join(parts)
+
+
+def _domains_text(n: int, label: str | None) -> str:
+    unit = (label or "domain").split()[-1]
+    return f"{n:,} {unit}" + ("" if n == 1 else "s")
 
 
 def _note_for(r: FitRow) -> str | None:
@@ -132,9 +151,13 @@ def _note_for(r: FitRow) -> str | None:
         parts.append(r.reason)
     if r.range_note:
         parts.append(r.range_note)
+    if r.layout_domain_note:
+        parts.append(r.layout_domain_note)
+    if r.min_layout_domain_note:
+        parts.append(r.min_layout_domain_note)
     if not r.fits and r.suggestion:
-        rest = [p for p in r.suggestion.split("; or ") if p != _grid_text(r)]
-        parts.extend(rest)
+        # the fewest-GPUs suggestion ("fits on N GPUs ...") is in its own column
+        parts.extend(p for p in r.suggestion.split("; or ") if not p.startswith("fits on "))
     return "; ".join(parts) or None
 
 
@@ -150,18 +173,19 @@ def _comparison(result: FitResult, console: Any) -> None:
     for r in result.rows:
         mb = r.memory_bytes
         verdict = {"fits": "yes", "does_not_fit": "no", "unknown": "n/d"}[r.verdict] + ("*" if r.flips else "")
-        cap = _gb(r.capacity_bytes)
+        cap = _gb_num(r.capacity_bytes)
         if r.capacity_low_bytes is not None and r.capacity_low_bytes != r.capacity_high_bytes:
             cap += " ~"
-        hr = "n/d" if r.headroom_bytes is None else _gb(r.headroom_bytes)
+        hr = _gb_num(r.headroom_bytes)
         pct = "n/d" if r.headroom_pct is None else f"{r.headroom_pct:.0f}%"
         if r.verdict == "unknown":
             fewest, at = "n/d", "n/d"
         elif r.min_gpus is None:
             fewest, at = "none up to 4,096", "-"
         else:
-            fewest, at = f"{r.min_gpus:,}: {r.min_layout}", _gb(r.min_memory_bytes)
-        row = [r.sku, verdict, _gb(mb.total), cap, hr, pct, fewest, at]
+            where = f" ({_domains_text(r.min_domains, r.domain_label)})" if r.min_domains is not None else ""
+            fewest, at = f"{r.min_gpus:,}{where} {compact_layout(r.min_layout or '')}", _gb_num(r.min_memory_bytes)
+        row = [r.sku, verdict, _gb_num(mb.total), cap, hr, pct, fewest, at]
         if infer:
             if not r.fits or r.max_context is None:
                 row.append("-")
@@ -173,10 +197,11 @@ def _comparison(result: FitResult, console: Any) -> None:
         note = _note_for(r)
         if note:
             notes.append(f"  {r.sku}: {note}")
-    cols: list[Any] = ["sku", "fits?", ("need/GPU", "right"), ("HBM/GPU", "right"), ("headroom", "right"),
-                       ("of HBM", "right"), "fewest GPUs that fit", ("need there", "right")]
+    # Units in the headers (GB = 10^9 B) keep the rows on one line at 100 columns.
+    cols: list[Any] = ["sku", "fits?", ("need/GPU\nGB", "right"), ("HBM/GPU\nGB", "right"), ("headroom\nGB", "right"),
+                       ("of\nHBM", "right"), "fewest GPUs that fit\n(scale-up domains)", ("need\nthere GB", "right")]
     if infer:
-        cols.append(("max context", "right"))
+        cols.append(("max\ncontext", "right"))
     print_table(console, cols, rows, title=f"per-GPU memory on {len(result.rows)} SKUs ({_mode(result.mode)})")
     if notes:
         console.print("notes:", highlight=False, markup=False)
@@ -185,8 +210,9 @@ def _comparison(result: FitResult, console: Any) -> None:
     legend = [
         "fits? compares need/GPU (the most loaded rank, runtime reserve included) with HBM/GPU for the layout "
         "as given; ~ = HBM is an estimate with a range (see notes); * = the verdict flips inside that range.",
-        "fewest GPUs that fit: the smallest TP x PP on that SKU with every other setting as given; need there = "
-        "per-GPU memory at that layout.",
+        "fewest GPUs that fit: the smallest TP x PP (MoE: x EP) on that SKU with every other setting as given "
+        "and TP inside the SKU's scale-up domain (node or rack, counted in brackets"
+        + (", for one replica" if infer else "") + "); need there = per-GPU memory at that layout.",
     ]
     if infer:
         legend.append(f"max context: longest context per sequence the HBM left after weights buys at batch "

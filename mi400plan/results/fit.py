@@ -53,13 +53,24 @@ class FitRow(OutModel):
     stage: int  # index of the most loaded pipeline stage
     reason: str | None = None  # why it does not fit (or why no verdict), both sizes stated
     suggestion: str | None = None  # what would make it fit
-    min_gpus: int | None = None  # smallest GPU count (layout below) that fits on this SKU
-    min_layout: str | None = None
+    min_gpus: int | None = None  # smallest GPU count (layout below) that fits on this SKU, TP within the domain
+    min_layout: str | None = None  # flags that replace --tp/--pp/--ep/--dp/--gpus, e.g. "--tp 8 --pp 2"
     min_memory_bytes: int | None = None  # per-GPU total at min_layout on this SKU
     flips: bool = False  # the verdict changes within the capacity's low..high range
     range_note: str | None = None
     max_tokens: int | None = None  # infer: largest batch x context of KV cache that fits
     max_context: int | None = None  # infer: longest context per sequence at the given batch
+    # Scale-up domain of the SKU (interconnect.scale_up_fabric -> fabric domain_size); None = unknown.
+    domain_size: int | None = None  # GPUs in one scale-up domain (8: xGMI/HGX node, 72: Helios/NVL72 rack)
+    domain_fabric: str | None = None  # fabric profile the size comes from
+    domain_label: str | None = None  # e.g. "8-GPU xGMI node"
+    domains: int | None = None  # domains the layout as given occupies (infer: one replica)
+    layout_domain_note: str | None = None  # set when the TP given is wider than the domain
+    min_domains: int | None = None  # domains min_layout occupies (train: the whole run; infer: one replica)
+    min_layout_domain_note: str | None = None  # why min_layout is not the fewest GPUs overall (TP kept
+    # within the domain), that no layout with TP inside the domain fits, or that the domain is unknown
+    cross_domain_min_gpus: int | None = None  # fewest GPUs with TP unbounded, when fewer than min_gpus
+    cross_domain_min_layout: str | None = None  # its flags (TP wider than the domain)
 
 
 class FitResult(Result):
