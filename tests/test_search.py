@@ -296,3 +296,56 @@ def test_zero_stages_move_gradients_as_the_runtimes_do(catalog) -> None:
     assert r[1]["t_dp"] == pytest.approx(max(0.0, rs - comp * 2 / 3) + max(0.0, ag - comp / 3), rel=1e-9)
     assert r[2]["t_dp"] == pytest.approx(max(0.0, ag - comp / 3) + 8 * max(0.0, rs - comp), rel=1e-9)
     assert r[3]["t_dp"] == pytest.approx(8 * max(0.0, 2 * ag + rs - comp), rel=1e-9)
+
+
+def test_overlapped_interleaved_p2p_leaves_only_fill_and_drain(catalog) -> None:
+    """``overlap_pp`` (Megatron-LM ``overlap_p2p_comm``): with virtual stages each chunk's send hides
+    behind the next chunk's compute, except the ``2 (pp - 1)`` transfers of pipeline fill and drain.
+    Without overlap a step carries ``m x 2 x vpp`` transfers in ``t_pp`` (plus the same in the
+    bubble). Llama-3.1-70B (80 layers) on 512 MI300X, TP 8 x PP 8 x VPP 5, DP 8, 256 sequences of
+    4,096: m = 256 / (8 x 1) = 32 micro-batches, so the exposed transfers go from 32 x 2 x 5 = 320
+    to 2 x 7 = 14 (a chunk-forward, ~10 ms, dwarfs one ~0.2 ms transfer of 4,096 x 8,192 x 2 / 8 =
+    8.4 MB over 400 Gb/s)."""
+    from mi400plan.search import SearchOptions, evaluate_one
+
+    wl = _wl(catalog, "llama3.1-70b", 4096, 256)
+    hw = _hw(catalog, "mi300x")
+    lay = dict(tp=8, pp=8, vpp=5, cp=1, ep=1, etp=1, zero=1, micro_batch=1, recompute=0, sp=1)
+    off = evaluate_one(lay, wl, hw, 512, SearchOptions(overlap_pp=False))
+    on = evaluate_one(lay, wl, hw, 512, SearchOptions(overlap_pp=True))
+    assert off["m"] == 32
+    per_xfer = off["t_pp"] / (32 * 2 * 5)
+    assert 8.4e6 / 50e9 < per_xfer < 1e-3
+    assert on["t_pp"] == pytest.approx(2 * 7 * per_xfer, rel=1e-9)
+    # the bubble no longer carries transfers: (pp - 1) / vpp slots of the micro-batch time without them
+    assert on["t_bubble"] == pytest.approx(off["t_bubble"] - 7 / 5 * 2 * 5 * per_xfer, rel=1e-9)
+    assert on["step"] < off["step"]
+    # the plain 1F1B schedule (VPP 1) is not overlapped (Megatron forces overlap_p2p_comm off there)
+    one = dict(lay, vpp=1)
+    assert evaluate_one(one, wl, hw, 512, SearchOptions(overlap_pp=True))["step"] == evaluate_one(
+        one, wl, hw, 512, SearchOptions(overlap_pp=False))["step"]
+
+
+def test_exposed_cp_exchange_costs_what_overlap_hides(catalog) -> None:
+    """``overlap_cp=False`` (Llama 3's all-gather CP, exposed on the critical path) charges the whole
+    key/value exchange; the default hides it behind attention-core compute. Llama-3.1-8B at 32,768
+    tokens, CP 4 over two MI300X nodes' worth of stride: exposed >= hidden, and the exposed time is
+    per layer 2 all-gathers + 1 reduce-scatter of (K + V) = 2 x 8 x 128 = 2,048 elements per token."""
+    from mi400plan.search import SearchOptions, evaluate_one
+
+    wl = _wl(catalog, "llama3.1-8b", 32768, 64)
+    hw = _hw(catalog, "mi300x")
+    lay = dict(tp=2, pp=1, vpp=1, cp=4, ep=1, etp=1, zero=1, micro_batch=1, recompute=0, sp=1)
+    hid = evaluate_one(lay, wl, hw, 64, SearchOptions())
+    exp = evaluate_one(lay, wl, hw, 64, SearchOptions(overlap_cp=False))
+    assert exp["t_cp"] > 0 and exp["t_cp"] >= hid["t_cp"]
+    assert exp["step"] - hid["step"] == pytest.approx(exp["t_cp"] - hid["t_cp"], rel=1e-9)
+    # the bytes: one rank's K and V for one layer, 32,768 / 4 tokens, split over TP 2, 2 bytes each
+    kv_chunk = 32768 / 4 * 2048 / 2 * 2
+    assert kv_chunk == 16 * 2**20
+    per_mb = exp["t_cp"] / exp["m"]
+    from mi400plan import comms
+
+    ag = comms.placed_collective_time("all_gather", kv_chunk * 4, 4, 2, hw.scale_up, hw.scale_out)
+    rs = comms.placed_collective_time("reduce_scatter", kv_chunk * 4, 4, 2, hw.scale_up, hw.scale_out)
+    assert per_mb == pytest.approx(32 * (2 * float(ag) + float(rs)), rel=1e-9)
