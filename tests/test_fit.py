@@ -252,3 +252,167 @@ def test_csv_columns_are_the_json_row_fields(cli) -> None:
     header, json_keys, _ = _csv_matches_json(cli, ["fit", "llama3-70b", "--sku", "mi300x", "--sku", "mi440x"])
     assert sorted(header) == sorted(json_keys)  # JSON keys are sorted, CSV follows the model order
     assert "memory_bytes.total" in header and "layout.tp" in header
+
+
+# --- scale-up domains: TP stays inside a node or rack -------------------------------------------------
+
+import re  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def test_training_keeps_tp_inside_the_8_gpu_xgmi_node(catalog) -> None:
+    # Llama-3.1-405B, 405,853,388,800 params x 18 B/param = 7,305.4 GB of weights, gradients and optimizer
+    # states. 48 GPUs hold 7,305.4 / 48 = 152.2 GB of it per GPU and the fewest layout overall is TP16 PP3,
+    # but MI300X's xGMI domain is an 8-GPU UBB node (profile xgmi-mi300, domain_size 8), so TP 16 would
+    # all-reduce over the scale-out NICs. The suggestion keeps TP <= 8 and grows PP instead.
+    assert 405_853_388_800 * 18 / 48 / 1e9 == pytest.approx(152.2, abs=0.05)
+    row = fit(catalog, "llama3.1-405b", ["mi300x"], "train").rows[0]
+    assert row.domain_size == 8 and row.domain_fabric == "xgmi-mi300" and row.domain_label == "8-GPU xGMI node"
+    assert row.cross_domain_min_gpus == 48 and row.cross_domain_min_layout == "--tp 16 --pp 3"
+    tp, pp = (int(x) for x in re.findall(r"--(?:tp|pp) (\d+)", row.min_layout))
+    assert tp <= 8 and row.min_gpus == tp * pp > 48
+    assert row.min_domains == row.min_gpus // 8  # TP groups of 8 (or fewer) pack whole nodes
+    assert "TP kept within the 8-GPU xGMI node" in row.min_layout_domain_note
+    assert "PP grows" in row.min_layout_domain_note and "TP16" in row.min_layout_domain_note
+    assert "TP kept within the 8-GPU xGMI node" in row.suggestion
+    # Helios: a 72-GPU rack, so the same search has no reason to leave it
+    helios = fit(catalog, "llama3.1-405b", ["mi455x"], "train").rows[0]
+    assert helios.domain_size == 72 and helios.min_domains == 1 and helios.cross_domain_min_gpus is None
+
+
+def test_inference_names_the_nodes_a_replica_takes(catalog) -> None:
+    # Llama-3.1-405B FP8 on H100 (80 GB), 8 sequences of 131,072 tokens, bf16 KV cache:
+    # weights ~ 405.85e9 x 1 B + 2.1e9 bf16 embedding/head params x 1 extra B = 410.0 GB;
+    # KV = 2 (K, V) x 8 KV heads x 128 x 126 layers x 2 B = 516,096 B/token x 8 x 131,072 = 541.2 GB.
+    # With TP <= 8 both split over every GPU of the replica (KV heads 8 >= TP), so per GPU:
+    #   8 GPUs:  (410.0 + 541.2) / 8  = 118.9 GB > 80 GB            -> one node is not enough
+    #   16 GPUs: (410.0 + 541.2) / 16 =  59.4 GB + 6.1 GB reserve    -> fits: 2 x 8-GPU nodes, TP8 PP2
+    kv = 2 * 8 * 128 * 126 * 2 * 8 * 131_072
+    assert kv / 1e9 == pytest.approx(541.2, abs=0.05)
+    assert (410.0e9 + kv) / 8 > 80e9 and (410.0e9 + kv) / 16 + 2 * 2**30 + 0.05 * 80e9 < 80e9
+    row = fit(catalog, "llama3.1-405b", ["h100"], "infer", precision="fp8", batch=8).rows[0]
+    assert row.domain_size == 8 and row.min_gpus == 16 and row.min_domains == 2
+    assert row.min_layout == "--tp 8 --pp 2"
+    assert "2 x 8-GPU NVLink nodes, TP8 PP2" in row.suggestion
+    # In bf16 (811.7 GB of weights) 16 GPUs hold (811.7 + 541.2) / 16 = 84.6 GB > 80 GB, so the replica
+    # needs a third node; 21 GPUs (TP1 PP21) would be the fewest, but the third node is taken whole
+    # anyway, so TP fills each node: TP8 PP3 on 24 GPUs.
+    assert (811.7e9 + kv) / 16 > 80e9
+    row = fit(catalog, "llama3.1-405b", ["h100"], "infer", precision="bf16", batch=8).rows[0]
+    assert row.min_layout == "--tp 8 --pp 3" and row.min_domains == 3
+    assert "3 x 8-GPU NVLink nodes, TP8 PP3" in row.suggestion
+    assert "uses them whole" in row.min_layout_domain_note and "21 with TP1 PP21" in row.min_layout_domain_note
+
+
+def test_moe_inference_grows_ep_not_tp(catalog) -> None:
+    # DeepSeek-V3 FP8 on H100: 671B / 16 = 41.9 GB of weights per GPU fits; 61 layers leave PP only
+    # 1 or 61, so TP16 (across two nodes) or TP8 x EP16 (experts over 16 GPUs, attention TP inside each
+    # node) are the 16-GPU layouts. The domain rule picks EP.
+    assert 671e9 / 16 / 1e9 == pytest.approx(41.9, abs=0.05)
+    row = fit(catalog, "deepseek-v3", ["h100"], "infer", precision="fp8", seq=4096).rows[0]
+    assert row.min_layout == "--tp 8 --pp 1 --ep 16" and row.min_gpus == 16 and row.min_domains == 2
+    assert "2 x 8-GPU NVLink nodes, TP8 PP1 EP16" in row.suggestion
+
+
+def test_moe_training_grows_ep_over_data_parallel_replicas(catalog) -> None:
+    # Megatron-Core lays EP over TP x CP x DP, so EP above TP needs DP replicas: EP = TP x DP / EDP.
+    row = fit(catalog, "deepseek-v3", ["mi300x"], "train").rows[0]
+    flags = dict(re.findall(r"--(\w+) (\d+)", row.min_layout))
+    tp, pp, ep, dp = (int(flags.get(k, 1)) for k in ("tp", "pp", "ep", "dp"))
+    assert tp <= 8 and ep > tp and (tp * dp) % ep == 0 and row.min_gpus == tp * pp * dp
+
+
+def test_given_tp_wider_than_the_domain_is_flagged(catalog) -> None:
+    rows = {r.sku: r for r in fit(catalog, "llama3.1-70b", ["mi300x", "gb200"], "infer", tp=16).rows}
+    assert "TP16 as given is wider than the 8-GPU xGMI node" in rows["mi300x"].layout_domain_note
+    assert rows["mi300x"].domains == 2
+    assert rows["gb200"].layout_domain_note is None and rows["gb200"].domains == 1  # 72-GPU NVL72 rack
+
+
+def test_unknown_domain_falls_back_to_the_unbounded_search(catalog, tmp_path) -> None:
+    from mi400plan.profiles import Catalog, bundled_root
+
+    src = (bundled_root() / "accelerators" / "mi300x.toml").read_text()
+    text = re.sub(r'(?m)^scale_up_fabric = .*\n', "", src.replace('name = "mi300x"', 'name = "mi300x-nofab"'))
+    text = re.sub(r"(?m)^aliases = .*\n", "", text)
+    (tmp_path / "accelerators").mkdir()
+    (tmp_path / "accelerators" / "mi300x-nofab.toml").write_text(text)
+    cat = Catalog.default([tmp_path])
+    row = fit(cat, "llama3.1-405b", ["mi300x-nofab"], "train").rows[0]
+    assert row.domain_size is None and row.min_domains is None
+    assert row.min_layout == "--tp 16 --pp 3"  # the fewest GPUs with TP unbounded, as before domains
+    assert "names no scale-up fabric" in row.min_layout_domain_note
+    assert "TP was not limited" in row.min_layout_domain_note
+
+
+# --- every suggestion is a valid layout that really fits when re-run ------------------------------------
+
+FLAG = re.compile(r"--([a-z-]+) (\S+)")
+KW = {"tp": "tp", "pp": "pp", "ep": "ep", "dp": "dp", "zero": "zero", "recompute": "recompute",
+      "micro-batch": "micro_batch"}
+
+
+def _flags(text: str) -> dict:
+    out = {}
+    for k, v in FLAG.findall(text):
+        out[KW[k]] = v if k == "recompute" else int(v)
+    return out
+
+
+def _check_suggestions(catalog, model: str, sku: str, mode: str, base: dict) -> None:  # noqa: ANN001
+    row = fit(catalog, model, [sku], mode, **base).rows[0]
+    if row.min_layout is not None:
+        flags = _flags(row.min_layout)
+        again = fit(catalog, model, [sku], mode, **{**base, "gpus": None, **flags}).rows[0]
+        assert again.fits, (model, sku, mode, base, row.min_layout, again.reason)
+        assert again.gpus == row.min_gpus
+        assert again.memory_bytes.total == row.min_memory_bytes
+        if row.domain_size is not None and not (row.min_layout_domain_note or "").startswith("no layout"):
+            assert flags["tp"] <= row.domain_size, (model, sku, row.min_layout)
+            assert again.layout_domain_note is None
+    if row.fits or not row.suggestion:
+        return
+    for part in row.suggestion.split("; or "):
+        if part.startswith("fits with "):
+            change = _flags(part.split(":")[0])
+            again = fit(catalog, model, [sku], mode, **{**base, **change}).rows[0]
+            assert again.fits, (model, sku, part)
+        elif part.startswith("fits on "):
+            assert row.min_layout in part
+        elif part.startswith("smallest SKU that fits as laid out: "):
+            other = part.split(": ", 1)[1].split(" ")[0]
+            assert fit(catalog, model, [other], mode, **base).rows[0].fits, (model, other)
+
+
+MODELS = ["llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "mixtral-8x7b", "mixtral-8x22b", "deepseek-v3",
+          "qwen3-235b-a22b", "gpt3-175b"]
+
+
+@pytest.mark.parametrize("mode", ["train", "infer"])
+def test_fewest_gpu_suggestions_refit_on_every_sku(catalog, mode) -> None:
+    for sku in catalog.names("accelerators"):
+        _check_suggestions(catalog, "llama3.1-405b", sku, mode, {"precision": "fp8" if mode == "infer" else None})
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    model=st.sampled_from(MODELS),
+    sku=st.sampled_from(["mi300x", "mi325x", "mi355x", "mi430x", "mi455x", "a100", "h100", "b200", "gb200",
+                         "rubin", "tpu-v6e", "tpu7x"]),
+    mode=st.sampled_from(["train", "infer"]),
+    tp=st.sampled_from([None, 2, 8]),
+    small=st.booleans(),
+)
+def test_suggestions_are_valid_and_fit_when_rerun(catalog, model, sku, mode, tp, small) -> None:
+    if mode == "train":
+        base = {"tp": tp, "seq": 2048 if small else None, "gpus": 8 if small and tp is None else None}
+    else:
+        base = {"tp": tp, "batch": 4 if small else None, "seq": 8192 if small else None,
+                "precision": "fp8" if small else None}
+    try:
+        fit(catalog, model, [sku], mode, **base)
+    except LayoutError:
+        return  # the layout as given breaks a rule (e.g. TP 8 on 4 KV heads... ); nothing to suggest
+    _check_suggestions(catalog, model, sku, mode, base)
