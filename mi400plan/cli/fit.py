@@ -88,7 +88,9 @@ def fit_cmd(
     """Per-GPU memory (weights, gradients, optimizer, activations, KV cache, reserve) and whether it fits.
 
     One SKU prints a breakdown with headroom and a verdict; several SKUs a comparison table with the
-    fewest GPUs that fit and what change would make it fit. With --check, exit 4 when nothing fits.
+    fewest GPUs that fit and what change would make it fit. Suggested layouts keep TP inside the SKU's
+    scale-up domain (8-GPU node, 72-GPU rack) and name the nodes or racks they take. With --check,
+    exit 4 when nothing fits.
     """
     f = pick_format(json_, fmt)
 

@@ -211,10 +211,12 @@ def _comparison(result: FitResult, console: Any) -> None:
         "fits? compares need/GPU (the most loaded rank, runtime reserve included) with HBM/GPU for the layout "
         "as given; ~ = HBM is an estimate with a range (see notes); * = the verdict flips inside that range.",
         "fewest GPUs that fit: the smallest TP x PP (MoE: x EP) on that SKU with every other setting as given "
-        "and TP inside the SKU's scale-up domain (node or rack, counted in brackets"
-        + (", for one replica" if infer else "") + "); need there = per-GPU memory at that layout.",
+        "and TP inside the SKU's scale-up domain (node, rack or pod; the number used in brackets); need there = "
+        "per-GPU memory at that layout.",
     ]
     if infer:
+        legend.append("Inference counts one replica; a replica that needs more than one domain takes them whole, "
+                      "TP filling each (PP, or EP for MoE, across them).")
         legend.append(f"max context: longest context per sequence the HBM left after weights buys at batch "
                       f"{first.layout.get('batch') if first else 1}; N+ = at least the model's maximum {model_max:,}.")
     legend.append("GB = 10^9 bytes (vendor HBM units), GiB = 2^30 bytes.")
