@@ -48,3 +48,34 @@ def cli():
         return runner.invoke(app, args, catch_exceptions=False, **kw)
 
     return invoke
+
+
+@pytest.fixture()
+def csv_matches_json(cli):
+    """``csv_matches_json(args)`` -> (CSV header, flattened JSON row keys, CSV rows) for one command line.
+
+    The CSV of a command has the JSON rows' fields: nested models flattened as ``a.b``, lists of rows
+    as JSON text.
+    """
+    import csv
+    import io
+    import json
+
+    def keys(d, prefix=""):  # noqa: ANN001, ANN202
+        out = []
+        for k, v in d.items():
+            out += keys(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"]
+        return out
+
+    def run(args: list[str]):  # noqa: ANN202
+        rows = json.loads(cli([*args, "--json"]).stdout)["data"]["rows"]
+        reader = csv.DictReader(io.StringIO(cli([*args, "--format", "csv"]).stdout))
+        got = list(reader)
+        assert len(got) == len(rows)
+        json_keys: list[str] = []
+        for r in rows:
+            json_keys += [k for k in keys(r) if k not in json_keys]
+        return reader.fieldnames, json_keys, got
+
+    return run
+

@@ -178,28 +178,7 @@ def test_op_shown_with_the_cli_spelling_and_hint_without_duplicates(cli) -> None
     assert r.exit_code == 2 and "broadcast/broadcast" not in r.output and "all-to-all" in r.output
 
 
-def _csv_matches_json(cli, args):  # noqa: ANN001, ANN202
-    """CSV header == the flattened keys of the JSON rows (nested models as a.b, lists of rows as JSON text)."""
-    import csv
-    import io
-
-    def keys(d, prefix=""):  # noqa: ANN001, ANN202
-        out = []
-        for k, v in d.items():
-            out += keys(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"]
-        return out
-
-    rows = json.loads(cli([*args, "--json"]).stdout)["data"]["rows"]
-    reader = csv.DictReader(io.StringIO(cli([*args, "--format", "csv"]).stdout))
-    got = list(reader)
-    assert len(got) == len(rows)
-    json_keys = []
-    for r in rows:
-        json_keys += [k for k in keys(r) if k not in json_keys]
-    return reader.fieldnames, json_keys, got
-
-
-def test_csv_columns_are_the_json_row_fields(cli) -> None:  # noqa: ANN001
-    header, json_keys, _ = _csv_matches_json(
-        cli, ["comm", "allreduce", "--size", "1MiB..4MiB", "--group", "16", "--sku", "mi355x", "--fabric", "pollara-400"])
+def test_csv_columns_are_the_json_row_fields(cli, csv_matches_json) -> None:  # noqa: ANN001
+    header, json_keys, _ = csv_matches_json(
+        ["comm", "allreduce", "--size", "1MiB..4MiB", "--group", "16", "--sku", "mi355x", "--fabric", "pollara-400"])
     assert sorted(header) == sorted(json_keys) and "busbw_bytes_per_s" in header and "sku" in header

@@ -227,29 +227,8 @@ def test_cli_all_skus_comparison_reads_at_100_columns(cli, monkeypatch) -> None:
     assert data["model"]["max_seq_len"] == 131_072
 
 
-def _csv_matches_json(cli, args):  # noqa: ANN001, ANN202
-    """CSV header == the flattened keys of the JSON rows (nested models as a.b, lists of rows as JSON text)."""
-    import csv
-    import io
-
-    def keys(d, prefix=""):  # noqa: ANN001, ANN202
-        out = []
-        for k, v in d.items():
-            out += keys(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"]
-        return out
-
-    rows = json.loads(cli([*args, "--json"]).stdout)["data"]["rows"]
-    reader = csv.DictReader(io.StringIO(cli([*args, "--format", "csv"]).stdout))
-    got = list(reader)
-    assert len(got) == len(rows)
-    json_keys = []
-    for r in rows:
-        json_keys += [k for k in keys(r) if k not in json_keys]
-    return reader.fieldnames, json_keys, got
-
-
-def test_csv_columns_are_the_json_row_fields(cli) -> None:
-    header, json_keys, _ = _csv_matches_json(cli, ["fit", "llama3-70b", "--sku", "mi300x", "--sku", "mi440x"])
+def test_csv_columns_are_the_json_row_fields(cli, csv_matches_json) -> None:
+    header, json_keys, _ = csv_matches_json(["fit", "llama3-70b", "--sku", "mi300x", "--sku", "mi440x"])
     assert sorted(header) == sorted(json_keys)  # JSON keys are sorted, CSV follows the model order
     assert "memory_bytes.total" in header and "layout.tp" in header
 

@@ -253,28 +253,7 @@ def test_missing_file_path_says_no_such_file(cli) -> None:  # noqa: ANN001
     assert r.exit_code == 3 and "no such file" in r.output
 
 
-def _csv_matches_json(cli, args):  # noqa: ANN001, ANN202
-    """CSV header == the flattened keys of the JSON rows (nested models as a.b, lists of rows as JSON text)."""
-    import csv
-    import io
-
-    def keys(d, prefix=""):  # noqa: ANN001, ANN202
-        out = []
-        for k, v in d.items():
-            out += keys(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"]
-        return out
-
-    rows = json.loads(cli([*args, "--json"]).stdout)["data"]["rows"]
-    reader = csv.DictReader(io.StringIO(cli([*args, "--format", "csv"]).stdout))
-    got = list(reader)
-    assert len(got) == len(rows)
-    json_keys = []
-    for r in rows:
-        json_keys += [k for k in keys(r) if k not in json_keys]
-    return reader.fieldnames, json_keys, got
-
-
-def test_csv_columns_are_the_json_row_fields(cli, tmp_path) -> None:  # noqa: ANN001
+def test_csv_columns_are_the_json_row_fields(cli, tmp_path, csv_matches_json) -> None:  # noqa: ANN001
     for args in (["profiles", "list"], ["profiles", "show", "mi300x"], ["profiles", "validate"]):
-        header, json_keys, _ = _csv_matches_json(cli, args)
+        header, json_keys, _ = csv_matches_json(args)
         assert sorted(header) == sorted(json_keys), args

@@ -138,32 +138,11 @@ def test_comparison_header_says_dense_fp8(cli) -> None:  # noqa: ANN001
     assert "dense FP8 PF/kW" in r.stdout
 
 
-def _csv_matches_json(cli, args):  # noqa: ANN001, ANN202
-    """CSV header == the flattened keys of the JSON rows (nested models as a.b, lists of rows as JSON text)."""
-    import csv
-    import io
-
-    def keys(d, prefix=""):  # noqa: ANN001, ANN202
-        out = []
-        for k, v in d.items():
-            out += keys(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"]
-        return out
-
-    rows = json.loads(cli([*args, "--json"]).stdout)["data"]["rows"]
-    reader = csv.DictReader(io.StringIO(cli([*args, "--format", "csv"]).stdout))
-    got = list(reader)
-    assert len(got) == len(rows)
-    json_keys = []
-    for r in rows:
-        json_keys += [k for k in keys(r) if k not in json_keys]
-    return reader.fieldnames, json_keys, got
-
-
-def test_csv_columns_are_the_json_row_fields(cli) -> None:  # noqa: ANN001
+def test_csv_columns_are_the_json_row_fields(cli, csv_matches_json) -> None:  # noqa: ANN001
     # helios has a reference power check and mi355x-dlc-128 has none: the CSV used to get both a
     # "reference" column and "reference.*" columns, and it dropped "components" that JSON rows have.
     for racks in (["helios", "mi355x-dlc-128"], ["mi355x-dlc-128"], ["helios", "--racks", "2"]):
-        header, json_keys, got = _csv_matches_json(cli, ["rack", *racks])
+        header, json_keys, got = csv_matches_json(["rack", *racks])
         # a null nested model is one JSON key ("reference": null) but its empty columns in CSV
         assert set(json_keys) - set(header) <= {"reference", "facility"}
         assert all(k.startswith(("reference.", "facility.")) for k in set(header) - set(json_keys))
