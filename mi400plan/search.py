@@ -43,10 +43,10 @@ Step-time model (per GPU, one optimizer step; every term is reported):
   micro-batch's compute; CP ring exchanges hide
   behind the attention-core compute (``overlap_cp``, on: Megatron-Core / TE ring attention; off:
   Llama 3's all-gather CP); TP and EP traffic is exposed unless ``overlap_tp`` /
-  ``overlap_ep`` is set (then it hides behind the micro-batch's GEMM time); PP transfers are
-  exposed unless ``overlap_pp`` is set (Megatron-LM's ``overlap_p2p_comm``: then those of the
-  interleaved schedule hide behind the next chunk's compute except ``2 (pp - 1)`` fill/drain
-  transfers; those of the plain 1F1B schedule stay exposed);
+  ``overlap_ep`` is set (then it hides behind the micro-batch's GEMM time); PP transfers of the
+  interleaved schedule hide behind the next chunk's compute except the ``2 (pp - 1)`` fill/drain
+  transfers (``overlap_pp``, on: Megatron-LM's default ``overlap_p2p_comm``; off: every transfer
+  exposed, Megatron-LM 2021); those of the plain 1F1B schedule (VPP 1) are always exposed;
 * pipeline bubble of interleaved 1F1B: ``(pp - 1) / vpp`` micro-batch times, i.e. a fraction
   ``(p - 1) / (m * v)`` of the ``m`` micro-batches (Narayanan et al. 2021, section 2.2.2).
 
@@ -162,15 +162,16 @@ class SearchOptions:
     overlap_tp: bool = False
     overlap_ep: bool = False
     overlap_dp: bool = True  # False: gradient reduction and parameter gathers run after backward (Megatron-LM 2021)
-    # True: PP point-to-point of the interleaved schedule (VPP > 1) runs asynchronously behind the
-    # next chunk's compute (Megatron-LM's ``overlap_p2p_comm``: on by default in its training
-    # scripts and forced off for the non-interleaved schedule, ``megatron/training/arguments.py``;
-    # Llama 3's "asynchronous point-to-point communication", arXiv 2407.21783 section 3.3.2).
-    # False (the default here, as in Megatron-LM 2021 / Narayanan et al.): every transfer exposed.
-    # The default stays False until the Helios and seed-004 scaling conclusions
-    # (tests/test_search.py) are re-derived with it: with it on, a rack-crossing pipeline costs only
-    # its fill/drain transfers and virtual stages stop paying per-chunk transfers.
-    overlap_pp: bool = False
+    # True (the default): PP point-to-point of the interleaved schedule (VPP > 1) runs asynchronously
+    # behind the next chunk's compute, except the 2 (pp - 1) transfers of pipeline fill and drain.
+    # This is Megatron-LM's training default: ``megatron/training/arguments.py`` defines
+    # ``--no-overlap-p2p-communication`` (``action='store_false'``, ``dest='overlap_p2p_comm'``), so
+    # ``overlap_p2p_comm`` is on unless that flag is given; ``validate_args`` forces it off for the
+    # non-interleaved schedule, and ``--overlap-p2p-communication-warmup-flush`` (off by default)
+    # would be needed to overlap warmup and flush too. Llama 3 likewise runs "asynchronous
+    # point-to-point communication" (arXiv 2407.21783, section 3.3.2). VPP 1 is unaffected either way.
+    # False: every transfer exposed, as in Megatron-LM 2021 (Narayanan et al., arXiv 2104.04473).
+    overlap_pp: bool = True
     # CP key/value exchanges hide behind the attention-core compute (Megatron-Core / Transformer
     # Engine ring attention overlaps the next block's send/receive with the current block). False:
     # exposed, as in the all-gather-based CP of Llama 3 (arXiv 2407.21783, section 3.3.2: "the

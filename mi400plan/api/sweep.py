@@ -575,6 +575,9 @@ def sweep(
     gemm_overhead_us: float | None = None,
     overlap_tp: bool = False,
     overlap_ep: bool = False,
+    overlap_pp: bool = True,
+    overlap_cp: bool = True,
+    split_embedding_loss: bool = False,
     pins: dict[str, list[int]] | None = None,
     save: str | None = None,
     progress: ProgressFn | None = None,
@@ -586,6 +589,16 @@ def sweep(
     With ``ranges`` (the default) each SKU is also searched at the pessimistic and optimistic
     corners of its estimate ranges (``build_sku(case=...)``), the listed layouts are evaluated there,
     and conclusions that change inside the ranges are reported in ``flips`` and ``warnings``.
+
+    Step-time model switches (``search.SearchOptions``, where each is documented with its source):
+    ``overlap_tp`` / ``overlap_ep`` hide TP/SP collectives / the EP all-to-all behind the GEMMs (off:
+    exposed); ``overlap_pp`` (on, Megatron-LM's default ``overlap_p2p_comm``) hides the interleaved
+    schedule's pipeline sends and receives behind the next chunk's compute except the ``2 (pp - 1)``
+    fill/drain transfers (VPP 1: always exposed); ``overlap_cp`` (on, ring attention) hides CP
+    key/value exchanges behind attention compute (off: Llama 3's exposed all-gather CP);
+    ``split_embedding_loss`` counts the embedding and the loss as one layer each in the pipeline
+    split, so PP x VPP may divide layers + 2 (Megatron-Core ``--account-for-embedding-in-pipeline-split
+    --account-for-loss-in-pipeline-split``).
     """
     from mi400plan.params import count_params
     from mi400plan.search import RULES, TIE_BREAK, SearchOptions, Workload, iter_rows, model_terms, search, usable_hbm
@@ -630,7 +643,8 @@ def sweep(
                 pin_kw[k] = tuple(int(x) for x in v)
             if any(int(x) < 0 for x in v):
                 raise UsageError(f"--{k.replace('_', '-')} values must be non-negative")
-    opts = SearchOptions(overlap_tp=overlap_tp, overlap_ep=overlap_ep, **pin_kw)
+    opts = SearchOptions(overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,
+                         split_embedding_loss=split_embedding_loss, **pin_kw)
 
     built = [build_sku(cat, s, precision, matmul_efficiency=matmul_efficiency,
                        hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us) for s in skus]
@@ -754,7 +768,8 @@ def sweep(
     result = SweepResult(
         model=spec.name, precision=precision, seq_len=seq, global_batch_seqs=gb, global_batch_tokens=gb * seq,
         train_tokens=train_tokens, gpu_hour_cost=gpu_hour_cost, tie_break=TIE_BREAK,
-        overlap={"tp": overlap_tp, "ep": overlap_ep, "dp": True, "cp": True},
+        overlap={"tp": overlap_tp, "ep": overlap_ep, "pp": overlap_pp, "cp": overlap_cp, "dp": True},
+        split_embedding_loss=split_embedding_loss,
         evaluated=evaluated, valid=valid, rejected=rejected, rejected_rules=dict(RULES), rows=rows,
         skus=summaries if len(built) > 1 else [], scaling=scaling if len(scaling) > len(built) else [],
         scaling_below_90_at=below if len(scaling) > len(built) else {},
@@ -766,7 +781,15 @@ def sweep(
         if not rows:
             raise UsageError("nothing to save: no layout is valid and fits")
         write_plan(save, rows[0], spec.name, gb, seq, precision)
-        result = result.model_copy(update={"saved_plan": str(save)})
+        update: dict[str, Any] = {"saved_plan": str(save)}
+        lay = rows[0].layout
+        if spec.num_layers % (lay.pp * lay.vpp):
+            update["warnings"] = result.warnings + [
+                f"the saved layout needs --split-embedding-loss (PP {lay.pp} x VPP {lay.vpp} divides the "
+                f"{spec.num_layers} layers + embedding + loss, not the {spec.num_layers} layers); "
+                "`fit --plan` checks an even split of the layers and will reject it"
+            ]
+        result = result.model_copy(update=update)
     return result
 
 

@@ -50,6 +50,22 @@ def cmd(
     gemm_overhead_us: Annotated[Optional[float], typer.Option("--gemm-overhead-us", help="Override the fixed cost per GEMM kernel, microseconds.")] = None,
     overlap_tp: Annotated[bool, typer.Option("--overlap-tp", help="Hide TP/SP collectives behind GEMMs (default: exposed).")] = False,
     overlap_ep: Annotated[bool, typer.Option("--overlap-ep", help="Hide EP all-to-all behind GEMMs (default: exposed).")] = False,
+    overlap_pp: Annotated[bool, typer.Option(
+        "--overlap-pp/--no-overlap-pp",
+        help="Interleaved schedule (VPP > 1): pipeline send/recv runs behind the next chunk's compute, only the "
+        "2(PP-1) fill/drain transfers stay exposed (Megatron-LM's default overlap_p2p_comm; its "
+        "--no-overlap-p2p-communication turns it off). --no-overlap-pp exposes every transfer, as Megatron-LM "
+        "2021 (Narayanan et al.) did. VPP 1 is always exposed.")] = True,
+    overlap_cp: Annotated[bool, typer.Option(
+        "--overlap-cp/--no-overlap-cp",
+        help="Hide context-parallel key/value exchanges behind attention compute (Megatron-Core / Transformer "
+        "Engine ring attention). --no-overlap-cp exposes them, as Llama 3's all-gather CP "
+        "(arXiv 2407.21783, sec. 3.3.2).")] = True,
+    split_embedding_loss: Annotated[bool, typer.Option(
+        "--split-embedding-loss",
+        help="Count the input embedding and the loss as one layer each in the pipeline split, so PP x VPP may "
+        "divide layers + 2 (Megatron-Core --account-for-embedding-in-pipeline-split "
+        "--account-for-loss-in-pipeline-split; Llama 3 405B: 126 + 2 = 16 stages x 8).")] = False,
     tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
     pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
     vpp: Annotated[Optional[str], typer.Option("--vpp", help="Only these virtual-stage counts.")] = None,
@@ -87,7 +103,8 @@ def cmd(
                 catalog(profiles), model, list(sku), gpus=gpus, racks=racks, global_batch=global_batch, seq_len=seq,
                 precision=precision.value, tokens=tokens, gpu_hour_cost=gpu_hour_cost, top=top,
                 matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
-                overlap_tp=overlap_tp, overlap_ep=overlap_ep, pins=pins, save=str(save) if save else None, progress=cb,
+                overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
+                overlap_cp=overlap_cp, split_embedding_loss=split_embedding_loss, pins=pins, save=str(save) if save else None, progress=cb,
                 ranges=not no_ranges, overwrite=force,
             )
 

@@ -114,8 +114,24 @@ def render(res: SweepResult, console: Any) -> None:
             f"GEMM overhead {e.gemm_overhead_s * 1e6:.0f} us, scale-up domain {e.scale_up_domain}, {e.gpus_per_rack} GPUs/rack ({e.rack_basis})",
             markup=False, highlight=False,
         )
+    console.print(_switches(res), markup=False, highlight=False)
     if res.saved_plan:
         console.print(f"Saved the best layout to {res.saved_plan}", markup=False, highlight=False)
+
+
+def _switches(res: SweepResult) -> str:
+    """The step-time model's overlap and pipeline-split settings, as one line."""
+    ov = res.overlap
+
+    def onoff(k: str) -> str:
+        return "on" if ov.get(k) else "off"
+
+    pp = "on (VPP > 1; fill/drain exposed)" if ov.get("pp") else "off"
+    text = (f"Overlap with compute: TP {onoff('tp')}, EP {onoff('ep')}, CP {onoff('cp')}, PP {pp}, "
+            f"DP {onoff('dp')}.")
+    if res.split_embedding_loss:
+        text += " Pipeline split counts the embedding and the loss as one layer each."
+    return text
 
 
 def _span(sp: Span | None, f: Any) -> str:

@@ -254,7 +254,10 @@ class SweepResult(Result):
     train_tokens: float | None = None
     gpu_hour_cost: float | None = None
     tie_break: str
+    # Step-time model switches: tp, ep, pp, cp, dp -> True where that traffic overlaps compute
+    # (pp: interleaved schedule only; its 2 (pp - 1) fill/drain transfers stay exposed).
     overlap: dict[str, bool]
+    split_embedding_loss: bool = False  # PP x VPP may divide layers + 2 (embedding and loss count as layers)
     evaluated: int
     valid: int
     rejected: dict[str, int]
