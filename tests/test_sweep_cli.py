@@ -168,3 +168,81 @@ def test_save_never_replaces_an_existing_file_unasked(cli, tmp_path) -> None:
     assert r.exit_code == 0, r.output
     assert "[layout]" in plan.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["plan.toml"]  # no temporary file left behind
+
+
+def _best(cli, args: list[str]) -> dict:
+    r = cli(args + ["--json", "--no-ranges", "--top", "1"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["data"]
+
+
+def test_overlap_pp_is_on_by_default_and_can_be_turned_off(cli) -> None:
+    """Megatron-LM's default ``overlap_p2p_comm``: with virtual stages only the 2 (PP - 1) fill/drain
+    transfers are exposed; ``--no-overlap-pp`` exposes all m x 2 x VPP of them (Megatron-LM 2021).
+    Llama-3.1-70B, 256 sequences of 4,096 on 512 MI300X, TP 8 x PP 8 x VPP 5, DP 8, micro-batch 1:
+    m = 256 / 8 = 32, so the exposed pipeline time grows by 32 x 2 x 5 / (2 x 7) = 160 / 7."""
+    args = ["sweep", "llama3.1-70b", "--sku", "mi300x", "--gpus", "512", "--global-batch", "256", "--seq", "4096",
+            "--tp", "8", "--pp", "8", "--vpp", "5", "--cp", "1", "--zero", "1", "--micro-batch", "1",
+            "--recompute", "none"]
+    on = _best(cli, args)
+    off = _best(cli, args + ["--no-overlap-pp"])
+    assert on["overlap"]["pp"] is True and off["overlap"]["pp"] is False
+    assert _best(cli, args + ["--overlap-pp"])["rows"][0]["time_s"] == on["rows"][0]["time_s"]
+    a, b = on["rows"][0], off["rows"][0]
+    assert a["microbatches"] == b["microbatches"] == 32
+    assert b["time_s"]["pp"] / a["time_s"]["pp"] == pytest.approx(32 * 2 * 5 / (2 * 7), rel=1e-9)
+    assert a["step_time_s"] < b["step_time_s"]
+
+
+def test_no_overlap_cp_exposes_the_kv_exchange(cli) -> None:
+    """``--no-overlap-cp`` (Llama 3's all-gather CP) charges the whole key/value exchange that ring
+    attention hides behind attention compute by default; nothing else in the step changes."""
+    args = ["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64", "--global-batch", "64", "--seq", "32768",
+            "--tp", "2", "--pp", "1", "--cp", "4", "--zero", "1", "--micro-batch", "1", "--recompute", "none"]
+    on = _best(cli, args)
+    off = _best(cli, args + ["--no-overlap-cp"])
+    assert on["overlap"]["cp"] is True and off["overlap"]["cp"] is False
+    a, b = on["rows"][0], off["rows"][0]
+    assert a["layout"] == b["layout"]
+    assert b["time_s"]["cp"] > a["time_s"]["cp"]
+    assert b["step_time_s"] - a["step_time_s"] == pytest.approx(b["time_s"]["cp"] - a["time_s"]["cp"], rel=1e-9)
+
+
+def test_split_embedding_loss_admits_pp_that_divides_layers_plus_two(cli, tmp_path) -> None:
+    """Llama-3.1-405B has 126 layers: 126 % 16 = 14, so PP 16 is rejected (``pp-layers``) unless the
+    embedding and the loss count as one layer each: 128 = 16 x 8. The saved plan warns that
+    ``fit --plan`` (even split) will not take it."""
+    args = ["sweep", "llama3.1-405b", "--sku", "mi355x", "--gpus", "1024", "--global-batch", "512", "--seq", "8192",
+            "--tp", "8", "--pp", "16", "--vpp", "1", "--cp", "1", "--zero", "1", "--micro-batch", "1",
+            "--recompute", "full"]
+    plain = _best(cli, args)
+    assert plain["rows"] == [] and plain["split_embedding_loss"] is False
+    assert plain["rejected"]["pp-layers"] == plain["evaluated"]
+    plan = tmp_path / "plan.toml"
+    split = _best(cli, args + ["--split-embedding-loss", "--save", str(plan)])
+    assert split["split_embedding_loss"] is True
+    assert split["rows"][0]["layout"]["pp"] == 16 and split["rows"][0]["layout"]["dp"] == 8
+    assert plan.exists()
+    assert any("--split-embedding-loss" in w and "fit --plan" in w for w in split["warnings"])
+
+
+def test_table_states_the_overlap_settings(cli) -> None:
+    r = cli(["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64", "--no-ranges", "--no-overlap-pp",
+             "--overlap-ep", "--split-embedding-loss"])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "Overlap with compute: TP off, EP on, CP on, PP off, DP on." in flat
+    assert "Pipeline split counts the embedding and the loss as one layer each." in flat
+
+
+def test_api_keywords_match_the_flags(catalog) -> None:
+    from mi400plan.api.sweep import sweep
+
+    kw = dict(gpus="64", global_batch="64", seq_len=4096, top=1, ranges=False,
+              pins={"tp": [8], "pp": [4], "vpp": [2], "cp": [1], "zero": [1], "micro_batch": [1]})
+    on = sweep(catalog, "llama3.1-8b", ["mi300x"], **kw)
+    off = sweep(catalog, "llama3.1-8b", ["mi300x"], overlap_pp=False, overlap_cp=False, split_embedding_loss=True, **kw)
+    assert on.overlap == {"tp": False, "ep": False, "pp": True, "cp": True, "dp": True}
+    assert off.overlap == {"tp": False, "ep": False, "pp": False, "cp": False, "dp": True}
+    assert (on.split_embedding_loss, off.split_embedding_loss) == (False, True)
+    assert off.rows[0].time_s.pp > on.rows[0].time_s.pp
