@@ -21,8 +21,11 @@ Sources
 
 Sharding conventions (documented choices)
 -----------------------------------------
-* Attention, dense FFN and shared experts: ``/tp``. Embedding and output head: vocab-parallel
-  ``/tp``. Norms and router: replicated. Routed experts: ``/(ep*etp)``.
+* Attention, dense FFN and shared experts: ``/tp``, except the GQA K/V projections, ``/min(tp,
+  kv_heads)`` (a KV head is replicated on ``tp/kv_heads`` ranks when TP exceeds the KV heads, as
+  vLLM's QKVParallelLinear does), and MLA's q/kv down-projections, replicated on every TP rank
+  (Megatron-Core ``parallel_mode="duplicated"``, vLLM ``ReplicatedLinear``). Embedding and output
+  head: vocab-parallel ``/tp``. Norms and router: replicated. Routed experts: ``/(ep*etp)``.
 * ZeRO shards over the data-parallel ranks that hold the same parameters. Dense parameters: the
   ``dp*cp`` ranks (Megatron's distributed optimizer shards over DP x CP). Expert parameters: the
   expert-data-parallel size ``edp = tp*cp*dp/(ep*etp)``, because Megatron-Core lays the expert grid
@@ -127,11 +130,15 @@ def usable_bytes(capacity_bytes: ArrayLike, reserve: RuntimeReserve) -> np.ndarr
 class _LayerTable:
     """Cumulative sums over layers (length L+1) of the parameter groups and of MoE layers."""
 
-    c_tp: np.ndarray  # attention + dense FFN + shared experts (TP-split)
+    c_tp: np.ndarray  # attention + dense FFN + shared experts (TP-split, incl. the two below)
+    c_kv: np.ndarray  # GQA K/V projections (part of c_tp; split by min(tp, kv_heads))
+    c_arep: np.ndarray  # MLA down-projections (part of c_tp; replicated over TP)
     c_exp: np.ndarray  # routed experts (EP x ETP split)
     c_rep: np.ndarray  # router + norms (replicated)
     c_moe: np.ndarray  # number of MoE layers
     max_tp: float
+    max_kv: float
+    max_arep: float
     max_exp: float
     max_rep: float
     num_layers: int
@@ -141,6 +148,8 @@ class _LayerTable:
 def _layer_table(counts: ParamCounts) -> _LayerTable:
     lay = counts.layers
     tp = np.array([lp.attention + lp.mlp_dense + lp.shared_experts for lp in lay], dtype=np.float64)
+    kv = np.array([lp.attn_kv for lp in lay], dtype=np.float64)
+    arep = np.array([lp.attn_replicated for lp in lay], dtype=np.float64)
     ex = np.array([lp.routed_experts for lp in lay], dtype=np.float64)
     rep = np.array([lp.router + lp.norms for lp in lay], dtype=np.float64)
     moe = np.array([1.0 if lp.is_moe else 0.0 for lp in lay])
@@ -148,8 +157,9 @@ def _layer_table(counts: ParamCounts) -> _LayerTable:
     def cs(x: np.ndarray) -> np.ndarray:
         return np.concatenate([[0.0], np.cumsum(x)])
 
-    return _LayerTable(cs(tp), cs(ex), cs(rep), cs(moe),
-                       float(tp.max()), float(ex.max()), float(rep.max()), len(lay))
+    return _LayerTable(cs(tp), cs(kv), cs(arep), cs(ex), cs(rep), cs(moe),
+                       float(tp.max()), float(kv.max()), float(arep.max()), float(ex.max()), float(rep.max()),
+                       len(lay))
 
 
 @dataclass(frozen=True)
@@ -163,6 +173,8 @@ class _StageSlots:
 
     stage: np.ndarray  # stage index per slot
     tp: np.ndarray
+    kv: np.ndarray
+    arep: np.ndarray
     exp: np.ndarray
     rep: np.ndarray
     moe: np.ndarray
@@ -187,14 +199,15 @@ def _stage_slots(counts: ParamCounts, pp: int, vpp: int) -> _StageSlots:
     def stage_sum(cum: np.ndarray) -> np.ndarray:
         return (cum[bounds[chunk_idx + 1]] - cum[bounds[chunk_idx]]).sum(axis=1)
 
-    tp, ex, rep, moe = (stage_sum(x) for x in (t.c_tp, t.c_exp, t.c_rep, t.c_moe))
+    tp, kv, arep, ex, rep, moe = (stage_sum(x) for x in (t.c_tp, t.c_kv, t.c_arep, t.c_exp, t.c_rep, t.c_moe))
     first = (s == 0).astype(np.float64)
     last = (s == pp - 1).astype(np.float64)
-    key = np.stack([tp, ex, rep, moe, first, last], axis=1)
+    key = np.stack([tp, kv, arep, ex, rep, moe, first, last], axis=1)
     keep = np.ones(pp, dtype=bool)
     keep[1:] = np.any(key[1:] != key[:-1], axis=1)
     idx = np.nonzero(keep)[0]
-    return _StageSlots(idx.astype(np.float64), tp[idx], ex[idx], rep[idx], moe[idx], first[idx], last[idx])
+    return _StageSlots(idx.astype(np.float64), tp[idx], kv[idx], arep[idx], ex[idx], rep[idx], moe[idx], first[idx],
+                       last[idx])
 
 
 def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray) -> dict[str, np.ndarray]:
@@ -209,7 +222,7 @@ def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray) -> dict[
     tabs = [_stage_slots(counts, int(k // width), int(k % width)) for k in present]
     S = max(len(tb.stage) for tb in tabs)
     out: dict[str, np.ndarray] = {}
-    for name in ("stage", "tp", "exp", "rep", "moe", "first", "last"):
+    for name in ("stage", "tp", "kv", "arep", "exp", "rep", "moe", "first", "last"):
         m = np.zeros((len(tabs), S))
         for g, tb in enumerate(tabs):
             v = getattr(tb, name)
@@ -220,6 +233,21 @@ def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray) -> dict[
         valid[g, : len(tb.stage)] = True
     out["valid"] = valid[inverse.ravel()].reshape(pp.shape + (S,))
     return out
+
+
+def _tp_group_per_rank(model: ModelSpec, tp_sum: ArrayLike, kv_sum: ArrayLike, arep_sum: ArrayLike,
+                       tp: ArrayLike) -> ArrayLike:
+    """Parameters per TP rank of the TP-split group (attention, dense FFN, shared experts).
+
+    Everything is ``/tp`` except the GQA K/V projections, ``/min(tp, kv_heads)`` (a KV head is never
+    split: with ``tp > kv_heads`` each rank holds one whole head, replicated ``tp/kv_heads`` times,
+    as vLLM's ``QKVParallelLinear`` does), and MLA's q_a/kv_a down-projections, whole on every rank
+    (Megatron-Core ``multi_latent_attention.py`` builds them with ``parallel_mode="duplicated"``;
+    vLLM uses ``ReplicatedLinear``).
+    """
+    a = model.attention
+    kv_split = np.minimum(tp, float(a.kv_heads)) if a.kind == "gqa" else tp
+    return (tp_sum - kv_sum - arep_sum) / tp + kv_sum / kv_split + arep_sum
 
 
 # --- activations -------------------------------------------------------------------------------
@@ -259,9 +287,13 @@ def layer_activation_bytes_per_token(
       dropout output ``e*a*s/t`` with dropout) per token: Korthikanti's ``5*a*s/h`` term. Flash
       attention (Dao et al. 2022) keeps only an fp32 log-sum-exp per head, ``4*a/t``. Selective
       recompute drops the core.
-    * MoE routed path (tokens split by SP): ``top_k * cf`` copies of each token, each with the
-      dispatched input and the expert output (``2*e*h``) and the expert FFN intermediates
-      ``e*3*ffn_e/etp``; ``cf`` = capacity factor.
+    * MoE routed path (tokens split by SP): ``top_k * cf`` copies of each local token (``cf`` =
+      capacity factor). Expert tensor parallelism all-gathers the dispatched tokens over the ``etp``
+      ranks of an expert (Megatron-Core ``MoEAlltoAllTokenDispatcher``: all-to-all over EP, then an
+      all-gather over expert-TP) and each of them computes ``1/etp`` of the FFN width, so per rank:
+      dispatched input ``e*h*etp``, expert output after the reduce-scatter ``e*h``, and FFN
+      intermediates ``e*3*ffn_e`` (``etp`` times the tokens at ``1/etp`` of the width: ETP does not
+      shrink them).
     * full recompute: only the layer input ``e*h`` (``/t`` with SP).
 
     Check: GPT (GELU, ffn 4h, MHA), dropout on, no flash, no SP: ``10*h + 24*h/t + 5*a*s/t`` per token,
@@ -302,7 +334,9 @@ def layer_activation_bytes_per_token(
         shared = m.num_shared_experts * (m.shared_expert_ffn_dim or m.expert_ffn_dim)
         split = split + e * _ffn_elems(model, shared) / tp
         etp_a = np.asarray(etp, dtype=np.float64)
-        routed = m.top_k * recipe.moe_capacity_factor * (2.0 * e * h + e * _ffn_elems(model, m.expert_ffn_dim) / etp_a)
+        routed = m.top_k * recipe.moe_capacity_factor * (
+            e * h * (etp_a + 1.0) + e * _ffn_elems(model, m.expert_ffn_dim)
+        )
     else:
         split = split + e * _ffn_elems(model, model.ffn_dim) / tp
     full = replicated / tsp + split + core + routed / tsp
@@ -346,7 +380,7 @@ def train_memory(
     weights = P x (param + fp8-copy bytes) [/d at ZeRO-3], gradients = P x grad bytes [/d at ZeRO>=2],
     optimizer = P x (master + moments) bytes [/d at ZeRO>=1] (Rajbhandari et al. 2020, fig. 1).
     Activations: ``tokens x (in_flight x stage layers x per-layer bytes)`` plus the first stage's token
-    ids, the last stage's fp32 logits ``4*V/t`` per token and output-layer input, and under full
+    ids (and embedding-dropout mask when ``recipe.dropout``), the last stage's fp32 logits ``4*V/t`` per token and output-layer input, and under full
     recompute one layer's full activations while it is recomputed.
     """
     if isinstance(recompute, str):
@@ -364,7 +398,7 @@ def train_memory(
     # Parameters on this rank.
     head = counts.output_head if counts.output_head else np.where(X(pp) > 1, counts.embedding, 0.0)
     p_dense = (
-        slots["tp"] / X(tp)
+        _tp_group_per_rank(model, slots["tp"], slots["kv"], slots["arep"], X(tp))
         + slots["rep"]
         + slots["first"] * counts.embedding / X(tp)
         + slots["last"] * (head / X(tp) + counts.final_norm)
@@ -380,8 +414,9 @@ def train_memory(
 
     w_full = pw * (p_dense + p_exp)
     w_shard = pw * (sharded(p_dense, d_dense, z >= 3) + sharded(p_exp, d_exp, z >= 3))
+    lt = _layer_table(counts)
     layer_max = (
-        _layer_table(counts).max_tp / X(tp) + _layer_table(counts).max_rep + _layer_table(counts).max_exp / X(ep * etp)
+        _tp_group_per_rank(model, lt.max_tp, lt.max_kv, lt.max_arep, X(tp)) + lt.max_rep + lt.max_exp / X(ep * etp)
     )
     weights = np.where(z >= 3, np.minimum(w_full, w_shard + 2.0 * pw * layer_max), w_full)
     grads = recipe.grad_bytes * (sharded(p_dense, d_dense, z >= 2) + sharded(p_exp, d_exp, z >= 2))
@@ -403,6 +438,9 @@ def train_memory(
     tsp = X(np.where(sp, tp, 1.0))
     e = recipe.activation_bytes
     last_extra = LOGIT_BYTES * model.vocab_size / X(tp) + 2.0 * e * h / tsp  # logits + final norm/head input
+    # First stage: int64 token ids, and with dropout the embedding-dropout mask (1 byte per element;
+    # Megatron-LM theoretical_memory_usage "Dropout in embedding layer", pp micro-batches in flight).
+    first_extra = TOKEN_ID_BYTES + (MASK_BYTES * h / tsp if recipe.dropout else 0.0)
     if model.moe is not None:
         no_rc = dict(kw, recompute=np.zeros_like(rc))
         work = np.maximum(
@@ -413,7 +451,7 @@ def train_memory(
         work = layer_activation_bytes_per_token(model, recipe, moe=False, **dict(kw, recompute=np.zeros_like(rc)))
     working = np.where(X(rc) >= 2, X(work), 0.0)
     acts = tokens * (
-        inflight * (stage_act + slots["first"] * TOKEN_ID_BYTES) + slots["last"] * last_extra + working
+        inflight * (stage_act + slots["first"] * first_extra) + slots["last"] * last_extra + working
     )
     reserve = np.full(shape + (1,), recipe.reserve.fixed_bytes)
     total = weights + grads + optim + acts + reserve
@@ -455,7 +493,8 @@ def infer_memory(
 ) -> InferMemory:
     """Inference memory per GPU on the most loaded pipeline stage (bytes; arrays broadcast).
 
-    * Weights: block linear weights (attention, dense FFN, shared experts) ``/tp`` at the recipe's
+    * Weights: block linear weights (attention, dense FFN, shared experts) ``/tp`` (GQA K/V
+      ``/min(tp, kv_heads)``, MLA down-projections whole on every rank) at the recipe's
       format (bits incl. block scales); routed experts ``/max(tp, ep)`` at that format (experts spread
       over the TP group, or over ``ep`` ranks with attention data-parallel when ``ep > tp``);
       embedding and head vocab-parallel ``/tp``, norms and router replicated, all 16-bit.
@@ -476,7 +515,7 @@ def infer_memory(
     wb = recipe.weight_bytes
     head = counts.output_head if counts.output_head else np.where(X(pp) > 1, counts.embedding, 0.0)
     weights = (
-        wb * slots["tp"] / X(tp)
+        wb * _tp_group_per_rank(model, slots["tp"], slots["kv"], slots["arep"], X(tp))
         + wb * slots["exp"] / X(np.maximum(tp, ep))
         + 2.0 * slots["rep"]
         + 2.0 * slots["first"] * counts.embedding / X(tp)

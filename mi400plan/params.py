@@ -50,6 +50,14 @@ class LayerParams:
     router: int  # router weights (+ bias); replicated
     norms: int  # norm weights (+ biases), incl. MLA's internal and Qwen3's q/k norms; replicated
     is_moe: bool
+    # Parts of ``attention`` that TP does not split evenly (both already included in ``attention``):
+    # GQA K and V projections (weights + biases), held ``/min(tp, kv_heads)`` per rank because a KV
+    # head cannot be split (vLLM's QKVParallelLinear replicates it when tp > kv_heads);
+    attn_kv: int = 0
+    # MLA down-projections q_a and kv_a (weights + biases), replicated on every TP rank
+    # (Megatron-Core builds linear_q_down_proj / linear_kv_down_proj with parallel_mode="duplicated";
+    # vLLM uses ReplicatedLinear for them).
+    attn_replicated: int = 0
 
     @property
     def total(self) -> int:
@@ -109,8 +117,9 @@ def _norm(model: ModelSpec, width: int) -> int:
     return 2 * width if model.norm == "layernorm" else width
 
 
-def _attention(model: ModelSpec) -> tuple[int, int, int]:
-    """Attention block of one layer: (matmul weights, biases, internal norm params)."""
+def _attention(model: ModelSpec) -> tuple[int, int, int, int, int]:
+    """Attention block of one layer: (matmul weights, biases, internal norm params, K/V projection
+    weights + biases (GQA), TP-replicated down-projection weights + biases (MLA))."""
     a = model.attention
     h = model.hidden_size
     nh = a.num_heads
@@ -119,39 +128,45 @@ def _attention(model: ModelSpec) -> tuple[int, int, int]:
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
         outs: list[tuple[int, int]] = []  # (in, out) of each projection
         norms = 0
+        down: list[tuple[int, int]] = []  # q_a and kv_a: not split by TP
         if a.q_lora_rank:
-            outs += [(h, a.q_lora_rank), (a.q_lora_rank, nh * qk)]
+            down.append((h, a.q_lora_rank))
+            outs.append((a.q_lora_rank, nh * qk))
             norms += _norm(model, a.q_lora_rank)
         else:
             outs.append((h, nh * qk))
-        outs.append((h, a.kv_lora_rank + a.qk_rope_head_dim))
+        down.append((h, a.kv_lora_rank + a.qk_rope_head_dim))
         norms += _norm(model, a.kv_lora_rank)
         outs.append((a.kv_lora_rank, nh * (a.qk_nope_head_dim + a.v_head_dim)))
         outs.append((nh * a.v_head_dim, h))
+        outs += down
         weights = sum(i * o for i, o in outs)
         biases = sum(o for _, o in outs) if model.linear_bias else 0
-        return weights, biases, norms
+        replicated = sum(i * o + (o if model.linear_bias else 0) for i, o in down)
+        return weights, biases, norms, 0, replicated
     d = a.head_size(h)
     q, kv = nh * d, a.kv_heads * d
     weights = h * q + 2 * h * kv + q * h
     biases = 0
+    kv_part = 2 * h * kv
     if a.qkv_bias or model.linear_bias:
         biases += q + 2 * kv
+        kv_part += 2 * kv
     if model.linear_bias:
         biases += h
     norms = 2 * _norm(model, d) if a.qk_norm else 0
-    return weights, biases, norms
+    return weights, biases, norms, kv_part, 0
 
 
 def _layer(model: ModelSpec, index: int) -> tuple[LayerParams, int]:
     """One layer's parameters and its per-token active matmul weights."""
     h = model.hidden_size
-    attn_w, attn_b, attn_norms = _attention(model)
+    attn_w, attn_b, attn_norms, attn_kv, attn_rep = _attention(model)
     norms = 2 * _norm(model, h) + attn_norms
     m = model.moe
     if m is None or not model.is_moe_layer(index):
         w, b = _ffn(model, model.ffn_dim)
-        lp = LayerParams(attn_w + attn_b, w + b, 0, 0, 0, norms, False)
+        lp = LayerParams(attn_w + attn_b, w + b, 0, 0, 0, norms, False, attn_kv=attn_kv, attn_replicated=attn_rep)
         return lp, attn_w + w
     ew, eb = _ffn(model, m.expert_ffn_dim)
     sw, sb = _ffn(model, m.shared_expert_ffn_dim or m.expert_ffn_dim)
@@ -167,6 +182,8 @@ def _layer(model: ModelSpec, index: int) -> tuple[LayerParams, int]:
         router=router_w + router_b,
         norms=norms,
         is_moe=True,
+        attn_kv=attn_kv,
+        attn_replicated=attn_rep,
     )
     return lp, attn_w + m.num_shared_experts * sw + m.top_k * ew + router_w
 

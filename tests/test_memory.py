@@ -85,7 +85,11 @@ def test_deepseek_v3_fp8_weights_fit_8_mi300x_not_8_h100(catalog) -> None:
     # Block weights at 1 B/param; embedding + head (2 x 129280 x 7168 = 1,853,358,080) stay at 2 B.
     emb = 2 * 129280 * 7168
     rep = sum(lp.router + lp.norms for lp in counts.layers) + counts.final_norm
-    expected = (counts.total - emb - rep) * 1 / 8 + emb * 2 / 8 + rep * 2
+    # MLA down-projections q_a (7168 x 1536) and kv_a (7168 x (512 + 64)) are whole on every TP rank:
+    # 7168 x 2112 x 61 layers = 923,467,776 params at 1 B on each of the 8 GPUs.
+    down = 7168 * (1536 + 512 + 64) * 61
+    assert down == 923_467_776
+    expected = (counts.total - emb - rep - down) * 1 / 8 + down * 1 + emb * 2 / 8 + rep * 2
     assert w == pytest.approx(expected, rel=1e-12)
     # ~671e9 / 8 = 83.9 GB per GPU: fits 192 GB (MI300X), not 80 GB (H100).
     assert 80 * GB < w < 192 * GB
@@ -206,9 +210,10 @@ def test_toy_activations_match_korthikanti(tp, sp, recompute, per_layer) -> None
     m = train_memory(model, counts, korthikanti_recipe(), tp=tp, sequence_parallel=sp,
                      recompute=RECOMPUTE_CODES[recompute], seq_len=s, micro_batch=b)
     tsp = tp if sp else 1
-    # Two layers, plus the planner's extra terms: int64 token ids (8 B/token) on the first stage and, on
-    # the last stage, fp32 logits 4*V/t and the final-norm and head inputs 2 x 2*h/tsp per token.
-    extras = s * b * (8 + 4 * V / tp + 2 * 2 * h / tsp)
+    # Two layers, plus the planner's extra terms: int64 token ids (8 B/token) and the embedding-dropout
+    # mask (1 B x h/tsp, Megatron-LM theoretical_memory_usage) on the first stage and, on the last
+    # stage, fp32 logits 4*V/t and the final-norm and head inputs 2 x 2*h/tsp per token.
+    extras = s * b * (8 + h / tsp + 4 * V / tp + 2 * 2 * h / tsp)
     assert float(m.activations) == pytest.approx(2 * per_layer + extras, rel=1e-12)
 
 
@@ -219,7 +224,7 @@ def test_full_recompute_keeps_layer_inputs_plus_one_layer() -> None:
     m = train_memory(model, counts, korthikanti_recipe(), tp=tp, sequence_parallel=True, recompute=2,
                      seq_len=s, micro_batch=b)
     # 2 layers x 2*s*b*h/t (layer inputs) + one layer being recomputed, s*b*h*74/t, + extras as above
-    expected = 2 * 2 * s * b * h / tp + s * b * h * 74 / tp + s * b * (8 + 4 * V / tp + 2 * 2 * h / tp)
+    expected = 2 * 2 * s * b * h / tp + s * b * h * 74 / tp + s * b * (8 + h / tp + 4 * V / tp + 2 * 2 * h / tp)
     assert float(m.activations) == pytest.approx(expected, rel=1e-12)
 
 
@@ -229,8 +234,9 @@ def test_flash_attention_removes_s_squared_term() -> None:
     rec = TrainRecipe(flash_attention=True, dropout=True, reserve=NO_RESERVE)
     s, b, h, a = 128, 2, 64, 4
     m = train_memory(model, counts, rec, seq_len=s, micro_batch=b)
-    # 34*s*b*h per layer, plus fp32 log-sum-exp per head and token (4*a B), plus extras
-    expected = 2 * (34 * s * b * h + 4 * a * s * b) + s * b * (8 + 4 * 1000 + 2 * 2 * h)
+    # 34*s*b*h per layer, plus fp32 log-sum-exp per head and token (4*a B), plus extras (token ids,
+    # embedding-dropout mask h x 1 B, logits, final-norm and head inputs)
+    expected = 2 * (34 * s * b * h + 4 * a * s * b) + s * b * (8 + h + 4 * 1000 + 2 * 2 * h)
     assert float(m.activations) == pytest.approx(expected, rel=1e-12)
 
 
@@ -240,16 +246,17 @@ def test_pipeline_in_flight_microbatches() -> None:
     rec = korthikanti_recipe()
     s, b, h = 64, 1, 64
     per_layer = s * b * h * (34 + 5 * 4 * s / h)
-    # 1F1B, pp=4: stage 0 holds 4 micro-batches of its 2 layers = 8 layer-activations (+ token ids)
+    emb_in = 8 * s * b + s * b * h  # int64 token ids + 1-byte embedding-dropout mask per micro-batch
+    # 1F1B, pp=4: stage 0 holds 4 micro-batches of its 2 layers = 8 layer-activations (+ embedding inputs)
     m = train_memory(model, counts, rec, pp=4, seq_len=s, micro_batch=b)
     assert int(m.stage) == 0
-    assert float(m.activations) == pytest.approx(4 * (2 * per_layer + 8 * s * b))
+    assert float(m.activations) == pytest.approx(4 * (2 * per_layer + emb_in))
     # Interleaved, pp=4, vpp=2: pp*(1 + (pp-1)/(pp*vpp)) = 4*(1 + 3/8) = 5.5 micro-batches of 2 layers
     m = train_memory(model, counts, rec, pp=4, vpp=2, seq_len=s, micro_batch=b)
-    assert float(m.activations) == pytest.approx(5.5 * (2 * per_layer + 8 * s * b))
+    assert float(m.activations) == pytest.approx(5.5 * (2 * per_layer + emb_in))
     # num_microbatches = 2 caps 1F1B in-flight at 2
     m = train_memory(model, counts, rec, pp=4, seq_len=s, micro_batch=b, num_microbatches=2)
-    assert float(m.activations) == pytest.approx(2 * (2 * per_layer + 8 * s * b))
+    assert float(m.activations) == pytest.approx(2 * (2 * per_layer + emb_in))
 
 
 def test_most_loaded_stage_with_dense_first_layers() -> None:
@@ -296,8 +303,12 @@ def test_mla_latent_is_not_split_by_tp(catalog) -> None:
 
 def test_block_scale_formats() -> None:
     bits = {f: InferRecipe(weight_format=f).weight_bytes * 8 for f in ("mxfp4", "fp4", "fp6", "mxfp8", "int4", "nvfp4")}
-    assert bits == {"mxfp4": 4 + 8 / 32, "fp4": 4.25, "fp6": 6 + 8 / 32, "mxfp8": 8.25, "int4": 4 + 32 / 128,
+    # MX (OCP MX v1.0): one 8-bit E8M0 scale per 32 elements. NVFP4: one FP8 E4M3 scale per 16.
+    # int4 GPTQ/AWQ: per 128-weight group one fp16 scale and one 4-bit zero point (packed 8 per int32
+    # in qzeros): 4 + (16 + 4)/128 = 4.15625 bits, not the 4.25 an fp16 zero point would give.
+    assert bits == {"mxfp4": 4 + 8 / 32, "fp4": 4.25, "fp6": 6 + 8 / 32, "mxfp8": 8.25, "int4": 4 + 20 / 128,
                     "nvfp4": 4 + 8 / 16}
+    assert bits["int4"] == 4.15625
 
 
 def test_reserve_parsing() -> None:
@@ -420,3 +431,145 @@ def test_pp_can_grow_heaviest_stage_with_mixed_layers() -> None:
     m8 = train_memory(MOE, MOE_COUNTS, rec, pp=8, **kw)
     assert int(m4.stage) == 1 and int(m8.stage) == 1
     assert float(m8.activations) > float(m4.activations)
+
+
+# --- audit regressions (hand arithmetic) --------------------------------------------------------------
+
+
+def toy_gqa_1layer() -> ModelSpec:
+    """hidden 64, 8 heads of 8, 2 KV heads, SwiGLU 128, 1 layer, vocab 100, RMSNorm, untied."""
+    return ModelSpec(name="gqa1", display_name="gqa1", hidden_size=64, num_layers=1, vocab_size=100, ffn_dim=128,
+                     attention={"num_heads": 8, "num_kv_heads": 2})
+
+
+def test_kv_projection_weights_replicated_when_tp_exceeds_kv_heads() -> None:
+    model = toy_gqa_1layer()
+    counts = count_params(model)
+    # Q and O: 64 x 64 each = 8192; K and V: 2 x 64 x (2 heads x 8) = 2048; FFN 3 x 64 x 128 = 24576;
+    # norms 2 x 64 = 128; embedding = head = 100 x 64 = 6400; final norm 64.
+    assert counts.layers[0].attention == 8192 + 2048 and counts.layers[0].attn_kv == 2048
+    # TP 8 > 2 KV heads: each rank holds one whole KV head (K and V: 2 x 64 x 8 = 1024), not 2048 / 8 = 256.
+    per_rank = 8192 / 8 + 2048 / 2 + 24576 / 8 + 128 + 6400 / 8 + 6400 / 8 + 64
+    assert per_rank == 6912
+    rec = train_recipe("megatron", reserve=NO_RESERVE)
+    m = train_memory(model, counts, rec, tp=8, zero=0, seq_len=8)
+    assert float(m.weights + m.gradients + m.optimizer) == 18 * 6912
+    im = infer_memory(model, counts, InferRecipe(weight_format="bf16", reserve=NO_RESERVE), tp=8, context=1)
+    assert float(im.weights) == 2 * 6912
+    # TP 2 = KV heads: plain /tp.
+    m2 = train_memory(model, counts, rec, tp=2, zero=0, seq_len=8)
+    assert float(m2.weights + m2.gradients + m2.optimizer) == 18 * (10240 / 2 + 24576 / 2 + 128 + 3200 + 3200 + 64)
+
+
+def toy_mla_1layer() -> ModelSpec:
+    return ModelSpec(name="mla1", display_name="mla1", hidden_size=64, num_layers=1, vocab_size=100, ffn_dim=128,
+                     attention={"kind": "mla", "num_heads": 4, "q_lora_rank": 16, "kv_lora_rank": 8,
+                                "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8})
+
+
+def test_mla_down_projections_are_not_split_by_tp() -> None:
+    model = toy_mla_1layer()
+    counts = count_params(model)
+    # q_a 64 x 16 = 1024, kv_a 64 x (8 + 4) = 768 (whole on every TP rank);
+    # q_b 16 x 4 x (8 + 4) = 768, kv_b 8 x 4 x (8 + 8) = 512, o 4 x 8 x 64 = 2048 (split by TP).
+    lp = counts.layers[0]
+    assert lp.attention == 1024 + 768 + 768 + 512 + 2048 == 5120
+    assert lp.attn_replicated == 1024 + 768 and lp.attn_kv == 0
+    # TP 4: attention (768 + 512 + 2048)/4 + 1792 = 2624; FFN 24576/4 = 6144; norms 2 x 64 + 16 + 8 = 152;
+    # embedding and head 6400/4 each; final norm 64.
+    per_rank = (768 + 512 + 2048) / 4 + 1792 + 24576 / 4 + 152 + 1600 + 1600 + 64
+    assert per_rank == 12184
+    im = infer_memory(model, counts, InferRecipe(weight_format="bf16", reserve=NO_RESERVE), tp=4, context=1)
+    assert float(im.weights) == 2 * 12184
+    m = train_memory(model, counts, train_recipe("megatron", reserve=NO_RESERVE), tp=4, zero=0, seq_len=8)
+    assert float(m.weights + m.gradients + m.optimizer) == 18 * 12184
+
+
+def test_moe_routed_activations_under_expert_tp() -> None:
+    from mi400plan.memory import layer_activation_bytes_per_token
+
+    model = ModelSpec(name="moe2", display_name="moe2", hidden_size=64, num_layers=2, vocab_size=100, ffn_dim=128,
+                      attention={"num_heads": 4},
+                      moe={"num_experts": 8, "top_k": 2, "expert_ffn_dim": 32})
+    rec = TrainRecipe(reserve=NO_RESERVE)  # flash attention, no dropout, 2-byte activations, cf 1.25
+
+    def per_token(etp: int) -> float:
+        return float(layer_activation_bytes_per_token(model, rec, tp=2, etp=etp, sequence_parallel=True,
+                                                      recompute=0, seq_len=128, moe=True))
+
+    e, h, E, a, d, f, k, cf, t = 2, 64, 8, 4, 16, 32, 2, 1.25, 2
+    replicated = (4 * e * h + 4 * E) / t  # norm, QKV, pre-FFN and FFN inputs + fp32 router probs, SP-split
+    split = e * a * d / t + e * (a / t) * 2 * d + e * a * d / t  # Q, K+V (2 heads per rank), O input
+    lse = 4 * a / t  # flash attention log-sum-exp
+    # Routed: ETP all-gathers the dispatched tokens over its etp ranks (input e*h*etp), the output is
+    # reduce-scattered back (e*h), and each rank computes etp x the tokens at 1/etp of the width, so the
+    # SwiGLU intermediates stay 3*f*e per assignment. Local tokens are SP-split (/t).
+    for etp in (1, 2):
+        routed = k * cf * (e * h * etp + e * h + e * 3 * f) / t
+        assert per_token(etp) == pytest.approx(replicated + split + lse + routed, rel=1e-12)
+    assert per_token(1) == 272 + 256 + 8 + 560
+    assert per_token(2) == 272 + 256 + 8 + 720  # ETP 2 never needs less activation memory than ETP 1
+
+
+def test_embedding_dropout_mask_counted_only_with_dropout() -> None:
+    model = toy_gpt()
+    counts = count_params(model)
+    s, b, h = 128, 2, 64
+    on = train_memory(model, counts, korthikanti_recipe(), seq_len=s, micro_batch=b)
+    off = train_memory(model, counts, TrainRecipe(flash_attention=False, dropout=False, reserve=NO_RESERVE),
+                       seq_len=s, micro_batch=b)
+    # Dropout adds, per layer, 2 residual masks (2sbh x 1 B) + the attention-dropout mask and output
+    # (a*s^2*b x (1 + 2) B), and on the first stage the embedding-dropout mask s*b*h x 1 B.
+    a, L = 4, 2
+    assert float(on.activations - off.activations) == L * (2 * s * b * h + 3 * a * s * s * b) + s * b * h
+
+
+# --- fit (scalar) and sweep (vectorized) paths agree ----------------------------------------------------
+
+
+def _random_layouts(model: ModelSpec, rng: np.random.Generator, n: int) -> list[dict]:
+    out: list[dict] = []
+    while len(out) < n:
+        d = dict(
+            tp=int(rng.choice([1, 2, 4, 8])), pp=int(rng.choice([1, 2, 4])), vpp=int(rng.choice([1, 2])),
+            dp=int(rng.choice([1, 2, 4, 8])), ep=int(rng.choice([1, 2, 4, 8])) if model.moe else 1,
+            etp=int(rng.choice([1, 2])) if model.moe else 1, cp=int(rng.choice([1, 2])),
+            zero=int(rng.integers(0, 4)), micro_batch=int(rng.choice([1, 2])),
+            recompute=str(rng.choice(["none", "selective", "full"])), sequence_parallel=bool(rng.integers(0, 2)),
+        )
+        try:
+            lay = Layout(**d)
+            check_layout(lay, model, seq_len=256)
+        except (LayoutError, ValueError):
+            continue
+        out.append(d)
+    return out
+
+
+@pytest.mark.parametrize("which", ["moe", "dense", "mla"])
+def test_fit_scalar_path_equals_sweep_vectorized_path_on_random_layouts(which: str) -> None:
+    from mi400plan.api.fit import _train_terms
+    from mi400plan.search import Workload, memory_total
+
+    model = {"moe": toy_moe(), "dense": DENSE, "mla": toy_mla_1layer().model_copy(update={"num_layers": 4})}[which]
+    counts = count_params(model)
+    rec = train_recipe("megatron", flash_attention=which != "dense")
+    rng = np.random.default_rng(20240607)
+    lays = _random_layouts(model, rng, 40)
+    seq, gbs = 256, 64
+    cols = {k: np.array([d[k] for d in lays]) for k in lays[0]}
+    cols["recompute"] = np.array([RECOMPUTE_CODES[r] for r in cols["recompute"]])
+    c = dict(cols, sp=cols.pop("sequence_parallel"))
+    vec = memory_total(c, Workload(model=model, counts=counts, recipe=rec, seq_len=seq, global_batch=gbs))
+    for i, d in enumerate(lays):
+        lay = Layout(**d)
+        one = _train_terms(model, counts, rec, lay, seq, gbs // (lay.dp * lay.micro_batch)).item()
+        assert one == vec.item(i), (which, d)
+    # Inference: one vectorized call over (tp, pp, ep) equals the scalar calls term by term.
+    tps, pps = np.array([1, 2, 4, 8, 2]), np.array([1, 2, 4, 1, 4])
+    eps = np.array([1, 2, 8, 8, 4]) if model.moe else np.ones(5, dtype=int)
+    ir = infer_recipe("fp8")
+    v = infer_memory(model, counts, ir, tp=tps, pp=pps, ep=eps, batch=3, context=1000)
+    for i in range(5):
+        s = infer_memory(model, counts, ir, tp=int(tps[i]), pp=int(pps[i]), ep=int(eps[i]), batch=3, context=1000)
+        assert s.item() == v.item(i)

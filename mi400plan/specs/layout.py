@@ -339,7 +339,8 @@ def train_recipe(
 #   MX formats (OCP Microscaling Formats (MX) v1.0, 2023): one shared 8-bit E8M0 scale per block of
 #   32 elements -> +8/32 = 0.25 bit: MXFP8 8.25, MXFP6 6.25, MXFP4 4.25.
 #   NVFP4 (NVIDIA Blackwell): one FP8 E4M3 scale per 16 elements -> 4 + 8/16 = 4.5 bits.
-#   int4 (GPTQ/AWQ style): groups of 128 with an fp16 scale and an fp16 zero point -> 4 + 32/128 = 4.25.
+#   int4 (GPTQ/AWQ style): groups of 128 with an fp16 scale and a 4-bit zero point (GPTQ and AWQ
+#   checkpoints pack eight zero points per int32 in ``qzeros``) -> 4 + (16 + 4)/128 = 4.15625.
 #   fp8 with per-tensor (or 128x128-block fp32) scales: overhead < 0.002 bit, counted as 8.
 WEIGHT_FORMAT_BITS: dict[str, float] = {
     "bf16": 16.0,
@@ -351,7 +352,7 @@ WEIGHT_FORMAT_BITS: dict[str, float] = {
     "fp4": 4.0 + 8.0 / 32,
     "mxfp4": 4.0 + 8.0 / 32,
     "nvfp4": 4.0 + 8.0 / 16,
-    "int4": 4.0 + 32.0 / 128,
+    "int4": 4.0 + (16.0 + 4.0) / 128,
 }
 KV_FORMAT_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
