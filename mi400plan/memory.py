@@ -546,9 +546,10 @@ def _infer_scratch(model: ModelSpec, recipe: InferRecipe, *, tp: np.ndarray, bat
     d = float(model.head_dim)
     if a.kind == "mla":
         qkv = a.num_heads * (2.0 * d + (a.v_head_dim or d)) / tp
+        attn_out = a.num_heads * float(a.v_head_dim or d) / tp  # heads x v_head_dim (DeepSeek-V2 eq. 18)
     else:
         qkv = a.num_heads * d / tp + 2.0 * np.maximum(a.kv_heads / tp, 1.0) * d
-    attn_out = a.num_heads * d / tp
+        attn_out = a.num_heads * d / tp
     if model.moe is not None:
         m = model.moe
         width = m.top_k * m.expert_ffn_dim + m.num_shared_experts * (m.shared_expert_ffn_dim or m.expert_ffn_dim)

@@ -573,3 +573,14 @@ def test_fit_scalar_path_equals_sweep_vectorized_path_on_random_layouts(which: s
     for i in range(5):
         s = infer_memory(model, counts, ir, tp=int(tps[i]), pp=int(pps[i]), ep=int(eps[i]), batch=3, context=1000)
         assert s.item() == v.item(i)
+
+
+def test_mla_inference_scratch_attention_output_uses_v_head_dim() -> None:
+    model = toy_mla_1layer()
+    counts = count_params(model)
+    im = infer_memory(model, counts, InferRecipe(reserve=NO_RESERVE), tp=1, batch=1, context=10)
+    # 10 tokens x 2 B x (hidden in/out 2 x 64 + Q and K 4 heads x 12 x 2 + V 4 x 8 + attention output
+    # 4 heads x v_head_dim 8 + SwiGLU 3 x 128) + fp32 logits of one sequence 4 x 100
+    per_token = 2 * (2 * 64 + 4 * 12 * 2 + 4 * 8 + 4 * 8 + 3 * 128)
+    assert per_token == 1344
+    assert float(im.activations) == 10 * 1344 + 4 * 100

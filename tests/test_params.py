@@ -128,6 +128,9 @@ def test_deepseek_v3_layer_breakdown(catalog) -> None:
     kv = h * (512 + 64) + 512 * 128 * (128 + 128)  # kv_a + kv_b
     o = 128 * 128 * h
     assert c.layers[0].attention == q + kv + o == 187_105_280
+    # q_a and kv_a are whole on every TP rank (Megatron-Core "duplicated", vLLM ReplicatedLinear).
+    assert c.layers[0].attn_replicated == h * 1536 + h * (512 + 64) == 15_138_816
+    assert c.layers[0].attn_kv == 0
     assert c.layers[0].norms == 2 * h + 1536 + 512  # two layer norms + q_a_norm + kv_a_norm
     expert = 3 * h * 2048
     assert c.routed_expert_params == expert == 44_040_192
@@ -145,6 +148,8 @@ def test_qwen3_qk_norm_and_explicit_head_dim(catalog) -> None:
     h, d = 4096, 128
     # head_dim 128 x 64 heads = 8192 != hidden 4096: Q is 4096x8192, O is 8192x4096, K/V 4096x(4x128).
     assert c.layers[0].attention == h * 8192 * 2 + h * 512 * 2
+    assert c.layers[0].attn_kv == 2 * h * 4 * 128  # K and V: 4 KV heads x 128, split by min(TP, 4)
+    assert c.layers[0].attn_replicated == 0
     assert c.layers[0].norms == 2 * h + 2 * d  # input/post-attention norms + q_norm + k_norm
 
 
@@ -186,6 +191,8 @@ def test_toy_gpt_style_biases_layernorm_learned_positions_tied() -> None:
     # Two LayerNorms: 2 x (4 + 4) = 16. Layer = 244.
     # Embedding 10 x 4 + positions 6 x 4 = 64; tied head 0; final LayerNorm 8.
     assert (c.layers[1].attention, c.layers[1].mlp_dense, c.layers[1].norms) == (80, 148, 16)
+    # K and V with their biases (the part TP splits by min(TP, KV heads)): 2 x (4 x 4 + 4) = 40.
+    assert c.layers[1].attn_kv == 40
     assert c.embedding == 64 and c.output_head == 0 and c.final_norm == 8
     assert c.total == 64 + 8 + 2 * 244 == 560
     # Tied head is still a matmul: 2 x (64 + 128) + 10 x 4 = 424.
