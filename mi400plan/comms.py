@@ -38,10 +38,17 @@ Topology (what ``B`` an algorithm can use; ``L`` = one link per direction, ``P``
   (a group smaller than the mesh uses proportionally fewer links); a ring or recursive
   halving/doubling talks to one peer per step: one link, ``L``; a tree uses ``min(2, g-1)`` links.
   (Libraries can run several rings over disjoint links; "direct" stands for that best case.)
-- ``torus``: per-dimension rings. A group spanning ``k`` of the ``d`` dimensions runs
-  bidirectional rings on ``2k`` links: ``B = P k / d``; latency steps are ``sum(d_i - 1)`` over the
-  dimensions it spans. Only ring algorithms (and point-to-point) are valid.
-- ``ring``: a bidirectional physical ring, ``B = 2L``; ring algorithms only.
+- ``torus``: per-dimension rings. A group that covers a whole dimension has its wraparound link and
+  runs a bidirectional ring on that dimension's 2 links; a group that covers only part of a
+  dimension is a line there (no wraparound): a logical ring on a line sends its closing hop back over
+  the reverse links, so it gets one link per direction, half a ring. ``B = P w / d`` with
+  ``w = sum over spanned dimensions of 1 (whole) or 1/2 (part)``; latency steps are
+  ``sum(d_i - 1)`` over the dimensions it spans. (Bisection check: 4 GPUs on a line, ``L`` per link
+  and direction, must move S across the middle link each way, ``t >= S/L``; the ring at ``B = L``
+  gives ``2 (3/4) S/L = 1.5 S/L``, at ``2L`` it would give an impossible ``0.75 S/L``.)
+  Only ring algorithms (and point-to-point) are valid.
+- ``ring``: a bidirectional physical ring, ``B = 2L`` for a group that closes the ring; a group of
+  fewer GPUs than the ring is a line, ``B = L``; ring algorithms only.
 
 Placement (``placed_collective``): ranks are consecutive with ``stride`` between members.
 ``group * stride <= domain``: one scale-up domain. ``stride >= domain``: every member in a different
@@ -91,7 +98,8 @@ _ALGO_KEYS = {
     "recursivedoubling": "rhd",
     "rabenseifner": "rhd",
     "direct": "direct",
-    "oneshot": "direct",
+    # "direct" all-reduce is the two-shot scheme (2a + 2(n-1)/n S/B); one-shot (every rank sends
+    # all of S to every peer, a + (n-1) S/B) is a different cost and is not an alias.
     "twoshot": "direct",
 }
 
@@ -213,18 +221,22 @@ class TierParams:
 
 
 def _torus_span(dims: tuple[int, ...], g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(dimensions spanned, ring latency steps per phase) for groups filling dims in order."""
-    k = np.zeros_like(g, dtype=float)
+    """(ring weight, ring latency steps per phase) for groups filling dims in order.
+
+    The weight counts 1 for a dimension the group covers whole (a ring with its wraparound link)
+    and 1/2 for one it covers in part (a line: one link per direction); see the module docstring.
+    """
+    w = np.zeros_like(g, dtype=float)
     steps = np.zeros_like(g, dtype=float)
     before = 1.0
     for d in dims:
         used = (g > before).astype(float)
         along = np.minimum(float(d), np.ceil(g / before))
-        k += used
+        w += used * np.where(along >= d, 1.0, 0.5)
         steps += used * (along - 1.0)
         before *= d
     # A group larger than the torus is not on this tier; keep the formula finite.
-    return np.maximum(k, 1.0), np.maximum(steps, 1.0)
+    return np.maximum(w, 0.5), np.maximum(steps, 1.0)
 
 
 def usable_bandwidth(tier: TierParams, algo: str, group: Any) -> np.ndarray:
@@ -247,10 +259,12 @@ def usable_bandwidth(tier: TierParams, algo: str, group: Any) -> np.ndarray:
     if topo == "torus":
         if algo != "ring":
             return nan
-        k, _ = _torus_span(tier.torus_dims, g)
-        return P * k / max(len(tier.torus_dims), 1)
+        w, _ = _torus_span(tier.torus_dims, g)
+        return P * w / max(len(tier.torus_dims), 1)
     if topo == "ring":
-        return np.full_like(g, 2.0 * L) if algo == "ring" else nan
+        if algo != "ring":
+            return nan
+        return np.where(g >= tier.domain_size, 2.0 * L, L)  # a partial ring is a line
     return nan  # pragma: no cover
 
 

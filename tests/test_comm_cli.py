@@ -182,3 +182,24 @@ def test_csv_columns_are_the_json_row_fields(cli, csv_matches_json) -> None:  # 
     header, json_keys, _ = csv_matches_json(
         ["comm", "allreduce", "--size", "1MiB..4MiB", "--group", "16", "--sku", "mi355x", "--fabric", "pollara-400"])
     assert sorted(header) == sorted(json_keys) and "busbw_bytes_per_s" in header and "sku" in header
+
+
+def test_all_to_all_on_a_torus_says_it_is_not_modelled(cli) -> None:  # noqa: ANN001
+    # auto (no --algo) finds no valid algorithm: the message must not blame an algorithm choice
+    # ("algorithm None") or tell the user to leave --algo at auto, which they did.
+    res = cli(["comm", "all-to-all", "--size", "1MB", "--group", "16", "--fabric", "ici-v6e"])
+    assert res.exit_code == 2
+    out = " ".join(res.output.split())
+    assert "all_to_all is not modelled on a torus tier" in out
+    assert "None" not in out and "leave --algo at auto" not in out
+    assert "--bw" in out
+
+
+def test_oneshot_is_not_an_alias_of_the_two_shot_direct_algorithm(cli) -> None:  # noqa: ANN001
+    # one-shot all-reduce (a + (n-1) S/B: 7 x 32e6 / 300e9 = 746.7 us on 8 GPUs) is not the two-shot
+    # "direct" cost (2a + 2 x 7/8 x 32e6 / 300e9 = 186.7 us); the name must not silently give the latter.
+    res = cli(["comm", "allreduce", "--size", "32MB", "--group", "8", "--bw", "300GB/s", "--algo", "oneshot"])
+    assert res.exit_code == 2 and "unknown algorithm" in res.output
+    ok = cli(["comm", "allreduce", "--size", "32MB", "--group", "8", "--bw", "300GB/s", "--algo", "twoshot", "--json"])
+    assert ok.exit_code == 0
+    assert data(ok)["data"]["rows"][0]["time_s"] == pytest.approx(2 * 7 / 8 * 32e6 / 300e9, rel=1e-9)

@@ -103,6 +103,47 @@ def test_torus_per_dimension_rings(catalog) -> None:
     assert r.bandwidth == pytest.approx(2 * 255 / 256 * 1e9 / 400e9)
 
 
+def test_torus_group_shorter_than_a_dimension_is_a_line(catalog) -> None:
+    """A group covering part of a torus dimension has no wraparound link: one link per direction.
+
+    ici-v6e: 16 x 16, 400 GB/s per direction over 4 links = L = 100 GB/s per link per direction.
+    4 GPUs in a row form a line 0-1-2-3. Bisection bound for an all-reduce of S: after it, 2 and 3
+    need the sum of 0 and 1's data (S bytes) and vice versa, through the single 1-2 link each way:
+    t >= S / L = 1e9 / 100e9 = 10 ms. A ring on the line gets L: 2 x 3/4 x 1e9 / 100e9 = 15 ms
+    (>= 10 ms). At 2L (a bidirectional ring, which needs the wraparound) it would be 7.5 ms < 10 ms.
+    """
+    v6e = tier(catalog, "ici-v6e", "peak")
+    L = 100 * GB
+    assert usable_bandwidth(v6e, "ring", 4) == pytest.approx(L)
+    r = collective_time("all_reduce", 1e9, 4, v6e, "ring")
+    assert r.bandwidth == pytest.approx(2 * 3 / 4 * 1e9 / 100e9)
+    assert r.bandwidth >= 1e9 / L
+    # all-gather on the same line: 2 and 3 need the shards of 0 and 1 (2 x S/4) over one link:
+    # t >= 0.5e9 / 100e9 = 5 ms; the model gives 3/4 x 1e9 / 100e9 = 7.5 ms
+    ag = collective_time("all_gather", 1e9, 4, v6e, "ring")
+    assert ag.bandwidth == pytest.approx(3 / 4 * 1e9 / 100e9) and ag.bandwidth >= 0.5e9 / L
+    # a whole row of 16 closes the ring: 2 links per direction = 200 GB/s (unchanged)
+    assert usable_bandwidth(v6e, "ring", 16) == pytest.approx(2 * L)
+    # 32 = a whole row (ring, weight 1) x 2 rows (a line, weight 1/2): 400 x (1 + 1/2) / 2 = 300 GB/s
+    assert usable_bandwidth(v6e, "ring", 32) == pytest.approx(300 * GB)
+    # ring steps are unchanged: a logical ring over 4 GPUs still takes 3 steps per phase
+    assert collective_time("all_reduce", 1.0, 4, TierParams("t", "scale_up", "torus", 256, 400 * GB, 1e-6,
+                                                            links=4, torus_dims=(16, 16))).latency == pytest.approx(6e-6)
+
+
+def test_physical_ring_partial_group_is_a_line() -> None:
+    # an 8-GPU bidirectional ring, 2 links of 50 GB/s per direction (P = 100 GB/s): all 8 close the
+    # ring (2L = 100 GB/s); 4 of them form a line (L = 50 GB/s)
+    t = TierParams("r", "scale_up", "ring", 8, 100 * GB, 0.0, links=2)
+    assert usable_bandwidth(t, "ring", 8) == pytest.approx(100 * GB)
+    assert usable_bandwidth(t, "ring", 4) == pytest.approx(50 * GB)
+
+
+def test_oneshot_is_not_the_two_shot_direct_algorithm() -> None:
+    assert comms.normalize_algo("oneshot") is None and comms.normalize_algo("one-shot") is None
+    assert comms.normalize_algo("two-shot") == "direct"
+
+
 def test_busbw_factors_follow_nccl_tests() -> None:
     # doc/PERFORMANCE.md: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; others 1
     assert busbw_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)

@@ -179,6 +179,13 @@ def comm(
                     f"{up.domain_size}-GPU domain of {up.name}, and no scale-out fabric is given",
                     hint="pair it with --scale-out NAME, or use --sku to take both tiers from an accelerator",
                 )
+            if algo_key is None:  # auto found nothing: the op itself is not modelled on this tier
+                raise UsageError(
+                    f"{sysm.label}: {op_key} is not modelled on a {up.topology} tier"
+                    + (" (all-to-all on a torus is bisection-bound; no per-dimension ring carries it)"
+                       if up.topology == "torus" and op_key == "all_to_all" else ""),
+                    hint="give a measured bandwidth with --bw (and --latency) instead",
+                )
             raise UsageError(
                 f"{sysm.label}: algorithm {algo_key!r} is not valid for {op_key} on a {up.topology} tier"
                 + (" (recursive halving/doubling needs a power-of-two group)" if algo_key == "rhd" else ""),
