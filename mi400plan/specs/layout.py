@@ -324,7 +324,7 @@ def train_recipe(
     if grad_dtype is not None:
         sizes = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
         if grad_dtype not in sizes:
-            raise UsageError(f"unknown gradient dtype {grad_dtype!r}; known: fp32, bf16")
+            raise UsageError(f"unknown gradient dtype {grad_dtype!r}; known: fp32, bf16, fp16")
         fields["grad_bytes"] = sizes[grad_dtype]
     if flash_attention is not None:
         fields["flash_attention"] = flash_attention
