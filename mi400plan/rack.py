@@ -489,6 +489,17 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
             f"{usable / KW:.1f} kW, enough for the low wall power {wall[0] / KW:.1f} kW but not the high "
             f"{wall[2] / KW:.1f} kW"
         )
+    # 2N feeds only protect the rack if the PSUs left on one side can carry it. A power shelf takes
+    # one AC input (OCP ORv3 / Oberon shelves), so with A/B feeds half the PSUs sit behind each side;
+    # N+N shelves (half spare) are built for that, N or N+1 shelves are not.
+    side_w = (p.psu_count // 2) * rating
+    if redundancy == "2N" and p.redundancy != "N+N" and dc_load[1] > side_w:
+        warnings.append(
+            f"{rname}: feeds are 2N but the power shelves are {p.redundancy}: with the PSUs split across "
+            f"the A and B feeds, one side's {p.psu_count // 2} x {rating / KW:.2f} kW = {side_w / KW:.1f} kW "
+            f"cannot carry the {dc_load[1] / KW:.1f} kW DC load, so losing a feed drops the rack; "
+            "A/B redundancy needs N+N shelves"
+        )
     if needed is None and not ok[2]:
         warnings.append(
             f"{rname}: no standard set of at most {MAX_FEEDS} feeds carries {wall[2] / KW:.1f} kW with {redundancy}; "

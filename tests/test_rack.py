@@ -337,3 +337,40 @@ def test_rack_it_power_linear_in_compute_trays(catalog) -> None:  # noqa: ANN001
     compute2 = sum(c.total_w.nominal for c in row2.components if c.tray == "compute")
     assert compute2 == pytest.approx(2 * compute1)
     assert row2.gpus == 144
+
+
+def _tiny_rack(psus_per_shelf: int, psu_redundancy: str, feed_redundancy: str):  # noqa: ANN202
+    """One 10 kW GPU tray, 2 shelves of 3 kW PSUs, unity efficiencies, one pair of 415 V feeds."""
+    from mi400plan.specs.rack import Rack
+
+    return Rack.model_validate(
+        {
+            "name": "tiny", "display_name": "tiny", "vendor": "test", "sku": "mi455x", "gpus": 1,
+            "trays": [{"name": "t", "count": 1, "components": [
+                {"kind": "gpu", "name": "g", "count": 1, "power_w": 10_000}]}],
+            "power": {"shelves": 2, "psus_per_shelf": psus_per_shelf, "psu_rating_w": 3_000,
+                      "psu_efficiency": 1.0, "redundancy": psu_redundancy},
+            "feeds": {"count": 2, "voltage_v": 415, "phases": 3, "current_a": 60, "redundancy": feed_redundancy},
+        }
+    )
+
+
+def test_2n_feeds_need_psus_that_survive_losing_a_side(catalog) -> None:  # noqa: ANN001
+    """A/B feeds: each power shelf has one AC input, so half the PSUs are behind each side.
+
+    N+1, 2 shelves x 3 PSUs x 3 kW: usable with one spare per shelf = (6 - 2) x 3 kW = 12 kW >= 10 kW
+    DC load (the shelf check passes), but one side holds 6 / 2 = 3 PSUs = 9 kW < 10 kW: a feed loss
+    drops the rack. N+N, 2 x 4 PSUs: one side holds 4 x 3 kW = 12 kW >= 10 kW: no warning. The feeds
+    themselves carry it: sqrt(3) x 415 V x 60 A x 0.8 = 34.5 kW per side >= 10 kW.
+    """
+    from mi400plan.rack import RackOptions, evaluate
+
+    accel = catalog.get("accelerators", "mi455x").spec
+    row, warns = evaluate(_tiny_rack(3, "N+1", "2N"), accel, RackOptions())
+    assert row.psu.usable_w == pytest.approx(12_000) and row.psu.ok and row.feeds.ok
+    side = [w for w in warns if "feeds are 2N" in w]
+    assert len(side) == 1 and "3 x 3.00 kW = 9.0 kW" in side[0] and "10.0 kW DC load" in side[0]
+    _, warns_nn = evaluate(_tiny_rack(4, "N+N", "2N"), accel, RackOptions())
+    assert not any("feeds are 2N" in w for w in warns_nn)
+    _, warns_n = evaluate(_tiny_rack(3, "N+1", "N"), accel, RackOptions())
+    assert not any("feeds are 2N" in w for w in warns_n)
