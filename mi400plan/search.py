@@ -355,6 +355,7 @@ class ModelTerms:
     kv_width: int  # K + V widths per token per layer (elements)
     hidden: int
     top_k: int
+    shared_tp: int = 0  # 1 when MoE layers have shared experts (a TP-split MLP with its own TP/SP pair)
 
 
 def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any = None) -> ModelTerms:
@@ -378,7 +379,11 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
     if a.kind == "mla":
         q_w = a.num_heads * ((a.qk_nope_head_dim or 0) + (a.qk_rope_head_dim or 0))
         kv_w = (a.kv_lora_rank or 0) + (a.qk_rope_head_dim or 0)
-        kv_width = a.num_heads * ((a.qk_nope_head_dim or 0) + (a.v_head_dim or 0))
+        # What context parallelism exchanges: the up-projected K (per head: nope + the shared rope
+        # part, broadcast to every head) and V (per head: v_head_dim). Megatron-Core's MLA builds
+        # key = cat(k_no_pe, k_pos_emb expanded to every head) before core attention, and CP's ring
+        # passes those K/V tensors (DeepSeek-V3: 128 x (128 + 64) + 128 x 128 = 40,960 per token).
+        kv_width = a.num_heads * ((a.qk_nope_head_dim or 0) + (a.qk_rope_head_dim or 0) + (a.v_head_dim or 0))
     else:
         d = a.head_size(h)
         q_w, kv_w = a.num_heads * d, a.kv_heads * d
@@ -412,6 +417,7 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         kv_width=kv_width,
         hidden=h,
         top_k=top_k,
+        shared_tp=int(moe is not None and moe.num_shared_experts > 0),
     )
 
 
@@ -485,9 +491,15 @@ def step_time(
     rc, sp = np.asarray(c["recompute"]), np.asarray(c["sp"]).astype(bool)
     s, B = float(wl.seq_len), float(wl.global_batch)
     a_bytes = float(wl.recipe.activation_bytes)
-    # Gradients are reduced in 16-bit (Megatron-Core DDP default grad_reduce_in_fp32=False), whatever
-    # the dtype of the accumulation buffer the memory model sizes.
-    g_bytes = 2.0
+    # Gradients are reduced in the dtype of the accumulation buffer (``recipe.grad_bytes``, the
+    # buffer the memory model sizes): Megatron-Core reduce-scatters / all-reduces the grad buffer
+    # itself (``param_and_grad_buffer``: fp32 when ``grad_reduce_in_fp32``), and Megatron-LM turns
+    # that on for BF16 training ("accumulate and all-reduce gradients in fp32 for bfloat16 data
+    # type", ``arguments.py``, unless ``--grad-reduce-in-bf16``); Llama 3 likewise "reduce-scatter[s]
+    # gradients in FP32 across data parallel workers in FSDP" (arXiv 2407.21783, section 3.3.2). The
+    # ``megatron`` recipe's 4-byte main grads therefore cost 4 bytes per gradient on the wire;
+    # ``train_recipe(grad_dtype="bf16")`` gives 2.
+    g_bytes = float(wl.recipe.grad_bytes)
     w_bytes = float(wl.recipe.param_bytes)
     T = terms
     world = tp * cp * pp * dp
@@ -520,13 +532,21 @@ def step_time(
     rsag = coll("reduce_scatter", s_act, tp, 1) + coll("all_gather", s_act, tp, 1)
     per_coll = np.where(sp, rsag, ar)
     dense_layers = layers - moe_layers
-    # Dense layer: 2 fwd + 2 bwd (+2 recompute); MoE layer: attention block only (1 + 1 (+1)),
-    # plus the expert-TP pair on the ETP group when ETP > 1.
+    # Dense layer: 2 fwd + 2 bwd (+2 recompute); MoE layer: attention block (1 + 1 (+1)), plus
+    # the same again for shared experts, which Megatron-Core runs as a TP-split MLP on the TP group
+    # (``SharedExpertMLP(MLP)``: SP all-gather before fc1, reduce-scatter after fc2), plus the
+    # expert-TP pair on the ETP group when ETP > 1.
     k_full = np.where(full, 1.5, 1.0)
-    tp_mb = np.where(tp > 1, per_coll * k_full * (4.0 * dense_layers + 2.0 * moe_layers), 0.0)
+    moe_pairs = 2.0 * (1.0 + T.shared_tp)
+    tp_mb = np.where(tp > 1, per_coll * k_full * (4.0 * dense_layers + moe_pairs * moe_layers), 0.0)
     tok_local = tok_mb / np.where(sp, tp, 1.0)  # tokens each rank routes (SP splits the sequence)
     s_disp = tok_local * T.top_k * T.hidden * a_bytes  # dispatched token bytes per rank
-    etp_pair = coll("reduce_scatter", s_disp, etp, 1) + coll("all_gather", s_disp, etp, 1)
+    # After the EP all-to-all each ETP rank holds ``s_disp`` bytes of tokens for its experts and
+    # all-gathers them over the ETP group (Megatron-Core alltoall dispatcher:
+    # ``gather_from_sequence_parallel_region(global_input_tokens, group=tp_group)``), then
+    # reduce-scatters the expert output back: the full buffer (``S`` of ``comms``, nccl-tests'
+    # total array) is ``etp x s_disp``.
+    etp_pair = coll("reduce_scatter", s_disp * etp, etp, 1) + coll("all_gather", s_disp * etp, etp, 1)
     tp_mb = tp_mb + np.where(etp > 1, etp_pair * k_full * 2.0 * moe_layers, 0.0)
 
     # ---- EP all-to-all (per micro-batch) ------------------------------------------------------
@@ -537,7 +557,10 @@ def step_time(
     kv_chunk = tok_mb * T.kv_width / tp * a_bytes  # this rank's K and V for one layer, bytes
     cp_ag = coll("all_gather", kv_chunk * cp, cp, tp)
     cp_rs = coll("reduce_scatter", kv_chunk * cp, cp, tp)
-    cp_raw = layers * (np.where(full, 3.0, 2.0) * cp_ag + cp_rs)
+    # Forward all-gathers K/V, backward all-gathers them again and reduce-scatters dK/dV. Recompute
+    # (full, or selective: Megatron-Core's ``core_attn`` module re-runs core attention, CP exchange
+    # included) repeats the forward exchange.
+    cp_raw = layers * (np.where(rc >= 1, 3.0, 2.0) * cp_ag + cp_rs)
     cp_hide = attn_core_mb if opts.overlap_cp else 0.0
     cp_mb = np.where(cp > 1, np.maximum(0.0, cp_raw - cp_hide), 0.0)
 
@@ -582,7 +605,11 @@ def step_time(
     replica = inner * pp
 
     def dp_coll(op: str, dense_bytes: Any, exp_bytes: Any) -> Any:
-        t = _two_level(coll, op, dense_bytes, fold, tp * cp, d_out, replica)
+        # Non-expert parameters are replicated over DP x CP (CP ranks hold the same weights and see
+        # different tokens), so their gradients are reduced over the DP x CP group (Megatron-Core
+        # ``data_parallel_group_with_cp``; the distributed optimizer shards over it too): CP x fold
+        # ranks at stride TP inside the block, then the outer DP index at stride replica.
+        t = _two_level(coll, op, dense_bytes, cp * fold, tp, d_out, replica)
         if T.expert_params > 0:
             t = t + _two_level(coll, op, exp_bytes, e_in, ep * etp, d_out, replica)
         return t
@@ -610,12 +637,13 @@ def step_time(
     per_mb = np.where(zero == 2, grad_rs, np.where(zero == 3, 2.0 * param_ag + grad_rs, 0.0))
     per_mb_exposed = np.maximum(0.0, per_mb - comp_mb * hide) * (m + (pp - 1.0) / vpp)
     dp_exposed = dp_exposed + per_mb_exposed
-    multi = (dp > 1)
-    dp_exposed = np.where(multi, dp_exposed, 0.0)
-    dp_raw = np.where(multi, grad_once + ag_step + per_mb * m, 0.0)
+    # No mask on DP = 1: the groups above are 1 (and cost 0) exactly when nothing is replicated;
+    # with DP = 1, CP > 1 still reduces non-expert gradients and TP x CP > EP x ETP still reduces
+    # expert gradients over the expert-data-parallel ranks inside the block.
+    dp_raw = grad_once + ag_step + per_mb * m
 
     # ---- optimizer step ------------------------------------------------------------------------------
-    shard_d = np.where(zero >= 1, dp, 1.0)
+    shard_d = np.where(zero >= 1, dp * cp, 1.0)  # distributed optimizer shards over DP x CP
     shard_e = np.where(zero >= 1, dp * tp * cp / (ep * etp), 1.0)
     p_opt = p_dense_local / shard_d + p_exp_local / shard_e
     opt = p_opt * OPTIMIZER_BYTES_PER_PARAM / (hw.hbm_bw * hw.hbm_eff)
@@ -700,6 +728,23 @@ def tier_of(group: Any, stride: Any, domain: int) -> Any:
     when the stride alone reaches past it, else ``hierarchical``."""
     g, st = np.asarray(group), np.asarray(stride)
     return np.where(g <= 1, "none", np.where(g * st <= domain, "scale_up", np.where(st >= domain, "scale_out", "hierarchical")))
+
+
+def dp_tier(tp: Any, cp: Any, fold: Any, pp: Any, dp: Any, domain: int) -> Any:
+    """Tier of the non-expert data-parallel group (DP x CP ranks, as ``step_time`` reduces them).
+
+    The group is ``CP x fold`` ranks at stride ``TP`` inside the expert block, times ``DP / fold``
+    blocks at stride ``replica = TP x CP x fold x PP`` (``_two_level``). ``scale_up`` when the whole
+    group lies in one domain, ``scale_out`` when both levels leave it (or the only level does),
+    ``hierarchical`` when the inner level stays inside and the outer one crosses; ``none`` for a
+    group of 1."""
+    tp, cp, fold, pp, dp = (np.asarray(x) for x in (tp, cp, fold, pp, dp))
+    g_in, g_out = cp * fold, dp // fold
+    replica = tp * cp * fold * pp
+    t_in, t_out = tier_of(g_in, tp, domain), tier_of(g_out, replica, domain)
+    both = np.where((t_in == "scale_up") & (t_out == "scale_up"), "scale_up",
+                    np.where((t_in == "scale_out") & (t_out == "scale_out"), "scale_out", "hierarchical"))
+    return np.where(g_out <= 1, t_in, np.where(g_in <= 1, t_out, both))
 
 
 SORT_KEYS = ("tp", "pp", "cp", "ep", "etp", "vpp", "zero", "micro_batch", "recompute", "sp")

@@ -56,7 +56,9 @@ def achieved_tflops(catalog, row, overlap_pp: bool = False) -> float:
 
     _, heads, hidden, layers, tp, pp, gpus, batch, _ = row
     model = _gpt(heads, hidden, layers)
-    recipe = train_recipe("megatron").model_copy(update={"flash_attention": False, "dropout": True})
+    # fp16 mixed precision (Megatron-LM's GPT scripts of the time use --fp16): gradients accumulate and
+    # are all-reduced in fp16 (``accumulate_allreduce_grads_in_fp32`` is off unless BF16 forces it).
+    recipe = train_recipe("megatron", grad_dtype="fp16").model_copy(update={"flash_attention": False, "dropout": True})
     wl = Workload(model, count_params(model), recipe, 2048, batch)
     hw = build_sku(catalog, "a100", "bf16").hw
     opts = SearchOptions(tp=(tp,), pp=(pp,), cp=(1,), zero=(0,), recompute=(2,), sequence_parallel=(0,),

@@ -268,7 +268,7 @@ def layout_text(lay: SweepLayout) -> str:
 
 def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any, usable: float,
          train_tokens: float | None, cost: float | None) -> SweepRow:
-    from mi400plan.search import RECOMPUTE_LABELS, metrics, tier_of
+    from mi400plan.search import RECOMPUTE_LABELS, dp_tier, metrics, tier_of
 
     hw = sku.hw
     lay = SweepLayout(
@@ -286,12 +286,9 @@ def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any,
     tp, cp, fold, pp, ep, etp = r["tp"], r["cp"], r["fold"], r["pp"], r["ep"], r["etp"]
     dom = hw.domain
     inner = tp * cp * fold
-    dp_tier = str(tier_of(r["dp"], inner * pp if fold == 1 else tp * cp, dom)) if fold == 1 else (
-        "hierarchical" if r["dp"] > fold else str(tier_of(fold, tp * cp, dom))
-    )
     placement = Placement(
         tp=str(tier_of(tp, 1, dom)), cp=str(tier_of(cp, tp, dom)), ep=str(tier_of(ep, etp, dom)),
-        pp=str(tier_of(pp, inner, dom)), dp=dp_tier,
+        pp=str(tier_of(pp, inner, dom)), dp=str(dp_tier(tp, cp, fold, pp, r["dp"], dom)),
     )
     return SweepRow(
         rank=rank, sku=sku.name, gpus=gpus, layout=lay, replica_gpus=int(inner * pp),

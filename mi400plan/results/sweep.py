@@ -61,7 +61,11 @@ class MemoryBytes(OutModel):
 
 
 class Placement(OutModel):
-    """Network tier each parallel group's collectives land on: scale_up, scale_out, hierarchical or none."""
+    """Network tier each parallel group's collectives land on: scale_up, scale_out, hierarchical or none.
+
+    ``dp`` is the group that reduces the non-expert gradients: DP x CP ranks (CP ranks hold the
+    same weights); ``hierarchical`` when part of it is inside a scale-up domain and part across.
+    """
 
     tp: str
     cp: str
