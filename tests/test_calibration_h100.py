@@ -77,7 +77,13 @@ def achieved_tflops(catalog, row) -> tuple[float, dict]:
     assert res.top["tp"].size, f"no valid layout for {row}: {res.rejected}"
     best = next(iter_rows(res.top))
     assert best["dp"] == dp
-    flops_tok = model_terms(model, counts, seq, wl.recipe).flops_model
+    # Model FLOPs per token written out from the architecture (not from the tool): 6 x matmul weights
+    # (Q 16,384 x 16,384, K and V 16,384 x 1,024 each, O 16,384 x 16,384, SwiGLU 3 x 16,384 x 53,248,
+    # per layer, x 126, plus the 128,256 x 16,384 LM head) + 12 x layers x seq x heads x head_dim.
+    h, ffn, kv, vocab, layers = 16384, 53248, 8 * 128, 128256, 126
+    n_matmul = layers * (2 * h * h + 2 * h * kv + 3 * h * ffn) + vocab * h
+    flops_tok = 6 * n_matmul + 12 * layers * seq * 128 * 128
+    assert model_terms(model, counts, seq, wl.recipe).flops_model == pytest.approx(flops_tok, rel=1e-12)
     return flops_tok * batch * seq / best["step"] / gpus / 1e12, best
 
 

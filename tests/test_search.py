@@ -23,35 +23,88 @@ def _hw(catalog, sku: str, precision: str = "bf16"):
     return build_sku(catalog, sku, precision).hw
 
 
-def test_best_equals_brute_force_minimum(catalog) -> None:
-    """Explicit Python loop over every layout, calling the same scalar functions, finds the same best."""
-    from mi400plan.search import SearchOptions, evaluate_one, iter_rows, layout_violations, search
+def _first_rule_broken(lay: dict, model, seq: int, batch: int, world: int) -> str | None:
+    """The rules of ``search.RULES`` written out again, independently of the search code, in order."""
+    import math
 
-    wl = _wl(catalog, "llama3.1-8b", 4096, 64)
+    tp, pp, vpp, cp, ep, etp = (lay[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp"))
+    inner = tp * cp
+    replica = inner * pp * (math.lcm(inner, ep * etp) // inner)
+    if world % replica:
+        return "world-replica"
+    a = model.attention
+    if a.num_heads % tp or (a.kind == "gqa" and a.kv_heads % tp):
+        return "tp-heads"
+    if model.num_layers % (pp * vpp):
+        return "pp-layers"
+    if vpp > 1 and pp < 2:
+        return "vpp-needs-pp"
+    if cp > 1 and seq % (2 * cp):
+        return "cp-seq"
+    if model.moe is not None and model.moe.num_experts % ep:
+        return "ep-experts"
+    if model.moe is not None and model.moe.expert_ffn_dim % etp:
+        return "etp-ffn"
+    if model.moe is not None and tp > 1 and not lay["sp"]:
+        return "moe-tp-needs-sp"
+    if lay["sp"] and tp == 1:
+        return "sp-needs-tp"
+    dp = world // (tp * cp * pp)
+    if batch % (dp * lay["micro_batch"]):
+        return "batch-dp-mb"
+    if vpp > 1 and (batch // (dp * lay["micro_batch"])) % pp:
+        return "vpp-microbatches"
+    return None
+
+
+@pytest.mark.parametrize(
+    "model,seq,batch,world,dims,inner",
+    [
+        # dense, with CP
+        ("llama3.1-8b", 4096, 64, 16, dict(tp=(1, 2, 4, 8), pp=(1, 2, 4), vpp=(1, 2), cp=(1, 2), ep=(1,), etp=(1,)),
+         dict(zero=(0, 1, 3), micro_batch=(1, 2), recompute=(0, 2), sequence_parallel=(0, 1))),
+        # MoE: EP folded over DP x CP, expert-TP, CP, the MoE SP rule
+        ("mixtral-8x7b", 4096, 48, 16, dict(tp=(1, 2), pp=(1, 2), vpp=(1, 2), cp=(1, 2), ep=(1, 2, 8), etp=(1, 2)),
+         dict(zero=(1, 3), micro_batch=(1, 2), recompute=(0, 1), sequence_parallel=(0, 1))),
+    ],
+    ids=["dense-cp", "moe-ep-etp-cp"],
+)
+def test_best_equals_brute_force_minimum(catalog, model, seq, batch, world, dims, inner) -> None:
+    """An explicit Python loop over every layout finds the same best step time, the same number of
+    valid layouts and the same rejection counts (each candidate under the first rule it breaks,
+    rules re-implemented above), as the vectorised search."""
+    from mi400plan.search import SearchOptions, evaluate_one, iter_rows, search
+
+    wl = _wl(catalog, model, seq, batch)
     hw = _hw(catalog, "mi300x")
-    world = 16
-    dims = dict(tp=(1, 2, 4, 8), pp=(1, 2, 4), vpp=(1, 2), cp=(1, 2), ep=(1,), etp=(1,))
-    inner = dict(zero=(0, 1, 3), micro_batch=(1, 2), recompute=(0, 2), sequence_parallel=(0, 1))
     opts = SearchOptions(**dims, **inner)
-    res = search(wl, hw, world, opts, top_k=1)
-    best = next(iter_rows(res.top))
+    res = search(wl, hw, world, opts, top_k=3)
+    top = list(iter_rows(res.top))
 
-    brute_min, n_valid, n_all = np.inf, 0, 0
-    for tp, pp, vpp, cp, zero, mb, rc, sp in itertools.product(
-        dims["tp"], dims["pp"], dims["vpp"], dims["cp"], *inner.values()
-    ):
+    rejected = {r: 0 for r in res.rejected}
+    steps = []
+    n_all = 0
+    keys = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero", "micro_batch", "recompute", "sp")
+    for vals in itertools.product(*dims.values(), *inner.values()):
         n_all += 1
-        lay = dict(tp=tp, pp=pp, vpp=vpp, cp=cp, ep=1, etp=1, zero=zero, micro_batch=mb, recompute=rc, sp=sp)
-        if layout_violations(lay, wl, world):
+        lay = dict(zip(keys, vals))
+        rule = _first_rule_broken(lay, wl.model, seq, batch, world)
+        if rule is not None:
+            rejected[rule] += 1
             continue
         r = evaluate_one(lay, wl, hw, world, opts)
         if not r["fits"]:
+            rejected["memory"] += 1
             continue
-        n_valid += 1
-        brute_min = min(brute_min, r["step"])
+        steps.append(r["step"])
     assert n_all == res.evaluated
-    assert n_valid == res.valid
-    assert best["step"] == pytest.approx(brute_min, rel=1e-12)
+    assert len(steps) == res.valid > 3
+    assert rejected == res.rejected
+    assert sum(rejected.values()) + res.valid == n_all
+    steps.sort()
+    assert [t["step"] for t in top] == pytest.approx(steps[:3], rel=1e-12)
+    if model == "mixtral-8x7b":  # the MoE case really exercises EP, ETP and CP in the valid set
+        assert res.rejected["moe-tp-needs-sp"] > 0 and res.rejected["world-replica"] > 0
 
 
 @pytest.mark.parametrize(
