@@ -246,3 +246,52 @@ def test_api_keywords_match_the_flags(catalog) -> None:
     assert off.overlap == {"tp": False, "ep": False, "pp": False, "cp": False, "dp": True}
     assert (on.split_embedding_loss, off.split_embedding_loss) == (False, True)
     assert off.rows[0].time_s.pp > on.rows[0].time_s.pp
+
+
+def test_row_metrics_by_hand(catalog) -> None:
+    """Tokens/s, MFU, HFU, per-GPU and per-rack throughput and scaling efficiency of the rows, from
+    the step time and FLOPs written out by hand. Llama-3.1-8B (32 layers, hidden 4,096, 32 heads of
+    128, 8 KV heads, SwiGLU 14,336, vocabulary 128,256), 4,096-token sequences, full recompute:
+    model FLOPs/token = 6 x matmul weights + 12 x layers x seq x heads x head_dim (PaLM appendix B);
+    HFU adds one forward of the layers (2 x layer weights + 4 x layers x seq x heads x head_dim).
+    MI300X dense BF16 peak 1,307.4 TFLOP/s; an MI300X rack (mi300x-server) holds 32 GPUs."""
+    from mi400plan.api.sweep import sweep
+
+    layer_w = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+    attn = 32 * 4096 * 32 * 128  # layers x seq x heads x head_dim
+    model_tok = 6 * (layer_w + 128256 * 4096) + 12 * attn
+    hw_tok = model_tok + 2 * layer_w + 4 * attn
+    peak = 1307.4e12
+    res = sweep(catalog, "llama3.1-8b", ["mi300x", "mi355x"], gpus="64,128", global_batch="256", seq_len=4096,
+                top=1, ranges=False, pins={"tp": [1], "pp": [1], "cp": [1], "recompute": [2]})
+    assert res.efficiencies[0].peak_flops == pytest.approx(peak)
+    per_gpu = {}
+    for row in res.rows:
+        if row.sku != "mi300x":
+            continue
+        tps = 256 * 4096 / row.step_time_s
+        assert row.tokens_per_s == pytest.approx(tps, rel=1e-12)
+        assert row.mfu == pytest.approx(model_tok * tps / (row.gpus * peak), rel=1e-12)
+        assert row.hfu == pytest.approx(hw_tok * tps / (row.gpus * peak), rel=1e-12)
+        per_gpu[row.gpus] = tps / row.gpus
+    summ = {s.gpus: s for s in res.skus if s.sku == "mi300x"}
+    for g, s in summ.items():
+        assert s.tokens_per_s_per_gpu == pytest.approx(per_gpu[g], rel=1e-12)
+        assert s.gpus_per_rack == 32 and s.tokens_per_s_per_rack == pytest.approx(32 * per_gpu[g], rel=1e-12)
+    eff = {p.gpus: p.scaling_efficiency for p in res.scaling if p.sku == "mi300x"}
+    assert eff[64] == 1.0 and eff[128] == pytest.approx(per_gpu[128] / per_gpu[64], rel=1e-12)
+
+
+def test_grad_dtype_sets_gradient_bytes(catalog) -> None:
+    """``grad_dtype="bf16"`` (Megatron-LM ``--grad-reduce-in-bf16``) halves the gradient buffer of the
+    default fp32 main grads (4 -> 2 bytes per parameter) and the bytes of the DP reduction, so
+    the exposed DP time cannot grow."""
+    from mi400plan.api.sweep import sweep
+
+    kw = dict(gpus="64", global_batch="64", seq_len=4096, top=1, ranges=False,
+              pins={"tp": [8], "pp": [1], "cp": [1], "zero": [0], "micro_batch": [1], "recompute": [0]})
+    fp32 = sweep(catalog, "llama3.1-8b", ["mi300x"], **kw).rows[0]
+    bf16 = sweep(catalog, "llama3.1-8b", ["mi300x"], grad_dtype="bf16", **kw).rows[0]
+    assert fp32.layout == bf16.layout
+    assert bf16.memory_bytes.gradients == pytest.approx(fp32.memory_bytes.gradients / 2, rel=1e-12)
+    assert bf16.time_s.dp <= fp32.time_s.dp

@@ -575,6 +575,7 @@ def sweep(
     overlap_pp: bool = True,
     overlap_cp: bool = True,
     split_embedding_loss: bool = False,
+    grad_dtype: str | None = None,
     pins: dict[str, list[int]] | None = None,
     save: str | None = None,
     progress: ProgressFn | None = None,
@@ -595,7 +596,9 @@ def sweep(
     key/value exchanges behind attention compute (off: Llama 3's exposed all-gather CP);
     ``split_embedding_loss`` counts the embedding and the loss as one layer each in the pipeline
     split, so PP x VPP may divide layers + 2 (Megatron-Core ``--account-for-embedding-in-pipeline-split
-    --account-for-loss-in-pipeline-split``).
+    --account-for-loss-in-pipeline-split``). ``grad_dtype`` (``fp32`` by default, the ``megatron``
+    recipe's main grads, which Megatron-LM reduces in fp32 for BF16/FP8 training; ``bf16`` as with
+    ``--grad-reduce-in-bf16``) sets the gradient bytes of the memory model and of the DP reduction.
     """
     from mi400plan.params import count_params
     from mi400plan.search import RULES, TIE_BREAK, SearchOptions, Workload, iter_rows, model_terms, search, usable_hbm
@@ -626,7 +629,7 @@ def sweep(
             raise UsageError(f"cannot read --tokens {tokens!r}: {exc}") from None
     if gpu_hour_cost is not None and gpu_hour_cost < 0:
         raise UsageError("--gpu-hour-cost cannot be negative")
-    recipe = train_recipe("megatron", precision=precision)
+    recipe = train_recipe("megatron", precision=precision, grad_dtype=grad_dtype)
     wl = Workload(spec, counts, recipe, seq, gb)
     terms = model_terms(spec, counts, seq)
     pin_kw: dict[str, Any] = {}
