@@ -345,7 +345,7 @@ class ModelTerms:
     flops_attn_fwd: float  # forward attention score/context FLOPs per token, FLOP
     flops_expert_frac: float  # share of layer FLOPs in routed experts
     dense_params: float  # parameters split by TP (attention, dense FFN, shared experts, emb/head), count
-    replicated_params: float  # norms + routers (every TP rank holds them), count
+    replicated_params: float  # norms, routers, MLA down-projections (every TP rank holds them), count
     expert_params: float  # all routed experts, count
     n_layers: int
     n_moe_layers: int
@@ -372,7 +372,10 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
     if moe is not None:
         per_ffn = (3 if model.ffn_kind == "swiglu" else 2) * h * moe.expert_ffn_dim
         expert_w = 6.0 * top_k * per_ffn * n_moe
-    replicated = float(sum(lp.norms + lp.router for lp in counts.layers) + counts.final_norm)
+    # Held whole by every TP rank: norms, routers, and MLA's q/kv down-projections (Megatron-Core
+    # builds them with parallel_mode="duplicated"; ``params.LayerParams.attn_replicated``, as the
+    # memory model counts them).
+    replicated = float(sum(lp.norms + lp.router + lp.attn_replicated for lp in counts.layers) + counts.final_norm)
     experts = float(sum(lp.routed_experts for lp in counts.layers))
     dense = float(counts.total) - replicated - experts
     a = model.attention

@@ -650,3 +650,30 @@ def test_dp_placement_tier() -> None:
     assert str(dp_tier(1, 4, 2, 32, 256, 8)) == "hierarchical"
     # no replication at all
     assert str(dp_tier(8, 1, 1, 4, 1, 8)) == "none"
+
+
+def test_mla_down_projections_are_reduced_whole_by_every_tp_rank(catalog) -> None:
+    """MLA's q_a (7,168 x 1,536) and kv_a (7,168 x (512 + 64)) projections are not split by TP
+    (Megatron-Core: parallel_mode="duplicated"), so each TP rank reduces all of them over DP x CP.
+    DeepSeek-V3 (61 layers, 58 MoE layers of 256 experts of 3 x 7,168 x 2,048) at TP 8 x CP 2,
+    EP 16 on 32 GPUs: DP 2; non-expert group = CP 2 at stride 8, then 2 replicas at stride 16;
+    expert group = the 2 replicas. ZeRO-1: fp32 reduce-scatter + 16-bit all-gather."""
+    from mi400plan.search import evaluate_one
+
+    wl = _wl(catalog, "deepseek-v3", 4096, 8)
+    hw = _hw(catalog, "mi300x")
+    c = wl.counts
+    down = 61 * (7168 * 1536 + 7168 * (512 + 64))
+    experts = 58 * 256 * 3 * 7168 * 2048
+    assert experts == sum(lp.routed_experts for lp in c.layers)
+    repl = sum(lp.norms + lp.router for lp in c.layers) + c.final_norm + down
+    dense = (c.total - experts - repl) / 8 + repl
+    exp = experts / 16
+    lay = dict(tp=8, pp=1, vpp=1, cp=2, ep=16, etp=1, zero=1, micro_batch=1, recompute=0, sp=1)
+    r = evaluate_one(lay, wl, hw, 32)
+
+    def two(op: str, nbytes: float) -> float:
+        d = _coll(hw, op, dense * nbytes, 2, 8) + _coll(hw, op, dense * nbytes / 2, 2, 16)
+        return d + _coll(hw, op, exp * nbytes, 2, 16)
+
+    assert r["dp_raw"] == pytest.approx(two("reduce_scatter", 4) + two("all_gather", 2), rel=1e-9)
