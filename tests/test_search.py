@@ -677,3 +677,23 @@ def test_mla_down_projections_are_reduced_whole_by_every_tp_rank(catalog) -> Non
         return d + _coll(hw, op, exp * nbytes, 2, 16)
 
     assert r["dp_raw"] == pytest.approx(two("reduce_scatter", 4) + two("all_gather", 2), rel=1e-9)
+
+
+def test_tie_break_order() -> None:
+    """``TIE_BREAK``: step time, then memory per GPU, then smaller TP, PP, CP, EP, ETP, VPP, ZeRO,
+    micro-batch, recompute, SP off before on. Five rows built so each key decides one pair."""
+    from mi400plan.search import SORT_KEYS, TIE_BREAK, rank_order
+
+    base = dict(tp=2, pp=2, cp=1, ep=1, etp=1, vpp=1, zero=1, micro_batch=1, recompute=0, sp=1)
+    rows = [
+        (1.0, 5.0, dict(base)),              # 0: the reference row
+        (1.0, 5.0, dict(base, sp=0)),        # 1: SP off before on -> before row 0
+        (1.0, 4.0, dict(base, tp=8)),        # 2: less memory beats smaller TP -> first
+        (1.0, 5.0, dict(base, pp=1, tp=4)),  # 3: larger TP loses to rows 0/1 even with smaller PP
+        (0.5, 9.0, dict(base, tp=64)),       # 4: fastest step wins outright
+    ]
+    step = np.array([r[0] for r in rows])
+    mem = np.array([r[1] for r in rows])
+    cols = {k: np.array([r[2][k] for r in rows]) for k in SORT_KEYS}
+    assert list(rank_order(step, mem, cols)) == [4, 2, 1, 0, 3]
+    assert TIE_BREAK.startswith("fastest step time first; equal step times are ordered by lower memory")
