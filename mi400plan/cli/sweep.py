@@ -66,6 +66,10 @@ def cmd(
         help="Count the input embedding and the loss as one layer each in the pipeline split, so PP x VPP may "
         "divide layers + 2 (Megatron-Core --account-for-embedding-in-pipeline-split "
         "--account-for-loss-in-pipeline-split; Llama 3 405B: 126 + 2 = 16 stages x 8).")] = False,
+    grad_dtype: Annotated[Optional[str], typer.Option(
+        "--grad-dtype",
+        help="Gradient accumulation and reduction dtype: fp32 (default; Megatron-LM reduces BF16 gradients in "
+        "fp32) or bf16 (Megatron-Core --grad-reduce-in-bf16); also sizes the gradient memory.")] = None,
     tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
     pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
     vpp: Annotated[Optional[str], typer.Option("--vpp", help="Only these virtual-stage counts.")] = None,
@@ -104,7 +108,7 @@ def cmd(
                 precision=precision.value, tokens=tokens, gpu_hour_cost=gpu_hour_cost, top=top,
                 matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
                 overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
-                overlap_cp=overlap_cp, split_embedding_loss=split_embedding_loss, pins=pins, save=str(save) if save else None, progress=cb,
+                overlap_cp=overlap_cp, split_embedding_loss=split_embedding_loss, grad_dtype=grad_dtype, pins=pins, save=str(save) if save else None, progress=cb,
                 ranges=not no_ranges, overwrite=force,
             )
 
