@@ -716,6 +716,7 @@ class SearchResult:
     top: dict[str, np.ndarray]  # layout columns + every step_time output + memory, best first
     best_rejected_memory: dict[str, np.ndarray] | None = None  # fastest layouts that did not fit
     best_crossing: dict[str, np.ndarray] | None = None  # fastest fitting layouts whose TP or PP span leaves the domain
+    best_inside: dict[str, np.ndarray] | None = None  # fastest fitting layouts whose TP and replica span stay inside it
 
 
 def crosses_domain(c: dict[str, Any], domain: int) -> Any:
@@ -819,6 +820,7 @@ class ChunkResult:
     top: dict[str, np.ndarray]
     nofit: dict[str, np.ndarray]
     crossing: dict[str, np.ndarray]
+    inside: dict[str, np.ndarray]
 
 
 MEM_KEYS = ("weights", "gradients", "optimizer", "activations", "reserve", "total")
@@ -853,7 +855,7 @@ def evaluate_structures(
     empty = {"tp": np.zeros(0, dtype=np.int64)}
     idx = np.flatnonzero(alive)
     if idx.size == 0:
-        return ChunkResult(rejected, 0, empty, empty, empty)
+        return ChunkResult(rejected, 0, empty, empty, empty, empty)
     with np.errstate(all="ignore"):  # rule-breaking grid points may divide by zero; they are dropped
         t = step_time(g, wl, hw, terms, opts, coll)
     sub = np.unravel_index(idx, shape)
@@ -883,8 +885,9 @@ def evaluate_structures(
             return empty
         return gather(where[top_indices(step[where], total[where], {key: c[key][where] for key in SORT_KEYS}, k)])
 
-    cross = fits & crosses_domain(c, hw.domain)
-    return ChunkResult(rejected, n_fit, best(fits, top_k), best(~fits, 3), best(cross, 1))
+    crosses = crosses_domain(c, hw.domain)
+    return ChunkResult(rejected, n_fit, best(fits, top_k), best(~fits, 3), best(fits & crosses, 1),
+                       best(fits & ~crosses, 1))
 
 
 def top_indices(step: np.ndarray, mem: np.ndarray, cols: dict[str, np.ndarray], k: int) -> np.ndarray:
@@ -926,6 +929,7 @@ def search(
     keep: list[dict[str, np.ndarray]] = []
     keep_nofit: list[dict[str, np.ndarray]] = []
     keep_cross: list[dict[str, np.ndarray]] = []
+    keep_inside: list[dict[str, np.ndarray]] = []
     valid = 0
     for lo in range(0, n_st, per):
         hi = min(n_st, lo + per)
@@ -936,15 +940,18 @@ def search(
         keep.append(part.top)
         keep_nofit.append(part.nofit)
         keep_cross.append(part.crossing)
+        keep_inside.append(part.inside)
         if progress is not None:
             progress(hi * n_in, n)
     top = _merge(keep, top_k)
     nofit = _merge(keep_nofit, 3)
     crossing = _merge(keep_cross, 1)
+    inside = _merge(keep_inside, 1)
     return SearchResult(
         world, st.evaluated, valid, rejected, top,
         nofit if nofit["tp"].size else None,
         crossing if crossing["tp"].size else None,
+        inside if inside["tp"].size else None,
     )
 
 

@@ -307,3 +307,21 @@ def test_grad_dtype_flag_halves_gradient_memory(cli) -> None:
     assert bf16["time_s"]["dp"] <= fp32["time_s"]["dp"] and bf16["step_time_s"] <= fp32["step_time_s"]
     r = cli([*base, "--grad-dtype", "int3"])
     assert r.exit_code == 2 and "unknown gradient dtype" in r.output
+
+
+def test_domain_comparison_is_shown_whichever_side_wins(cli) -> None:
+    """GPT-3 175B on 64 Helios racks: with overlapped pipeline sends the best layout (TP8 x PP16 = 128
+    GPUs) crosses the 72-GPU rack by a hair, so the output sets it beside the best layout that stays in
+    the rack; with every send exposed the in-rack layout wins and the crossing one is shown instead."""
+    base = ["sweep", "gpt3-175b", "--sku", "mi455x", "--racks", "64", "--precision", "fp8", "--tp", "8,16",
+            "--pp", "8,16", "--global-batch", "4608", "--top", "1", "--no-ranges"]
+    data = json.loads(cli([*base, "--json"]).stdout)["data"]
+    best, inside = data["rows"][0], data["domain_inside"][0]
+    assert best["layout"]["tp"] * best["layout"]["pp"] > 72  # crosses the rack
+    assert inside["layout"]["tp"] * inside["layout"]["pp"] <= 72
+    assert best["step_time_s"] <= inside["step_time_s"] <= best["step_time_s"] * 1.01  # a near-tie
+    assert inside["time_s"]["pp"] < best["time_s"]["pp"]  # crossing the rack makes each send dearer
+    table = cli(base).stdout
+    assert "The best layout crosses the scale-up domain" in table and "best inside" in table
+    exposed = cli([*base, "--no-overlap-pp"]).stdout
+    assert "Why the best layout stays inside the scale-up domain" in exposed

@@ -667,6 +667,7 @@ def sweep(
     scaling: list[ScalingPoint] = []
     below: dict[str, int | None] = {}
     crossing: list[SweepRow] = []
+    inside: list[SweepRow] = []
     evaluated = valid = 0
     rejected = {k: 0 for k in RULES}
     warnings: list[str] = []
@@ -702,10 +703,14 @@ def sweep(
             best = these[0] if these else None
             if best is None:
                 warnings.append(f"{sku.name} on {size} GPUs: no layout is valid and fits ({_why(res.rejected)})")
-            if res.best_crossing is not None and best is not None and len(crossing) < len(built) * 1 + 1:
-                cr = next(iter_rows(res.best_crossing))
-                if len(sizes) == 1:
+            if len(sizes) == 1 and best is not None:
+                # The fastest layouts on either side of the scale-up-domain boundary, for the comparison.
+                if res.best_crossing is not None:
+                    cr = next(iter_rows(res.best_crossing))
                     crossing.append(_row(cr, 0, sku, size, wl, terms, usable, train_tokens, gpu_hour_cost))
+                if res.best_inside is not None:
+                    ins = next(iter_rows(res.best_inside))
+                    inside.append(_row(ins, 0, sku, size, wl, terms, usable, train_tokens, gpu_hour_cost))
             per_gpu = best.tokens_per_s / size if best else None
             if per_gpu is not None and base_per_gpu is None:
                 base_per_gpu = per_gpu
@@ -773,7 +778,7 @@ def sweep(
         evaluated=evaluated, valid=valid, rejected=rejected, rejected_rules=dict(RULES), rows=rows,
         skus=summaries if len(built) > 1 else [], scaling=scaling if len(scaling) > len(built) else [],
         scaling_below_90_at=below if len(scaling) > len(built) else {},
-        efficiencies=[b.eff for b in built], rack_crossing=crossing, warnings=warnings,
+        efficiencies=[b.eff for b in built], rack_crossing=crossing, domain_inside=inside, warnings=warnings,
         ranges_checked=ranges, ranges=sku_ranges, flips=flips,
         scaling_below_90_at_corners=below_c if len(scaling) > len(built) else {},
     )

@@ -94,15 +94,7 @@ def render(res: SweepResult, console: Any) -> None:
         notes = [f"{k}: below 90% from {v:,} GPUs" if v else f"{k}: stays >= 90%" for k, v in res.scaling_below_90_at.items()]
         print_table(console, cols, out, title=f"Scaling - {head}",
                     caption="Scaling efficiency = tokens/s per GPU relative to the smallest size. " + "; ".join(notes))
-    if res.rack_crossing and res.rows and res.rack_crossing[0].layout != res.rows[0].layout:
-        best = res.rows[0]
-        cols = ["", "layout", "TP tier", "PP tier", ("step", "right"), ("tp", "right"), ("pp", "right"),
-                ("bubble", "right"), ("dp", "right")]
-        out = []
-        for label, r in (("best", best), ("best crossing the scale-up domain", res.rack_crossing[0])):
-            out.append([label, _layout(r), r.placement.tp, r.placement.pp, fmt_time(r.step_time_s, 2),
-                        fmt_time(r.time_s.tp, 2), fmt_time(r.time_s.pp, 2), fmt_time(r.time_s.bubble, 2), fmt_time(r.time_s.dp, 2)])
-        print_table(console, cols, out, title="Why the best layout stays inside the scale-up domain")
+    _domain_comparison(res, console)
     if res.ranges:
         _ranges(res, console)
     rej = ", ".join(f"{k} {v:,}" for k, v in res.rejected.items() if v)
@@ -191,3 +183,32 @@ def _ranges(res: SweepResult, console: Any) -> None:
         if n else "No conclusion flips inside the estimate ranges.",
         markup=False, highlight=False,
     )
+
+
+def _domain_comparison(res: SweepResult, console: Any) -> None:
+    """The best layout next to the fastest one on the other side of the scale-up-domain boundary."""
+    if not res.rows:
+        return
+    best = res.rows[0]
+    crossing = res.rack_crossing[0] if res.rack_crossing else None
+    inside = res.domain_inside[0] if res.domain_inside else None
+    if crossing is not None and crossing.layout != best.layout:
+        other, label, title = crossing, "best crossing", "Why the best layout stays inside the scale-up domain"
+    elif inside is not None and inside.layout != best.layout:
+        other, label, title = inside, "best inside", "The best layout crosses the scale-up domain"
+    else:
+        return
+    cols = ["", "layout", "TP tier", "PP tier", ("step", "right"), ("vs best", "right"), ("tp", "right"),
+            ("pp", "right"), ("bubble", "right"), ("dp", "right")]
+    out = []
+
+    def t(x: float) -> str:
+        return fmt_time(x, 2) if x else "-"
+
+    for lab, r in (("best", best), (label, other)):
+        delta = "" if r is best else f"{(r.step_time_s / best.step_time_s - 1) * 100:+.2f}%"
+        out.append([lab, _layout(r), r.placement.tp, r.placement.pp, fmt_time(r.step_time_s, 2), delta,
+                    t(r.time_s.tp), t(r.time_s.pp), t(r.time_s.bubble), t(r.time_s.dp)])
+    print_table(console, cols, out, title=title,
+                caption="exposed time per step; tiers: scale_up inside the domain, scale_out or hierarchical across it")
+

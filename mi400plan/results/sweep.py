@@ -272,6 +272,7 @@ class SweepResult(Result):
     scaling_below_90_at: dict[str, int | None] = Field(default_factory=dict)  # sku -> first GPU count < 90%
     efficiencies: list[SkuEfficiency] = Field(default_factory=list)
     rack_crossing: list[SweepRow] = Field(default_factory=list)  # best layout whose TP or PP leaves the scale-up domain
+    domain_inside: list[SweepRow] = Field(default_factory=list)  # best layout whose TP and replica stay inside it
     saved_plan: str | None = None
     ranges_checked: bool = False  # False with --no-ranges
     ranges: list[SkuRange] = Field(default_factory=list)  # one per SKU and GPU count
