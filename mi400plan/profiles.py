@@ -136,15 +136,20 @@ def validate_dict(kind: str, raw: dict[str, Any], path: str, text: str = "") -> 
         raise validation_error(path, text, exc) from None
 
 
-def load_file(kind: str, path: str | os.PathLike[str]) -> Loaded[Any]:
-    """Load one profile from an explicit path. A ``.json`` model is read as a Hugging Face config."""
+def read_text_file(path: str | os.PathLike[str], what: str = "file") -> tuple[Path, str]:
+    """A user file's path and UTF-8 text, or a ProfileError naming it ("no such plan file", ...)."""
     p = Path(path)
     if not p.is_file():
-        raise ProfileError("no such file", path=str(p))
+        raise ProfileError(f"no such {what}", path=str(p))
     try:
-        text = p.read_text(encoding="utf-8")
+        return p, p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"cannot read file: {exc}", path=str(p)) from None
+        raise ProfileError(f"cannot read {what}: {exc}", path=str(p)) from None
+
+
+def load_file(kind: str, path: str | os.PathLike[str]) -> Loaded[Any]:
+    """Load one profile from an explicit path. A ``.json`` model is read as a Hugging Face config."""
+    p, text = read_text_file(path)
     if p.suffix.lower() == ".json":
         if kind != "models":
             raise ProfileError(f"a JSON file can only describe a model, not a {KIND_SINGULAR[kind]}", path=str(p))

@@ -48,15 +48,9 @@ def read_plan(path: str | Path) -> tuple[dict[str, Any], Layout]:
     precision, ...) and ``[layout]`` (exactly ``Layout``'s fields). Errors name file, line and field."""
     from pydantic import ValidationError
 
-    from mi400plan.profiles import parse_toml, validation_error
+    from mi400plan.profiles import parse_toml, read_text_file, validation_error
 
-    p = Path(path)
-    if not p.is_file():
-        raise ProfileError("no such plan file", path=str(p))
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"cannot read plan file: {exc}", path=str(p)) from None
+    p, text = read_text_file(path, "plan file")
     raw = parse_toml(str(p), text)
     for table in ("plan", "layout"):
         if not isinstance(raw.get(table), dict):

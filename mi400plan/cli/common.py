@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from enum import Enum
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Optional
@@ -40,6 +41,14 @@ ProfilesOpt = Annotated[
 ]
 CheckOpt = Annotated[bool, typer.Option("--check", help="Exit 4 when the answer is 'does not fit' / 'over budget'.")]
 AsciiOpt = Annotated[bool, typer.Option("--ascii", help="Plain ASCII table borders.")]
+
+
+class RecomputeChoice(str, Enum):
+    """Activation recomputation (Korthikanti et al. 2022): none, selective (attention core), full."""
+
+    none = "none"
+    selective = "selective"
+    full = "full"
 
 
 def pick_format(json_flag: bool, fmt: OutputFormat | None) -> OutputFormat:

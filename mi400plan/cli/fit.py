@@ -8,18 +8,23 @@ from typing import Annotated, Optional
 
 import typer
 
-from mi400plan.cli.common import AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+from mi400plan.cli.common import (
+    AsciiOpt,
+    CheckOpt,
+    FormatOpt,
+    JsonOpt,
+    ProfilesOpt,
+    RecomputeChoice,
+    app,
+    catalog,
+    pick_format,
+    run,
+)
 
 
 class Mode(str, Enum):
     train = "train"
     infer = "infer"
-
-
-class RecomputeChoice(str, Enum):
-    none = "none"
-    selective = "selective"
-    full = "full"
 
 
 class OptimizerChoice(str, Enum):

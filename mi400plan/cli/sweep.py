@@ -8,18 +8,23 @@ from typing import Annotated, Optional
 
 import typer
 
-from mi400plan.cli.common import AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+from mi400plan.cli.common import (
+    AsciiOpt,
+    CheckOpt,
+    FormatOpt,
+    JsonOpt,
+    ProfilesOpt,
+    RecomputeChoice,
+    app,
+    catalog,
+    pick_format,
+    run,
+)
 
 
 class Precision(str, Enum):
     bf16 = "bf16"
     fp8 = "fp8"
-
-
-class RecomputeChoice(str, Enum):
-    none = "none"
-    selective = "selective"
-    full = "full"
 
 
 def _ints(text: Optional[str], flag: str) -> list[int]:
