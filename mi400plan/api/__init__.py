@@ -2,8 +2,7 @@
 
     from mi400plan.api import fit, open_catalog
     result = fit(open_catalog(), "llama3.1-70b", ["mi355x"], mode="infer", precision="fp8", gpus=8)
-    row = result.rows[0]
-    print(row.fits, row.memory_bytes.total, row.headroom_bytes)
+    row = result.rows[0]   # row.fits, row.memory_bytes.total, row.headroom_bytes, ...
 
 Functions are imported on first use so that ``import mi400plan.api`` stays cheap.
 """
