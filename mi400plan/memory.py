@@ -18,6 +18,14 @@ Sources
   holds ``pp - i`` micro-batches; the interleaved schedule holds ``pp*(1 + (pp-1)/(pp*vpp))`` at
   stage 0 (Megatron's warm-up count ``2*(pp - i - 1) + (vpp - 1)*pp`` chunks, plus the current one).
 * KV cache: ``params.kv_cache_bytes_per_token`` (GQA: 2*kv_heads*head_dim per layer; MLA latent).
+* Vocabulary padding (memory only; ``params`` counts stay unpadded): training pads the vocabulary to
+  a multiple of ``recipe.vocab_divisible_by x tp`` as Megatron-LM does (``_vocab_size_with_padding``,
+  ``--make-vocab-size-divisible-by`` 128: Llama-3's 128,256 -> 129,024 rows at TP 8); the padded rows of
+  the embedding and output layer carry gradients and optimizer states, and the logits are
+  ``padded/tp`` wide. Inference pads to a multiple of ``recipe.vocab_padding_size`` (vLLM's
+  ``DEFAULT_VOCAB_PADDING_SIZE`` = 64, independent of TP). See :func:`padded_vocab_size`.
+* FP8 training: ``recipe.fp8_weight_copies`` cached FP8 casts (Transformer Engine: row-wise + transposed)
+  of the transformer-block GEMM weights only; embedding, output layer, norms and router have none.
 
 Sharding conventions (documented choices)
 -----------------------------------------
@@ -64,6 +72,7 @@ __all__ = [
     "infer_memory",
     "max_batch_x_context",
     "max_context",
+    "padded_vocab_size",
     "usable_bytes",
     "layer_activation_bytes_per_token",
 ]
@@ -121,6 +130,17 @@ def usable_bytes(capacity_bytes: ArrayLike, reserve: RuntimeReserve) -> np.ndarr
     fixed part of the reserve).
     """
     return np.asarray(capacity_bytes, dtype=np.float64) * (1.0 - reserve.fraction)
+
+
+def padded_vocab_size(vocab_size: int, multiple: ArrayLike) -> np.ndarray:
+    """Rows of the vocab-parallel embedding and output layer: ``ceil(V / multiple) * multiple``.
+
+    Training (Megatron-LM ``_vocab_size_with_padding``): ``multiple = make_vocab_size_divisible_by x tp``
+    (default 128 x TP), e.g. Llama-3: 128,256 -> ceil(128,256 / 1,024) x 1,024 = 129,024 at TP 8.
+    Inference (vLLM ``pad_vocab_size``): ``multiple = 64`` whatever the TP. Number of rows (no unit).
+    """
+    m = np.asarray(multiple, dtype=np.float64)
+    return np.ceil(float(vocab_size) / m) * m
 
 
 # --- per-layer parameter tables -------------------------------------------------------------------
@@ -288,7 +308,10 @@ def layer_activation_bytes_per_token(
       attention (Dao et al. 2022) keeps only an fp32 log-sum-exp per head, ``4*a/t``. Selective
       recompute drops the core.
     * MoE routed path (tokens split by SP): ``top_k * cf`` copies of each local token (``cf`` =
-      capacity factor). Expert tensor parallelism all-gathers the dispatched tokens over the ``etp``
+      ``recipe.moe_capacity_factor``). Megatron-Core's default MoE is dropless (no capacity, no dropped
+      tokens), so a perfectly balanced router would send each rank ``top_k`` copies per local token on
+      average; ``cf`` (default 1.25) is the load-imbalance allowance for the busiest rank's dispatch
+      buffers and expert activations, or the real capacity factor when tokens are dropped. Expert tensor parallelism all-gathers the dispatched tokens over the ``etp``
       ranks of an expert (Megatron-Core ``MoEAlltoAllTokenDispatcher``: all-to-all over EP, then an
       all-gather over expert-TP) and each of them computes ``1/etp`` of the FFN width, so per rank:
       dispatched input ``e*h*etp``, expert output after the reduce-scatter ``e*h``, and FFN
@@ -375,13 +398,18 @@ def train_memory(
     (global batch / (micro_batch x dp)) caps the micro-batches in flight; ``None`` = no cap.
     Layout validity (divisibility) is not checked here: see ``specs.layout.check_layout``.
 
-    Per stage, with ``P`` parameters on the rank (TP/EP split as in the module docstring) and ZeRO
+    Per stage, with ``P`` parameters on the rank (TP/EP split as in the module docstring), ``G`` of
+    them transformer-block GEMM weights (attention, dense FFN, shared and routed experts), and ZeRO
     shard ``d`` (dense: dp*cp; experts: tp*cp*dp/(ep*etp)):
-    weights = P x (param + fp8-copy bytes) [/d at ZeRO-3], gradients = P x grad bytes [/d at ZeRO>=2],
-    optimizer = P x (master + moments) bytes [/d at ZeRO>=1] (Rajbhandari et al. 2020, fig. 1).
+    weights = P x param bytes + G x FP8-copy bytes [/d at ZeRO-3], gradients = P x grad bytes
+    [/d at ZeRO>=2], optimizer = P x (master + moments) bytes [/d at ZeRO>=1] (Rajbhandari et al. 2020,
+    fig. 1). The embedding and output layer hold ``padded_vocab_size(V, vocab_divisible_by x tp) x h /
+    tp`` parameters (Megatron-LM vocabulary padding; a tied output layer on a separate last stage is a
+    copy of the word embedding).
     Activations: ``tokens x (in_flight x stage layers x per-layer bytes)`` plus the first stage's token
-    ids (and embedding-dropout mask when ``recipe.dropout``), the last stage's fp32 logits ``4*V/t`` per token and output-layer input, and under full
-    recompute one layer's full activations while it is recomputed.
+    ids (and embedding-dropout mask when ``recipe.dropout``), the last stage's fp32 logits ``4*Vp/t``
+    per token (``Vp`` the padded vocabulary) and output-layer input, and under full recompute one
+    layer's full activations while it is recomputed.
     """
     if isinstance(recompute, str):
         recompute = RECOMPUTE_CODES[recompute]
@@ -395,30 +423,37 @@ def train_memory(
     slots = _gather_slots(counts, pp.astype(np.int64), vpp.astype(np.int64))
     X = lambda x: x[..., None]  # noqa: E731 - broadcast a candidate array against the slot axis
     h = model.hidden_size
-    # Parameters on this rank.
-    head = counts.output_head if counts.output_head else np.where(X(pp) > 1, counts.embedding, 0.0)
+    # Parameters on this rank. Padded vocabulary rows (Megatron-LM) extend the embedding and head
+    # tables (when the counts have them).
+    vp = padded_vocab_size(model.vocab_size, recipe.vocab_divisible_by * X(tp))
+    pad = (vp - model.vocab_size) * h if counts.embedding else 0.0 * vp
+    emb = counts.embedding + pad
+    word = (model.vocab_size * h + pad) if counts.embedding else 0.0  # word embedding a tied head copies
+    head = counts.output_head + pad if counts.output_head else np.where(X(pp) > 1, word, 0.0)
+    p_gemm = _tp_group_per_rank(model, slots["tp"], slots["kv"], slots["arep"], X(tp))
     p_dense = (
-        _tp_group_per_rank(model, slots["tp"], slots["kv"], slots["arep"], X(tp))
+        p_gemm
         + slots["rep"]
-        + slots["first"] * counts.embedding / X(tp)
+        + slots["first"] * emb / X(tp)
         + slots["last"] * (head / X(tp) + counts.final_norm)
     )
     p_exp = slots["exp"] / X(ep * etp)
     d_dense = X(dp * cp)
     d_exp = X(dp * cp * tp / (ep * etp))
     z = X(zero)
-    pw = recipe.param_bytes + recipe.fp8_weight_bytes
+    pb = recipe.param_bytes
+    fb = recipe.fp8_weight_bytes  # cached FP8 copies of the block GEMM weights (0 without FP8)
 
     def sharded(p: np.ndarray, d: np.ndarray, on: np.ndarray) -> np.ndarray:
         return np.where(on, p / d, p)
 
-    w_full = pw * (p_dense + p_exp)
-    w_shard = pw * (sharded(p_dense, d_dense, z >= 3) + sharded(p_exp, d_exp, z >= 3))
+    w_full = pb * (p_dense + p_exp) + fb * (p_gemm + p_exp)
+    w_shard = (pb * (sharded(p_dense, d_dense, z >= 3) + sharded(p_exp, d_exp, z >= 3))
+               + fb * (sharded(p_gemm, d_dense, z >= 3) + sharded(p_exp, d_exp, z >= 3)))
     lt = _layer_table(counts)
-    layer_max = (
-        _tp_group_per_rank(model, lt.max_tp, lt.max_kv, lt.max_arep, X(tp)) + lt.max_rep + lt.max_exp / X(ep * etp)
-    )
-    weights = np.where(z >= 3, np.minimum(w_full, w_shard + 2.0 * pw * layer_max), w_full)
+    gemm_max = _tp_group_per_rank(model, lt.max_tp, lt.max_kv, lt.max_arep, X(tp)) + lt.max_exp / X(ep * etp)
+    layer_max = pb * (gemm_max + lt.max_rep) + fb * gemm_max
+    weights = np.where(z >= 3, np.minimum(w_full, w_shard + 2.0 * layer_max), w_full)
     grads = recipe.grad_bytes * (sharded(p_dense, d_dense, z >= 2) + sharded(p_exp, d_exp, z >= 2))
     ob = recipe.optimizer_state_bytes(h)
     optim = ob * (sharded(p_dense, d_dense, z >= 1) + sharded(p_exp, d_exp, z >= 1))
@@ -437,7 +472,7 @@ def train_memory(
     tokens = X(seq * mb / cp)
     tsp = X(np.where(sp, tp, 1.0))
     e = recipe.activation_bytes
-    last_extra = LOGIT_BYTES * model.vocab_size / X(tp) + 2.0 * e * h / tsp  # logits + final norm/head input
+    last_extra = LOGIT_BYTES * vp / X(tp) + 2.0 * e * h / tsp  # padded logits + final norm/head input
     # First stage: int64 token ids, and with dropout the embedding-dropout mask (1 byte per element;
     # Megatron-LM theoretical_memory_usage "Dropout in embedding layer", pp micro-batches in flight).
     first_extra = TOKEN_ID_BYTES + (MASK_BYTES * h / tsp if recipe.dropout else 0.0)
@@ -497,14 +532,16 @@ def infer_memory(
       ``/min(tp, kv_heads)``, MLA down-projections whole on every rank) at the recipe's
       format (bits incl. block scales); routed experts ``/max(tp, ep)`` at that format (experts spread
       over the TP group, or over ``ep`` ranks with attention data-parallel when ``ep > tp``);
-      embedding and head vocab-parallel ``/tp``, norms and router replicated, all 16-bit.
+      embedding and head vocab-parallel ``/tp`` over the vocabulary padded to a multiple of
+      ``recipe.vocab_padding_size`` (vLLM: 64), norms and router replicated, all 16-bit.
     * KV cache: ``kv_cache_bytes_per_token`` per layer x the stage's layers x batch x context.
       GQA K/V heads split by TP, but never below one head per rank: ``/min(tp, kv_heads)`` (when
       ``tp > kv_heads`` each head is replicated on ``tp/kv_heads`` ranks). MLA's compressed latent is
       shared by all heads, so every TP rank keeps the full latent (no TP split), as vLLM and SGLang do.
     * Activations (scratch of one forward step): ``T = min(batch x context, max_batched_tokens)``
       tokens x (hidden states ``2*e*h`` + Q/K/V and attention output + FFN intermediates ``/tp``) plus
-      fp32 logits ``4*V/tp`` for each of the ``batch`` sequences being sampled. Freed layer by layer.
+      fp32 logits ``4*Vp/tp`` (padded vocabulary) for each of the ``batch`` sequences being sampled.
+      Freed layer by layer.
     * ``batch`` counts the sequences served by one ``tp x pp`` model replica.
     """
     b = np.broadcast_arrays(_arr(tp), _arr(pp), _arr(ep), _arr(batch), _arr(context))
@@ -513,12 +550,16 @@ def infer_memory(
     slots = _gather_slots(counts, pp.astype(np.int64), np.ones_like(pp, dtype=np.int64))
     X = lambda x: x[..., None]  # noqa: E731
     wb = recipe.weight_bytes
-    head = counts.output_head if counts.output_head else np.where(X(pp) > 1, counts.embedding, 0.0)
+    vp = float(padded_vocab_size(model.vocab_size, recipe.vocab_padding_size))
+    pad = (vp - model.vocab_size) * model.hidden_size if counts.embedding else 0.0
+    emb = counts.embedding + pad
+    word = (model.vocab_size * model.hidden_size + pad) if counts.embedding else 0.0
+    head = counts.output_head + pad if counts.output_head else np.where(X(pp) > 1, word, 0.0)
     weights = (
         wb * _tp_group_per_rank(model, slots["tp"], slots["kv"], slots["arep"], X(tp))
         + wb * slots["exp"] / X(np.maximum(tp, ep))
         + 2.0 * slots["rep"]
-        + 2.0 * slots["first"] * counts.embedding / X(tp)
+        + 2.0 * slots["first"] * emb / X(tp)
         + 2.0 * slots["last"] * (head / X(tp) + counts.final_norm)
     )
     a = model.attention
@@ -557,7 +598,8 @@ def _infer_scratch(model: ModelSpec, recipe: InferRecipe, *, tp: np.ndarray, bat
     else:
         width = float(model.ffn_dim)
     per_token = e * (2.0 * h + qkv + attn_out + _ffn_elems(model, width) / tp)
-    return tokens * per_token + batch * LOGIT_BYTES * model.vocab_size / tp
+    vp = float(padded_vocab_size(model.vocab_size, recipe.vocab_padding_size))
+    return tokens * per_token + batch * LOGIT_BYTES * vp / tp
 
 
 def max_batch_x_context(

@@ -18,8 +18,12 @@ ROW_KEYS = {"sku", "layout", "fits", "capacity_bytes", "headroom_bytes", "memory
 def test_gpt3_175b_bf16_does_not_fit_one_mi300x(catalog) -> None:
     r = fit(catalog, "gpt3-175b", ["mi300x"], "infer", precision="bf16", seq=2048, reserve="0")
     row = r.rows[0]
-    # 174,604,259,328 params x 2 B = 349.2 GB of weights alone (seed 000 says it fits in 192 GB: it does not)
-    assert row.memory_bytes.weights == 174_604_259_328 * 2
+    # 174,604,259,328 params x 2 B = 349.2 GB of weights alone (seed 000 says it fits in 192 GB: it does not).
+    # vLLM pads the 50,257-token vocabulary to a multiple of 64: 50,304 rows, 47 x 12,288 = 577,536 padded
+    # parameters in the (tied) embedding.
+    assert 50_304 == -(-50_257 // 64) * 64 and (50_304 - 50_257) * 12_288 == 577_536
+    assert row.padded_vocab_size == 50_304
+    assert row.memory_bytes.weights == (174_604_259_328 + 577_536) * 2
     assert row.capacity_bytes == 192_000_000_000
     assert not row.fits and row.verdict == "does_not_fit"
     assert row.headroom_bytes == 192_000_000_000 - row.memory_bytes.total

@@ -142,7 +142,8 @@ def test_megatron_18_and_zero_16_bytes_per_param() -> None:
     assert train_recipe("megatron").bytes_per_param(4096) == 2 + 4 + 4 + 8 == 18
     assert train_recipe("zero").bytes_per_param(4096) == 2 + 2 + 12 == 16
     assert train_recipe("megatron", optimizer="sgd").bytes_per_param(4096) == 2 + 4 + 4 + 4
-    assert train_recipe("megatron", precision="fp8").bytes_per_param(4096) == 18 + 1
+    # FP8 (Transformer Engine): a row-wise and a transposed 1-byte copy of each GEMM weight
+    assert train_recipe("megatron", precision="fp8").bytes_per_param(4096) == 18 + 2 * 1
     assert train_recipe("megatron", grad_dtype="bf16").bytes_per_param(4096) == 16
     # Adafactor: master 4 + factored second moment 4 x 2 / hidden per parameter
     assert train_recipe("megatron", optimizer="adafactor").bytes_per_param(4096) == 2 + 4 + 4 + 4 * 2 / 4096
@@ -210,17 +211,22 @@ def test_toy_activations_match_korthikanti(tp, sp, recompute, per_layer) -> None
     m = train_memory(model, counts, korthikanti_recipe(), tp=tp, sequence_parallel=sp,
                      recompute=RECOMPUTE_CODES[recompute], seq_len=s, micro_batch=b)
     tsp = tp if sp else 1
+    # Megatron pads the 1,000-token vocabulary to a multiple of 128 x TP: 1,024 at TP 1 (8 x 128) and
+    # at TP 2 (4 x 256), so the fp32 logits are 1,024 wide.
+    Vp = 1024
+    assert Vp == -(-V // (128 * tp)) * 128 * tp
     # Two layers, plus the planner's extra terms: int64 token ids (8 B/token) and the embedding-dropout
     # mask (1 B x h/tsp, Megatron-LM theoretical_memory_usage) on the first stage and, on the last
-    # stage, fp32 logits 4*V/t and the final-norm and head inputs 2 x 2*h/tsp per token.
-    extras = s * b * (8 + h / tsp + 4 * V / tp + 2 * 2 * h / tsp)
+    # stage, fp32 logits 4*Vp/t and the final-norm and head inputs 2 x 2*h/tsp per token.
+    extras = s * b * (8 + h / tsp + 4 * Vp / tp + 2 * 2 * h / tsp)
     assert float(m.activations) == pytest.approx(2 * per_layer + extras, rel=1e-12)
 
 
 def test_full_recompute_keeps_layer_inputs_plus_one_layer() -> None:
     model = toy_gpt()
     counts = count_params(model)
-    s, b, h, V, tp = 128, 2, 64, 1000, 2
+    s, b, h, tp = 128, 2, 64, 2
+    V = 1024  # 1,000 tokens padded to a multiple of 128 x 2 (Megatron-LM)
     m = train_memory(model, counts, korthikanti_recipe(), tp=tp, sequence_parallel=True, recompute=2,
                      seq_len=s, micro_batch=b)
     # 2 layers x 2*s*b*h/t (layer inputs) + one layer being recomputed, s*b*h*74/t, + extras as above
@@ -235,8 +241,8 @@ def test_flash_attention_removes_s_squared_term() -> None:
     s, b, h, a = 128, 2, 64, 4
     m = train_memory(model, counts, rec, seq_len=s, micro_batch=b)
     # 34*s*b*h per layer, plus fp32 log-sum-exp per head and token (4*a B), plus extras (token ids,
-    # embedding-dropout mask h x 1 B, logits, final-norm and head inputs)
-    expected = 2 * (34 * s * b * h + 4 * a * s * b) + s * b * (8 + h + 4 * 1000 + 2 * 2 * h)
+    # embedding-dropout mask h x 1 B, logits over the vocabulary padded to 1,024, final-norm and head inputs)
+    expected = 2 * (34 * s * b * h + 4 * a * s * b) + s * b * (8 + h + 4 * 1024 + 2 * 2 * h)
     assert float(m.activations) == pytest.approx(expected, rel=1e-12)
 
 
@@ -265,9 +271,12 @@ def test_most_loaded_stage_with_dense_first_layers() -> None:
     rec = train_recipe(reserve=NO_RESERVE)
     m = train_memory(model, counts, rec, pp=2, dp=1, zero=0, seq_len=1)
     # Stage 0: layers 0-3 (1 dense + 3 MoE) + embedding; stage 1: layers 4-7 (4 MoE) + head + final norm.
+    # The 2,000-token vocabulary is padded to 2,048 rows (a multiple of 128 x TP 1): 48 x 128 more
+    # parameters in the embedding and in the head.
+    pad = (2048 - 2000) * 128
     lay = counts.layers
-    st0 = sum(lp.total for lp in lay[:4]) + counts.embedding
-    st1 = sum(lp.total for lp in lay[4:]) + counts.output_head + counts.final_norm
+    st0 = sum(lp.total for lp in lay[:4]) + counts.embedding + pad
+    st1 = sum(lp.total for lp in lay[4:]) + counts.output_head + pad + counts.final_norm
     assert float(m.weights + m.gradients + m.optimizer) == 18 * max(st0, st1)
 
 
@@ -449,16 +458,19 @@ def test_kv_projection_weights_replicated_when_tp_exceeds_kv_heads() -> None:
     # norms 2 x 64 = 128; embedding = head = 100 x 64 = 6400; final norm 64.
     assert counts.layers[0].attention == 8192 + 2048 and counts.layers[0].attn_kv == 2048
     # TP 8 > 2 KV heads: each rank holds one whole KV head (K and V: 2 x 64 x 8 = 1024), not 2048 / 8 = 256.
-    per_rank = 8192 / 8 + 2048 / 2 + 24576 / 8 + 128 + 6400 / 8 + 6400 / 8 + 64
-    assert per_rank == 6912
+    # Training pads the 100-token vocabulary to a multiple of 128 x 8 = 1,024 rows (Megatron-LM):
+    # embedding and head 1,024 x 64 / 8 = 8,192 each per rank.
+    per_rank = 8192 / 8 + 2048 / 2 + 24576 / 8 + 128 + 1024 * 64 / 8 + 1024 * 64 / 8 + 64
+    assert per_rank == 21696
     rec = train_recipe("megatron", reserve=NO_RESERVE)
     m = train_memory(model, counts, rec, tp=8, zero=0, seq_len=8)
-    assert float(m.weights + m.gradients + m.optimizer) == 18 * 6912
+    assert float(m.weights + m.gradients + m.optimizer) == 18 * 21696
+    # Inference pads to a multiple of 64 (vLLM): 128 rows, 128 x 64 / 8 = 1,024 per table per rank.
     im = infer_memory(model, counts, InferRecipe(weight_format="bf16", reserve=NO_RESERVE), tp=8, context=1)
-    assert float(im.weights) == 2 * 6912
-    # TP 2 = KV heads: plain /tp.
+    assert float(im.weights) == 2 * (8192 / 8 + 2048 / 2 + 24576 / 8 + 128 + 1024 + 1024 + 64) == 2 * 7360
+    # TP 2 = KV heads: plain /tp; vocabulary padded to 256 rows (128 x 2): 256 x 64 / 2 = 8,192 per table.
     m2 = train_memory(model, counts, rec, tp=2, zero=0, seq_len=8)
-    assert float(m2.weights + m2.gradients + m2.optimizer) == 18 * (10240 / 2 + 24576 / 2 + 128 + 3200 + 3200 + 64)
+    assert float(m2.weights + m2.gradients + m2.optimizer) == 18 * (10240 / 2 + 24576 / 2 + 128 + 8192 + 8192 + 64)
 
 
 def toy_mla_1layer() -> ModelSpec:
@@ -476,13 +488,14 @@ def test_mla_down_projections_are_not_split_by_tp() -> None:
     assert lp.attention == 1024 + 768 + 768 + 512 + 2048 == 5120
     assert lp.attn_replicated == 1024 + 768 and lp.attn_kv == 0
     # TP 4: attention (768 + 512 + 2048)/4 + 1792 = 2624; FFN 24576/4 = 6144; norms 2 x 64 + 16 + 8 = 152;
-    # embedding and head 6400/4 each; final norm 64.
-    per_rank = (768 + 512 + 2048) / 4 + 1792 + 24576 / 4 + 152 + 1600 + 1600 + 64
-    assert per_rank == 12184
+    # final norm 64. Embedding and head: inference pads the 100 tokens to 128 rows (vLLM, multiple of 64),
+    # 128 x 64 / 4 = 2,048 each; training to 512 rows (Megatron, 128 x TP 4), 512 x 64 / 4 = 8,192 each.
+    layers = (768 + 512 + 2048) / 4 + 1792 + 24576 / 4 + 152 + 64
+    assert layers == 8984 and layers + 2048 + 2048 == 13080 and layers + 8192 + 8192 == 25368
     im = infer_memory(model, counts, InferRecipe(weight_format="bf16", reserve=NO_RESERVE), tp=4, context=1)
-    assert float(im.weights) == 2 * 12184
+    assert float(im.weights) == 2 * 13080
     m = train_memory(model, counts, train_recipe("megatron", reserve=NO_RESERVE), tp=4, zero=0, seq_len=8)
-    assert float(m.weights + m.gradients + m.optimizer) == 18 * 12184
+    assert float(m.weights + m.gradients + m.optimizer) == 18 * 25368
 
 
 def test_moe_routed_activations_under_expert_tp() -> None:
@@ -580,7 +593,8 @@ def test_mla_inference_scratch_attention_output_uses_v_head_dim() -> None:
     counts = count_params(model)
     im = infer_memory(model, counts, InferRecipe(reserve=NO_RESERVE), tp=1, batch=1, context=10)
     # 10 tokens x 2 B x (hidden in/out 2 x 64 + Q and K 4 heads x 12 x 2 + V 4 x 8 + attention output
-    # 4 heads x v_head_dim 8 + SwiGLU 3 x 128) + fp32 logits of one sequence 4 x 100
+    # 4 heads x v_head_dim 8 + SwiGLU 3 x 128) + fp32 logits of one sequence over the 100 tokens padded
+    # to 128 (vLLM pads the vocabulary to a multiple of 64): 4 x 128
     per_token = 2 * (2 * 64 + 4 * 12 * 2 + 4 * 8 + 4 * 8 + 3 * 128)
     assert per_token == 1344
-    assert float(im.activations) == 10 * 1344 + 4 * 100
+    assert float(im.activations) == 10 * 1344 + 4 * 128

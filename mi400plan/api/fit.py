@@ -94,11 +94,19 @@ def fit(
     batch: int | None = None,
     reserve: str | None = None,
     plan: str | Path | None = None,
+    capacity_factor: float | None = None,
+    fp8_weight_copies: int | None = None,
+    vocab_divisible_by: int | None = None,
 ) -> FitResult:
     """Fit ``model_name`` on each SKU (``["all"]`` or ``None``: every accelerator in the catalog).
 
-    Explicit arguments override values read from ``plan``. Raises ``LayoutError`` for a layout that
-    breaks a structural rule, ``UnknownNameError`` for unknown names, ``UsageError`` for bad values.
+    Explicit arguments override values read from ``plan``. Training recipe knobs (see
+    ``specs.layout.TrainRecipe``): ``capacity_factor`` is the MoE routed-buffer allowance (default
+    1.25: a load-imbalance margin over Megatron-Core's dropless routing), ``fp8_weight_copies`` the
+    cached FP8 casts per GEMM weight with ``precision="fp8"`` (default 2, Transformer Engine's row-wise
+    and transposed copies), ``vocab_divisible_by`` Megatron-LM's vocabulary padding unit (default 128,
+    padded to a multiple of it x TP). Raises ``LayoutError`` for a layout that breaks a structural
+    rule, ``UnknownNameError`` for unknown names, ``UsageError`` for bad values.
     """
     from mi400plan.params import count_params
 
@@ -152,6 +160,8 @@ def fit(
                     (global_batch, "--global-batch"), (batch, "--batch")):
         if v is not None and int(v) < 1:
             raise UsageError(f"{what} must be a positive integer, got {v}")
+    if mode == "train" and capacity_factor is not None and model.moe is None:
+        warnings.append(f"--capacity-factor applies to MoE models; {model.name} is dense")
     if mode == "train":
         return _fit_train(
             catalog, model, counts, accels, fm, warnings, plan_layout,
@@ -159,10 +169,16 @@ def fit(
                  recompute=recompute, sequence_parallel=sequence_parallel),
             seq=seq, gpus=gpus, global_batch=global_batch,
             recipe=train_recipe(recipe or "megatron", precision=precision, optimizer=optimizer,
-                                grad_dtype=grad_dtype, flash_attention=flash_attention, reserve=res),
+                                grad_dtype=grad_dtype, flash_attention=flash_attention, reserve=res,
+                                fp8_weight_copies=fp8_weight_copies, capacity_factor=capacity_factor,
+                                vocab_divisible_by=vocab_divisible_by),
         )
     if recipe is not None and recipe not in ("bf16",):
         warnings.append(f"recipe {recipe!r} applies to training; inference uses --precision and --kv-dtype")
+    for v, what in ((capacity_factor, "--capacity-factor"), (fp8_weight_copies, "--fp8-weight-copies"),
+                    (vocab_divisible_by, "--vocab-divisible-by")):
+        if v is not None:
+            warnings.append(f"{what} applies to training; inference ignores it")
     return _fit_infer(
         catalog, model, counts, accels, fm, warnings,
         tp=tp if tp is not None else (plan_layout.tp if plan_layout else None),
@@ -414,6 +430,8 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
         nmb = global_batch // per_step
     if seq_len > model.max_seq_len:
         warnings.append(f"sequence length {seq_len} exceeds {model.name}'s max_seq_len {model.max_seq_len}")
+    from mi400plan.memory import padded_vocab_size
+
     mem = _train_terms(model, counts, recipe, layout, seq_len, nmb).item()
     layout_dict: dict[str, int | str | bool] = dict(layout.model_dump())
     layout_dict["schedule"] = layout.schedule
@@ -427,17 +445,20 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
 
     rows = []
     cache: dict[str, Domain] = {}
+    vocab = int(padded_vocab_size(model.vocab_size, recipe.vocab_divisible_by * layout.tp))
     for acc in accels:
         rows.append(
             _row(acc, "train", layout_dict, layout.gpus, mem, kv=0.0, recipe_reserve=recipe.reserve,
                  alts=alts, grid=grid, dom=scale_up_domain(catalog, acc, cache), given_tp=layout.tp,
-                 given_width=layout.tp, given_groups=layout.gpus // layout.tp)
+                 given_width=layout.tp, given_groups=layout.gpus // layout.tp).model_copy(
+                update={"padded_vocab_size": vocab})
         )
     _suggest_other_skus(rows, catalog, recipe.reserve)
     rdict: dict[str, float | int | str | bool] = {
         k: v for k, v in recipe.model_dump().items() if k != "reserve"
     }
     rdict["bytes_per_param"] = recipe.bytes_per_param(model.hidden_size)
+    rdict["fp8_weight_bytes"] = recipe.fp8_weight_bytes
     return FitResult(model=fm, mode="train", recipe=rdict, reserve=recipe.reserve.text(), rows=rows,
                      warnings=warnings)
 
@@ -547,7 +568,9 @@ def _train_grid(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, se
 def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: FitModel, warnings: list[str], *,
                tp: int | None, pp: int | None, ep: int | None, gpus: int | None, batch: int | None,
                context: int | None, recipe: InferRecipe) -> FitResult:
-    from mi400plan.memory import infer_memory, max_batch_x_context, max_context
+    from mi400plan.memory import infer_memory, max_batch_x_context, max_context, padded_vocab_size
+
+    vocab = int(padded_vocab_size(model.vocab_size, recipe.vocab_padding_size))
 
     pp_ = int(pp or 1)
     ep_ = int(ep or 1)
@@ -583,7 +606,7 @@ def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
             mt = max_batch_x_context(model, counts, recipe, capacity_bytes=cap, tp=tp_, pp=pp_, ep=ep_, batch=b)
             mc = max_context(model, counts, recipe, capacity_bytes=cap, tp=tp_, pp=pp_, ep=ep_, batch=b)
             row = row.model_copy(update={"max_tokens": int(mt), "max_context": int(mc)})
-        rows.append(row)
+        rows.append(row.model_copy(update={"padded_vocab_size": vocab}))
     _suggest_other_skus(rows, catalog, recipe.reserve)
     rdict: dict[str, float | int | str | bool] = {k: v for k, v in recipe.model_dump().items() if k != "reserve"}
     rdict["weight_bytes_per_param"] = recipe.weight_bytes

@@ -84,6 +84,19 @@ def fit_cmd(
     batch: Annotated[IntOpt, typer.Option("--batch", help="Concurrent sequences (infer).")] = None,
     reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default), '4GiB', '0'.")] = None,
     plan: Annotated[Optional[Path], typer.Option("--plan", help="Plan file saved by 'sweep --save'.")] = None,
+    capacity_factor: Annotated[Optional[float], typer.Option(
+        "--capacity-factor",
+        help="MoE (train): routed-token buffers hold top_k x this many copies of each local token. Default 1.25: "
+             "Megatron-Core's default MoE is dropless, so this is a load-imbalance allowance for the busiest "
+             "expert rank's dispatch buffers, not a token-dropping capacity.")] = None,
+    fp8_weight_copies: Annotated[Optional[int], typer.Option(
+        "--fp8-weight-copies", min=0, max=2,
+        help="With --precision fp8 (train): cached FP8 casts per GEMM weight. Default 2, as Transformer Engine "
+             "keeps them: a row-wise copy for the forward GEMM and a transposed one for the backward pass.")] = None,
+    vocab_divisible_by: Annotated[Optional[int], typer.Option(
+        "--vocab-divisible-by", min=1,
+        help="Train: Megatron-LM pads the vocabulary to a multiple of this x TP (default 128; Llama-3's 128,256 "
+             "-> 129,024 at TP 8). The padded rows cost memory; parameter counts stay unpadded.")] = None,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -109,7 +122,8 @@ def fit_cmd(
             global_batch=global_batch, recipe=recipe.value if recipe else None, precision=precision,
             optimizer=optimizer.value if optimizer else None, grad_dtype=grad_dtype.value if grad_dtype else None,
             kv_dtype=kv_dtype.value if kv_dtype else None, flash_attention=flash, batch=batch, reserve=reserve,
-            plan=str(plan) if plan else None,
+            plan=str(plan) if plan else None, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
+            vocab_divisible_by=vocab_divisible_by,
         )
 
     run("fit", f, compute, check=check, ascii=ascii_)

@@ -51,6 +51,10 @@ class FitRow(OutModel):
     headroom_pct: float | None
     memory_bytes: MemoryBytes
     stage: int  # index of the most loaded pipeline stage
+    # Embedding / output-layer rows as allocated: train, Megatron-LM's padding to a multiple of
+    # vocab_divisible_by (128) x TP; infer, vLLM's padding to a multiple of 64. Parameter counts
+    # (model.params_total) stay unpadded.
+    padded_vocab_size: int | None = None
     reason: str | None = None  # why it does not fit (or why no verdict), both sizes stated
     suggestion: str | None = None  # what would make it fit
     min_gpus: int | None = None  # smallest GPU count (layout below) that fits on this SKU, TP within the domain

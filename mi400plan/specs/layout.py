@@ -232,22 +232,55 @@ def parse_reserve(text: str) -> RuntimeReserve:
 Optimizer = Literal["adamw", "adam", "sgd", "adafactor"]
 
 
+# Cached FP8 copies of each GEMM weight that NVIDIA Transformer Engine keeps in training: the weight
+# quantizer of ``te.Linear`` is asked for row-wise usage (forward GEMM, ``y = x W^T``) and, whenever the
+# layer input needs a gradient, column-wise usage (data-gradient GEMM, ``dx = dy W``); the result is
+# cached as the layer's "weight" workspace across the micro-batches of a step (``is_first_microbatch``,
+# which Megatron-Core passes). On Hopper (and Ada) FP8 GEMMs take only the TN layout, so the
+# column-wise usage is a second, physically transposed FP8 tensor (``Float8Tensor._data`` and
+# ``._transpose``; TE 1.x named them ``weight_fp8`` and ``weight_t_fp8``). Blackwell's MXFP8 recipe
+# also keeps two tensors (``rowwise_data`` and ``columnwise_data``, each with its own E8M0 scale per
+# 32 elements, so ~1.03 B each); only per-tensor FP8 on Blackwell reads one tensor both ways.
+# Source: Transformer Engine docs, "Low precision training / Performance considerations: Handling
+# transposes" and ``transformer_engine/pytorch/module/linear.py``.
+TE_FP8_WEIGHT_COPIES = 2
+
+
 class TrainRecipe(StrictModel):
     """Bytes per parameter and activation settings of a training run.
 
-    Per parameter (bytes): ``param_bytes`` (the working copy the matmuls read), ``fp8_weight_bytes``
-    (extra FP8 cast of the weights kept between steps by FP8 training, e.g. Transformer Engine),
-    ``grad_bytes`` (gradient accumulation buffer: 4 = fp32 "main grads", 2 = bf16), optimizer
-    states = ``master_bytes`` (fp32 master weights, 4; 0 when params are already fp32) +
-    ``moment_bytes`` x number of moments (Adam/AdamW 2, SGD with momentum 1, Adafactor: factored
-    second moment, see ``optimizer_state_bytes``).
-    The master copy counts as optimizer state (it is sharded with the optimizer by ZeRO-1, as in
-    the ZeRO paper's K = 12 and Megatron's distributed optimizer).
+    Per parameter (bytes): ``param_bytes`` (the working copy the matmuls read), ``grad_bytes``
+    (gradient accumulation buffer: 4 = fp32 "main grads", 2 = bf16), optimizer states =
+    ``master_bytes`` (fp32 master weights, 4; 0 when params are already fp32) + ``moment_bytes`` x
+    number of moments (Adam/AdamW 2, SGD with momentum 1, Adafactor: factored second moment, see
+    ``optimizer_state_bytes``). The master copy counts as optimizer state (it is sharded with the
+    optimizer by ZeRO-1, as in the ZeRO paper's K = 12 and Megatron's distributed optimizer).
+
+    FP8 training (``fp8_weight_copies`` > 0): the bf16 weights stay (the optimizer updates them) and
+    every transformer-block GEMM weight (attention, dense FFN, shared and routed experts) also keeps
+    ``fp8_weight_copies`` cached FP8 casts of ``fp8_copy_bytes`` each: 2 x 1 B with Transformer Engine
+    on Hopper-style FP8 (a row-wise copy for the forward GEMM and a transposed one for the backward
+    data-gradient GEMM, ``TE_FP8_WEIGHT_COPIES``); MXFP8 keeps two copies of 1 + 1/32 B. The embedding,
+    the output layer (a plain ``ColumnParallelLinear`` in Megatron-LM, not a TE layer), norms and
+    router are not FP8 GEMMs and get no copy.
+
+    Vocabulary padding: Megatron-LM pads the vocabulary to a multiple of ``vocab_divisible_by`` x TP
+    (``--make-vocab-size-divisible-by``, default 128; ``_vocab_size_with_padding``), so Llama-3's 128,256
+    tokens become 129,024 rows at TP 8. The padded rows are real parameters (with gradients and
+    optimizer states) and real logits; parameter counts stay unpadded.
+
+    MoE: ``moe_capacity_factor`` sizes the routed-token buffers as ``top_k x capacity_factor`` copies of
+    each local token. Megatron-Core's default MoE is dropless (``moe_expert_capacity_factor`` None), so
+    no token is dropped and the busiest expert rank receives more than the average ``top_k`` copies
+    per token; the factor stands for that load-imbalance allowance (1.25 = 25% above a perfectly
+    balanced router, the Switch Transformer training capacity factor). With token dropping it is the
+    actual capacity factor.
     """
 
     name: str = "custom"
     param_bytes: float = Field(default=2.0, gt=0)
-    fp8_weight_bytes: float = Field(default=0.0, ge=0)
+    fp8_weight_copies: int = Field(default=0, ge=0)
+    fp8_copy_bytes: float = Field(default=1.0, gt=0)  # bytes per parameter of one cached FP8 copy
     grad_bytes: float = Field(default=4.0, gt=0)
     master_bytes: float = Field(default=4.0, ge=0)
     optimizer: Optimizer = "adamw"
@@ -255,8 +288,14 @@ class TrainRecipe(StrictModel):
     activation_bytes: float = Field(default=2.0, gt=0)  # 16-bit activations
     flash_attention: bool = True
     dropout: bool = False  # Korthikanti's accounting keeps dropout masks; modern LLM pre-training has none
-    moe_capacity_factor: float = Field(default=1.25, gt=0)  # Switch Transformer's training default
+    moe_capacity_factor: float = Field(default=1.25, gt=0)  # load-imbalance allowance (see above)
+    vocab_divisible_by: int = Field(default=128, ge=1)  # Megatron-LM --make-vocab-size-divisible-by
     reserve: RuntimeReserve = Field(default_factory=RuntimeReserve)
+
+    @property
+    def fp8_weight_bytes(self) -> float:
+        """Bytes of cached FP8 weight copies per transformer-block GEMM parameter."""
+        return self.fp8_weight_copies * self.fp8_copy_bytes
 
     @property
     def moments(self) -> int:
@@ -276,7 +315,8 @@ class TrainRecipe(StrictModel):
         return self.master_bytes + self.moment_bytes * self.moments
 
     def bytes_per_param(self, hidden_size: int) -> float:
-        """Weights + gradients + optimizer bytes per parameter, unsharded."""
+        """Weights + gradients + optimizer bytes per parameter, unsharded (a transformer-block GEMM
+        weight: the FP8 copies are included; the embedding and output layer have none)."""
         return self.param_bytes + self.fp8_weight_bytes + self.grad_bytes + self.optimizer_state_bytes(hidden_size)
 
 
@@ -303,9 +343,14 @@ def train_recipe(
     grad_dtype: str | None = None,
     flash_attention: bool | None = None,
     reserve: RuntimeReserve | None = None,
+    fp8_weight_copies: int | None = None,
+    capacity_factor: float | None = None,
+    vocab_divisible_by: int | None = None,
 ) -> TrainRecipe:
-    """A named preset with overrides. ``precision="fp8"`` adds a 1-byte FP8 weight copy per
-    parameter (FP8 GEMMs read a cast of the bf16 weights that is cached across micro-batches)."""
+    """A named preset with overrides. ``precision="fp8"`` keeps ``fp8_weight_copies`` cached FP8 casts
+    of every transformer-block GEMM weight (default ``TE_FP8_WEIGHT_COPIES`` = 2, as Transformer
+    Engine does: row-wise + transposed). ``capacity_factor`` sets the MoE routed-buffer allowance and
+    ``vocab_divisible_by`` Megatron-LM's vocabulary padding unit (padded to a multiple of it x TP)."""
     if preset not in TRAIN_PRESETS:
         raise UsageError(f"unknown training recipe {preset!r}; known: {', '.join(TRAIN_PRESETS)}")
     fields: dict[str, object] = dict(TRAIN_PRESETS[preset])
@@ -316,7 +361,14 @@ def train_recipe(
         if precision == "fp32":
             fields.update(TRAIN_PRESETS["fp32"])
         elif precision == "fp8":
-            fields["fp8_weight_bytes"] = 1.0
+            fields["fp8_weight_copies"] = TE_FP8_WEIGHT_COPIES
+    if fp8_weight_copies is not None:
+        if precision != "fp8":
+            raise UsageError("FP8 weight copies apply to FP8 training; add --precision fp8")
+        if not 0 <= int(fp8_weight_copies) <= 2:
+            raise UsageError(f"FP8 weight copies must be 0, 1 or 2 (row-wise, and a transposed copy for the "
+                             f"backward pass), got {fp8_weight_copies}")
+        fields["fp8_weight_copies"] = int(fp8_weight_copies)
     if optimizer is not None:
         if optimizer not in ("adamw", "adam", "sgd", "adafactor"):
             raise UsageError(f"unknown optimizer {optimizer!r}; known: adamw, adam, sgd, adafactor")
@@ -330,6 +382,14 @@ def train_recipe(
         fields["flash_attention"] = flash_attention
     if reserve is not None:
         fields["reserve"] = reserve
+    if capacity_factor is not None:
+        if not capacity_factor > 0:
+            raise UsageError(f"the MoE capacity factor must be positive, got {capacity_factor}")
+        fields["moe_capacity_factor"] = float(capacity_factor)
+    if vocab_divisible_by is not None:
+        if int(vocab_divisible_by) < 1:
+            raise UsageError(f"the vocabulary padding unit must be a positive integer, got {vocab_divisible_by}")
+        fields["vocab_divisible_by"] = int(vocab_divisible_by)
     return TrainRecipe(**fields)  # type: ignore[arg-type]
 
 
@@ -365,12 +425,18 @@ class InferRecipe(StrictModel):
     FP8 checkpoints of Llama-3.1-405B and DeepSeek-V3. ``max_batched_tokens`` is the largest number
     of tokens in one forward step (chunked prefill; vLLM's default budget is 8192) and sizes the
     activation scratch.
+
+    Vocabulary padding: vLLM's ``VocabParallelEmbedding`` and ``ParallelLMHead`` pad the vocabulary to
+    a multiple of ``vocab_padding_size`` (``DEFAULT_VOCAB_PADDING_SIZE`` = 64), independent of TP, and
+    split the padded rows evenly over the TP ranks. Llama-3 (128,256), DeepSeek-V3 (129,280), Qwen3
+    (151,936) and Mixtral (32,000) are multiples of 64 already; GPT-3's 50,257 becomes 50,304.
     """
 
     name: str = "bf16"
     weight_format: str = "bf16"
     kv_format: str = "bf16"
     max_batched_tokens: int = Field(default=8192, ge=1)
+    vocab_padding_size: int = Field(default=64, ge=1)  # vLLM DEFAULT_VOCAB_PADDING_SIZE
     reserve: RuntimeReserve = Field(default_factory=RuntimeReserve)
 
     @model_validator(mode="after")
