@@ -399,3 +399,60 @@ def test_suggestions_are_valid_and_fit_when_rerun(catalog, model, sku, mode, tp,
     except LayoutError:
         return  # the layout as given breaks a rule (e.g. TP 8 on 4 KV heads... ); nothing to suggest
     _check_suggestions(catalog, model, sku, mode, base)
+
+
+# --- vocabulary padding, FP8 weight copies, MoE capacity factor ------------------------------------------
+
+
+def test_fit_reports_padded_vocab_and_fp8_copies(catalog) -> None:
+    bf16 = fit(catalog, "llama3.1-70b", ["mi355x"], "train", tp=8).rows[0]
+    fp8r = fit(catalog, "llama3.1-70b", ["mi355x"], "train", tp=8, precision="fp8")
+    fp8 = fp8r.rows[0]
+    # Megatron-LM: 128,256 padded to a multiple of 128 x 8 = 1,024: 126 x 1,024 = 129,024 rows.
+    assert bf16.padded_vocab_size == fp8.padded_vocab_size == 129_024
+    assert fp8r.model.params_total == 70_553_706_496  # counts stay unpadded
+    # --precision fp8: two cached 1-byte FP8 copies (row-wise + transposed, Transformer Engine) of the
+    # 80 x (2 x 8192^2 + 2 x 8192 x 1024 + 3 x 8192 x 28672) = 68,451,041,280 block GEMM weights, / TP 8.
+    assert fp8r.recipe["fp8_weight_copies"] == 2 and fp8r.recipe["fp8_weight_bytes"] == 2.0
+    assert fp8.memory_bytes.weights - bf16.memory_bytes.weights == 2 * 68_451_041_280 // 8 == 17_112_760_320
+    one = fit(catalog, "llama3.1-70b", ["mi355x"], "train", tp=8, precision="fp8", fp8_weight_copies=1).rows[0]
+    assert one.memory_bytes.weights - bf16.memory_bytes.weights == 68_451_041_280 // 8
+    # Inference pads to a multiple of 64 only (vLLM): Llama-3's vocabulary is one already.
+    assert fit(catalog, "llama3.1-70b", ["mi355x"], "infer", tp=8).rows[0].padded_vocab_size == 128_256
+
+
+def test_sweep_fp8_plan_refits_with_the_same_memory(catalog, tmp_path) -> None:
+    from mi400plan.api.sweep import sweep
+
+    plan = tmp_path / "fp8.toml"
+    sw = sweep(catalog, "mixtral-8x7b", ["mi355x"], gpus="16", precision="fp8", top=1, save=str(plan), ranges=False)
+    best = sw.rows[0].memory_bytes
+    row = fit(catalog, None, None, "train", plan=str(plan))
+    assert row.recipe["fp8_weight_copies"] == 2
+    got = row.rows[0].memory_bytes
+    for term in ("weights", "gradients", "optimizer", "activations"):
+        assert getattr(got, term) == round(getattr(best, term)), term
+
+
+def test_capacity_factor_flag(cli, catalog) -> None:
+    base = fit(catalog, "mixtral-8x7b", ["mi355x"], "train", tp=8)
+    one = fit(catalog, "mixtral-8x7b", ["mi355x"], "train", tp=8, capacity_factor=1.0)
+    assert base.recipe["moe_capacity_factor"] == 1.25 and one.recipe["moe_capacity_factor"] == 1.0
+    # Mixtral 8x7B (h 4,096, expert FFN 14,336, top-2, 32 layers), TP 8 with SP, 4,096 tokens, 1F1B on one
+    # stage: routed bytes per local token and layer = top_k x cf x (dispatched input 2h + expert output 2h
+    # + SwiGLU intermediates 2 x 3 x 14,336) / 8 = 2 x cf x (16,384 + 86,016) / 8 = 25,600 x cf.
+    # cf 1.25 -> 1.0 saves 0.25 x 25,600 x 32 layers x 4,096 tokens = 838,860,800 B.
+    assert 2 * (2 * 4096 * 2 + 2 * 3 * 14336) / 8 == 25_600
+    assert base.rows[0].memory_bytes.activations - one.rows[0].memory_bytes.activations == 838_860_800
+    dense = fit(catalog, "llama3.1-8b", ["mi355x"], "train", capacity_factor=1.0)
+    assert any("dense" in w for w in dense.warnings)
+    res = cli(["fit", "mixtral-8x7b", "--sku", "mi355x", "--capacity-factor", "1.5", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["data"]["recipe"]["moe_capacity_factor"] == 1.5
+    res = cli(["fit", "mixtral-8x7b", "--sku", "mi355x", "--capacity-factor", "0"])
+    assert res.exit_code == 2 and "capacity factor" in res.output and "Traceback" not in res.output
+    res = cli(["fit", "llama3.1-8b", "--sku", "mi355x", "--fp8-weight-copies", "1"])
+    assert res.exit_code == 2 and "--precision fp8" in res.output
+    help_text = " ".join(cli(["fit", "--help"]).stdout.split())
+    assert "--capacity-factor" in help_text and "dropless" in help_text and "load-imbalance" in help_text
+    assert "--fp8-weight-copies" in help_text and "--vocab-divisible-by" in help_text

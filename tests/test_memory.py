@@ -559,14 +559,19 @@ def _random_layouts(model: ModelSpec, rng: np.random.Generator, n: int) -> list[
     return out
 
 
-@pytest.mark.parametrize("which", ["moe", "dense", "mla"])
+@pytest.mark.parametrize("which", ["moe", "dense", "mla", "moe-fp8", "dense-fp8"])
 def test_fit_scalar_path_equals_sweep_vectorized_path_on_random_layouts(which: str) -> None:
     from mi400plan.api.fit import _train_terms
     from mi400plan.search import Workload, memory_total
 
-    model = {"moe": toy_moe(), "dense": DENSE, "mla": toy_mla_1layer().model_copy(update={"num_layers": 4})}[which]
+    base = which.split("-")[0]
+    model = {"moe": toy_moe(), "dense": DENSE, "mla": toy_mla_1layer().model_copy(update={"num_layers": 4})}[base]
     counts = count_params(model)
-    rec = train_recipe("megatron", flash_attention=which != "dense")
+    if which.endswith("fp8"):  # the recipe fit and sweep build for --precision fp8 (and a capacity factor)
+        rec = train_recipe("megatron", precision="fp8", capacity_factor=1.5 if model.moe else None)
+        assert rec.fp8_weight_copies == 2
+    else:
+        rec = train_recipe("megatron", flash_attention=which != "dense")
     rng = np.random.default_rng(20240607)
     lays = _random_layouts(model, rng, 40)
     seq, gbs = 256, 64
@@ -598,3 +603,100 @@ def test_mla_inference_scratch_attention_output_uses_v_head_dim() -> None:
     per_token = 2 * (2 * 64 + 4 * 12 * 2 + 4 * 8 + 4 * 8 + 3 * 128)
     assert per_token == 1344
     assert float(im.activations) == 10 * 1344 + 4 * 128
+
+
+# --- vocabulary padding, FP8 weight copies, MoE capacity factor (hand arithmetic) ----------------------
+
+
+def test_padded_vocab_size_megatron_and_vllm_rules() -> None:
+    from mi400plan.memory import padded_vocab_size
+
+    # Megatron-LM: multiple of 128 x TP. Llama-3's 128,256 = 128 x 1,002: no padding at TP 1 or 2
+    # (256 x 501); TP 4: ceil(128,256 / 512) = 251 -> 128,512; TP 8: ceil(128,256 / 1,024) = 126 -> 129,024.
+    assert [float(padded_vocab_size(128_256, 128 * t)) for t in (1, 2, 4, 8)] == [128_256, 128_256, 128_512, 129_024]
+    assert 126 * 1024 == 129_024 and 251 * 512 == 128_512
+    # vLLM: multiple of 64 whatever the TP. GPT-3's 50,257 -> 786 x 64 = 50,304; Llama-3 unchanged.
+    assert float(padded_vocab_size(50_257, 64)) == 786 * 64 == 50_304
+    assert float(padded_vocab_size(128_256, 64)) == 128_256
+    # Vectorized over TP as the sweep calls it.
+    assert padded_vocab_size(128_256, 128 * np.array([1, 8])).tolist() == [128_256, 129_024]
+
+
+def test_llama3_70b_vocab_padding_costs_memory_not_parameters(catalog) -> None:
+    model = catalog.get("models", "llama3.1-70b").spec
+    counts = count_params(model)
+    # Parameter counts stay unpadded (the published 70.6B): 128,256 x 8,192 per embedding table.
+    assert counts.total == 70_553_706_496 and counts.embedding == counts.output_head == 128_256 * 8192
+    kw = dict(tp=8, zero=0, seq_len=4096, micro_batch=1)
+    padded = train_memory(model, counts, train_recipe("megatron", reserve=NO_RESERVE), **kw)
+    # vocab_divisible_by = 1 pads to a multiple of TP 8 only, and 128,256 = 8 x 16,032: no padding.
+    plain = train_memory(model, counts, train_recipe("megatron", vocab_divisible_by=1, reserve=NO_RESERVE), **kw)
+    # TP 8: 129,024 - 128,256 = 768 padded rows x 8,192 = 6,291,456 parameters in the embedding and as
+    # many in the untied output layer; split over 8 ranks: 2 x 6,291,456 / 8 = 1,572,864 per GPU.
+    extra = 2 * 768 * 8192 / 8
+    assert extra == 1_572_864
+    assert float(padded.weights - plain.weights) == 2 * extra  # bf16 params
+    assert float(padded.gradients - plain.gradients) == 4 * extra  # fp32 main grads
+    assert float(padded.optimizer - plain.optimizer) == 12 * extra  # fp32 master + Adam m, v
+    # fp32 logits: 4 B x 768 / 8 padded columns per token x 4,096 tokens
+    assert float(padded.activations - plain.activations) == 4 * 768 / 8 * 4096 == 1_572_864
+
+
+def test_fp8_training_keeps_two_copies_of_block_gemm_weights(catalog) -> None:
+    model = catalog.get("models", "llama3.1-70b").spec
+    counts = count_params(model)
+    # Block GEMM weights of one Llama-3.1-70B layer: Q and O 8,192 x 8,192 each, K and V 8,192 x 1,024
+    # each (8 KV heads of 128), SwiGLU 3 x 8,192 x 28,672.
+    layer = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672
+    assert layer == 855_638_016
+    gemm = 80 * layer  # 68,451,041,280: embedding, output layer and norms (2.1B) get no FP8 copy
+    kw = dict(tp=8, zero=1, dp=1, seq_len=4096)
+    bf16 = train_memory(model, counts, train_recipe("megatron", reserve=NO_RESERVE), **kw)
+    fp8 = train_memory(model, counts, train_recipe("megatron", precision="fp8", reserve=NO_RESERVE), **kw)
+    one = train_memory(model, counts, train_recipe("megatron", precision="fp8", fp8_weight_copies=1,
+                                                   reserve=NO_RESERVE), **kw)
+    # Transformer Engine (Hopper-style FP8): a row-wise and a transposed 1-byte copy: 2 B per GEMM weight.
+    assert float(fp8.weights - bf16.weights) == 2 * gemm / 8 == 17_112_760_320
+    assert float(one.weights - bf16.weights) == 1 * gemm / 8
+    assert float(fp8.gradients) == float(bf16.gradients) and float(fp8.optimizer) == float(bf16.optimizer)
+    # ZeRO-3 over DP 4 shards the copies with the weights (plus two gathered layers in flight):
+    z3 = dict(kw, zero=3, dp=4)
+    b3 = train_memory(model, counts, train_recipe("megatron", reserve=NO_RESERVE), **z3)
+    f3 = train_memory(model, counts, train_recipe("megatron", precision="fp8", reserve=NO_RESERVE), **z3)
+    assert float(f3.weights - b3.weights) == 2 * (gemm / 8 / 4 + 2 * layer / 8)
+
+
+def test_fp8_copies_need_fp8_precision() -> None:
+    from mi400plan.errors import UsageError
+
+    assert train_recipe("megatron").fp8_weight_copies == 0
+    assert train_recipe("megatron", precision="fp8").fp8_weight_copies == 2
+    with pytest.raises(UsageError):
+        train_recipe("megatron", fp8_weight_copies=2)
+    with pytest.raises(UsageError):
+        train_recipe("megatron", precision="fp8", fp8_weight_copies=3)
+    with pytest.raises(UsageError):
+        train_recipe("megatron", capacity_factor=0)
+
+
+def test_moe_capacity_factor_scales_routed_activations() -> None:
+    from mi400plan.memory import layer_activation_bytes_per_token
+
+    model = ModelSpec(name="moe2", display_name="moe2", hidden_size=64, num_layers=2, vocab_size=128, ffn_dim=128,
+                      attention={"num_heads": 4}, moe={"num_experts": 8, "top_k": 2, "expert_ffn_dim": 32})
+
+    def per_token(cf: float) -> float:
+        rec = train_recipe("megatron", capacity_factor=cf, reserve=NO_RESERVE)
+        return float(layer_activation_bytes_per_token(model, rec, tp=2, etp=1, sequence_parallel=True,
+                                                      recompute=0, seq_len=128, moe=True))
+
+    # Routed part per local token (SP over t = 2): top_k x cf x (dispatched input e*h + expert output e*h
+    # + SwiGLU intermediates e*3*f) / t = 2 x cf x (128 + 128 + 192) / 2 = 448 x cf bytes.
+    e, h, f, k, t = 2, 64, 32, 2, 2
+    assert k * (e * h * 2 + e * 3 * f) / t == 448
+    assert per_token(1.25) - per_token(1.0) == pytest.approx(448 * 0.25, rel=1e-12)
+    assert per_token(2.0) - per_token(1.0) == pytest.approx(448 * 1.0, rel=1e-12)
+    # The default is 1.25 (the test_moe_routed_activations_under_expert_tp figure: 560 = 448 x 1.25).
+    assert per_token(1.25) == pytest.approx(float(layer_activation_bytes_per_token(
+        model, TrainRecipe(reserve=NO_RESERVE), tp=2, etp=1, sequence_parallel=True, recompute=0, seq_len=128,
+        moe=True)), rel=1e-12)
