@@ -50,19 +50,48 @@ Topology (what ``B`` an algorithm can use; ``L`` = one link per direction, ``P``
 - ``ring``: a bidirectional physical ring, ``B = 2L`` for a group that closes the ring; a group of
   fewer GPUs than the ring is a line, ``B = L``; ring algorithms only.
 
-Placement (``placed_collective``): ranks are consecutive with ``stride`` between members.
-``group * stride <= domain``: one scale-up domain. ``stride >= domain``: every member in a different
-domain, scale-out only. Otherwise hierarchical (two-level): reduce-scatter inside the domain over
-``g_in = domain // stride`` members, the cross-domain step over ``g_out = ceil(g / g_in)`` domains on
-``S / g_in`` bytes over scale-out, then all-gather back (summed, not overlapped). All-to-all spills
-``(g - g_in)/g`` of each rank's buffer over scale-out concurrently with the in-domain part
-(time = the slower of the two).
+Placement (``placed_collective``): ranks ``0, stride, 2 stride, ...`` starting at a domain
+boundary; domains are blocks of ``D`` consecutive GPUs (``domain_split``). All members in one domain
+(span ``(g-1) stride + 1 <= D``): one scale-up domain. ``stride >= D``: every member in a different
+domain, scale-out only. Otherwise hierarchical (two-level) over the ``d`` domains spanned, holding
+between ``n_min`` and ``n_max`` members each (they differ when ``g`` is not a multiple of the
+members per domain, the last domain partly filled, or when the stride does not divide ``D``).
+**The slowest member bounds the time**: a domain with fewer members has fewer NICs to carry its
+share of the cross-domain step, so each of them carries more; the in-domain steps take the slower
+of the least- and the most-filled domain (on a mesh a smaller group also has fewer links).
+
+- all-reduce: reduce-scatter inside, all-reduce across the ``d`` domains of ``S / n_min`` per rank
+  (a ring over domains moves ``2 (d-1)/d S`` out of every domain, spread over its ``n_min`` NICs),
+  all-gather back; the parts are summed, not overlapped.
+- reduce-scatter / all-gather: inside step, then (before) the cross-domain step of size
+  ``X = S (g - n_min) d / (n_min g (d - 1))``, chosen so that each NIC of the least-filled domain
+  moves its exact share ``(S / n_min)(1 - n_min / g)`` (``X = S / n`` when every domain is full).
+- broadcast / reduce: the faster valid one of (a) one NIC per domain carrying the whole buffer
+  (outer step on ``S``, inner on ``S``) and (b) the two-level split of Thakur et al. 2005's long-message
+  algorithms (broadcast = scatter + all-gather, reduce = reduce-scatter + gather): scatter
+  (reduce-scatter) inside, the cross-domain step per rank on ``S / n_min``, all-gather (gather)
+  inside. Scatter and gather move ``(n-1)/n S`` through the root's port in the same steps as
+  reduce-scatter and all-gather and are costed as those. Each candidate takes the faster of
+  (a) and (b); (b) wins for large buffers (each NIC carries ``1/n`` of the buffer).
+- all-to-all: each rank of the least-filled domain spills ``(g - n_min)/g`` of its buffer over
+  scale-out concurrently with the in-domain part (time = the slower of the two).
+- send/recv: the slowest pair crosses domains.
+
+Torus slices (``torus_slice``): on a torus tier whose profile lists slice shapes (the shapes the
+vendor allocates, e.g. TPU7x 4x4x4 = 64 chips, 4x4x8 = 128; TPU v6e 2x2 .. 16x16), a group whose
+size is listed gets that shape, with wraparound links only in the dimensions the profile marks as
+wrapped (the vendor documents which slices are tori); a smaller group fills the smallest listed
+slice that holds it dimension by dimension and is wrapped only along a dimension it covers whole
+that wraps in that slice. Without a list, groups fill ``torus_dims`` in order and a whole
+dimension is a ring (the pod torus). Per-dimension ring weights and latency steps then follow the
+``torus`` rule above.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -140,6 +169,9 @@ class TierParams:
     links: int = 1
     link_bw_per_dir: float = 0.0
     torus_dims: tuple[int, ...] = ()
+    # Slice shapes a group of a given size gets on a torus: ((shape, wraparound per dim), ...),
+    # e.g. (((4, 4, 4), (True, True, True)), ...). Empty: groups fill ``torus_dims`` in order.
+    torus_slices: tuple[tuple[tuple[int, ...], tuple[bool, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.topology not in TOPOLOGIES:
@@ -212,6 +244,10 @@ class TierParams:
             links=links,
             link_bw_per_dir=float(link_bw),
             torus_dims=tuple(fabric.torus_dims or ()),
+            torus_slices=tuple(
+                (tuple(int(d) for d in sl.shape), tuple(bool(w) for w in sl.wrap))
+                for sl in (getattr(fabric, "torus_slices", None) or ())
+            ),
         )
 
 
@@ -220,23 +256,67 @@ class TierParams:
 # ---------------------------------------------------------------------------------------------
 
 
-def _torus_span(dims: tuple[int, ...], g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(ring weight, ring latency steps per phase) for groups filling dims in order.
+def torus_slice(tier: TierParams, group: int) -> tuple[tuple[int, ...], tuple[bool, ...], tuple[int, ...] | None]:
+    """Chips along each dimension, wraparound per dimension, and the slice they sit in, for ``group`` chips.
 
-    The weight counts 1 for a dimension the group covers whole (a ring with its wraparound link)
-    and 1/2 for one it covers in part (a line: one link per direction); see the module docstring.
+    Rule (see the module docstring, "Torus slices"): a group whose size is a listed slice gets
+    that shape, with wraparound where the profile says the slice has it; a group smaller than a
+    listed slice fills the smallest listed slice that holds it, dimension by dimension, and has
+    wraparound only along a dimension it covers whole *and* that wraps in that slice; without a
+    list (or beyond the largest listed slice) the group fills ``torus_dims`` in order and a whole
+    dimension counts as wrapped (the pod torus). The third item is the listed slice the group sits
+    in (None when it fills ``torus_dims``).
     """
-    w = np.zeros_like(g, dtype=float)
-    steps = np.zeros_like(g, dtype=float)
-    before = 1.0
-    for d in dims:
-        used = (g > before).astype(float)
-        along = np.minimum(float(d), np.ceil(g / before))
-        w += used * np.where(along >= d, 1.0, 0.5)
-        steps += used * (along - 1.0)
+    g = max(int(group), 1)
+    sizes = [(math.prod(shape), shape, wrap) for shape, wrap in tier.torus_slices]
+    for n, shape, wrap in sizes:
+        if n == g:
+            return shape, tuple(w and d > 1 for d, w in zip(shape, wrap)), shape
+    holders = sorted((n, i) for i, (n, _, _) in enumerate(sizes) if n > g)
+    if holders:
+        _, i = holders[0]
+        parent, pwrap = sizes[i][1], sizes[i][2]
+    else:
+        parent, pwrap = tuple(tier.torus_dims), tuple(True for _ in tier.torus_dims)
+    along: list[int] = []
+    wrap: list[bool] = []
+    before = 1
+    for d, w in zip(parent, pwrap):
+        a = max(1, min(d, -(-g // before)))  # ceil(g / before), at most the dimension
+        along.append(a)
+        wrap.append(bool(w and a == d and d > 1))
         before *= d
+    return tuple(along), tuple(wrap), (parent if holders else None)
+
+
+@lru_cache(maxsize=64)
+def _torus_table(
+    dims: tuple[int, ...], slices: tuple[tuple[tuple[int, ...], tuple[bool, ...]], ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ring weight, ring latency steps per phase) for every group size 0..prod(dims)."""
+    tier = TierParams("t", "scale_up", "torus", math.prod(dims), 1.0, 0.0, torus_dims=dims, torus_slices=slices)
+    n = math.prod(dims)
+    w = np.empty(n + 1)
+    steps = np.empty(n + 1)
+    for g in range(n + 1):
+        along, wrap, _ = torus_slice(tier, g)
+        used = [(a, wr) for a, wr in zip(along, wrap) if a > 1]
+        w[g] = sum(1.0 if wr else 0.5 for _, wr in used)
+        steps[g] = sum(a - 1 for a, _ in used)
     # A group larger than the torus is not on this tier; keep the formula finite.
     return np.maximum(w, 0.5), np.maximum(steps, 1.0)
+
+
+def _torus_span(tier: TierParams, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ring weight, ring latency steps per phase) for groups of ``g`` chips (``torus_slice``).
+
+    The weight counts 1 for a dimension the group covers whole with its wraparound link (a ring)
+    and 1/2 for one it covers in part or without wraparound (a line: one link per direction); see
+    the module docstring.
+    """
+    w, steps = _torus_table(tuple(tier.torus_dims), tier.torus_slices)
+    idx = np.clip(np.asarray(g, dtype=float), 0, len(w) - 1).astype(np.int64)
+    return w[idx], steps[idx]
 
 
 def usable_bandwidth(tier: TierParams, algo: str, group: Any) -> np.ndarray:
@@ -259,7 +339,7 @@ def usable_bandwidth(tier: TierParams, algo: str, group: Any) -> np.ndarray:
     if topo == "torus":
         if algo != "ring":
             return nan
-        w, _ = _torus_span(tier.torus_dims, g)
+        w, _ = _torus_span(tier, g)
         return P * w / max(len(tier.torus_dims), 1)
     if topo == "ring":
         if algo != "ring":
@@ -306,7 +386,7 @@ def _algo_cost(op: str, algo: str, S: np.ndarray, g: np.ndarray, tier: TierParam
         if op in _RING_LAT:
             steps = g - 1.0
             if tier.topology == "torus":
-                _, steps = _torus_span(tier.torus_dims, g)
+                _, steps = _torus_span(tier, g)
             k = _RING_LAT[op]
             return k * steps * a, k * frac * S / B
         if op == "all_to_all":
@@ -396,18 +476,141 @@ class PlacedTime(NamedTuple):
     tier: np.ndarray  # index into TIER_NAMES: 0 scale_up, 1 scale_out, 2 hierarchical
     algo_up: np.ndarray  # index into ALGOS, -1 if the tier is not used
     algo_out: np.ndarray
-    group_in: np.ndarray  # members per scale-up domain
+    group_in: np.ndarray  # members in the fullest scale-up domain spanned
     group_out: np.ndarray  # domains spanned
+    group_in_min: np.ndarray  # members in the least-filled scale-up domain spanned
+
+
+class DomainSplit(NamedTuple):
+    """How ``group`` ranks at ``stride`` fall into scale-up domains (``domain_split``)."""
+
+    inside: np.ndarray  # bool: every member in one domain
+    apart: np.ndarray  # bool: every member in its own domain
+    domains: np.ndarray  # domains spanned (int64)
+    n_min: np.ndarray  # members in the least-filled domain (int64)
+    n_max: np.ndarray  # members in the fullest domain (int64)
+
+
+def domain_split(group: Any, stride: Any, domain: int) -> DomainSplit:
+    """Members per scale-up domain for ranks ``0, stride, 2 stride, ...`` (``group`` of them).
+
+    Domains are blocks of ``domain`` consecutive GPUs and the group starts at a domain boundary.
+    Member ``k`` sits in domain ``floor(k stride / D)``, so the group spans
+    ``J + 1`` domains with ``J = floor((g-1) stride / D)``; the first ``J`` (full) domains hold
+    ``c = ceil(J D / stride)`` members between them, each ``floor(D/stride)`` or
+    ``floor(D/stride) + 1`` (all equal when the stride divides D), and the last domain holds the
+    remaining ``g - c``. Least filled: the smaller of ``g - c`` and ``floor(D/stride)`` (when
+    ``c < J (floor(D/stride) + 1)``, i.e. some full domain holds only the floor) or
+    ``floor(D/stride) + 1``. Integer arithmetic throughout.
+    """
+    g = np.rint(np.asarray(group, dtype=float)).astype(np.int64)
+    st = np.maximum(np.rint(np.asarray(stride, dtype=float)).astype(np.int64), 1)
+    g, st = np.broadcast_arrays(g, st)
+    D = np.int64(max(int(domain), 1))
+    J = ((np.maximum(g, 1) - 1) * st) // D
+    inside = J == 0
+    apart = ~inside & (st >= D)
+    c = -((-J * D) // st)  # ceil(J D / stride): members in the J full domains
+    q = D // st
+    last = g - c
+    n_int_min = np.where(c < J * (q + 1), q, q + 1)
+    n_int_max = np.where(c > J * q, q + 1, q)
+    n_min = np.where(inside, g, np.where(apart, 1, np.minimum(n_int_min, last)))
+    n_max = np.where(inside, g, np.where(apart, 1, np.maximum(n_int_max, last)))
+    domains = np.where(inside, 1, np.where(apart, g, J + 1))
+    return DomainSplit(inside, apart, domains, n_min, n_max)
 
 
 _INNER_OUTER = {
-    # op -> (inner op before, outer op, inner op after); sizes: inner S, outer S / g_in
+    # op -> (inner op before, outer op, inner op after)
     "all_reduce": ("reduce_scatter", "all_reduce", "all_gather"),
     "reduce_scatter": ("reduce_scatter", "reduce_scatter", None),
     "all_gather": (None, "all_gather", "all_gather"),
-    "broadcast": (None, "broadcast", "broadcast"),
-    "reduce": ("reduce", "reduce", None),
 }
+
+
+def _add(*parts: TierTime) -> tuple[np.ndarray, np.ndarray]:
+    """(time, latency) of steps run one after the other."""
+    return sum(p.time for p in parts), sum(p.latency for p in parts)  # type: ignore[return-value]
+
+
+def _slowest(op: str, size: Any, n_min: np.ndarray, n_max: np.ndarray, same: bool, tier: TierParams,
+             algo: str | None) -> TierTime:
+    """The in-domain step bounded by the slower of the least- and the most-filled domain.
+
+    ``size`` is S, or a function of the member count giving S for that domain.
+    """
+    a = collective_time(op, size(n_min) if callable(size) else size, n_min, tier, algo)
+    if same:
+        return a
+    b = collective_time(op, size(n_max) if callable(size) else size, n_max, tier, algo)
+    pick = b.time > a.time
+    return TierTime(*(np.where(pick, y, x) for x, y in zip(a, b)))
+
+
+def _hierarchical(op: str, S: np.ndarray, g: np.ndarray, d: np.ndarray, n_min: np.ndarray, n_max: np.ndarray,
+                  scale_up: TierParams, scale_out: TierParams | None, algo: str | None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(time, latency, scale-up time, scale-out time, algo up, algo out) of the two-level schemes.
+
+    Arrays are 1-D over the hierarchical candidates only (``d >= 2`` domains, ``n_min >= 1``).
+    """
+    gf, df = g.astype(float), d.astype(float)
+    nmin_f, nmax_f = n_min.astype(float), n_max.astype(float)
+    same = bool(np.array_equal(n_min, n_max))
+    shape = S.shape
+    inf = np.full(shape, np.inf)
+    neg = np.full(shape, -1)
+    none = TierTime(inf, inf, inf, neg)
+
+    def outer(o: str, size: Any, group: Any, alg: str | None = algo) -> TierTime:
+        return none if scale_out is None else collective_time(o, size, group, scale_out, alg)
+
+    if op in _INNER_OUTER:
+        before, o_op, after = _INNER_OUTER[op]
+        if op == "all_reduce":
+            # each domain's NICs carry 2 (d-1)/d S between them (ring over domains): S / n per NIC
+            o_size = S / nmin_f
+        else:
+            # the least-filled domain sends (reduce-scatter) or receives (all-gather) the
+            # S (1 - n/g) bytes that belong to other domains over its n NICs; the outer step of
+            # size X moves (d-1)/d X per NIC, so X = S (g - n) d / (n g (d - 1)) (= S/n when full)
+            o_size = S * (gf - nmin_f) * df / (nmin_f * gf * (df - 1.0))
+        parts_up = [_slowest(p, S, n_min, n_max, same, scale_up, algo) for p in (before, after) if p]
+        o = outer(o_op, o_size, df)
+        up_t, up_l = _add(*parts_up)
+        return up_t + o.time, up_l + o.latency, up_t, o.time, parts_up[0].algo, o.algo
+    if op in ("broadcast", "reduce"):
+        # (a) one NIC per domain carries the whole buffer: outer on S, inner on S
+        inner_a = _slowest(op, S, n_min, n_max, same, scale_up, algo)
+        out_a = outer(op, S, df)
+        # (b) split over the domain's NICs (Thakur et al. 2005 long-message broadcast = scatter +
+        #     all-gather, reduce = reduce-scatter + gather): scatter (broadcast) or reduce-scatter
+        #     (reduce) inside, the outer step per rank on S / n, all-gather (broadcast) or gather
+        #     (reduce) inside. Scatter and gather move (n-1)/n S through the root's port in the
+        #     same steps as reduce-scatter and all-gather, and are costed as those.
+        first = _slowest("reduce_scatter", S, n_min, n_max, same, scale_up, algo)
+        last = _slowest("all_gather", S, n_min, n_max, same, scale_up, algo)
+        out_b = outer(op, S / nmin_f, df)
+        ta, la = _add(inner_a, out_a)
+        up_b, upl_b = _add(first, last)
+        tb, lb = up_b + out_b.time, upl_b + out_b.latency
+        with np.errstate(invalid="ignore"):
+            use_b = tb < ta
+        return (np.where(use_b, tb, ta), np.where(use_b, lb, la), np.where(use_b, up_b, inner_a.time),
+                np.where(use_b, out_b.time, out_a.time), np.where(use_b, first.algo, inner_a.algo),
+                np.where(use_b, out_b.algo, out_a.algo))
+    if op == "all_to_all":
+        # in-domain part: an all-to-all among the n members of a domain, S n / g bytes per rank
+        pu = _slowest("all_to_all", lambda n: S * n.astype(float) / gf, n_min, n_max, same, scale_up, algo)
+        # every rank of the least-filled domain pushes S (g - n) / g bytes to other domains
+        # through its own scale-out port in one direct step, concurrently with the in-domain part
+        po = outer("send_recv", S * (gf - nmin_f) / gf, 2.0, "direct")
+        return (np.maximum(pu.time, po.time), np.maximum(pu.latency, po.latency), pu.time, po.time, pu.algo,
+                np.where(np.isfinite(po.time), ALGOS.index("direct"), -1))
+    # send_recv: the slowest pair crosses domains
+    o = outer("send_recv", S, 2.0)
+    return o.time, o.latency, np.zeros(shape), o.time, neg, o.algo
 
 
 def placed_collective(
@@ -423,78 +626,63 @@ def placed_collective(
 
     See the module docstring for the placement rule. ``algo`` forces the algorithm on every tier
     step (``inf`` where it is not valid). Without a scale-out tier, groups that leave the scale-up
-    domain cost ``inf``. Broadcast/reduce across domains use the outer step on the full buffer.
+    domain cost ``inf``. Each candidate is costed on its own path only (one domain, scale-out
+    only, or hierarchical).
     """
     S = np.asarray(size_bytes, dtype=float)
     g = np.asarray(group, dtype=float)
     st = np.maximum(np.asarray(stride, dtype=float), 1.0)
-    S, g, st = np.broadcast_arrays(S, g, st)
-    D = float(scale_up.domain_size)
+    shape = np.broadcast_shapes(S.shape, g.shape, st.shape)
+    S = np.broadcast_to(S, shape).reshape(-1)
+    g = np.broadcast_to(g, shape).reshape(-1)
+    st = np.broadcast_to(st, shape).reshape(-1)
+    split = domain_split(g, st, scale_up.domain_size)
+    inside, apart = split.inside, split.apart
+    hier = ~(inside | apart)
+    n = S.size
 
-    inside = g * st <= D
-    apart = (st >= D) & ~inside
-    g_in = np.where(inside, g, np.where(apart, 1.0, np.maximum(np.floor(D / st), 1.0)))
-    g_in = np.minimum(g_in, g)
-    g_out = np.where(inside, 1.0, np.ceil(g / g_in))
+    time = np.empty(n)
+    lat = np.empty(n)
+    up_t = np.zeros(n)
+    out_t = np.zeros(n)
+    algo_up = np.full(n, -1, dtype=np.int64)
+    algo_out = np.full(n, -1, dtype=np.int64)
 
-    up = collective_time(op, S, g, scale_up, algo)
-    zeros = np.zeros(S.shape)
-    inf = np.full(S.shape, np.inf)
-    neg = np.full(S.shape, -1)
-    if scale_out is not None:
-        out = collective_time(op, S, g, scale_out, algo)
-    else:
-        out = TierTime(inf, inf, inf, neg)
+    def take(mask: np.ndarray, *arrs: np.ndarray) -> list[np.ndarray]:
+        return [a if mask.all() else a[mask] for a in arrs]
 
-    # hierarchical pieces
-    if op in _INNER_OUTER:
-        before, outer, after = _INNER_OUTER[op]
-        outer_size = S / g_in if op in ("all_reduce", "reduce_scatter", "all_gather") else S
-        parts_up = [collective_time(p, S, g_in, scale_up, algo) for p in (before, after) if p]
+    if inside.any():
+        s_, g_ = take(inside, S, g)
+        r = collective_time(op, s_, g_, scale_up, algo)
+        time[inside], lat[inside], up_t[inside], algo_up[inside] = r.time, r.latency, r.time, r.algo
+    if apart.any():
+        s_, g_ = take(apart, S, g)
         if scale_out is not None:
-            o = collective_time(outer, outer_size, g_out, scale_out, algo)
+            r = collective_time(op, s_, g_, scale_out, algo)
         else:
-            o = TierTime(inf, inf, inf, neg)
-        h_up_t = sum((p.time for p in parts_up), zeros)
-        h_up_l = sum((p.latency for p in parts_up), zeros)
-        h_algo_up = parts_up[0].algo
-        h_t = h_up_t + o.time
-        h_l = h_up_l + o.latency
-        h_out_t, h_algo_out = o.time, o.algo
-    elif op == "all_to_all":
-        # in-domain part: a sub-all-to-all among g_in members with S * g_in / g bytes per rank
-        pu = collective_time("all_to_all", S * g_in / g, g_in, scale_up, algo)
-        spill = S * (g - g_in) / g  # bytes each rank sends to other domains
-        if scale_out is not None:
-            # every rank pushes its spill through its own scale-out port in one direct step
-            po = collective_time("send_recv", spill, 2.0, scale_out, "direct")
-        else:
-            po = TierTime(inf, inf, inf, neg)
-        h_up_t, h_out_t = pu.time, po.time
-        h_t = np.maximum(pu.time, po.time)
-        h_l = np.maximum(pu.latency, po.latency)
-        h_algo_up, h_algo_out = pu.algo, np.where(np.isfinite(po.time), ALGOS.index("direct"), -1)
-    else:  # send_recv: the slowest pair crosses domains
-        h_up_t, h_out_t = zeros, out.time
-        h_t, h_l = out.time, out.latency
-        h_algo_up, h_algo_out = neg, out.algo
+            r = TierTime(np.full(s_.shape, np.inf), np.full(s_.shape, np.inf), np.full(s_.shape, np.inf),
+                         np.full(s_.shape, -1))
+        time[apart], lat[apart], out_t[apart], algo_out[apart] = r.time, r.latency, r.time, r.algo
+    if hier.any():
+        s_, g_, d_, nmin_, nmax_ = take(hier, S, g, split.domains, split.n_min, split.n_max)
+        t, la, tu, to, au, ao = _hierarchical(op, s_, g_, d_, nmin_, nmax_, scale_up, scale_out, algo)
+        time[hier], lat[hier], up_t[hier], out_t[hier], algo_up[hier], algo_out[hier] = t, la, tu, to, au, ao
 
-    tier = np.where(inside, 0, np.where(apart, 1, 2))
-    time = np.where(inside, up.time, np.where(apart, out.time, h_t))
-    lat = np.where(inside, up.latency, np.where(apart, out.latency, h_l))
     with np.errstate(invalid="ignore"):
         bw = np.where(np.isfinite(time), time - lat, np.inf)
+    tier = np.where(inside, 0, np.where(apart, 1, 2))
     return PlacedTime(
-        time=time,
-        latency=lat,
-        bandwidth=bw,
-        scale_up_time=np.where(inside, up.time, np.where(apart, 0.0, h_up_t)),
-        scale_out_time=np.where(inside, 0.0, np.where(apart, out.time, h_out_t)),
-        tier=tier,
-        algo_up=np.where(inside, up.algo, np.where(apart, -1, h_algo_up)),
-        algo_out=np.where(inside, -1, np.where(apart, out.algo, h_algo_out)),
-        group_in=g_in,
-        group_out=g_out,
+        time=time.reshape(shape),
+        latency=lat.reshape(shape),
+        bandwidth=bw.reshape(shape),
+        scale_up_time=up_t.reshape(shape),
+        scale_out_time=out_t.reshape(shape),
+        tier=tier.reshape(shape),
+        algo_up=algo_up.reshape(shape),
+        algo_out=algo_out.reshape(shape),
+        group_in=split.n_max.astype(float).reshape(shape),
+        group_out=split.domains.astype(float).reshape(shape),
+        group_in_min=split.n_min.astype(float).reshape(shape),
     )
 
 
