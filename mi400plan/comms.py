@@ -77,6 +77,13 @@ of the least- and the most-filled domain (on a mesh a smaller group also has few
   scale-out concurrently with the in-domain part (time = the slower of the two).
 - send/recv: the slowest pair crosses domains.
 
+Every member also has its own scale-out port, so the flat collective over scale-out (as if every
+member sat in its own domain) is valid as well; a hierarchical candidate takes the faster of the
+two-level scheme and the flat one (the flat one wins when a domain holds a single member: its NIC
+carries the whole cross-domain share anyway, and the in-domain steps would only add time). Such
+rows keep the ``hierarchical`` tier (the group still spans partly filled domains) with no
+scale-up algorithm.
+
 Torus slices (``torus_slice``): on a torus tier whose profile lists slice shapes (the shapes the
 vendor allocates, e.g. TPU7x 4x4x4 = 64 chips, 4x4x8 = 128; TPU v6e 2x2 .. 16x16), a group whose
 size is listed gets that shape, with wraparound links only in the dimensions the profile marks as
@@ -666,6 +673,16 @@ def placed_collective(
     if hier.any():
         s_, g_, d_, nmin_, nmax_ = take(hier, S, g, split.domains, split.n_min, split.n_max)
         t, la, tu, to, au, ao = _hierarchical(op, s_, g_, d_, nmin_, nmax_, scale_up, scale_out, algo)
+        if scale_out is not None and op != "send_recv":
+            # every member also has its own scale-out port: the flat collective over scale-out is
+            # valid too (it wins when a domain holds a single member, whose NIC carries the whole
+            # cross-domain share anyway, so the in-domain steps only add time)
+            f = collective_time(op, s_, g_, scale_out, algo)
+            flat = f.time < t
+            if flat.any():
+                t, la = np.where(flat, f.time, t), np.where(flat, f.latency, la)
+                tu, to = np.where(flat, 0.0, tu), np.where(flat, f.time, to)
+                au, ao = np.where(flat, -1, au), np.where(flat, f.algo, ao)
         time[hier], lat[hier], up_t[hier], out_t[hier], algo_up[hier], algo_out[hier] = t, la, tu, to, au, ao
 
     with np.errstate(invalid="ignore"):

@@ -89,11 +89,28 @@ def _sku_system(catalog: Any, name: str) -> _System:
     return _System(acc.name, _cases(up_spec), out, up_spec, out_spec if out else None, missing, sku=acc.name)
 
 
+def _slice_label(p: comms.TierParams, group_in: int) -> str | None:
+    """Torus tiers: the slice the group's in-domain part occupies, e.g. ``4x4x4 (wraparound: all)``."""
+    if p.topology != "torus" or group_in < 2:
+        return None
+    along, wrap, parent = comms.torus_slice(p, group_in)
+    dims = [i + 1 for i, w in enumerate(wrap) if w]
+    wr = "all" if len(dims) == len(along) else ("none" if not dims else "dim " + ", ".join(map(str, dims)))
+    text = "x".join(map(str, along)) + f" (wraparound: {wr})"
+    if parent is not None and tuple(along) != tuple(parent):
+        text += " in a " + "x".join(map(str, parent)) + " slice"
+    elif parent is None:
+        text += " of the " + "x".join(map(str, p.torus_dims)) + " torus"
+    return text
+
+
 def _label(up_algo: int, out_algo: int, tier: int) -> str:
     if tier == 0:
         return comms.algo_label(up_algo)
     if tier == 1:
         return comms.algo_label(out_algo)
+    if up_algo < 0:  # the flat collective over scale-out beat the two-level scheme
+        return f"hierarchical(flat {comms.algo_label(out_algo)} over scale-out)"
     return f"hierarchical({comms.algo_label(up_algo)}+{comms.algo_label(out_algo)})"
 
 
@@ -171,11 +188,12 @@ def comm(
         }
         t = res["nominal"].time
         if not np.all(np.isfinite(t)):
-            if sysm.out is None and n_i * st_i > up.domain_size and sysm.out_missing is not None:
+            span = (n_i - 1) * st_i + 1  # GPUs from the first member to the last
+            if sysm.out is None and span > up.domain_size and sysm.out_missing is not None:
                 raise sysm.out_missing
-            if sysm.out is None and n_i * st_i > up.domain_size:
+            if sysm.out is None and span > up.domain_size:
                 raise UsageError(
-                    f"{sysm.label}: a group of {n_i} with stride {st_i} spans {n_i * st_i} GPUs, more than the "
+                    f"{sysm.label}: a group of {n_i} with stride {st_i} spans {span} GPUs, more than the "
                     f"{up.domain_size}-GPU domain of {up.name}, and no scale-out fabric is given",
                     hint="pair it with --scale-out NAME, or use --sku to take both tiers from an accelerator",
                 )
@@ -194,11 +212,18 @@ def comm(
         per_system.append((sysm, res))
         tier_code = int(res["nominal"].tier[0])
         if tier_code == 2:
+            nom0 = res["nominal"]
+            lo, hi = int(nom0.group_in_min[0]), int(nom0.group_in[0])
             warnings.append(
-                f"{sysm.label}: the group spans {int(res['nominal'].group_out[0])} scale-up domains of "
+                f"{sysm.label}: the group spans {int(nom0.group_out[0])} scale-up domains of "
                 f"{up.domain_size} GPUs; the cross-domain step runs over {sysm.out['nominal'].name if sysm.out else '-'} "
                 "(hierarchical)"
             )
+            if lo != hi:
+                warnings.append(
+                    f"{sysm.label}: the domains hold {lo} to {hi} members of the group; the least-filled domain's "
+                    f"{lo} NICs carry its share of the cross-domain step and bound the time"
+                )
         for spec in (sysm.up_spec, sysm.out_spec):
             if spec is not None and _assumed(spec) and (tier_code != 0 or spec is sysm.up_spec):
                 uncertain.append(f"{spec.name} ({', '.join(a.split(' ')[0] for a in _assumed(spec))})")
@@ -239,6 +264,7 @@ def comm(
                     scale_up_time_s=float(nom.scale_up_time[i]),
                     scale_out_time_s=float(nom.scale_out_time[i]),
                     group_in_domain=int(nom.group_in[i]),
+                    group_in_domain_min=int(nom.group_in_min[i]),
                     domains=int(nom.group_out[i]),
                     relative_to_fastest=float(nom.time[i] / fastest[i]) if fastest[i] > 0 else 1.0,
                 )
@@ -261,8 +287,9 @@ def comm(
             label=sysm.label,
             scale_up=_tier_out(sysm.up["nominal"], sysm.up_spec),
             scale_out=_tier_out(sysm.out["nominal"], sysm.out_spec) if sysm.out else None,
+            torus_slice=_slice_label(sysm.up["nominal"], int(res["nominal"].group_in[0])),
         )
-        for sysm, _ in per_system
+        for sysm, res in per_system
     ]
     return CommResult(
         op=op_key,

@@ -28,7 +28,9 @@ def _size(n: int) -> str:
 
 def _path(r: Any) -> str:
     if r.tier == "hierarchical":
-        return f"{r.domains}x{r.group_in_domain} {r.algorithm.removeprefix('hierarchical')}"
+        per = (f"{r.group_in_domain}" if r.group_in_domain_min == r.group_in_domain
+               else f"({r.group_in_domain_min}..{r.group_in_domain})")
+        return f"{r.domains}x{per} {r.algorithm.removeprefix('hierarchical')}"
     return f"{r.tier} {r.algorithm}"
 
 
@@ -48,11 +50,15 @@ def render_comm(result: Any, console: Any) -> None:
     for sysm in result.systems:
         rows = [r for r in result.rows if r.system == sysm.label]
         caption_lines = [_tier_line(sysm.scale_up)]
+        if getattr(sysm, "torus_slice", None):
+            caption_lines.append(f"torus slice for the group: {sysm.torus_slice}")
         if sysm.scale_out is not None:
             caption_lines.append(_tier_line(sysm.scale_out))
         caption_lines.append(
             "algbw = S/t, busbw = algbw x nccl-tests factor (GB/s = 1e9 B/s, per direction); "
             "fast..slow spans the profile ranges; path NxM = N domains x M GPUs each (hierarchical)"
+            + ("; Nx(a..b): the domains hold a to b GPUs of the group"
+               if any(r.group_in_domain_min != r.group_in_domain for r in rows) else "")
         )
         print_table(
             console,

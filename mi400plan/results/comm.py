@@ -31,6 +31,9 @@ class SystemOut(OutModel):
     label: str  # SKU name, fabric name, or "custom"
     scale_up: TierOut
     scale_out: TierOut | None = None
+    # torus scale-up tier: chips along each dimension for the group's in-domain part, wraparound,
+    # and the listed slice it sits in (e.g. "4x4x4 (wraparound: all)"); None otherwise
+    torus_slice: str | None = None
 
 
 class CommRow(OutModel):
@@ -52,7 +55,8 @@ class CommRow(OutModel):
     bound: Literal["latency", "bandwidth"]
     scale_up_time_s: float
     scale_out_time_s: float
-    group_in_domain: int
+    group_in_domain: int  # members in the fullest scale-up domain the group spans
+    group_in_domain_min: int  # members in the least-filled one (equal unless a domain is partly filled)
     domains: int
     relative_to_fastest: float  # time / fastest system's time at this size (1.0 = fastest)
 

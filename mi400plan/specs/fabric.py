@@ -43,6 +43,32 @@ class SwitchPlane(StrictModel):
     switch_trays: Est = ND
 
 
+class TorusSlice(StrictModel):
+    """A slice shape the vendor allocates on a torus fabric (e.g. TPU7x ``4x4x4`` = 64 chips).
+
+    ``shape``: chips along each torus dimension (same number of dimensions as ``torus_dims``).
+    ``wrap``: per dimension, whether the slice has wraparound links there (a ring) or not (a line);
+    mark a dimension wrapped only where the vendor documents it. A group whose size equals the
+    slice's chip count gets this shape (the first listed one when two shapes have the same size);
+    see ``mi400plan.comms.torus_slice``.
+    """
+
+    shape: list[int]
+    wrap: list[bool]
+    source: list[str] = Field(default_factory=list)
+    note: str | None = None
+
+    @property
+    def chips(self) -> int:
+        return math.prod(self.shape)
+
+    def label(self) -> str:
+        """``4x4x4 (wraparound: all)``, ``2x4x4 (wraparound: none)``, ``8x16 (wraparound: dim 2)``."""
+        dims = [i + 1 for i, w in enumerate(self.wrap) if w]
+        wr = "all" if len(dims) == len(self.shape) else ("none" if not dims else "dim " + ", ".join(map(str, dims)))
+        return "x".join(map(str, self.shape)) + f" (wraparound: {wr})"
+
+
 class Conflict(StrictModel):
     """A source that states a different value for a field, and how the profile resolves it."""
 
@@ -59,6 +85,7 @@ class Fabric(ProfileBase):
     topology: Topology
     torus_dims: list[int] | None = None  # GPUs along each torus dimension (torus only)
     torus_unit_dims: list[int] | None = None  # smallest rewirable block (e.g. a 4x4x4 TPU cube)
+    torus_slices: list[TorusSlice] | None = None  # slice shapes groups get (torus only); see TorusSlice
     domain_size: Est  # GPUs in one domain; for scale-out the largest cluster the network builds
 
     links_per_gpu: Est = ND
@@ -88,6 +115,25 @@ class Fabric(ProfileBase):
                 raise ValueError("every torus dimension needs at least 2 GPUs")
         elif self.torus_dims is not None:
             raise ValueError("torus_dims is only meaningful for topology = 'torus'")
+        if self.torus_slices is not None:
+            if self.topology != "torus":
+                raise ValueError("torus_slices is only meaningful for topology = 'torus'")
+            pod = math.prod(self.torus_dims or [])
+            for i, sl in enumerate(self.torus_slices):
+                where = f"torus_slices[{i}] ({'x'.join(map(str, sl.shape))})"
+                if len(sl.shape) != len(self.torus_dims or []):
+                    raise ValueError(f"{where}: needs {len(self.torus_dims or [])} dimensions like torus_dims")
+                if len(sl.wrap) != len(sl.shape):
+                    raise ValueError(f"{where}: wrap needs one true/false per dimension")
+                if any(d < 1 for d in sl.shape):
+                    raise ValueError(f"{where}: every dimension needs at least 1 chip")
+                if any(w and d < 2 for d, w in zip(sl.shape, sl.wrap)):
+                    raise ValueError(f"{where}: a dimension of 1 chip cannot wrap around")
+                if sl.chips > pod:
+                    raise ValueError(f"{where}: {sl.chips} chips, more than the {pod}-chip torus")
+                missing = [k for k in sl.source if k not in self.sources]
+                if missing:
+                    raise ValueError(f"{where}: source keys not defined in [sources]: {', '.join(missing)}")
         if self.tier == "scale_up" and not self.domain_size.known:
             raise ValueError("a scale-up fabric needs a domain_size")
         eff = self.efficiency
