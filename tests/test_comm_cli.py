@@ -203,3 +203,33 @@ def test_oneshot_is_not_an_alias_of_the_two_shot_direct_algorithm(cli) -> None: 
     ok = cli(["comm", "allreduce", "--size", "32MB", "--group", "8", "--bw", "300GB/s", "--algo", "twoshot", "--json"])
     assert ok.exit_code == 0
     assert data(ok)["data"]["rows"][0]["time_s"] == pytest.approx(2 * 7 / 8 * 32e6 / 300e9, rel=1e-9)
+
+
+def test_tpu7x_group_of_64_is_a_cube(cli) -> None:  # noqa: ANN001
+    # 64 chips = 4x4x4 with wraparound: 600 GB/s x 0.8 nominal efficiency = 480 GB/s for the per-dimension
+    # rings; all-reduce of 1 GB: 2 x 63/64 x 1e9 / 480e9 = 4.1016 ms + 2 x (3+3+3) steps x 1 us = 4.1196 ms
+    res = cli(["comm", "allreduce", "--size", "1GB", "--group", "64", "--fabric", "ici-tpu7x", "--json"])
+    assert res.exit_code == 0, res.output
+    env = data(res)
+    assert env["data"]["systems"][0]["torus_slice"] == "4x4x4 (wraparound: all)"
+    assert env["data"]["rows"][0]["time_s"] == pytest.approx(2 * 63 / 64 * 1e9 / 480e9 + 18e-6, rel=1e-9)
+    part = data(cli(["comm", "allreduce", "--size", "1GB", "--group", "48", "--fabric", "ici-tpu7x", "--json"]))
+    assert part["data"]["systems"][0]["torus_slice"] == "4x4x3 (wraparound: dim 1, 2) in a 4x4x4 slice"
+    text = cli(["comm", "allreduce", "--size", "1GB", "--group", "64", "--fabric", "ici-tpu7x"])
+    assert "torus slice for the group: 4x4x4" in text.stdout
+
+
+def test_partly_filled_node_is_shown_and_bounds_the_time(cli) -> None:  # noqa: ANN001
+    # 12 MI355X = 8 + 4 over two 8-GPU nodes. Nominal: mesh 76.8 GB/s x 0.8 per link, 1 us; NIC 50 GB/s x 0.9, 5 us.
+    # Inside, the 4-GPU node (3 links): 1 us + 3/4 x 8e9 / (3 x 61.44e9) = 32.553 ms, twice (reduce-scatter,
+    # all-gather); across, 8e9 / 4 = 2e9 per NIC: 2 x 5 us + 2 x 1/2 x 2e9 / 45e9 = 44.454 ms. Total 109.56 ms.
+    res = cli(["comm", "allreduce", "--size", "8GB", "--group", "12", "--sku", "mi355x", "--json"])
+    env = data(res)
+    row = env["data"]["rows"][0]
+    inner = 1e-6 + 3 / 4 * 8e9 / (3 * 76.8e9 * 0.8)
+    cross = 2 * 5e-6 + 2 * 1 / 2 * 2e9 / 45e9
+    assert row["time_s"] == pytest.approx(2 * inner + cross, rel=1e-9)
+    assert (row["domains"], row["group_in_domain"], row["group_in_domain_min"]) == (2, 8, 4)
+    assert any("hold 4 to 8 members" in w for w in env["data"]["warnings"])
+    text = cli(["comm", "allreduce", "--size", "8GB", "--group", "12", "--sku", "mi355x"])
+    assert "2x(4..8)" in text.stdout

@@ -294,3 +294,193 @@ def test_placed_properties(catalog, op, up, out, g, stride, s1, s2) -> None:
         assert bus <= (tu.effective_bw + to.effective_bw) * (1 + 1e-9)
     else:
         assert bus <= max(tu.effective_bw, to.effective_bw) * (1 + 1e-9)
+
+
+# --- partly filled domains, strides that do not divide the domain -------------------------------------
+
+MESH8 = TierParams("mesh8", "scale_up", "full_mesh", 8, 537.6 * GB, 0.0, links=7)  # 7 x 76.8 GB/s, no latency
+NIC50 = TierParams.from_bandwidth(50 * GB, kind="scale_out")  # 400 Gb/s NIC per GPU
+SW72 = TierParams("sw72", "scale_up", "switched", 72, 1800 * GB, 0.0)  # Helios-like: 72 GPUs, 1.8 TB/s
+NIC300 = TierParams.from_bandwidth(300 * GB, kind="scale_out")  # 3 x 800 Gb/s per GPU
+
+
+def _counts(g: int, stride: int, domain: int) -> list[int]:
+    """Members per domain, by listing them: member k sits at GPU k x stride, domain = GPU // domain."""
+    per: dict[int, int] = {}
+    for k in range(g):
+        per[(k * stride) // domain] = per.get((k * stride) // domain, 0) + 1
+    return list(per.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(g=st.integers(1, 400), stride=st.integers(1, 200), domain=st.sampled_from([4, 8, 64, 72, 100, 128]))
+def test_domain_split_matches_listing_the_members(g, stride, domain) -> None:
+    counts = _counts(g, stride, domain)
+    s = comms.domain_split(g, stride, domain)
+    assert int(s.domains) == len(counts)
+    assert int(s.n_min) == min(counts) and int(s.n_max) == max(counts)
+    assert bool(s.inside) == (len(counts) == 1)
+    assert bool(s.apart) == (len(counts) > 1 and stride >= domain)
+
+
+def test_partly_filled_domain_all_reduce() -> None:
+    """12 GPUs on 8-GPU full-mesh nodes: one node holds 8 members, the other 4 (S = 8 GB, no latency).
+
+    Reduce-scatter inside: 8 members, direct over 7 links: 7/8 x 8e9 / 537.6e9 = 13.02 ms; 4 members
+    reach 3 peers over 3 links of 76.8 GB/s: 3/4 x 8e9 / 230.4e9 = 26.04 ms -> the 4-member node bounds it.
+    Across the 2 nodes: the 4-member node must exchange its partial sums (S each way) over its 4 NICs:
+    an all-reduce of S/4 = 2e9 over 2 domains, 2 x 1/2 x 2e9 / 50e9 = 40 ms (bisection: 8e9 B each way
+    over 4 x 50 GB/s is 40 ms, so this is exact). All-gather back: 26.04 ms. Total 92.08 ms.
+    (Counting 8 members per domain, S/8 over the NICs, gave 2 x 13.02 + 20 = 46.04 ms: half the time.)
+    """
+    rs4 = 3 / 4 * 8e9 / (3 * 76.8e9)
+    assert rs4 == pytest.approx(26.0417e-3, rel=1e-4)
+    cross = 2 * (1 / 2) * (8e9 / 4) / 50e9
+    assert cross == pytest.approx(40e-3)
+    r = placed_collective("all_reduce", 8e9, 12, 1, MESH8, NIC50)
+    assert comms.TIER_NAMES[int(r.tier)] == "hierarchical"
+    assert (int(r.group_out), int(r.group_in), int(r.group_in_min)) == (2, 8, 4)
+    assert float(r.time) == pytest.approx(2 * rs4 + cross, rel=1e-9)
+    assert float(r.scale_out_time) == pytest.approx(cross, rel=1e-9)
+    assert comms.ALGOS[int(r.algo_up)] == "direct"
+
+
+def test_partly_filled_domain_reduce_scatter_and_all_to_all() -> None:
+    """Same 8 + 4 split, S = 12 GB (the whole array / one rank's send buffer), no latency.
+
+    reduce-scatter: inside, the 4-member node: 3/4 x 12e9 / 230.4e9 = 39.06 ms (8 members: 19.53 ms).
+    Across: the 4-member node keeps 4/12 of the array and sends the other 8/12 x 12e9 = 8e9 B over its
+    4 NICs: 2e9 B / 50e9 = 40 ms. Total 79.06 ms.
+    all-to-all: each rank of the 4-member node sends (12-4)/12 x 12e9 = 8e9 B over its own NIC:
+    8e9 / 50e9 = 160 ms, concurrently with the in-node part (13.02 ms), so 160 ms (was 4e9 B, 80 ms).
+    """
+    rs = placed_collective("reduce_scatter", 12e9, 12, 1, MESH8, NIC50)
+    assert float(rs.time) == pytest.approx(3 / 4 * 12e9 / (3 * 76.8e9) + (8 / 12 * 12e9 / 4) / 50e9, rel=1e-9)
+    ag = placed_collective("all_gather", 12e9, 12, 1, MESH8, NIC50)
+    assert float(ag.time) == pytest.approx(float(rs.time), rel=1e-9)  # the mirror image
+    a2a = placed_collective("all_to_all", 12e9, 12, 1, MESH8, NIC50)
+    assert float(a2a.time) == pytest.approx(8 / 12 * 12e9 / 50e9, rel=1e-9)
+    # full domains are unchanged: 16 = 8 + 8, S = 16e9: 7/8 x 16e9 / 537.6e9 + (8/16 x 16e9 / 8) / 50e9
+    full = placed_collective("reduce_scatter", 16e9, 16, 1, MESH8, NIC50)
+    assert float(full.time) == pytest.approx(7 / 8 * 16e9 / 537.6e9 + 1e9 / 50e9, rel=1e-9)
+
+
+def test_stride_that_does_not_divide_the_domain() -> None:
+    """72-GPU domains, stride 16 (16 does not divide 72).
+
+    5 members sit at GPUs 0, 16, 32, 48, 64: all in the first domain, so scale-up only (the rule
+    "group x stride <= domain" called 5 x 16 = 80 > 72 hierarchical).
+    9 members: GPUs 0..64 (5) in domain 0, 80..128 (4) in domain 1: 2 domains of 5 and 4 (the old
+    floor(72/16) = 4 per domain made it 3 domains). All-reduce of S = 36 GB on a 1.8 TB/s switch and
+    300 GB/s NICs, no latency: reduce-scatter among 5 (the slower): 4/5 x 36e9 / 1.8e12 = 16 ms; across,
+    the 4-member domain's NICs: 2 x 1/2 x (36e9 / 4) / 300e9 = 30 ms; all-gather 16 ms: 62 ms.
+    """
+    five = placed_collective("all_reduce", 36e9, 5, 16, SW72, NIC300)
+    assert comms.TIER_NAMES[int(five.tier)] == "scale_up" and float(five.scale_out_time) == 0.0
+    assert float(five.time) == pytest.approx(2 * 4 / 5 * 36e9 / 1800e9, rel=1e-9)
+    nine = placed_collective("all_reduce", 36e9, 9, 16, SW72, NIC300)
+    assert (int(nine.group_out), int(nine.group_in), int(nine.group_in_min)) == (2, 5, 4)
+    assert float(nine.time) == pytest.approx(16e-3 + 30e-3 + 16e-3, rel=1e-9)
+
+
+def test_single_member_domains_take_the_flat_scale_out_collective() -> None:
+    """72 members at stride 64 on 72-GPU domains: 8 domains hold 2 members, 56 hold 1 (64 domains).
+
+    A domain with one member has one NIC, which must carry that member's whole cross-domain share;
+    reducing inside the 2-member domains first only adds time, so the flat ring over every member's
+    NIC is the faster valid scheme: 2 x 71/72 x 8e9 / 300e9 = 52.59 ms.
+    """
+    counts = _counts(72, 64, 72)
+    assert len(counts) == 64 and sorted(counts).count(2) == 8 and min(counts) == 1
+    r = placed_collective("all_reduce", 8e9, 72, 64, SW72, NIC300)
+    assert comms.TIER_NAMES[int(r.tier)] == "hierarchical" and int(r.algo_up) == -1
+    assert float(r.time) == pytest.approx(2 * 71 / 72 * 8e9 / 300e9, rel=1e-9)
+
+
+def test_hierarchical_broadcast_splits_over_the_domain_nics() -> None:
+    """Broadcast of S = 8 GB to 16 GPUs on two 8-GPU full-mesh nodes with 50 GB/s NICs, no latency.
+
+    (a) one NIC per node carries the whole buffer: across, a pipelined broadcast of S to the other node,
+        8e9 / 50e9 = 160 ms; inside, the best broadcast of S over 8 (a double binary tree over 2 of the
+        7 links, 8e9 / 153.6e9 = 52.08 ms): 212.08 ms (the former model).
+    (b) scatter inside the root's node (as a reduce-scatter: 7/8 x 8e9 / 537.6e9 = 13.02 ms), each of the
+        8 ranks broadcasts its 1 GB share to its peer in the other node (1e9 / 50e9 = 20 ms), all-gather
+        inside (13.02 ms): 46.04 ms. The model takes the faster, (b). Reduce is the mirror image.
+    """
+    a = 8e9 / 50e9 + 8e9 / (2 * 76.8e9)
+    b = 2 * 7 / 8 * 8e9 / 537.6e9 + 1e9 / 50e9
+    assert a == pytest.approx(212.08e-3, rel=1e-4) and b == pytest.approx(46.04e-3, rel=1e-4)
+    for op in ("broadcast", "reduce"):
+        r = placed_collective(op, 8e9, 16, 1, MESH8, NIC50)
+        assert float(r.time) == pytest.approx(b, rel=1e-9), op
+        assert float(r.scale_out_time) == pytest.approx(20e-3, rel=1e-9), op
+    # With 1 us per step inside and 5 us across, a 1 KB broadcast: (a) 5 us + 3 x 1 us (tree) = 8 us,
+    # (b) 1 us + 5 us + 1 us = 7 us (scatter and all-gather are one direct step each on the mesh), and
+    # the flat one-step broadcast over the 50 GB/s NICs (every member has one): 5 us + 15 x 1e3 / 50e9
+    # = 5.3 us, the fastest.
+    lat_up, lat_out = dataclasses.replace(MESH8, latency=1e-6), TierParams.from_bandwidth(50e9, 5e-6, kind="scale_out")
+    small = placed_collective("broadcast", 1e3, 16, 1, lat_up, lat_out)
+    assert float(small.time) == pytest.approx(5e-6 + 15 * 1e3 / 50e9, rel=1e-9)
+    assert int(small.algo_up) == -1 and comms.ALGOS[int(small.algo_out)] == "direct"
+
+
+# --- torus slice shapes ----------------------------------------------------------------------------
+
+
+def test_tpu7x_64_chips_get_a_4x4x4_cube(catalog) -> None:
+    """64 TPU7x chips are one 4x4x4 cube (Google allocates 4x4x4), a torus in all three dimensions.
+
+    600 GB/s per direction over 6 links (L = 100 GB/s). Per-dimension rings, each whole with its
+    wraparound: weight 3 of 3 -> 600 GB/s; latency steps per phase 3 + 3 + 3 = 9.
+    Ring all-reduce of 1 GB at peak: 2 x 63/64 x 1e9 / 600e9 = 3.281 ms + 2 x 9 x 1 us.
+    Bisection check: cutting the cube into two 4x4x2 halves cuts 16 x 2 = 32 links (the middle and the
+    wraparound) of 100 GB/s each way; all-reduce needs >= S across: 1e9 / 3.2e12 = 0.31 ms <= 3.28 ms.
+    Filling the 16 x 24 x 24 pod dimension by dimension instead made it 16 x 4: 1 + 1/2 -> 300 GB/s and
+    15 + 3 = 18 steps.
+    """
+    t = tier(catalog, "ici-tpu7x", "peak")
+    assert comms.torus_slice(t, 64) == ((4, 4, 4), (True, True, True), (4, 4, 4))
+    assert usable_bandwidth(t, "ring", 64) == pytest.approx(600 * GB)
+    r = collective_time("all_reduce", 1e9, 64, t, "ring")
+    assert r.bandwidth == pytest.approx(2 * 63 / 64 * 1e9 / 600e9)
+    assert r.latency == pytest.approx(2 * 9 * 1e-6)
+    assert r.bandwidth >= 1e9 / (32 * 100e9)
+    old = dataclasses.replace(t, torus_slices=())  # a fabric without a slice list keeps the old rule
+    assert comms.torus_slice(old, 64)[0] == (16, 4, 1)
+    assert usable_bandwidth(old, "ring", 64) == pytest.approx(300 * GB)
+    assert collective_time("all_reduce", 1e9, 64, old, "ring").latency == pytest.approx(2 * 18 * 1e-6)
+
+
+def test_tpu7x_smaller_and_unlisted_slices(catalog) -> None:
+    """Below one cube the slices are meshes; an unlisted size fills the smallest listed slice.
+
+    32 chips = 2x4x4, no wraparound: 3 lines, weight 3 x 1/2 = 1.5 -> 600 x 1.5 / 3 = 300 GB/s; steps 1+3+3 = 7.
+    4 chips = 2x2x1: two lines of 2, weight 1 -> 200 GB/s = one 100 GB/s link in each of 2 dimensions.
+      (Bisection: 2 links of 100 GB/s cross the middle each way, all-reduce >= 1e9 / 200e9 = 5 ms; the
+      ring gives 2 x 3/4 x 1e9 / 200e9 = 7.5 ms.)
+    48 chips = 4 x 4 x 3 of a 4x4x4 cube: two whole wrapped dimensions and a line: 2.5 -> 500 GB/s; steps 3+3+2 = 8.
+    128 chips = 4x4x8, a torus: 600 GB/s; steps 3+3+7 = 13.
+    """
+    t = tier(catalog, "ici-tpu7x", "peak")
+    cases = {32: (300, 7), 4: (200, 2), 48: (500, 8), 128: (600, 13)}
+    for g, (gbs, steps) in cases.items():
+        assert usable_bandwidth(t, "ring", g) == pytest.approx(gbs * GB), g
+        assert collective_time("reduce_scatter", 1.0, g, t, "ring").latency == pytest.approx(steps * 1e-6), g
+    assert comms.torus_slice(t, 48) == ((4, 4, 3), (True, True, False), (4, 4, 4))
+    assert 2 * 3 / 4 * 1e9 / (200 * GB) >= 1e9 / (2 * 100 * GB)
+
+
+def test_v6e_only_the_pod_has_wraparound(catalog) -> None:
+    """TPU v6e slices 2x2 .. 16x16; only the 256-chip pod is documented as a (2D) torus.
+
+    400 GB/s over 4 links, L = 100 GB/s. 256 = 16x16 torus: weight 2 -> 400 GB/s.
+    128 = 8x16 and 16 = 4x4: two lines, weight 1 -> 200 GB/s; steps 7 + 15 = 22 and 3 + 3 = 6.
+    """
+    t = tier(catalog, "ici-v6e", "peak")
+    assert comms.torus_slice(t, 256)[:2] == ((16, 16), (True, True))
+    assert comms.torus_slice(t, 128)[:2] == ((8, 16), (False, False))
+    assert usable_bandwidth(t, "ring", 256) == pytest.approx(400 * GB)
+    assert usable_bandwidth(t, "ring", 128) == pytest.approx(200 * GB)
+    assert collective_time("all_gather", 1.0, 128, t, "ring").latency == pytest.approx(22e-6)
+    assert collective_time("all_gather", 1.0, 16, t, "ring").latency == pytest.approx(6e-6)
+    assert math.prod(comms.torus_slice(t, 64)[0]) == 64

@@ -141,3 +141,43 @@ def test_torus_without_dims_is_a_profile_error(tmp_path) -> None:
     )
     with pytest.raises(ProfileError, match="torus_dims"):
         load_file("fabrics", p)
+
+
+def test_torus_slice_lists(catalog) -> None:
+    # TPU7x: 4 x 4 x 4 = 64 chips is one cube, a torus in every dimension; smaller slices have no
+    # wraparound; every listed slice fits the 9,216-chip pod
+    tpu7 = fab(catalog, "ici-tpu7x")
+    by_size = {s.chips: s for s in tpu7.torus_slices}
+    assert by_size[64].shape == [4, 4, 4] and all(by_size[64].wrap)
+    assert by_size[128].shape == [4, 4, 8] and all(by_size[128].wrap)
+    assert by_size[32].shape == [2, 4, 4] and not any(by_size[32].wrap)
+    assert 4 * 4 * 4 == 64 and 2 * 4 * 4 == 32 and 16 * 24 * 24 == 9216 == max(by_size)
+    assert by_size[64].label() == "4x4x4 (wraparound: all)"
+    # v6e: 2x2 .. 16x16; only the 16 x 16 pod wraps
+    v6e = fab(catalog, "ici-v6e")
+    assert [s.shape for s in v6e.torus_slices] == [[2, 2], [2, 4], [4, 4], [4, 8], [8, 8], [8, 16], [16, 16]]
+    assert [any(s.wrap) for s in v6e.torus_slices] == [False] * 6 + [True]
+    assert v6e.torus_slices[-1].label() == "16x16 (wraparound: all)"
+
+
+@pytest.mark.parametrize(
+    "slices,needle",
+    [
+        ('[{ shape = [4, 4, 4], wrap = [true, true, true] }]', "needs 2 dimensions"),
+        ('[{ shape = [4, 4], wrap = [true] }]', "one true/false per dimension"),
+        ('[{ shape = [4, 1], wrap = [true, true] }]', "cannot wrap around"),
+        ('[{ shape = [8, 8], wrap = [false, false] }]', "more than the 16-chip torus"),
+        ('[{ shape = [2, 2], wrap = [false, false], source = ["Q"] }]', "source keys"),
+    ],
+)
+def test_bad_torus_slices_are_profile_errors(tmp_path, slices, needle) -> None:
+    from mi400plan.errors import ProfileError
+    from mi400plan.profiles import load_file
+
+    p = tmp_path / "t.toml"
+    p.write_text(
+        'name = "t"\ndisplay_name = "t"\ntier = "scale_up"\ntopology = "torus"\ntorus_dims = [4, 4]\n'
+        f"domain_size = 16\nbw_per_gpu_per_dir_gb_per_s = 100\ntorus_slices = {slices}\n"
+    )
+    with pytest.raises(ProfileError, match=needle):
+        load_file("fabrics", p)
