@@ -727,11 +727,15 @@ def crosses_domain(c: dict[str, Any], domain: int) -> Any:
 
 
 def tier_of(group: Any, stride: Any, domain: int) -> Any:
-    """Tier a group's collectives land on (the rule ``comms.placed_collective_time`` applies):
-    ``none`` for a group of 1, ``scale_up`` when group x stride fits in the domain, ``scale_out``
-    when the stride alone reaches past it, else ``hierarchical``."""
-    g, st = np.asarray(group), np.asarray(stride)
-    return np.where(g <= 1, "none", np.where(g * st <= domain, "scale_up", np.where(st >= domain, "scale_out", "hierarchical")))
+    """Tier a group's collectives land on, by the rule ``comms.placed_collective_time`` applies
+    (``comms.domain_split``): ``none`` for a group of 1, ``scale_up`` when every member lies in one
+    domain (span ``(g-1) stride + 1 <= domain``), ``scale_out`` when every member is in a different
+    domain (the stride reaches past it), else ``hierarchical``."""
+    from mi400plan.comms import domain_split
+
+    g = np.asarray(group)
+    split = domain_split(g, stride, domain)
+    return np.where(g <= 1, "none", np.where(split.inside, "scale_up", np.where(split.apart, "scale_out", "hierarchical")))
 
 
 def dp_tier(tp: Any, cp: Any, fold: Any, pp: Any, dp: Any, domain: int) -> Any:

@@ -697,3 +697,15 @@ def test_tie_break_order() -> None:
     cols = {k: np.array([r[2][k] for r in rows]) for k in SORT_KEYS}
     assert list(rank_order(step, mem, cols)) == [4, 2, 1, 0, 3]
     assert TIE_BREAK.startswith("fastest step time first; equal step times are ordered by lower memory")
+
+
+def test_tier_label_follows_the_comm_placement_rule() -> None:
+    """5 members at stride 16 span (5-1) x 16 + 1 = 65 GPUs: one 72-GPU domain, so scale_up (the
+    comm model prices it there), although 5 x 16 = 80 > 72; stride 72 puts every member in its own
+    domain; 8 at stride 16 span 113 GPUs over two domains (5 + 3 members): hierarchical."""
+    from mi400plan.search import tier_of
+
+    assert str(tier_of(5, 16, 72)) == "scale_up"
+    assert str(tier_of(4, 72, 72)) == "scale_out"
+    assert str(tier_of(8, 16, 72)) == "hierarchical"
+    assert str(tier_of(1, 16, 72)) == "none"
