@@ -28,3 +28,11 @@ def test_exit_codes_documented() -> None:
     text = README.read_text(encoding="utf-8")
     for code in ExitCode:
         assert f"| {int(code)} |" in text, f"exit code {int(code)} ({code.name}) missing from README"
+
+
+def test_version_flag(cli) -> None:
+    from mi400plan import __version__
+
+    result = cli(["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"mi400plan {__version__}"

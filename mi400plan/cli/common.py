@@ -27,6 +27,24 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+def _version(value: bool) -> None:
+    if value:
+        from mi400plan import __version__
+
+        typer.echo(f"mi400plan {__version__}")
+        raise typer.Exit(ExitCode.OK)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Capacity planner for AI accelerator clusters: memory fit, parallelism search, collective wire
+    times, rack power and cooling. Every command has --json."""
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print only the versioned JSON envelope on stdout.")]
 FormatOpt = Annotated[
     Optional[OutputFormat], typer.Option("--format", help="Output format (--json is short for --format json).")
