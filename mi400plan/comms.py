@@ -563,7 +563,7 @@ def _hierarchical(op: str, S: np.ndarray, g: np.ndarray, d: np.ndarray, n_min: n
     Arrays are 1-D over the hierarchical candidates only (``d >= 2`` domains, ``n_min >= 1``).
     """
     gf, df = g.astype(float), d.astype(float)
-    nmin_f, nmax_f = n_min.astype(float), n_max.astype(float)
+    nmin_f = n_min.astype(float)
     same = bool(np.array_equal(n_min, n_max))
     shape = S.shape
     inf = np.full(shape, np.inf)

@@ -79,3 +79,17 @@ def csv_matches_json(cli):
 
     return run
 
+
+@pytest.fixture()
+def write_profile():
+    """``write_profile(root, kind, stem, text)`` writes ``root/kind/stem.toml`` and returns its path."""
+
+    def write(root: Path, kind: str, stem: str, text: str) -> Path:
+        d = root / kind
+        d.mkdir(parents=True, exist_ok=True)
+        p = d / f"{stem}.toml"
+        p.write_text(text, encoding="utf-8")
+        return p
+
+    return write
+

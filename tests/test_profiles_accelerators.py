@@ -284,16 +284,8 @@ hbm_bandwidth_tb_per_s = {bandwidth}
 """
 
 
-def _write(root: Path, kind: str, stem: str, text: str) -> Path:
-    d = root / kind
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / f"{stem}.toml"
-    p.write_text(text, encoding="utf-8")
-    return p
-
-
-def test_user_profile_overrides_bundled(tmp_path):
-    p = _write(tmp_path, "accelerators", "mi300x", MINIMAL.format(name="mi300x", display="Lab MI300X", capacity=100, bandwidth=1.0))
+def test_user_profile_overrides_bundled(tmp_path, write_profile):
+    p = write_profile(tmp_path, "accelerators", "mi300x", MINIMAL.format(name="mi300x", display="Lab MI300X", capacity=100, bandwidth=1.0))
     cat = Catalog.default([tmp_path])
     loaded = cat.get("accelerators", "mi300x")
     assert loaded.origin == "user"
@@ -303,9 +295,9 @@ def test_user_profile_overrides_bundled(tmp_path):
     assert cat.get("accelerators", "mi355x").origin == "bundled"
 
 
-def test_malformed_toml_gives_file_and_line(tmp_path):
+def test_malformed_toml_gives_file_and_line(tmp_path, write_profile):
     text = 'name = "broken"\ndisplay_name = "B"\nvendor = "Test\n[memory]\n'  # line 3: unterminated string
-    p = _write(tmp_path, "accelerators", "broken", text)
+    p = write_profile(tmp_path, "accelerators", "broken", text)
     with pytest.raises(ProfileError) as ei:
         Catalog.default([tmp_path]).get("accelerators", "broken")
     assert ei.value.path == str(p)
@@ -313,20 +305,20 @@ def test_malformed_toml_gives_file_and_line(tmp_path):
     assert f"{p}:3" in ei.value.message
 
 
-def test_validation_error_gives_field_and_line(tmp_path):
+def test_validation_error_gives_field_and_line(tmp_path, write_profile):
     text = MINIMAL.format(name="badbw", display="B", capacity=10, bandwidth='"fast"')
     # line 7 is hbm_bandwidth_tb_per_s
     assert text.splitlines()[6].startswith("hbm_bandwidth_tb_per_s")
-    _write(tmp_path, "accelerators", "badbw", text)
+    write_profile(tmp_path, "accelerators", "badbw", text)
     with pytest.raises(ProfileError) as ei:
         Catalog.default([tmp_path]).get("accelerators", "badbw")
     assert ei.value.field == "memory.hbm_bandwidth_tb_per_s"
     assert ei.value.line == 7
 
 
-def test_undefined_source_key_is_an_error(tmp_path):
+def test_undefined_source_key_is_an_error(tmp_path, write_profile):
     text = MINIMAL.format(name="nosrc", display="B", capacity='{ nominal = 10, source = ["Q9"] }', bandwidth=1)
-    _write(tmp_path, "accelerators", "nosrc", text)
+    write_profile(tmp_path, "accelerators", "nosrc", text)
     with pytest.raises(ProfileError) as ei:
         Catalog.default([tmp_path]).get("accelerators", "nosrc")
     assert "Q9" in ei.value.message
@@ -343,11 +335,11 @@ def test_not_disclosed_value_raises_on_require(catalog):
         acc(catalog, "rubin").compute.peak_flops("bf16").require("Rubin BF16 peak")
 
 
-def test_consistency_errors_flag_sparse_below_dense(tmp_path):
+def test_consistency_errors_flag_sparse_below_dense(tmp_path, write_profile):
     text = MINIMAL.format(name="odd", display="Odd", capacity=10, bandwidth=1) + (
         "\n[compute]\nbf16_dense_tflops = 100\nbf16_sparse_tflops = 50\n"
     )
-    _write(tmp_path, "accelerators", "odd", text)
+    write_profile(tmp_path, "accelerators", "odd", text)
     spec = Catalog.default([tmp_path]).get("accelerators", "odd").spec
     errs = spec.consistency_errors()
     assert len(errs) == 1 and "bf16_sparse_tflops" in errs[0]

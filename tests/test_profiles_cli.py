@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 ENVELOPE_KEYS = {"schema_version", "command", "status", "data", "errors"}
 
@@ -16,14 +15,6 @@ vendor = "Test"
 hbm_capacity_gb = {capacity}
 hbm_bandwidth_tb_per_s = 1.0
 """
-
-
-def _write(root: Path, kind: str, stem: str, text: str) -> Path:
-    d = root / kind
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / f"{stem}.toml"
-    p.write_text(text, encoding="utf-8")
-    return p
 
 
 def _json(result) -> dict:
@@ -64,8 +55,8 @@ def test_list_bad_kind_is_usage_error(cli):
     assert r.exit_code == 2
 
 
-def test_list_user_dir_override(cli, tmp_path):
-    _write(tmp_path, "accelerators", "mi300x", GOOD.format(name="mi300x", display="Lab MI300X", capacity=100))
+def test_list_user_dir_override(cli, tmp_path, write_profile):
+    write_profile(tmp_path, "accelerators", "mi300x", GOOD.format(name="mi300x", display="Lab MI300X", capacity=100))
     r = cli(["profiles", "list", "--kind", "accelerators", "--json", "--profiles", str(tmp_path)])
     assert r.exit_code == 0, r.output
     rows = {row["name"]: row for row in _json(r)["data"]["rows"]}
@@ -129,8 +120,8 @@ def test_show_unknown_name_suggests(cli):
     assert "mi355x" in env["errors"][0]["message"]
 
 
-def test_show_ambiguous_name_lists_kinds(cli, tmp_path):
-    _write(tmp_path, "fabrics", "mi300x", 'name = "mi300x"\n')
+def test_show_ambiguous_name_lists_kinds(cli, tmp_path, write_profile):
+    write_profile(tmp_path, "fabrics", "mi300x", 'name = "mi300x"\n')
     r = cli(["profiles", "show", "mi300x", "--profiles", str(tmp_path)])
     assert r.exit_code == 2
     assert "accelerators" in r.output and "fabrics" in r.output
@@ -150,9 +141,9 @@ def test_validate_catalog_ok(cli):
     assert all(row["ok"] for row in data["rows"])
 
 
-def test_validate_bad_file_reports_line(cli, tmp_path):
+def test_validate_bad_file_reports_line(cli, tmp_path, write_profile):
     text = 'name = "bad"\ndisplay_name = "Bad"\nvendor = \n'  # line 3: missing value
-    p = _write(tmp_path, "accelerators", "bad", text)
+    p = write_profile(tmp_path, "accelerators", "bad", text)
     r = cli(["profiles", "validate", str(p)])
     assert r.exit_code == 3
     assert f"{p}:3" in r.output
@@ -165,9 +156,9 @@ def test_validate_bad_file_reports_line(cli, tmp_path):
     assert issue["line"] == 3 and issue["path"] == str(p)
 
 
-def test_validate_field_error_reports_field_and_line(cli, tmp_path):
+def test_validate_field_error_reports_field_and_line(cli, tmp_path, write_profile):
     text = GOOD.format(name="neg", display="Neg", capacity='"lots"')  # line 6
-    p = _write(tmp_path, "accelerators", "neg", text)
+    p = write_profile(tmp_path, "accelerators", "neg", text)
     rj = cli(["profiles", "validate", str(tmp_path), "--json"])
     assert rj.exit_code == 3
     issue = _json(rj)["data"]["rows"][0]["issues"][0]
@@ -176,16 +167,16 @@ def test_validate_field_error_reports_field_and_line(cli, tmp_path):
     assert issue["path"] == str(p)
 
 
-def test_validate_name_must_match_file(cli, tmp_path):
-    p = _write(tmp_path, "accelerators", "foo", GOOD.format(name="bar", display="Bar", capacity=1))
+def test_validate_name_must_match_file(cli, tmp_path, write_profile):
+    p = write_profile(tmp_path, "accelerators", "foo", GOOD.format(name="bar", display="Bar", capacity=1))
     r = cli(["profiles", "validate", str(p)])
     assert r.exit_code == 3
     assert "does not match its file name" in r.output
 
 
-def test_validate_consistency_check(cli, tmp_path):
+def test_validate_consistency_check(cli, tmp_path, write_profile):
     text = GOOD.format(name="odd", display="Odd", capacity=1) + "\n[compute]\nfp8_dense_tflops = 10\nfp8_sparse_tflops = 5\n"
-    p = _write(tmp_path, "accelerators", "odd", text)
+    p = write_profile(tmp_path, "accelerators", "odd", text)
     r = cli(["profiles", "validate", str(p)])
     assert r.exit_code == 3
     assert "fp8_sparse_tflops" in r.output
@@ -202,8 +193,8 @@ def test_validate_kind_from_option(cli, tmp_path):
     assert "all valid" in r2.stdout
 
 
-def test_validate_good_user_dir_and_missing_path(cli, tmp_path):
-    _write(tmp_path, "accelerators", "ok1", GOOD.format(name="ok1", display="Ok", capacity=1))
+def test_validate_good_user_dir_and_missing_path(cli, tmp_path, write_profile):
+    write_profile(tmp_path, "accelerators", "ok1", GOOD.format(name="ok1", display="Ok", capacity=1))
     r = cli(["profiles", "validate", str(tmp_path)])
     assert r.exit_code == 0, r.output
     r2 = cli(["profiles", "validate", str(tmp_path / "nope")])
@@ -211,8 +202,8 @@ def test_validate_good_user_dir_and_missing_path(cli, tmp_path):
     assert "no such file" in r2.output
 
 
-def test_validate_catalog_with_bad_user_profile(cli, tmp_path):
-    _write(tmp_path, "accelerators", "mi300x", 'name = "mi300x"\n[memory\n')  # line 2: bad table header
+def test_validate_catalog_with_bad_user_profile(cli, tmp_path, write_profile):
+    write_profile(tmp_path, "accelerators", "mi300x", 'name = "mi300x"\n[memory\n')  # line 2: bad table header
     r = cli(["profiles", "validate", "--profiles", str(tmp_path), "--json"])
     assert r.exit_code == 3
     data = _json(r)["data"]
@@ -221,9 +212,9 @@ def test_validate_catalog_with_bad_user_profile(cli, tmp_path):
     assert bad[0]["issues"][0]["line"] == 2
 
 
-def test_validate_alias_clash(cli, tmp_path):
+def test_validate_alias_clash(cli, tmp_path, write_profile):
     text = 'name = "myacc"\naliases = ["mi355x"]\n' + GOOD.format(name="x", display="X", capacity=1).split("\n", 1)[1]
-    _write(tmp_path, "accelerators", "myacc", text)
+    write_profile(tmp_path, "accelerators", "myacc", text)
     r = cli(["profiles", "validate", "--kind", "accelerators", "--profiles", str(tmp_path)])
     assert r.exit_code == 3
     assert "'mi355x' is claimed by several" in r.output

@@ -7,6 +7,7 @@ Nothing here converts units: ``show`` reports each number in the unit its TOML k
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -188,16 +189,23 @@ def _natural(key: str) -> tuple[str, int, str]:
     return (m.group(1), int(m.group(2) or -1), m.group(3))
 
 
+def _catalog_specs(catalog: Catalog, kind: str) -> Iterator[tuple[str, str, str, Any, PlannerError | ImportError | None]]:
+    """(name, path, origin, spec or None, error or None) for every profile of ``kind``, sorted by name."""
+    for name in catalog.names(kind):
+        path, origin = catalog.entry_path(kind, name)
+        try:
+            yield name, path, origin, catalog.get(kind, name).spec, None
+        except (ProfileError, ImportError) as exc:
+            yield name, path, origin, None, exc
+
+
 # --- list -----------------------------------------------------------------------------------------
 def list_profiles(catalog: Catalog, kind: str | None = None) -> ProfilesList:
     """Every profile of ``kind`` (or of all kinds), sorted by kind then name; bad files get an error."""
     rows: list[ProfileRow] = []
     for k in _kinds(kind):
-        for name in catalog.names(k):
-            path, origin = catalog.entry_path(k, name)
-            try:
-                spec = catalog.get(k, name).spec
-            except (ProfileError, ImportError) as exc:
+        for name, path, origin, spec, exc in _catalog_specs(catalog, k):
+            if exc is not None:
                 rows.append(
                     ProfileRow(name=name, kind=k, origin=origin, path=path, error=_message(exc, path))
                 )
@@ -383,11 +391,8 @@ def validate_profiles(
     clashes: list[ValidateRow] = []
     if not paths:
         for k in _kinds(kind):
-            for name in catalog.names(k):
-                path, origin = catalog.entry_path(k, name)
-                try:
-                    spec = catalog.get(k, name).spec
-                except (ProfileError, ImportError) as exc:
+            for name, path, origin, spec, exc in _catalog_specs(catalog, k):
+                if exc is not None:
                     rows.append(ValidateRow(kind=k, name=name, path=path, origin=origin, ok=False, issues=[_issue(exc, path)]))
                     continue
                 issues = _spec_issues(spec, path)
