@@ -26,6 +26,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from mi400plan.cache import ProfileCache
 from mi400plan.errors import ProfileError, UnknownNameError
 
 Kind = Literal["accelerators", "fabrics", "racks", "models"]
@@ -176,6 +177,9 @@ class Catalog:
     _index: dict[str, dict[str, _Entry]] = field(default_factory=dict, repr=False)
     _by_name: dict[str, dict[str, _Entry]] = field(default_factory=dict, repr=False)
     _cache: dict[tuple[str, str], Loaded[Any]] = field(default_factory=dict, repr=False)
+    # Parsed and validated profiles by text hash, kept across runs (``mi400plan.cache``); off unless
+    # the catalog is built by ``default()``.
+    disk_cache: ProfileCache = field(default_factory=lambda: ProfileCache(None), repr=False)
 
     @classmethod
     def default(cls, extra_dirs: list[str | os.PathLike[str]] | None = None) -> "Catalog":
@@ -185,7 +189,7 @@ class Catalog:
         for d in dirs:
             if not d.is_dir():
                 raise ProfileError("profile directory does not exist", path=str(d))
-        return cls(user_dirs=dirs)
+        return cls(user_dirs=dirs, disk_cache=ProfileCache.default())
 
     # --- indexing ---------------------------------------------------------------------------
     def _sources(self, kind: str) -> list[tuple[Any, Literal["bundled", "user"]]]:
@@ -213,7 +217,7 @@ class Catalog:
                 raw: dict[str, Any] | None
                 err: ProfileError | None = None
                 try:
-                    raw = parse_toml(path, text)
+                    raw = self.disk_cache.parsed(text, lambda: parse_toml(path, text))
                 except ProfileError as exc:
                     raw, err = None, exc
                 stem = f.name[: -len(".toml")]
@@ -231,6 +235,7 @@ class Catalog:
                 by_key.setdefault(a, entry)
         self._index[kind] = by_key
         self._by_name[kind] = by_name
+        self.disk_cache.flush()
         return by_key
 
     def names(self, kind: str) -> list[str]:
@@ -271,7 +276,11 @@ class Catalog:
         if entry.decode_error is not None:
             raise entry.decode_error
         assert entry.raw is not None
-        spec = validate_dict(kind, entry.raw, entry.path, entry.text)
+        raw = entry.raw
+        spec = self.disk_cache.validated(
+            kind, entry.text, spec_class(kind), lambda: validate_dict(kind, raw, entry.path, entry.text)
+        )
+        self.disk_cache.flush()
         stem = Path(entry.path).name[: -len(".toml")]
         if getattr(spec, "name", stem) != stem:
             raise ProfileError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
@@ -26,6 +27,9 @@ settings.load_profile("mi400plan")
 
 os.environ.setdefault("COLUMNS", "200")
 os.environ.pop("MI400PLAN_PROFILES", None)
+# The profile cache (mi400plan.cache) is exercised by every test, in a directory of the test run's own.
+os.environ.pop("MI400PLAN_NO_CACHE", None)
+os.environ["MI400PLAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="mi400plan-cache-")
 
 
 @pytest.fixture(scope="session")

@@ -8,13 +8,15 @@ import traceback
 from enum import Enum
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from mi400plan.errors import ExitCode, PlannerError
 from mi400plan.render import OutputFormat, emit
-from mi400plan.results.common import Result
+
+if TYPE_CHECKING:  # pydantic is imported only when a command computes a result
+    from mi400plan.results.common import Result
 
 app = typer.Typer(
     name="mi400plan",

@@ -9,9 +9,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from enum import Enum
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from mi400plan.results.common import Result
+if TYPE_CHECKING:  # results pull in pydantic: not needed to parse flags or print --help
+    from mi400plan.results.common import Result
 
 _TABLE_RENDERERS: dict[str, Callable[[Any, Any], None]] = {}
 

@@ -24,7 +24,8 @@ SCHEMA_VERSION = 1
 class OutModel(BaseModel):
     """Base for result rows: plain data, no unknown keys."""
 
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: the serializer of a result model is built when a command first emits one.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ErrorItem(OutModel):

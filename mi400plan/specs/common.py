@@ -53,7 +53,8 @@ UNCERTAIN_STATUSES = frozenset({"estimate", "conflict", "unverified", "assumed"}
 class StrictModel(BaseModel):
     """Frozen, no unknown keys: a typo in a profile is an error, not a silently ignored key."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    # defer_build: a model's validator is built on first use, so a command pays only for the specs it reads.
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, defer_build=True)
 
 
 def _norm_status(v: Any) -> Any:

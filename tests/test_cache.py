@@ -1,0 +1,117 @@
+"""The profile cache: a hit skips parsing and validation, an edit is always seen, a bad cache file
+is ignored, errors are never cached, and the cache can be turned off or be unwritable."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from pathlib import Path
+
+import pytest
+
+from mi400plan import cache as cache_mod
+from mi400plan import profiles as profiles_mod
+from mi400plan.errors import ProfileError
+from mi400plan.profiles import Catalog
+
+SKU = """name = "testgpu"
+display_name = "Test GPU"
+vendor = "Test"
+
+[memory]
+hbm_capacity_gb = {hbm}
+hbm_bandwidth_tb_per_s = 5.0
+
+[compute]
+bf16_dense_tflops = 1000
+"""
+
+
+@pytest.fixture()
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "cache"
+    monkeypatch.setenv("MI400PLAN_CACHE_DIR", str(d))
+    monkeypatch.delenv("MI400PLAN_NO_CACHE", raising=False)
+    return d
+
+
+def _user_dir(tmp_path: Path, write_profile, hbm: str = "100") -> Path:
+    root = tmp_path / "p"
+    write_profile(root, "accelerators", "testgpu", SKU.format(hbm=hbm))
+    return root
+
+
+def _no_parsing(monkeypatch) -> None:
+    def boom(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("parsed or validated although the cache holds this text")
+
+    monkeypatch.setattr(profiles_mod, "parse_toml", boom)
+    monkeypatch.setattr(profiles_mod, "validate_dict", boom)
+
+
+def test_second_run_reads_parsed_and_validated_profiles_from_the_cache(cache_dir, tmp_path, write_profile, monkeypatch):
+    root = _user_dir(tmp_path, write_profile)
+    first = Catalog.default([root]).get("accelerators", "testgpu").spec
+    assert len(list(cache_dir.glob("profiles-*.pickle"))) == 1
+    _no_parsing(monkeypatch)
+    second = Catalog.default([root]).get("accelerators", "testgpu").spec
+    assert second == first
+    assert second.memory.capacity_bytes.nominal == 100e9
+
+
+def test_an_edited_profile_is_seen(cache_dir, tmp_path, write_profile):
+    root = _user_dir(tmp_path, write_profile, hbm="100")
+    assert Catalog.default([root]).get("accelerators", "testgpu").spec.memory.capacity_bytes.nominal == 100e9
+    _user_dir(tmp_path, write_profile, hbm="150")
+    assert Catalog.default([root]).get("accelerators", "testgpu").spec.memory.capacity_bytes.nominal == 150e9
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "wrong-types"])
+def test_a_damaged_cache_file_is_ignored(cache_dir, tmp_path, write_profile, damage):
+    root = _user_dir(tmp_path, write_profile)
+    Catalog.default([root]).get("accelerators", "testgpu")
+    (path,) = cache_dir.glob("profiles-*.pickle")
+    blob = path.read_bytes()
+    if damage == "truncate":
+        path.write_bytes(blob[: len(blob) // 2])
+    elif damage == "flip":
+        path.write_bytes(blob[:-10] + bytes(b ^ 0xFF for b in blob[-10:]))
+    elif damage == "garbage":
+        path.write_bytes(b"not a cache at all")
+    else:  # a well-formed, checksummed file whose entries hold the wrong types
+        text = SKU.format(hbm="100")
+        bad = {cache_mod.text_key(text): {"raw": "not a dict", "spec:accelerators": "not a spec"}}
+        payload = pickle.dumps(bad)
+        path.write_bytes(cache_mod._MAGIC + hashlib.sha256(payload).digest() + payload)
+    spec = Catalog.default([root]).get("accelerators", "testgpu").spec
+    assert spec.memory.capacity_bytes.nominal == 100e9
+
+
+def test_validation_errors_are_never_cached(cache_dir, tmp_path, write_profile):
+    root = tmp_path / "p"
+    write_profile(root, "accelerators", "testgpu", SKU.format(hbm='"lots"'))
+    for _ in range(2):
+        with pytest.raises(ProfileError):
+            Catalog.default([root]).get("accelerators", "testgpu")
+
+
+def test_no_cache_env_writes_nothing(cache_dir, tmp_path, write_profile, monkeypatch):
+    monkeypatch.setenv("MI400PLAN_NO_CACHE", "1")
+    root = _user_dir(tmp_path, write_profile)
+    Catalog.default([root]).get("accelerators", "testgpu")
+    assert not cache_dir.exists()
+
+
+def test_an_unwritable_cache_location_is_not_an_error(tmp_path, write_profile, monkeypatch):
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("MI400PLAN_CACHE_DIR", str(blocker / "cache"))
+    root = _user_dir(tmp_path, write_profile)
+    assert Catalog.default([root]).get("accelerators", "testgpu").spec.name == "testgpu"
+
+
+def test_the_fit_command_gives_the_same_answer_cold_and_warm(cache_dir, cli):
+    args = ["fit", "llama3.1-70b", "--sku", "all", "--json"]
+    cold = cli(args).stdout
+    assert list(cache_dir.glob("profiles-*.pickle"))
+    assert cli(args).stdout == cold
