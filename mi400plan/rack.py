@@ -20,6 +20,7 @@ from mi400plan.results.rack import (
     ComponentLine,
     CoolingOut,
     FacilityOut,
+    FeedLoading,
     FeedVerdict,
     PsuVerdict,
     RackRow,
@@ -80,6 +81,38 @@ def usable_feed_capacity_w(
     if redundancy == "N":
         return count * per
     raise UsageError(f"feed redundancy must be N or 2N, not {redundancy!r}")
+
+
+STANDARD_OCPD_A: tuple[int, ...] = (
+    15, 20, 25, 30, 35, 40, 45, 50, 60, 70, 80, 90, 100, 110, 125, 150, 175, 200, 225, 250, 300, 350,
+    400, 450, 500, 600, 700, 800, 1000, 1200, 1600, 2000, 2500, 3000, 4000, 5000, 6000,
+)
+"""Standard ampere ratings of fuses and inverse-time circuit breakers, NFPA 70 (NEC) 240.6(A)."""
+
+
+def line_current_a(power_w: float, voltage_v: float, phases: int, power_factor: float) -> float:
+    """Current in each line conductor for a balanced load of real power ``power_w``, A.
+
+    Three-phase: I = P / (sqrt(3) x V_LL x PF); single-phase: I = P / (V x PF) (the inverse of
+    ``feed_real_power_w``).
+    """
+    return power_w / feed_real_power_w(voltage_v, 1.0, phases, power_factor)
+
+
+def carrying_feeds(count: int, redundancy: str) -> int:
+    """Feeds that share the load in the worst case: all of them under N, one side under 2N (A/B),
+    since after a side fails the other carries the whole rack."""
+    return count // 2 if redundancy == "2N" else count
+
+
+def overcurrent_device_a(load_current_a: float, derate: float = DEFAULT_DERATE) -> int | None:
+    """The smallest standard overcurrent device (NEC 240.6(A)) for a continuous load current.
+
+    NEC 210.20(A) / 215.3: the device is rated at least 125 % of the continuous load (the inverse of
+    the 80 % continuous factor; ``derate`` = 1.0 is a 100 %-rated assembly). None above 6,000 A.
+    """
+    need = load_current_a / derate
+    return next((r for r in STANDARD_OCPD_A if r >= need - 1e-9), None)
 
 
 def wall_power_w(component_w: float, psu_efficiency: float, dc_distribution_efficiency: float = 1.0) -> float:
@@ -289,6 +322,28 @@ def feed_arithmetic(spec: FeedSpec, derate: float, redundancy: str, load_w: floa
     return s
 
 
+def feed_loading(spec: FeedSpec, derate: float, redundancy: str, wall_w: tuple[float, float, float]) -> FeedLoading:
+    """What the rack's wall power means on its feeds: apparent power, line current per phase on each
+    carrying feed (worst case: one side of 2N), and the overcurrent device the high load needs."""
+    n = carrying_feeds(spec.count, redundancy)
+    amps = [line_current_a(w / n, spec.voltage_v, spec.phases, spec.power_factor) for w in wall_w]
+    ocpd = overcurrent_device_a(amps[2], derate)
+    phase_txt = "sqrt(3) x " if spec.phases == 3 else ""
+    share = f"{wall_w[1] / KW:.1f} kW / {n} feed{'s' if n > 1 else ''}"
+    text = (
+        f"{share} / ({phase_txt}{spec.voltage_v:g} V x PF {spec.power_factor:.2f}) = {amps[1]:.0f} A per phase"
+        f" ({amps[0]:.0f}-{amps[2]:.0f} A); device >= {amps[2]:.0f} A / {derate:.2f} = {amps[2] / derate:.0f} A"
+        + (f" -> {ocpd} A (NEC 240.6(A))" if ocpd is not None else ": above 6,000 A, no standard device")
+    )
+    return FeedLoading(
+        load_va=_rng(*(w / spec.power_factor for w in wall_w)),
+        carrying_feeds=n,
+        line_current_a=_rng(*amps),
+        overcurrent_device_a=ocpd,
+        arithmetic=text,
+    )
+
+
 # --- facility ----------------------------------------------------------------------------------
 
 
@@ -482,6 +537,7 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
         needed=None if needed is None else f"{redundancy} {needed.label()}",
         needed_usable_w=None if needed is None else needed.usable_w(opts.derate, redundancy),
         source_status=feed_status,
+        loading=feed_loading(spec, opts.derate, redundancy, wall),
     )
     if ok[0] != ok[2]:
         warnings.append(

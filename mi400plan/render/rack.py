@@ -73,6 +73,9 @@ def _verdicts(console: Any, row: Any) -> None:
     word = "OK" if fd.ok else "OVER BUDGET"
     _say(console, f"Feeds {fd.spec} ({fd.redundancy}, {fd.source_status}): {word}")
     _say(console, f"  {fd.arithmetic}")
+    if fd.loading is not None:
+        ld = fd.loading
+        _say(console, f"  load {_kw(ld.load_va.nominal)} kVA apparent; {ld.arithmetic}")
     if fd.needed:
         _say(console, 
             f"  would need (for the high estimate {_kw(fd.load_w.high)} kW): {fd.needed} "

@@ -33,6 +33,16 @@ class ComponentLine(OutModel):
     source: list[str] = Field(default_factory=list)
 
 
+class FeedLoading(OutModel):
+    """The rack's wall power seen on its feeds (what an electrician checks)."""
+
+    load_va: Range  # apparent power of the rack load: wall power / PF, VA
+    carrying_feeds: int  # feeds sharing the load in the worst case (2N: one side)
+    line_current_a: Range  # current per phase conductor of each carrying feed, A
+    overcurrent_device_a: int | None  # smallest NEC 240.6(A) rating >= high current / derate; None above 6,000 A
+    arithmetic: str
+
+
 class FeedVerdict(OutModel):
     """Feed capacity against the rack's wall power, with the arithmetic as text."""
 
@@ -56,6 +66,7 @@ class FeedVerdict(OutModel):
     needed: str | None = None  # smallest standard feed set carrying the high load
     needed_usable_w: float | None = None
     source_status: str = "assumed"
+    loading: FeedLoading | None = None
 
 
 class PsuVerdict(OutModel):
