@@ -6,7 +6,7 @@ inside the package (read with ``importlib.resources``). A user profile with the 
 bundled one overrides it; every loaded profile records the file it came from.
 
 Each directory holds one sub-directory per kind: ``accelerators/``, ``fabrics/``, ``racks/``,
-``models/``. A model may also be given as a path to a user TOML or to a Hugging Face
+``models/``, ``costs/``. A model may also be given as a path to a user TOML or to a Hugging Face
 ``config.json``. This is the only core module that touches files.
 """
 
@@ -29,8 +29,8 @@ from pydantic import BaseModel, ValidationError
 from mi400plan.cache import ProfileCache
 from mi400plan.errors import ProfileError, UnknownNameError
 
-Kind = Literal["accelerators", "fabrics", "racks", "models"]
-KINDS: tuple[Kind, ...] = ("accelerators", "fabrics", "racks", "models")
+Kind = Literal["accelerators", "fabrics", "racks", "models", "costs"]
+KINDS: tuple[Kind, ...] = ("accelerators", "fabrics", "racks", "models", "costs")
 
 # Kind -> "module:Class". Imported lazily so a command only pays for the specs it uses.
 SPEC_CLASSES: dict[str, str] = {
@@ -38,9 +38,10 @@ SPEC_CLASSES: dict[str, str] = {
     "fabrics": "mi400plan.specs.fabric:Fabric",
     "racks": "mi400plan.specs.rack:Rack",
     "models": "mi400plan.specs.model:ModelSpec",
+    "costs": "mi400plan.specs.cost:CostProfile",
 }
 
-KIND_SINGULAR = {"accelerators": "accelerator", "fabrics": "fabric", "racks": "rack", "models": "model"}
+KIND_SINGULAR = {"accelerators": "accelerator", "fabrics": "fabric", "racks": "rack", "models": "model", "costs": "cost profile"}
 
 ENV_VAR = "MI400PLAN_PROFILES"
 

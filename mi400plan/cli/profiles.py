@@ -16,13 +16,14 @@ class Kind(str, Enum):
     fabrics = "fabrics"
     racks = "racks"
     models = "models"
+    costs = "costs"
 
 
 KindOpt = Annotated[Optional[Kind], typer.Option("--kind", help="Profile kind.")]
 
 profiles_app = typer.Typer(
     name="profiles",
-    help="List, show and validate the profile catalog (accelerators, fabrics, racks, models).",
+    help="List, show and validate the profile catalog (accelerators, fabrics, racks, models, costs).",
     no_args_is_help=True,
 )
 

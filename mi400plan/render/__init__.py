@@ -23,6 +23,7 @@ _RENDER_MODULES = (
     "mi400plan.render.rack",
     "mi400plan.render.sweep",
     "mi400plan.render.profiles",
+    "mi400plan.render.cost",
 )
 
 
