@@ -340,3 +340,76 @@ def test_every_bundled_system_costs(cli, catalog) -> None:  # noqa: ANN001
     out = cli(["cost", *systems, "--json"])
     assert out.exit_code == 0, out.stdout
     assert len(json.loads(out.stdout)["data"]["rows"]) == len(systems)
+
+
+# --- wired into sweep, rack and (for serve) the library ------------------------------------------------
+
+SWEEP = ["sweep", "llama3.1-8b", "--sku", "mi355x", "--gpus", "64", "--no-ranges", "--top", "1"]
+
+
+def test_sweep_reports_energy_emissions_and_model_cost(cli) -> None:  # noqa: ANN001
+    data = json.loads(cli([*SWEEP, "--tokens", "1T", "--json"]).stdout)["data"]
+    e = data["energy"][0]
+    row = data["rows"][0]
+    gpu_hours = row["days"] * 24 * 64
+    assert e["gpu_hours"] == pytest.approx(gpu_hours)
+    # MWh = GPU-hours x wall W per GPU / 1e6 x PUE; t CO2e = MWh x 0.367 kg/kWh (EIA 2023 US average)
+    assert e["energy_mwh"]["nominal"] == pytest.approx(gpu_hours * e["wall_power_per_gpu_w"]["nominal"] / 1e6 * 1.2)
+    assert e["emissions_t"]["nominal"] == pytest.approx(e["energy_mwh"]["nominal"] * 0.367)
+    # No --gpu-hour-cost: the cost model's all-in figure, the same as `mi400plan cost mi355x`
+    per_hour = json.loads(cli(["cost", "mi355x", "--json"]).stdout)["data"]["rows"][0]["per_gpu_hour"]["total"]["nominal"]
+    assert e["cost_source"] == "model: mi355x-dlc-128 at us-2025"
+    assert row["cost_usd"] == pytest.approx(gpu_hours * per_hour)
+    assert e["cost"]["nominal"] == pytest.approx(gpu_hours * per_hour)
+
+
+def test_sweep_energy_doubles_with_tokens_and_flag_cost_wins(cli) -> None:  # noqa: ANN001
+    one = json.loads(cli([*SWEEP, "--tokens", "1T", "--json"]).stdout)["data"]["energy"][0]
+    two = json.loads(cli([*SWEEP, "--tokens", "2T", "--gpu-hour-cost", "2", "--json"]).stdout)["data"]
+    e2 = two["energy"][0]
+    assert e2["energy_mwh"]["nominal"] == pytest.approx(2 * one["energy_mwh"]["nominal"])
+    assert e2["cost_source"] == "--gpu-hour-cost"
+    assert two["rows"][0]["cost_usd"] == pytest.approx(e2["gpu_hours"] * 2)
+
+
+def test_sweep_grid_intensity_and_pue_flags(cli) -> None:  # noqa: ANN001
+    base = json.loads(cli([*SWEEP, "--tokens", "1T", "--json"]).stdout)["data"]["energy"][0]
+    e = json.loads(cli([*SWEEP, "--tokens", "1T", "--pue", "1.5", "--grid-intensity", "0.1", "--json"]).stdout)["data"]["energy"][0]
+    assert e["energy_mwh"]["nominal"] == pytest.approx(base["energy_mwh"]["nominal"] / 1.2 * 1.5)
+    assert e["emissions_t"]["nominal"] == pytest.approx(e["energy_mwh"]["nominal"] * 0.1)
+    bad = cli([*SWEEP, "--tokens", "1T", "--pue", "0.8", "--json"])
+    assert bad.exit_code == 2 and "--pue" in json.loads(bad.stdout)["errors"][0]["message"]
+
+
+def test_rack_racks_reports_facility_capex_and_cost_per_day(cli) -> None:  # noqa: ANN001
+    row = json.loads(cli(["rack", "gb200-nvl72", "--racks", "10", "--json"]).stdout)["data"]["rows"][0]
+    f = row["facility"]
+    c = f["cost"]
+    # facility capex = USD 11.7M per MW (Cushman & Wakefield 2025 average) x IT MW of 10 racks
+    assert c["facility_capex"]["nominal"] == pytest.approx(11.7e6 * f["it_power_w"]["nominal"] / 1e6)
+    # all-in cost per day = cost per GPU-hour x 24 h x 720 GPUs, at the rack command's load 1.0 and PUE 1.2
+    per_hour = json.loads(cli(["cost", "gb200-nvl72", "--gpu-load", "1", "--pue", "1.2", "--json"]).stdout)
+    per_hour = per_hour["data"]["rows"][0]["per_gpu_hour"]["total"]["nominal"]
+    assert c["cost_per_gpu_hour"]["nominal"] == pytest.approx(per_hour)
+    assert c["cost_per_day"]["nominal"] == pytest.approx(per_hour * 24 * 720)
+    assert json.loads(cli(["rack", "gb200-nvl72", "--json"]).stdout)["data"]["rows"][0]["facility"] is None
+
+
+def test_serving_economics_by_hand(catalog) -> None:  # noqa: ANN001
+    from mi400plan.api.cost import CostOverrides, gpu_hour_model, load_site, resolve_system, serving_economics
+
+    s = serving_economics(catalog, "gb200-nvl72", 2000.0)
+    site_prof, site, _ = load_site(catalog, None, CostOverrides())
+    m = gpu_hour_model(catalog, resolve_system(catalog, "gb200-nvl72"), site_prof, site)
+    # 2,000 tokens/s per GPU = 7.2e6 tokens per GPU-hour: cost per Mtok = cost per GPU-hour / 7.2
+    assert s.cost_per_mtok == pytest.approx(m.nominal.total / 7.2)
+    # tokens/s per MW of IT = 2,000 / (provisioned W per GPU / 1e6); facility MW = IT MW x PUE 1.2
+    assert s.tokens_per_s_per_mw_it == pytest.approx(2000 / (m.power.provisioned[1] / 1e6))
+    assert s.tokens_per_s_per_mw_facility == pytest.approx(s.tokens_per_s_per_mw_it / 1.2)
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_sweep_gpu_hour_cost_must_be_positive(cli, value: str) -> None:  # noqa: ANN001
+    out = cli([*SWEEP, "--tokens", "1T", "--gpu-hour-cost", value, "--json"])
+    assert out.exit_code == 2
+    assert "--gpu-hour-cost must be a price above 0" in json.loads(out.stdout)["errors"][0]["message"]

@@ -14,14 +14,17 @@ from typing import Any
 from mi400plan.cost import (
     DIRECTION,
     Breakdown,
-    CostInputs,
     capital_recovery_factor,
     corner,
+    cost_per_mtok,
+    emissions_t,
     per_gpu_hour,
+    run_energy_mwh,
+    tokens_per_s_per_mw,
 )
-from mi400plan.errors import ProfileError, UnknownNameError, UsageError
-from mi400plan.results.cost import CostInput, CostResult, CostRow, PerGpuHour
-from mi400plan.results.rack import Range
+from mi400plan.errors import MissingValueError, ProfileError, UnknownNameError, UsageError
+from mi400plan.results.cost import CostInput, CostResult, CostRow, PerGpuHour, RunEnergy
+from mi400plan.results.rack import FacilityCost, Range
 from mi400plan.specs.common import UNCERTAIN_STATUSES, Estimate
 from mi400plan.specs.cost import CostProfile, SiteCost
 from mi400plan.units import PFLOPS, TFLOPS
@@ -125,8 +128,8 @@ def resolve_system(cat: Any, name: str) -> CostProfile:
         if hits:
             hits.sort(key=lambda p: (p.system.rack is None, p.name))  # a rack-backed profile first
             return hits[0]
-        raise ProfileError(
-            f"no cost profile prices the {kind[:-1]} {canonical!r}",
+        raise MissingValueError(
+            f"no cost profile prices the {kind[:-1]} {canonical!r}; the planner will not invent its capex",
             hint="write one under costs/ in a --profiles directory (see `mi400plan profiles show b200-hgx --kind costs`)",
         )
     raise UnknownNameError("system, rack or accelerator", name, [], [p.name for p in _systems(cat)])
@@ -167,7 +170,7 @@ def system_power(cat: Any, prof: CostProfile, loads: tuple[float, float, float])
     assert sysc.wall_power_per_gpu_w is not None
     full = _triple(sysc.wall_power_per_gpu_w, f"{prof.name} system.wall_power_per_gpu_w")
     if tdp is None:
-        raise ProfileError(f"{accel.name} TDP is not disclosed; the load share of {prof.name}'s wall power needs it")
+        raise MissingValueError(f"{accel.name} TDP is not disclosed; the load share of {prof.name}'s wall power needs it")
     # Below full load only the GPUs draw less: wall(load) = wall(full) - TDP x (1 - load).
     at = tuple(tuple(max(w - tdp * (1.0 - x), 0.0) for w in full) for x in loads)
     return SystemPower(full, at, f"{prof.name} wall_power_per_gpu_w (full load) - TDP x (1 - load)", tdp)  # type: ignore[arg-type]
@@ -215,6 +218,7 @@ def gpu_hour_model(cat: Any, prof: CostProfile, site_prof: CostProfile, site: Si
         raise ProfileError(
             f"system {prof.name!r} is priced in {prof.currency} but site {site_prof.name!r} in {site_prof.currency}; "
             "no exchange rates are applied",
+            path=cat.get("costs", site_prof.name).path,
             field="currency",
             hint="give the system and the site in one currency",
         )
@@ -380,4 +384,114 @@ def cost(cat: Any, names: list[str], *, site: str | None = None, overrides: Cost
         gpu_load=site_v.gpu_load.nominal or 0.0, pue=site_v.pue.nominal or 0.0, formula=formula_lines(site_v),
         site_inputs=_site_inputs(site_prof, site_v, given), rows=rows, ranking_flips=flips, notes=notes,
         warnings=warnings,
+    )
+
+
+# --- what the other commands use ------------------------------------------------------------------
+
+
+def _total_range(m: GpuHourModel) -> Range:
+    return _rng(m.total(0, 0), m.total(1, 1), m.total(2, 2))
+
+
+def run_energy(cat: Any, sku: str, gpus: int, gpu_hours: float, site_prof: CostProfile, site: SiteCost,
+               gpu_hour_cost: float | None) -> tuple[RunEnergy, list[str]]:
+    """Energy, emissions and cost of ``gpu_hours`` on ``sku`` (its cost profile's wall power) at ``site``.
+
+    Wall power per GPU is the system's rack wall power per GPU at the site's average GPU load; cost per
+    GPU-hour is ``gpu_hour_cost`` when given (US dollars) or the cost model's all-in figure.
+    """
+    warnings: list[str] = []
+    pue = _rng(*_triple(site.pue, "site pue"))
+    grid = site.grid_kg_co2e_per_kwh.nominal or 0.0
+    try:
+        prof = resolve_system(cat, sku)
+    except (MissingValueError, UnknownNameError):
+        prof = None
+        warnings.append(f"{sku}: no cost profile prices this SKU, so no energy or model cost; "
+                        "write one under costs/ (see `mi400plan profiles show b200-hgx --kind costs`)")
+    wall = energy = em = per_hour = None
+    source, currency = "none", site_prof.currency
+    if prof is not None:
+        m = gpu_hour_model(cat, prof, site_prof, site)
+        w = m.power.at_load
+        wall = _rng(w[0][0], w[1][1], w[2][2])
+        e = (run_energy_mwh(gpu_hours, wall.low, pue.low), run_energy_mwh(gpu_hours, wall.nominal, pue.nominal),
+             run_energy_mwh(gpu_hours, wall.high, pue.high))
+        energy = _rng(*e)
+        em = _rng(*(emissions_t(x, grid) for x in e))
+        if gpu_hour_cost is None:
+            per_hour, source = _total_range(m), f"model: {prof.name} at {site_prof.name}"
+    if gpu_hour_cost is not None:
+        per_hour, source, currency = _rng(gpu_hour_cost, gpu_hour_cost, gpu_hour_cost), "--gpu-hour-cost", "USD"
+    return RunEnergy(
+        sku=sku, gpus=gpus, system=None if prof is None else prof.name, site=site_prof.name, gpu_hours=gpu_hours,
+        gpu_load=site.gpu_load.nominal or 0.0, wall_power_per_gpu_w=wall, pue=pue, energy_mwh=energy,
+        grid_kg_co2e_per_kwh=grid, emissions_t=em, currency=currency, cost_per_gpu_hour=per_hour, cost_source=source,
+        cost=None if per_hour is None else _rng(*(gpu_hours * x for x in (per_hour.low, per_hour.nominal, per_hour.high))),
+    ), warnings
+
+
+def model_gpu_hour_cost(cat: Any, sku: str, site_prof: CostProfile, site: SiteCost) -> float | None:
+    """Nominal all-in cost per GPU-hour of the SKU's cost profile in US dollars, or None."""
+    try:
+        prof = resolve_system(cat, sku)
+    except (MissingValueError, UnknownNameError):
+        return None
+    if site_prof.currency != "USD":
+        return None
+    return gpu_hour_model(cat, prof, site_prof, site).nominal.total
+
+
+def facility_cost(cat: Any, rack_name: str, racks_it_w: tuple[float, float, float], gpus: int, *, gpu_load: float,
+                  pue: float, price_per_kwh: float | None, site_name: str | None = None) -> tuple[FacilityCost, list[str]]:
+    """Facility capex (site capex per MW x IT MW) and all-in cost per day of ``gpus`` GPUs of a rack.
+
+    The cost model runs at the rack command's GPU load and PUE (and its electricity price when given),
+    so the day's cost and the rack's power figures rest on the same inputs.
+    """
+    ov = CostOverrides(site={"gpu_load": gpu_load, "pue": pue})
+    if price_per_kwh is not None and price_per_kwh > 0:
+        ov.site["electricity_price_per_kwh"] = price_per_kwh
+    site_prof, site, _ = load_site(cat, site_name, ov)
+    f_lo, f_nom, f_hi = _triple(site.facility_capex_per_mw, "site facility_capex_per_mw")
+    capex = _rng(f_lo * racks_it_w[0] / 1e6, f_nom * racks_it_w[1] / 1e6, f_hi * racks_it_w[2] / 1e6)
+    warnings: list[str] = []
+    prof = next((p for p in _systems(cat) if p.system is not None and p.system.rack == rack_name), None)
+    per_hour = per_day = None
+    if prof is None:
+        warnings.append(f"{rack_name}: no cost profile prices this rack, so no cost per day")
+    else:
+        per_hour = _total_range(gpu_hour_model(cat, prof, site_prof, site))
+        per_day = _rng(*(x * 24.0 * gpus for x in (per_hour.low, per_hour.nominal, per_hour.high)))
+    return FacilityCost(site=site_prof.name, currency=site_prof.currency, price_year=site_prof.year, facility_capex=capex,
+                        system=None if prof is None else prof.name, cost_per_gpu_hour=per_hour, cost_per_day=per_day), warnings
+
+
+@dataclass(frozen=True)
+class ServingEconomics:
+    """Cost per million tokens and tokens/s per provisioned MW of one system (nominal values)."""
+
+    system: str
+    currency: str
+    cost_per_gpu_hour: float
+    cost_per_mtok: float
+    tokens_per_s_per_mw_it: float  # per MW of rack wall power at full GPU load
+    tokens_per_s_per_mw_facility: float  # the same x PUE
+
+
+def serving_economics(cat: Any, name: str, tokens_per_s_per_gpu: float, *, site: str | None = None,
+                      overrides: CostOverrides | None = None) -> ServingEconomics:
+    """$/Mtok and tokens/s per provisioned MW for a system (cost profile, rack or SKU name) serving at
+    ``tokens_per_s_per_gpu``: the cost model's all-in cost per GPU-hour / tokens per GPU-hour."""
+    site_prof, site_v, _ = load_site(cat, site, overrides)
+    prof = resolve_system(cat, name)
+    m = gpu_hour_model(cat, prof, site_prof, site_v)
+    per_hour = m.nominal.total
+    prov = m.power.provisioned[1]
+    return ServingEconomics(
+        system=prof.name, currency=site_prof.currency, cost_per_gpu_hour=per_hour,
+        cost_per_mtok=cost_per_mtok(per_hour, tokens_per_s_per_gpu),
+        tokens_per_s_per_mw_it=tokens_per_s_per_mw(tokens_per_s_per_gpu, prov, 1.0),
+        tokens_per_s_per_mw_facility=tokens_per_s_per_mw(tokens_per_s_per_gpu, prov, site_v.pue.nominal or 1.0),
     )

@@ -24,11 +24,14 @@ def rack(
     price_per_kwh: float | None = None,
     air_limit_kw: float = 40.0,
     coolant: str = "water",
+    site: str | None = None,
 ) -> RackResult:
     """Evaluate rack profiles ``names`` (names, aliases or TOML paths).
 
     ``feeds`` is a feed-set string such as ``4x415V3ph60A`` replacing each profile's feeds;
-    ``air_limit_kw`` is in kW (converted to W here); ``gpu_power_cap_w`` in W.
+    ``air_limit_kw`` is in kW (converted to W here); ``gpu_power_cap_w`` in W. With ``racks`` or
+    ``gpus`` the facility totals also carry the cost model's facility capex and all-in cost per day
+    at site ``site`` (``api.cost.facility_cost``, default site ``us-2025``).
     """
     if not names:
         raise UsageError("give at least one rack name", hint="see `mi400plan profiles list racks`")
@@ -83,6 +86,14 @@ def rack(
         accel = catalog.get("accelerators", sku_name).spec
         overridden = sku is not None and accel.name != spec.sku
         row, w = evaluate(spec, accel, opts, sku_overridden=overridden)
+        if row.facility is not None and (racks is not None or gpus is not None):
+            from mi400plan.api.cost import facility_cost
+
+            it = row.facility.it_power_w
+            fc, cw = facility_cost(catalog, spec.name, (it.low, it.nominal, it.high), row.facility.gpus,
+                                   gpu_load=gpu_load, pue=pue, price_per_kwh=price_per_kwh, site_name=site)
+            row = row.model_copy(update={"facility": row.facility.model_copy(update={"cost": fc})})
+            w = w + cw
         if spec.consistency_errors():
             w = [f"{spec.name}: profile inconsistency: {e}" for e in spec.consistency_errors()] + w
         rows.append(row)

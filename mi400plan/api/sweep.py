@@ -7,6 +7,8 @@ collective times from ``mi400plan.comms`` (the ``comm`` model).
 
 from __future__ import annotations
 
+import math
+
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -581,6 +583,8 @@ def sweep(
     progress: ProgressFn | None = None,
     ranges: bool = True,
     overwrite: bool = False,
+    site: str | None = None,
+    cost_overrides: Any = None,
 ) -> SweepResult:
     """Run the layout search. See ``mi400plan sweep --help`` for the meaning of each input.
 
@@ -599,6 +603,11 @@ def sweep(
     --account-for-loss-in-pipeline-split``). ``grad_dtype`` (``fp32`` by default, the ``megatron``
     recipe's main grads, which Megatron-LM reduces in fp32 for BF16/FP8 training; ``bf16`` as with
     ``--grad-reduce-in-bf16``) sets the gradient bytes of the memory model and of the DP reduction.
+
+    With ``tokens``, each SKU's best layout also gets the run's energy, emissions and cost
+    (``api.cost.run_energy``): wall power from the SKU's cost profile at the site (``site``, default
+    ``us-2025``; ``cost_overrides`` an ``api.cost.CostOverrides``), and the cost model's all-in cost
+    per GPU-hour when no ``gpu_hour_cost`` is given.
     """
     from mi400plan.params import count_params
     from mi400plan.search import RULES, TIE_BREAK, SearchOptions, Workload, iter_rows, model_terms, search, usable_hbm
@@ -627,8 +636,13 @@ def sweep(
             train_tokens = parse_count(tokens)
         except UnitError as exc:
             raise UsageError(f"cannot read --tokens {tokens!r}: {exc}") from None
-    if gpu_hour_cost is not None and gpu_hour_cost < 0:
-        raise UsageError("--gpu-hour-cost cannot be negative")
+    if gpu_hour_cost is not None and not (math.isfinite(gpu_hour_cost) and gpu_hour_cost > 0):
+        raise UsageError(f"--gpu-hour-cost must be a price above 0, got {gpu_hour_cost:g}")
+    site_prof = site_v = None
+    if train_tokens:
+        from mi400plan.api.cost import load_site
+
+        site_prof, site_v, _ = load_site(cat, site, cost_overrides)
     recipe = train_recipe("megatron", precision=precision, grad_dtype=grad_dtype)
     wl = Workload(spec, counts, recipe, seq, gb)
     terms = model_terms(spec, counts, seq)
@@ -671,7 +685,13 @@ def sweep(
     evaluated = valid = 0
     rejected = {k: 0 for k in RULES}
     warnings: list[str] = []
+    energy: list[Any] = []
     for sku in built:
+        sku_cost = gpu_hour_cost
+        if sku_cost is None and site_prof is not None:
+            from mi400plan.api.cost import model_gpu_hour_cost
+
+            sku_cost = model_gpu_hour_cost(cat, sku.name, site_prof, site_v)
         sizes = parse_gpus(gpus) if gpus is not None else [int(racks) * sku.hw.gpus_per_rack]  # type: ignore[arg-type]
         if racks is not None and racks < 1:
             raise UsageError("--racks must be at least 1")
@@ -692,12 +712,12 @@ def sweep(
                 rejected[k] = rejected.get(k, 0) + v
             raw = list(iter_rows(res.top))
             these = [
-                _row(r, i + 1, sku, size, wl, terms, usable, train_tokens, gpu_hour_cost)
+                _row(r, i + 1, sku, size, wl, terms, usable, train_tokens, sku_cost)
                 for i, r in enumerate(raw)
             ]
             at_c: list[dict[str, _AtCorner]] = []
             if corners:
-                at_c = [_at_corners(r, corners, wl, terms, size, opts, train_tokens, gpu_hour_cost) for r in raw]
+                at_c = [_at_corners(r, corners, wl, terms, size, opts, train_tokens, sku_cost) for r in raw]
                 these = [t.model_copy(update={"range": _row_range(t, a)}) for t, a in zip(these, at_c)]
             rows.extend(these)
             best = these[0] if these else None
@@ -707,10 +727,10 @@ def sweep(
                 # The fastest layouts on either side of the scale-up-domain boundary, for the comparison.
                 if res.best_crossing is not None:
                     cr = next(iter_rows(res.best_crossing))
-                    crossing.append(_row(cr, 0, sku, size, wl, terms, usable, train_tokens, gpu_hour_cost))
+                    crossing.append(_row(cr, 0, sku, size, wl, terms, usable, train_tokens, sku_cost))
                 if res.best_inside is not None:
                     ins = next(iter_rows(res.best_inside))
-                    inside.append(_row(ins, 0, sku, size, wl, terms, usable, train_tokens, gpu_hour_cost))
+                    inside.append(_row(ins, 0, sku, size, wl, terms, usable, train_tokens, sku_cost))
             per_gpu = best.tokens_per_s / size if best else None
             if per_gpu is not None and base_per_gpu is None:
                 base_per_gpu = per_gpu
@@ -726,7 +746,7 @@ def sweep(
                     cres = search(wl, csku.hw, size, opts, top_k=1, progress=ccb)
                     crow = next(iter_rows(cres.top), None)
                     cbest[c] = None if crow is None else _row(
-                        crow, 1, csku, size, wl, terms, usable_hbm(wl, csku.hw), train_tokens, gpu_hour_cost)
+                        crow, 1, csku, size, wl, terms, usable_hbm(wl, csku.hw), train_tokens, sku_cost)
                 eff_c: dict[str, float | None] = {}
                 for c, r_c in cbest.items():
                     pg = r_c.tokens_per_s / size if r_c else None
@@ -740,6 +760,12 @@ def sweep(
                 sku_ranges.append(sr)
                 range_groups.append(size if gpus is not None else 0)
                 flips.extend(_size_flips(sr, best, wl, corners, sku.hw.hbm_bytes))
+            if site_prof is not None and best is not None and best.days is not None:
+                from mi400plan.api.cost import run_energy
+
+                ren, ew = run_energy(cat, sku.name, size, best.days * DAY / HOUR * size, site_prof, site_v, gpu_hour_cost)
+                energy.append(ren)
+                warnings.extend(w for w in ew if w not in warnings)
             scaling.append(ScalingPoint(
                 sku=sku.name, gpus=size, layout=layout_text(best.layout) if best else None,
                 step_time_s=best.step_time_s if best else None, tokens_per_s=best.tokens_per_s if best else None,
@@ -781,6 +807,7 @@ def sweep(
         efficiencies=[b.eff for b in built], rack_crossing=crossing, domain_inside=inside, warnings=warnings,
         ranges_checked=ranges, ranges=sku_ranges, flips=flips,
         scaling_below_90_at_corners=below_c if len(scaling) > len(built) else {},
+        energy=energy, site=None if site_prof is None else site_prof.name,
     )
     if save:
         if not rows:

@@ -40,6 +40,7 @@ def rack_cmd(
     price_per_kwh: Annotated[Optional[float], typer.Option("--price-per-kwh", help="Electricity price in USD per kWh.")] = None,
     air_limit_kw: Annotated[float, typer.Option("--air-limit-kw", help="Air heat an air-cooled row removes per rack, kW.")] = 40.0,
     coolant: Annotated[CoolantChoice, typer.Option("--coolant", help="Liquid for the coolant-flow figure.")] = CoolantChoice.water,
+    site: Annotated[Optional[str], typer.Option("--site", help="Cost site profile for facility capex and cost per day with --racks/--gpus (default us-2025).")] = None,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -71,6 +72,7 @@ def rack_cmd(
             price_per_kwh=price_per_kwh,
             air_limit_kw=air_limit_kw,
             coolant=coolant.value,
+            site=site,
         )
 
     run("rack", f, compute, check=check, ascii=ascii_)

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mi400plan.cli.cost import GridOpt, LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.common import (
     AsciiOpt,
     CheckOpt,
@@ -46,7 +47,12 @@ def cmd(
     seq: Annotated[Optional[int], typer.Option("--seq", help="Sequence length in tokens (default: the model's, capped at 8192).")] = None,
     precision: Annotated[Precision, typer.Option("--precision", help="Matmul precision; MFU uses this precision's dense peak.")] = Precision.bf16,
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training tokens (15T) for days to train.")] = None,
-    gpu_hour_cost: Annotated[Optional[float], typer.Option("--gpu-hour-cost", help="US dollars per GPU-hour, for the cost to train.")] = None,
+    gpu_hour_cost: Annotated[Optional[float], typer.Option("--gpu-hour-cost", help="US dollars per GPU-hour, for the cost to train (default: the cost model's all-in figure).")] = None,
+    site: SiteOpt = None,
+    electricity_price: PriceOpt = None,
+    pue: PueOpt = None,
+    gpu_load: LoadOpt = None,
+    grid_intensity: GridOpt = None,
     top: Annotated[int, typer.Option("--top", help="Layouts to list per SKU and size.")] = 5,
     save: Annotated[Optional[Path], typer.Option("--save", help="Write the best layout as a plan TOML (read by `fit --plan`).")] = None,
     force: Annotated[bool, typer.Option("--force", help="With --save: replace an existing plan file.")] = False,
@@ -92,7 +98,8 @@ def cmd(
 ) -> None:
     """Search TP/PP/VPP/CP/EP/DP/ZeRO/micro-batch/recompute layouts for the fastest training step.
 
-    Reports step time and its breakdown, tokens/s, MFU/HFU, memory per GPU, days and cost to train,
+    Reports step time and its breakdown, tokens/s, MFU/HFU, memory per GPU, days, cost, energy (MWh)
+    and emissions (t CO2e) to train (with --tokens; cost from the cost model unless --gpu-hour-cost),
     a SKU comparison (several --sku) and a scaling view (several --gpus). Each SKU is also searched at
     the pessimistic and optimistic ends of its estimate ranges (peak, efficiencies, HBM, fabrics);
     conclusions that change inside those ranges are reported as warnings (--no-ranges skips this).
@@ -106,6 +113,7 @@ def cmd(
 
     def compute():  # noqa: ANN202
         from mi400plan.api.sweep import sweep
+        from mi400plan.cli.cost import site_overrides
 
         with _progress(enabled=f.value != "json") as cb:
             return sweep(
@@ -114,7 +122,8 @@ def cmd(
                 matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
                 overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
                 overlap_cp=overlap_cp, split_embedding_loss=split_embedding_loss, grad_dtype=grad_dtype, pins=pins, save=str(save) if save else None, progress=cb,
-                ranges=not no_ranges, overwrite=force,
+                ranges=not no_ranges, overwrite=force, site=site,
+                cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
             )
 
     run("sweep", f, compute, check=check, ascii=ascii_)

@@ -26,6 +26,10 @@ def _rng(r: Any, fmt: Any = _money) -> str:
     return f"{fmt(r.nominal)} ({fmt(r.low)}-{fmt(r.high)})"
 
 
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1e4 else f"{x:,.4g}"
+
+
 def _w(x: float) -> str:
     return f"{x:,.0f}"
 
@@ -70,7 +74,7 @@ def _systems(console: Any, res: Any) -> None:
 
 def _site(console: Any, res: Any) -> None:
     lines = [
-        [i.field, _rng(i.value, lambda x: f"{x:,.4g}"), i.unit, i.status, ", ".join(i.source) or i.origin]
+        [i.field, _rng(i.value, _num), i.unit, i.status, ", ".join(i.source) or i.origin]
         for i in res.site_inputs
     ]
     print_table(console, ["site input", ("value (low-high)", "right"), "unit", "status", "source"], lines,

@@ -114,6 +114,24 @@ def _verdicts(console: Any, row: Any) -> None:
             f"{fmt_power(fac.facility_power_w.nominal, 2)}; {fac.gpus_per_mw_facility:,.0f} GPUs per facility MW; "
             f"{fac.energy_kwh_per_day:,.0f} kWh/day{cost}"
         )
+        if fac.cost is not None:
+            _say(console, "  " + _facility_cost(fac.cost))
+
+
+def _m(x: float) -> str:
+    return f"{x / 1e6:,.1f}M" if x >= 1e6 else f"{x:,.0f}"
+
+
+def _facility_cost(c: Any) -> str:
+    """Cost-model line: facility capex, and the all-in cost per day when a cost profile prices the rack."""
+    cur = f"{c.currency} {c.price_year}"
+    fc = c.facility_capex
+    text = f"facility capex {_m(fc.nominal)} ({_m(fc.low)}-{_m(fc.high)}) {cur} (site {c.site})"
+    if c.cost_per_day is not None and c.cost_per_gpu_hour is not None:
+        d = c.cost_per_day
+        text += (f"; all-in {_m(d.nominal)} ({_m(d.low)}-{_m(d.high)}) {c.currency}/day "
+                 f"= {c.cost_per_gpu_hour.nominal:.2f} per GPU-hour x 24 h x GPUs ({c.system})")
+    return text
 
 
 def _comparison(console: Any, rows: list[Any]) -> None:
@@ -167,6 +185,8 @@ def _comparison(console: Any, rows: list[Any]) -> None:
                 f"facility {fmt_power(f.facility_power_w.nominal, 2)}"
                 + (f", {f.cost_per_day_usd:,.0f} USD/day" if f.cost_per_day_usd is not None else "")
             )
+            if f.cost is not None:
+                _say(console, "  " + _facility_cost(f.cost))
 
 
 @table_renderer("rack")

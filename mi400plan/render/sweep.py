@@ -33,6 +33,43 @@ def _days(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}"
 
 
+def _has_cost(res: SweepResult) -> bool:
+    return bool(res.train_tokens) and any(r.cost_usd is not None for r in res.rows)
+
+
+def _energy(res: SweepResult, console: Any) -> None:
+    """Energy, emissions and cost of each SKU's best layout (``--tokens``)."""
+    if not res.energy:
+        return
+
+    def rng(r: Any, f: Any) -> str:
+        if r is None:
+            return "-"
+        return f(r.nominal) if r.low == r.high else f"{f(r.nominal)}\n({f(r.low)}-{f(r.high)})"
+
+    out, sources = [], []
+    for e in res.energy:
+        out.append([e.sku, f"{e.gpus:,}", f"{e.gpu_hours / 1e6:,.2f}M",
+                    "-" if e.wall_power_per_gpu_w is None else f"{e.wall_power_per_gpu_w.nominal:,.0f}",
+                    rng(e.energy_mwh, lambda x: f"{x:,.0f}"), rng(e.emissions_t, lambda x: f"{x:,.0f}"),
+                    rng(e.cost, lambda x: f"{x / 1e6:,.2f}M")])
+        if e.cost_per_gpu_hour is not None:
+            where = e.cost_source if e.cost_source == "--gpu-hour-cost" else f"all-in, cost profile {e.system}"
+            sources.append(f"{e.sku} {e.cost_per_gpu_hour.nominal:.2f} {e.currency}/GPU-hour ({where})")
+    e0 = res.energy[0]
+    print_table(
+        console,
+        ["SKU", ("GPUs", "right"), ("GPU-hours", "right"), ("W/GPU wall", "right"), ("MWh", "right"),
+         ("t CO2e", "right"), (f"cost, {e0.currency}", "right")],
+        out,
+        title=f"Energy and cost to train: site {e0.site}, GPU load {e0.gpu_load:g} x TDP, "
+        f"PUE {e0.pue.nominal:g}, {e0.grid_kg_co2e_per_kwh:g} kg CO2e/kWh",
+        caption="MWh = GPU-hours x wall W per GPU (rack wall power / GPUs at the GPU load) / 1e6 x PUE; "
+        "t CO2e = MWh x grid kg/kWh; cost = GPU-hours x cost per GPU-hour: " + ("; ".join(sources) or "none")
+        + ". Nominal (low-high) over the estimate ranges.",
+    )
+
+
 @table_renderer("sweep")
 def render(res: SweepResult, console: Any) -> None:
     head = (
@@ -50,7 +87,7 @@ def render(res: SweepResult, console: Any) -> None:
                     ("tokens/s", "right"), ("MFU", "right")]
             if res.train_tokens:
                 cols.append(("days", "right"))
-            if res.gpu_hour_cost is not None and res.train_tokens:
+            if _has_cost(res):
                 cols.append(("cost", "right"))
             out = []
             for r in rows:
@@ -58,7 +95,7 @@ def render(res: SweepResult, console: Any) -> None:
                         fmt_count(r.tokens_per_s), fmt_pct(r.mfu)]
                 if res.train_tokens:
                     line.append(_days(r.days))
-                if res.gpu_hour_cost is not None and res.train_tokens:
+                if _has_cost(res):
                     line.append(_money(r.cost_usd))
                 out.append(line)
             print_table(console, cols, out, title=f"Best layouts: {sku} x {gpus:,} GPUs - {head}",
@@ -95,6 +132,7 @@ def render(res: SweepResult, console: Any) -> None:
         print_table(console, cols, out, title=f"Scaling - {head}",
                     caption="Scaling efficiency = tokens/s per GPU relative to the smallest size. " + "; ".join(notes))
     _domain_comparison(res, console)
+    _energy(res, console)
     if res.ranges:
         _ranges(res, console)
     rej = ", ".join(f"{k} {v:,}" for k, v in res.rejected.items() if v)
@@ -141,7 +179,7 @@ def _ranges(res: SweepResult, console: Any) -> None:
     cols = ["SKU", ("GPUs", "right"), ("step", "right"), ("tokens/s", "right"), ("MFU", "right")]
     if res.train_tokens:
         cols.append(("days", "right"))
-    if res.gpu_hour_cost is not None and res.train_tokens:
+    if _has_cost(res):
         cols.append(("cost", "right"))
     if scaling:
         cols.append(("scaling eff.", "right"))
@@ -152,7 +190,7 @@ def _ranges(res: SweepResult, console: Any) -> None:
                 _span(r.tokens_per_s, fmt_count), _span(r.mfu, fmt_pct)]
         if res.train_tokens:
             line.append(_span(r.days, lambda x: f"{x:,.1f}"))
-        if res.gpu_hour_cost is not None and res.train_tokens:
+        if _has_cost(res):
             line.append(_span(r.cost_usd, _money))
         if scaling:
             line.append(_span(r.scaling_efficiency, fmt_pct))

@@ -108,6 +108,18 @@ class ReferenceCheck(OutModel):
     message: str
 
 
+class FacilityCost(OutModel):
+    """What ``rack --racks N`` adds from the cost model: facility capex and all-in cost per day."""
+
+    site: str
+    currency: str
+    price_year: int
+    facility_capex: Range  # facility capex per MW x IT MW of the racks
+    system: str | None  # cost profile priced (None: none prices this rack)
+    cost_per_gpu_hour: Range | None  # all-in, at the rack command's GPU load and PUE
+    cost_per_day: Range | None  # all-in per GPU-hour x 24 h x GPUs
+
+
 class FacilityOut(OutModel):
     racks: int
     gpus: int
@@ -119,7 +131,8 @@ class FacilityOut(OutModel):
     gpus_per_mw_facility: float
     energy_kwh_per_day: float  # facility, nominal
     price_per_kwh_usd: float | None
-    cost_per_day_usd: float | None
+    cost_per_day_usd: float | None  # energy only, at --price-per-kwh
+    cost: FacilityCost | None = None  # facility capex and all-in cost per day from the cost model
 
 
 class RackRow(OutModel):

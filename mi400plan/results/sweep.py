@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from mi400plan.results.common import OutModel, Result, flatten
+from mi400plan.results.cost import RunEnergy
 
 
 class SweepLayout(OutModel):
@@ -277,6 +278,8 @@ class SweepResult(Result):
     ranges_checked: bool = False  # False with --no-ranges
     ranges: list[SkuRange] = Field(default_factory=list)  # one per SKU and GPU count
     flips: list[SweepFlip] = Field(default_factory=list)
+    site: str | None = None  # cost site profile (with --tokens)
+    energy: list[RunEnergy] = Field(default_factory=list)  # with --tokens: energy, emissions, cost per SKU and size
     scaling_below_90_at_corners: dict[str, dict[str, int | None]] = Field(default_factory=dict)  # sku -> corner -> GPUs
 
     def check_failed(self) -> bool:
