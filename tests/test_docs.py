@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-COMMANDS = ["fit", "sweep", "comm", "rack", "profiles"]
+COMMANDS = ["fit", "sweep", "serve", "comm", "rack", "profiles"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -29,6 +29,13 @@ CASES = {
         },
         {"rows", "evaluated", "rejected"},
     ),
+    "serve": (
+        ["serve", "llama3.1-8b", "--sku", "h100", "--top", "2", "--no-ranges", "--json"],
+        {"sku", "layout", "concurrency", "tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s",
+         "memory_bytes", "decode_s", "prefill_s"},
+        {"layout": {"tp", "pp", "ep", "dp_attention", "replicas"}, "memory_bytes": {"total", "max_concurrency"}},
+        {"rows", "evaluated", "rejected", "skus"},
+    ),
     "comm": (
         ["comm", "all-reduce", "--size", "1MiB", "--group", "8", "--sku", "mi300x", "--json"],
         {"op", "algorithm", "size_bytes", "group", "tier", "time_s", "algbw_bytes_per_s", "busbw_bytes_per_s"},

@@ -22,6 +22,7 @@ _RENDER_MODULES = (
     "mi400plan.render.comm",
     "mi400plan.render.rack",
     "mi400plan.render.sweep",
+    "mi400plan.render.serve",
     "mi400plan.render.profiles",
     "mi400plan.render.cost",
 )

@@ -1,0 +1,507 @@
+"""``serve``: inference throughput, latency, concurrency and cost per token, searched over layouts.
+
+Names and strings in, ``ServeResult`` out. The model is ``mi400plan.serve``; memory is the ``fit``
+inference model; collectives the ``comm`` model; the SKU's peaks, efficiencies and fabrics are read as
+``sweep`` reads them (``api.sweep.build_sku``), at the nominal values and at both corners of their
+estimate ranges.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mi400plan.errors import MissingValueError, UsageError
+from mi400plan.results.serve import (
+    Comparison,
+    DecodeBreakdown,
+    PrefillBreakdown,
+    ServeLayout,
+    ServeMemory,
+    ServeResult,
+    ServeRow,
+    SkuInfo,
+    Span,
+)
+from mi400plan.units import HOUR
+
+DEFAULT_GPUS = 8  # one 8-GPU node (HGX / MI3xx OAM platform)
+DEFAULT_LEN = 1024  # InferenceX's 1k1k scenario: 1,024 input and 1,024 output tokens
+MAX_CONCURRENCY = 1024
+DEFAULT_TOP = 8
+# Compute precision of the GEMMs for each weight format; int4 (GPTQ/AWQ) dequantizes to 16-bit.
+COMPUTE_PRECISION = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "mxfp8": "fp8", "fp6": "fp6", "mxfp6": "fp6",
+                     "fp4": "fp4", "mxfp4": "fp4", "nvfp4": "fp4", "int4": "bf16"}
+# Interactivity levels (tokens/s/user) of the SKU comparison.
+LEVELS = (10.0, 20.0, 30.0, 50.0, 75.0, 100.0, 150.0, 200.0)
+ORDER = ("highest output tokens/s/GPU first; ties: lower TPOT, fewer GPUs per replica, smaller TP, PP, EP, "
+         "DP-attention off, lower concurrency")
+CORNERS = ("pessimistic", "optimistic")
+
+
+def parse_length(text: str | int, what: str) -> int:
+    """A token count: ``1024``, ``1k`` = 1,024 and ``8k`` = 8,192 (InferenceX's 1k/8k scenario names)."""
+    t = str(text).strip().lower().replace("_", "").replace(",", "")
+    m = re.fullmatch(r"(\d+)(k?)", t)
+    if not m or int(m.group(1)) < 1:
+        raise UsageError(f"cannot read {what} {text!r}: give a positive token count (1024, 1k = 1,024, 8k = 8,192)")
+    return int(m.group(1)) * (1024 if m.group(2) else 1)
+
+
+def parse_concurrency(text: str | None) -> np.ndarray:
+    """``1..1024`` (every integer), ``64`` or ``1,4,16,64`` -> sorted concurrencies (sequences per replica)."""
+    t = (text or f"1..{MAX_CONCURRENCY}").replace(" ", "")
+    try:
+        if ".." in t:
+            lo, hi = (int(x) for x in t.split("..", 1))
+            vals = list(range(lo, hi + 1))
+        else:
+            vals = sorted({int(x) for x in t.split(",") if x})
+    except ValueError:
+        raise UsageError(f"cannot read --concurrency {text!r}: give 64, 1,4,16 or 1..1024") from None
+    if not vals or min(vals) < 1 or max(vals) > 65536:
+        raise UsageError(f"--concurrency {text!r} must list concurrencies between 1 and 65,536")
+    return np.array(vals, dtype=np.float64)
+
+
+def parse_seconds(text: str | None, what: str) -> float | None:
+    if text is None:
+        return None
+    from mi400plan.units import UnitError, parse_duration
+
+    try:
+        v = parse_duration(str(text))
+    except UnitError as exc:
+        raise UsageError(f"cannot read {what} {text!r}: {exc}") from None
+    if not v > 0:
+        raise UsageError(f"{what} must be positive, got {text!r}")
+    return v
+
+
+def parse_interactivity(text: str | None) -> float | None:
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(tok/s|tokens/s)?\s*", str(text))
+    if not m or not float(m.group(1)) > 0:
+        raise UsageError(f"cannot read --interactivity {text!r}: give tokens/s per user, e.g. 30 or 30tok/s")
+    return float(m.group(1))
+
+
+@dataclass(frozen=True)
+class _Sku:
+    name: str
+    hw: dict[str, Any]  # case -> serve.ServeHardware
+    info: SkuInfo
+    rack: str | None
+
+
+def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float | None, hbm: float | None) -> Any:
+    """``serve.ServeHardware`` at ``case``: ``sweep``'s SKU reading with the peak of the compute precision."""
+    from mi400plan.api.sweep import _pick, build_sku
+    from mi400plan.serve import ServeHardware
+
+    comp = COMPUTE_PRECISION[precision]
+    acc = cat.get("accelerators", name).spec
+    if precision == "nvfp4" and acc.vendor.upper() != "NVIDIA":
+        raise MissingValueError(f"{acc.name} does not run NVFP4 (an NVIDIA Blackwell format)",
+                                hint="use --precision mxfp4 (OCP MX) on this SKU")
+    peak_est = acc.compute.peak_flops(comp)
+    if not peak_est.known:
+        raise MissingValueError(f"{acc.name} does not disclose a dense {comp} peak (needed for --precision {precision})",
+                                hint="choose a precision the SKU discloses (see `mi400plan profiles show "
+                                     f"{acc.name}`), or give compute.{comp}_dense_tflops in a user profile")
+    eff_prec = "bf16" if comp == "bf16" else "fp8"  # FP6/FP4 GEMMs: the FP8 efficiency (no published figure)
+    sku = build_sku(cat, name, eff_prec, matmul_efficiency=matmul, hbm_efficiency=hbm, case=case)
+    h = sku.hw
+    peak = _pick(peak_est, f"{acc.name} dense {comp} peak", case, higher_is_better=True)
+    return ServeHardware(name=h.name, peak_flops=peak, matmul_eff=h.matmul_eff, kernel_overhead_s=h.gemm_overhead_s,
+                         hbm_bytes=h.hbm_bytes, hbm_bw=h.hbm_bw, hbm_eff=h.hbm_eff, scale_up=h.scale_up,
+                         scale_out=h.scale_out, domain=h.domain), sku
+
+
+def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, matmul: float | None,
+         hbm: float | None) -> _Sku:
+    from mi400plan.api.sweep import _gpus_per_rack
+
+    hw: dict[str, Any] = {}
+    for case in ("nominal",) + CORNERS:
+        hw[case], sk = _hardware(cat, name, precision, case, matmul=matmul, hbm=hbm)
+        if case == "nominal":
+            nominal_sku = sk
+    h = hw["nominal"]
+    rack_name = None
+    _, basis = _gpus_per_rack(cat, h.name, h.domain)
+    if basis.startswith("rack profile "):
+        rack_name = basis.removeprefix("rack profile ")
+    info = SkuInfo(
+        sku=h.name, precision=precision, compute_precision=COMPUTE_PRECISION[precision], peak_flops=h.peak_flops,
+        matmul=h.matmul_eff, hbm=h.hbm_eff, kernel_overhead_s=h.kernel_overhead_s, hbm_bandwidth=h.hbm_bw,
+        hbm_capacity=h.hbm_bytes, domain=h.domain, gpus=gpus,
+        calibration=f"matmul {nominal_sku.eff.matmul_status}, HBM {nominal_sku.eff.hbm_status} "
+                    f"([efficiency] of the accelerator profile)",
+        gpu_hour_cost=cost,
+    )
+    return _Sku(h.name, hw, info, rack_name)
+
+
+def _gpus_per_mw(cat: Any, rack_name: str | None) -> float | None:
+    """GPUs per MW of rack wall power from the rack power model (``mi400plan rack``), if the SKU has a rack."""
+    if rack_name is None:
+        return None
+    from mi400plan.api.rack import rack
+
+    try:
+        return float(rack(cat, [rack_name]).rows[0].gpus_per_mw)
+    except Exception:  # noqa: BLE001 - a rack profile that cannot be evaluated leaves the figure out
+        return None
+
+
+def serve(
+    catalog: Any,
+    model_name: str,
+    skus: list[str],
+    *,
+    gpus: int | None = None,
+    input_len: str | int = DEFAULT_LEN,
+    output_len: str | int = DEFAULT_LEN,
+    precision: str | None = None,
+    kv_dtype: str | None = None,
+    concurrency: str | None = None,
+    tpot: str | None = None,
+    ttft: str | None = None,
+    interactivity: str | None = None,
+    disagg: bool = False,
+    gpu_hour_cost: float | None = None,
+    top: int = DEFAULT_TOP,
+    tp: list[int] | None = None,
+    pp: list[int] | None = None,
+    ep: list[int] | None = None,
+    dp_attention: bool | None = None,
+    spec_tokens: int = 0,
+    spec_acceptance: float = 0.0,
+    reserve: str | None = None,
+    matmul_efficiency: float | None = None,
+    hbm_efficiency: float | None = None,
+    ranges: bool = True,
+) -> ServeResult:
+    """Search serving layouts x concurrency for ``model_name`` on each SKU (see ``mi400plan.serve``).
+
+    ``gpus`` (default 8, one node) bounds a replica (TP x PP divides it); ``concurrency`` is per replica.
+    SLA: ``tpot``/``ttft`` durations (``50ms``, ``2s``), ``interactivity`` tokens/s per user. Raises
+    ``UsageError`` for bad values (exit 2) and ``MissingValueError`` when a SKU does not disclose what the
+    precision needs (exit 3)."""
+    from mi400plan import serve as core
+    from mi400plan.params import count_params
+    from mi400plan.specs.layout import infer_recipe, parse_reserve
+
+    if not skus:
+        raise UsageError("name at least one --sku")
+    model = catalog.get("models", model_name).spec
+    I, O = parse_length(input_len, "--input-len"), parse_length(output_len, "--output-len")
+    if I + O > model.max_seq_len:
+        raise UsageError(f"--input-len {I:,} + --output-len {O:,} = {I + O:,} tokens exceeds {model.name}'s "
+                         f"maximum context of {model.max_seq_len:,} tokens")
+    prec = (precision or "fp8").lower()
+    if prec not in COMPUTE_PRECISION:
+        raise UsageError(f"unknown --precision {precision!r}; known: {', '.join(COMPUTE_PRECISION)}")
+    kv = (kv_dtype or ("bf16" if prec in ("bf16", "fp16", "int4") else "fp8")).lower()
+    recipe = infer_recipe(prec, kv_dtype=kv, reserve=parse_reserve(reserve) if reserve is not None else None)
+    n_gpus = int(gpus or DEFAULT_GPUS)
+    if n_gpus < 1 or n_gpus > 4096:
+        raise UsageError(f"--gpus must be between 1 and 4,096, got {gpus}")
+    if top < 1:
+        raise UsageError(f"--top must be at least 1, got {top}")
+    if spec_tokens < 0 or spec_tokens > 16:
+        raise UsageError(f"--spec-tokens must be between 0 and 16, got {spec_tokens}")
+    if not 0.0 <= spec_acceptance <= 1.0:
+        raise UsageError(f"--spec-acceptance must be a probability in [0, 1], got {spec_acceptance}")
+    if spec_tokens and spec_acceptance == 0.0:
+        raise UsageError("--spec-tokens needs --spec-acceptance (the probability a draft token is accepted)")
+    if gpu_hour_cost is not None and not gpu_hour_cost > 0:
+        raise UsageError(f"--gpu-hour-cost must be positive, got {gpu_hour_cost}")
+    for flag, vals in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
+        if vals and min(vals) < 1:
+            raise UsageError(f"{flag} values must be positive integers")
+    sla = {}
+    t_tpot, t_ttft = parse_seconds(tpot, "--tpot"), parse_seconds(ttft, "--ttft")
+    inter = parse_interactivity(interactivity)
+    if t_tpot is not None:
+        sla["tpot_s"] = t_tpot
+    if t_ttft is not None:
+        sla["ttft_s"] = t_ttft
+    if inter is not None:
+        sla["interactivity"] = inter
+    conc = parse_concurrency(concurrency)
+    wl = core.Workload(model, count_params(model), recipe, I, O, spec_tokens, spec_acceptance)
+    lay = core.layout_grid(model, n_gpus, len(conc), tp=tp, pp=pp, ep=ep,
+                           dpa=None if dp_attention is None else [int(dp_attention)])
+    names: list[str] = []
+    for s in skus:
+        c = catalog.resolve("accelerators", s)
+        if c not in names:
+            names.append(c)
+    sk = [_sku(catalog, n, prec, n_gpus, gpu_hour_cost, matmul=matmul_efficiency, hbm=hbm_efficiency) for n in names]
+    rows: list[ServeRow] = []
+    rejected = dict(lay.rejected)
+    rejected.setdefault("sla", 0)
+    evaluated = (sum(lay.rejected.values()) + len(lay.tp) * len(conc)) * len(sk)
+    for k in rejected:
+        rejected[k] *= len(sk)
+    valid = 0
+    per_sku: dict[str, dict[str, Any]] = {}
+    for s in sk:
+        res = _search_sku(wl, s, lay, conc, n_gpus, sla, disagg, ranges)
+        for k, v in res["rejected"].items():
+            rejected[k] = rejected.get(k, 0) + v
+        valid += res["valid"]
+        per_sku[s.name] = res
+        mw = _gpus_per_mw(catalog, s.rack)
+        info = s.info.model_copy(update={"gpus_per_mw": mw, "sla_binding": res["binding"], "nearest": res["nearest"]})
+        s_info = info
+        rows += [r.model_copy(update=_economics(r, s_info, I)) for r in _rows(wl, s, res, top, sla, disagg, n_gpus)]
+        per_sku[s.name]["info"] = s_info
+    comparison, flips = _compare(per_sku) if len(sk) > 1 else ([], [])
+    for r in rows:
+        if r.sla_flips:
+            flips.append(f"{r.sku} #{r.rank}: the SLA verdict flips inside the estimate ranges")
+    return ServeResult(
+        model=model.name, input_len=I, output_len=O, precision=prec, kv_dtype=kv, disaggregated=disagg, sla=sla,
+        order=ORDER if sla else "Pareto points, most interactive first (no point beats another in both "
+                                "tokens/s/user and tokens/s/GPU)",
+        evaluated=evaluated, valid=valid, rejected={k: v for k, v in rejected.items() if v},
+        skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips,
+        warnings=list(flips),
+    )
+
+
+def _meets(ev: dict[str, np.ndarray], sla: dict[str, float]) -> np.ndarray:
+    ok = np.ones(ev["tpot"].shape, dtype=bool)
+    if "tpot_s" in sla:
+        ok &= ev["tpot"] <= sla["tpot_s"]
+    if "ttft_s" in sla:
+        ok &= ev["ttft"] <= sla["ttft_s"]
+    if "interactivity" in sla:
+        ok &= ev["tps_user"] >= sla["interactivity"]
+    return ok
+
+
+def _search_sku(wl: Any, s: _Sku, lay: Any, conc: np.ndarray, gpus: int, sla: dict[str, float], disagg: bool,
+                ranges: bool) -> dict[str, Any]:
+    """Evaluate every layout x concurrency on one SKU at the nominal values (and, for the chosen points,
+    at the corners). Returns arrays and the rejection counts."""
+    from mi400plan import serve as core
+
+    nL, nB = len(lay.tp), len(conc)
+    tp = np.repeat(lay.tp, nB).astype(np.float64)
+    pp = np.repeat(lay.pp, nB).astype(np.float64)
+    ep = np.repeat(lay.ep, nB).astype(np.float64)
+    dpa = np.repeat(lay.dpa, nB).astype(bool)
+    b = np.tile(conc, nL)
+    hw = s.hw["nominal"]
+    mem = core.memory(wl, hw, tp=tp, pp=pp, dpa=dpa, batch=b)
+    ev = core.evaluate(wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, batch=b, disagg=disagg)
+    fit = mem["kv_fit"]
+    rej = {"memory": int((~mem["weights_fit"]).sum()), "kv-capacity": int((mem["weights_fit"] & ~mem["kv_fit"]).sum())}
+    ok = _meets(ev, sla)
+    rej["sla"] = int((fit & ~ok).sum())
+    feasible = fit & ok
+    binding, nearest = None, None
+    if sla and not feasible.any():
+        binding, nearest = _binding(ev, fit, sla, tp, pp, ep, dpa, b)
+    # Largest concurrency that fits, per layout.
+    fit2 = fit.reshape(nL, nB)
+    max_c = np.where(fit2.any(axis=1), conc[np.where(fit2, np.arange(nB), -1).max(axis=1).clip(0)], 0)
+    return dict(tp=tp, pp=pp, ep=ep, dpa=dpa, b=b, mem=mem, ev=ev, fit=fit, feasible=feasible, rejected=rej,
+                valid=int(feasible.sum()), binding=binding, nearest=nearest, max_c=np.repeat(max_c, nB), sku=s,
+                ranges=ranges, disagg=disagg, sla=sla, wl=wl)
+
+
+def _layout_text(tp: float, pp: float, ep: float, dpa: bool) -> str:
+    t = f"TP{int(tp)}"
+    if pp > 1:
+        t += f" PP{int(pp)}"
+    if ep > 1:
+        t += f" EP{int(ep)}"
+    if dpa:
+        t += " DPA"
+    return t
+
+
+def _binding(ev: dict[str, np.ndarray], fit: np.ndarray, sla: dict[str, float], tp: Any, pp: Any, ep: Any,
+             dpa: Any, b: Any) -> tuple[str, str | None]:
+    """Which SLA term no fitting point reaches, and the nearest fitting point (the one that comes closest
+    to the binding term)."""
+    if not fit.any():
+        return "memory", None
+    terms = []
+    if "tpot_s" in sla and not (fit & (ev["tpot"] <= sla["tpot_s"])).any():
+        terms.append(("tpot", ev["tpot"], sla["tpot_s"], "TPOT"))
+    if "interactivity" in sla and not (fit & (ev["tps_user"] >= sla["interactivity"])).any():
+        terms.append(("inter", 1.0 / ev["tps_user"], 1.0 / sla["interactivity"], "interactivity"))
+    if "ttft_s" in sla and not (fit & (ev["ttft"] <= sla["ttft_s"])).any():
+        terms.append(("ttft", ev["ttft"], sla["ttft_s"], "TTFT"))
+    if not terms:
+        return "combination", _point_text(ev, int(np.argmin(np.where(fit, ev["tpot"] * ev["ttft"], np.inf))), tp, pp, ep, dpa, b)
+    key, arr, _, label = terms[0]
+    i = int(np.argmin(np.where(fit, arr, np.inf)))
+    return label, _point_text(ev, i, tp, pp, ep, dpa, b)
+
+
+def _point_text(ev: dict[str, np.ndarray], i: int, tp: Any, pp: Any, ep: Any, dpa: Any, b: Any) -> str:
+    return (f"{_layout_text(tp[i], pp[i], ep[i], bool(dpa[i]))} at concurrency {int(b[i])}: TPOT "
+            f"{ev['tpot'][i] * 1e3:.1f} ms ({ev['tps_user'][i]:.1f} tok/s/user), TTFT {ev['ttft'][i] * 1e3:,.0f} ms, "
+            f"{ev['out_tps_gpu'][i]:,.0f} tok/s/GPU")
+
+
+def _rank_key(ev: dict[str, np.ndarray], res: dict[str, Any], idx: np.ndarray) -> np.ndarray:
+    """``idx`` ordered best first (see ``ORDER``)."""
+    cols = (res["b"][idx], res["dpa"][idx], res["ep"][idx], res["pp"][idx], res["tp"][idx], ev["gpus"][idx],
+            ev["tpot"][idx], -ev["out_tps_gpu"][idx])
+    return idx[np.lexsort(cols)]
+
+
+def _pick_points(res: dict[str, Any], top: int, sla: dict[str, float]) -> np.ndarray:
+    from mi400plan.serve import pareto_front
+
+    ev = res["ev"]
+    idx = np.nonzero(res["feasible"])[0]
+    if not len(idx):
+        return idx
+    if sla:
+        return _rank_key(ev, res, idx)[:top]
+    # Ties on both axes: keep the best-ranked of the tied points first.
+    ranked = _rank_key(ev, res, idx)
+    front = ranked[pareto_front(ev["tps_user"][ranked], ev["out_tps_gpu"][ranked])]
+    if len(front) <= top:
+        return front
+    pick = np.unique(np.round(np.linspace(0, len(front) - 1, top)).astype(int))
+    return front[pick]
+
+
+def _bound(d: dict[str, float]) -> str:
+    comm = d["tp"] + d["ep"] + d["pp"]
+    parts = {"memory": d["memory_bound"], "compute": d["compute_bound"], "communication": comm,
+             "overhead": d["kernel_overhead"]}
+    return max(parts, key=lambda k: parts[k])
+
+
+def _rows(wl: Any, s: _Sku, res: dict[str, Any], top: int, sla: dict[str, float], disagg: bool,
+          gpus: int) -> list[ServeRow]:
+    from mi400plan import serve as core
+
+    idx = _pick_points(res, top, sla)
+    if not len(idx):
+        return []
+    ev, mem = res["ev"], res["mem"]
+    sel = {k: res[k][idx] for k in ("tp", "pp", "ep", "dpa", "b")}
+    corner_ev = {}
+    if res["ranges"]:
+        for case in CORNERS:
+            corner_ev[case] = core.evaluate(wl, s.hw[case], tp=sel["tp"], pp=sel["pp"], ep=sel["ep"], dpa=sel["dpa"],
+                                            batch=sel["b"], disagg=disagg)
+    rows = []
+    for j, i in enumerate(idx):
+        f = {k: float(v[i]) for k, v in ev.items()}
+        d = DecodeBreakdown(
+            weights=f["d_weights"], attention=f["d_attention"], elementwise=f["d_elementwise"],
+            kernel_overhead=f["d_overhead"], tp=f["d_tp"], ep=f["d_ep"], pp=f["d_pp"], lm_head=f["d_head"],
+            draft=f["draft"], step=f["t_step"], compute_bound=f["compute_bound_step"],
+            memory_bound=f["memory_bound_step"], weight_bytes_per_gpu=f["weight_bytes"], kv_bytes_per_gpu=f["kv_bytes"])
+        p = PrefillBreakdown(
+            weights=f["p_weights"], attention=f["p_attention"], elementwise=f["p_elementwise"],
+            kernel_overhead=f["p_overhead"], tp=f["p_tp"], ep=f["p_ep"], pp=f["p_pp"], lm_head=f["p_head"],
+            prefill=f["t_prefill"], queue=f["queue"], kv_transfer=f["kv_transfer"])
+        g = int(res["tp"][i] * res["pp"][i])
+        lay = ServeLayout(tp=int(res["tp"][i]), pp=int(res["pp"][i]), ep=int(res["ep"][i]),
+                          dp_attention=bool(res["dpa"][i]), gpus_per_replica=g,
+                          replicas=gpus // g, disaggregated=disagg,
+                          prefill_gpus_per_decode_replica=f["prefill_replicas"] * g if disagg else 0.0)
+        m = ServeMemory(weights=float(mem["weights"][i]), kv_cache=float(mem["kv_cache"][i]),
+                        activations=float(mem["activations"][i]), reserve=float(mem["reserve"][i]),
+                        total=float(mem["total"][i]), usable=float(mem["usable"][i]),
+                        max_concurrency=int(res["max_c"][i]))
+        rng: dict[str, Span] = {}
+        meets = bool(_meets({k: ev[k][i:i + 1] for k in ("tpot", "ttft", "tps_user")}, sla)[0]) if sla else None
+        flips = False
+        if corner_ev:
+            for key, name in (("out_tps_gpu", "tokens_per_s_per_gpu"), ("tpot", "tpot_s"), ("ttft", "ttft_s")):
+                vals = [float(corner_ev[c][key][j]) for c in CORNERS]
+                rng[name] = Span(low=min(vals), nominal=f[key], high=max(vals))
+            if sla:
+                verdicts = {bool(_meets({k: corner_ev[c][k][j:j + 1] for k in ("tpot", "ttft", "tps_user")}, sla)[0])
+                            for c in CORNERS}
+                flips = len(verdicts | {bool(meets)}) > 1
+        notes = []
+        if m.max_concurrency >= MAX_CONCURRENCY and m.max_concurrency == int(res["b"].max()):
+            notes.append(f"KV room for more than {m.max_concurrency:,} sequences")
+        rows.append(ServeRow(
+            sku=s.name, rank=j + 1, layout=lay, concurrency=int(res["b"][i]), gpus=f["gpus"],
+            tokens_per_s_per_gpu=f["out_tps_gpu"], total_tokens_per_s_per_gpu=f["total_tps_gpu"],
+            tokens_per_s_per_user=f["tps_user"], ttft_s=f["ttft"], tpot_s=f["tpot"], requests_per_s=f["requests_per_s"],
+            prefill_share=f["rho"], tokens_per_step=f["tokens_per_step"],
+            bound=_bound({"memory_bound": d.memory_bound, "compute_bound": d.compute_bound, "tp": d.tp, "ep": d.ep,
+                          "pp": d.pp, "kernel_overhead": d.kernel_overhead}),
+            memory_bytes=m, decode_s=d, prefill_s=p, ranges=rng, meets_sla=meets, sla_flips=flips, notes=notes,
+        ))
+    return rows
+
+
+def _economics(r: ServeRow, info: SkuInfo, input_len: int) -> dict[str, Any]:
+    """$/Mtok from $/GPU-hour: output tokens carry the decode share of GPU time, input tokens the prefill
+    share; tokens/s per MW of rack wall power from the rack power model."""
+    out: dict[str, Any] = {}
+    if info.gpu_hour_cost is not None:
+        per_s = info.gpu_hour_cost / HOUR
+        out["cost_per_mtok_output"] = per_s * (1.0 - r.prefill_share) / r.tokens_per_s_per_gpu * 1e6
+        in_tps = r.total_tokens_per_s_per_gpu - r.tokens_per_s_per_gpu
+        out["cost_per_mtok_input"] = per_s * r.prefill_share / in_tps * 1e6 if in_tps > 0 else None
+    if info.gpus_per_mw is not None:
+        out["output_tokens_per_s_per_mw"] = r.tokens_per_s_per_gpu * info.gpus_per_mw
+    return out
+
+
+def _best_at(res: dict[str, Any], ev: dict[str, np.ndarray], level: float, mask: np.ndarray) -> float | None:
+    ok = mask & (ev["tps_user"] >= level)
+    return float(ev["out_tps_gpu"][ok].max()) if ok.any() else None
+
+
+def _compare(per_sku: dict[str, dict[str, Any]]) -> tuple[list[Comparison], list[str]]:
+    """Best output tokens/s/GPU of each SKU at each interactivity level, nominal and at the corners (the
+    whole search re-run at the pessimistic and optimistic ends); flags a leader that changes."""
+    from mi400plan import serve as core
+
+    corner: dict[str, dict[str, dict[str, np.ndarray]]] = {}
+    for name, res in per_sku.items():
+        if not res["ranges"]:
+            continue
+        s = res["sku"]
+        corner[name] = {c: core.evaluate(res["wl"], s.hw[c], tp=res["tp"], pp=res["pp"],
+                                         ep=res["ep"], dpa=res["dpa"], batch=res["b"], disagg=res["disagg"])
+                        for c in CORNERS}
+    out, flips = [], []
+    for level in LEVELS:
+        best = {n: _best_at(r, r["ev"], level, r["feasible"]) for n, r in per_sku.items()}
+        if all(v is None for v in best.values()):
+            continue
+        low = {n: (min(filter(None, [_best_at(r, corner[n][c], level, r["fit"] & _meets(corner[n][c], r["sla"]))
+                                       for c in CORNERS]), default=None) if n in corner else None)
+               for n, r in per_sku.items()}
+        high = {n: (max(filter(None, [_best_at(r, corner[n][c], level, r["fit"] & _meets(corner[n][c], r["sla"]))
+                                        for c in CORNERS]), default=None) if n in corner else None)
+                for n, r in per_sku.items()}
+        ranked = sorted((v, n) for n, v in best.items() if v is not None)
+        leader = ranked[-1][1] if ranked else None
+        flip = False
+        if leader is not None and corner:
+            lo_lead = low.get(leader) or 0.0
+            for n in per_sku:
+                if n != leader and (high.get(n) or 0.0) > lo_lead:
+                    flip = True
+                    flips.append(f"at {level:g} tok/s/user {leader} leads {n} at the nominal values, but {n} "
+                                 f"optimistic ({high[n]:,.0f} tok/s/GPU) beats {leader} pessimistic ({lo_lead:,.0f})")
+        out.append(Comparison(interactivity=level, best=best, low=low, high=high, leader=leader, flips=flip))
+    return out, flips
+

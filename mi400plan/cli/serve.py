@@ -1,0 +1,70 @@
+"""``mi400plan serve``: inference throughput, latency, concurrency and cost per token over layouts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from mi400plan.cli.common import AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+
+
+def _ints(text: Optional[str], flag: str) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}", param_hint=flag) from None
+
+
+@app.command("serve")
+def cmd(
+    model: Annotated[str, typer.Argument(help="Model profile name or alias (llama3-70b, deepseek-r1), or a TOML path.")],
+    sku: Annotated[list[str], typer.Option("--sku", help="Accelerator profile; repeat to compare SKUs.")],
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs available (default 8: one node); a replica's TP x PP divides it.")] = None,
+    input_len: Annotated[str, typer.Option("--input-len", help="Prompt tokens (1024, 1k = 1,024, 8k = 8,192).")] = "1k",
+    output_len: Annotated[str, typer.Option("--output-len", help="Output tokens per request.")] = "1k",
+    precision: Annotated[Optional[str], typer.Option("--precision", help="Weights: bf16|fp8|mxfp8|mxfp6|mxfp4|nvfp4|int4 (default fp8).")] = None,
+    kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache: bf16|fp8 (default fp8 with 8-bit or smaller weights).")] = None,
+    concurrency: Annotated[Optional[str], typer.Option("--concurrency", help="Sequences in flight per replica: 64, 1,4,16 or 1..1024 (default).")] = None,
+    tpot: Annotated[Optional[str], typer.Option("--tpot", help="SLA: time per output token at most this (50ms).")] = None,
+    ttft: Annotated[Optional[str], typer.Option("--ttft", help="SLA: time to first token at most this (2s).")] = None,
+    interactivity: Annotated[Optional[str], typer.Option("--interactivity", help="SLA: tokens/s per user at least this (30tok/s).")] = None,
+    disagg: Annotated[bool, typer.Option("--disagg", help="Disaggregated prefill and decode pools (KV over scale-out).")] = False,
+    gpu_hour_cost: Annotated[Optional[float], typer.Option("--gpu-hour-cost", help="US dollars per GPU-hour, for $ per million tokens.")] = None,
+    top: Annotated[int, typer.Option("--top", help="Points to list per SKU.")] = 8,
+    tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
+    pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
+    ep: Annotated[Optional[str], typer.Option("--ep", help="Only these EP sizes (MoE).")] = None,
+    dp_attention: Annotated[Optional[bool], typer.Option("--dp-attention/--no-dp-attention", help="Only layouts with (or without) attention data parallelism (MoE).")] = None,
+    spec_tokens: Annotated[int, typer.Option("--spec-tokens", help="Speculative decoding / MTP: draft tokens verified per step.")] = 0,
+    spec_acceptance: Annotated[float, typer.Option("--spec-acceptance", help="Probability that a draft token is accepted.")] = 0.0,
+    reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default).")] = None,
+    matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Override the achievable matmul fraction of peak.")] = None,
+    hbm_efficiency: Annotated[Optional[float], typer.Option("--hbm-efficiency", help="Override the achievable HBM bandwidth fraction.")] = None,
+    no_ranges: Annotated[bool, typer.Option("--no-ranges", help="Skip the pessimistic/optimistic corners.")] = False,
+    json_: JsonOpt = False,
+    fmt: FormatOpt = None,
+    profiles: ProfilesOpt = None,
+    check: CheckOpt = False,
+    ascii_: AsciiOpt = False,
+) -> None:
+    """Tokens/s per GPU against tokens/s per user (the Pareto curve), TTFT, TPOT, KV-limited concurrency
+    and $/Mtok for every serving layout (TP, EP, DP-attention, PP) and concurrency. With an SLA, the
+    best layouts that meet it; with --check, exit 4 when no layout meets it."""
+    f = pick_format(json_, fmt)
+    tps, pps, eps = _ints(tp, "--tp"), _ints(pp, "--pp"), _ints(ep, "--ep")
+
+    def compute():  # noqa: ANN202
+        from mi400plan.api.serve import serve
+
+        return serve(
+            catalog(profiles), model, sku, gpus=gpus, input_len=input_len, output_len=output_len, precision=precision,
+            kv_dtype=kv_dtype, concurrency=concurrency, tpot=tpot, ttft=ttft, interactivity=interactivity,
+            disagg=disagg, gpu_hour_cost=gpu_hour_cost, top=top, tp=tps, pp=pps, ep=eps, dp_attention=dp_attention,
+            spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, reserve=reserve,
+            matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, ranges=not no_ranges,
+        )
+
+    run("serve", f, compute, check=check, ascii=ascii_)

@@ -1,0 +1,107 @@
+"""Table rendering for ``serve``: Pareto (or SLA-ranked) points per SKU, the SKU comparison at equal
+interactivity, rejection counts and what each SKU's figures rest on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mi400plan.render import table_renderer
+from mi400plan.render.table import print_table
+from mi400plan.results.serve import ServeResult, ServeRow
+from mi400plan.units import fmt_bytes
+
+
+def _layout(r: ServeRow) -> str:
+    lay = r.layout
+    t = f"TP{lay.tp}"
+    if lay.pp > 1:
+        t += f" PP{lay.pp}"
+    if lay.ep > 1:
+        t += f" EP{lay.ep}"
+    if lay.dp_attention:
+        t += " DPA"
+    if lay.disaggregated:
+        t += f" +{lay.prefill_gpus_per_decode_replica:.1f} prefill GPUs"
+    elif lay.replicas > 1:
+        t += f" x{lay.replicas}"
+    return t
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:,.1f} ms" if x < 10 else f"{x:,.1f} s"
+
+
+def _tps(r: ServeRow) -> str:
+    sp = r.ranges.get("tokens_per_s_per_gpu")
+    text = f"{r.tokens_per_s_per_gpu:,.0f}"
+    if sp is not None:
+        text += f" ({sp.low:,.0f}-{sp.high:,.0f})"
+    return text
+
+
+def _money(x: float | None) -> str:
+    return "-" if x is None else f"${x:,.2f}"
+
+
+@table_renderer("serve")
+def render(res: ServeResult, console: Any) -> None:
+    sla = ", ".join(
+        ([f"TPOT <= {res.sla['tpot_s'] * 1e3:g} ms"] if "tpot_s" in res.sla else [])
+        + ([f"TTFT <= {res.sla['ttft_s'] * 1e3:g} ms"] if "ttft_s" in res.sla else [])
+        + ([f">= {res.sla['interactivity']:g} tok/s/user"] if "interactivity" in res.sla else []))
+    head = (f"{res.model}, {res.precision} weights, {res.kv_dtype} KV, {res.input_len:,} in / {res.output_len:,} out"
+            + (", disaggregated" if res.disaggregated else ""))
+    cost = any(r.cost_per_mtok_output is not None for r in res.rows)
+    for s in res.skus:
+        rows = [r for r in res.rows if r.sku == s.sku]
+        cols = ["#", "layout", ("conc", "right"), ("tok/s/GPU (range)", "right"), ("tok/s/user", "right"),
+                ("TTFT", "right"), ("TPOT", "right"), ("mem/GPU", "right"), "bound"]
+        if cost:
+            cols.append(("$/Mtok out", "right"))
+        out = []
+        for r in rows:
+            line = [r.rank, _layout(r), r.concurrency, _tps(r), f"{r.tokens_per_s_per_user:,.1f}", _ms(r.ttft_s),
+                    _ms(r.tpot_s), fmt_bytes(r.memory_bytes.total), r.bound + ("*" if r.sla_flips else "")]
+            if cost:
+                line.append(_money(r.cost_per_mtok_output))
+            out.append(line)
+        what = f"Best layouts for {sla}" if sla else "Pareto curve"
+        title = f"{what}: {s.sku}, {s.gpus} GPUs - {head}"
+        if not out:
+            why = f"no layout meets the SLA: {s.sla_binding} binds" if s.sla_binding else "nothing fits"
+            near = f"; nearest: {s.nearest}" if s.nearest else ""
+            console.print(f"{title}\n  {why}{near}", markup=False, highlight=False)
+            continue
+        print_table(console, cols, out, title=title,
+                    caption="conc = sequences in flight per replica; tok/s = output tokens; range = pessimistic-"
+                    "optimistic corners; * = SLA verdict flips inside the ranges")
+    if res.comparison:
+        names = [s.sku for s in res.skus]
+        cols = [("tok/s/user >=", "right")] + [(n, "right") for n in names] + ["leader"]
+        out = []
+        for c in res.comparison:
+            line: list[Any] = [f"{c.interactivity:g}"]
+            for n in names:
+                v = c.best.get(n)
+                line.append("-" if v is None else f"{v:,.0f}")
+            vals = sorted((v for v in c.best.values() if v), reverse=True)
+            ratio = f" {vals[0] / vals[1]:.2f}x" if len(vals) > 1 else ""
+            line.append(f"{c.leader}{ratio}" + (" (flips)" if c.flips else "") if c.leader else "-")
+            out.append(line)
+        print_table(console, cols, out, title="Output tokens/s per GPU at equal interactivity (best layout of each SKU)")
+    console.print(f"Order: {res.order}.", markup=False, highlight=False)
+    rej = ", ".join(f"{k} {v:,}" for k, v in res.rejected.items() if v)
+    console.print(f"Evaluated {res.evaluated:,} layout x concurrency points: {res.valid:,} fit"
+                  + (" and meet the SLA" if res.sla else "") + f"; rejected: {rej or 'none'}.",
+                  markup=False, highlight=False)
+    for s in res.skus:
+        extra = f", ${s.gpu_hour_cost:,.2f}/GPU-hour" if s.gpu_hour_cost is not None else ""
+        extra += f", {s.gpus_per_mw:,.0f} GPUs per MW of rack wall power" if s.gpus_per_mw else ""
+        console.print(
+            f"{s.sku}: {s.compute_precision} peak {s.peak_flops / 1e12:,.0f} TFLOP/s x matmul {s.matmul:.2f}, HBM "
+            f"{s.hbm_bandwidth / 1e12:.1f} TB/s x {s.hbm:.2f}, {s.hbm_capacity / 1e9:,.0f} GB, kernel overhead "
+            f"{s.kernel_overhead_s * 1e6:.0f} us ({s.calibration}){extra}",
+            markup=False, highlight=False)
+    n = len(res.flips)
+    console.print(f"{n} conclusion{'s' if n != 1 else ''} flip inside the estimate ranges (see warnings)." if n
+                  else "No ranking or SLA verdict flips inside the estimate ranges.", markup=False, highlight=False)

@@ -1,0 +1,153 @@
+"""Result of ``mi400plan serve``: Pareto points (or SLA-ranked points) per SKU with every term."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from mi400plan.results.common import OutModel, Result
+
+
+class ServeLayout(OutModel):
+    tp: int
+    pp: int
+    ep: int
+    dp_attention: bool
+    gpus_per_replica: int  # TP x PP (decode replica when disaggregated)
+    replicas: int  # replicas in the GPUs given (aggregated); decode replicas when disaggregated
+    disaggregated: bool
+    prefill_gpus_per_decode_replica: float = 0.0  # disaggregated: prefill GPUs sized to one decode replica
+
+
+class ServeMemory(OutModel):
+    """Bytes per GPU (the ``fit --mode infer`` model)."""
+
+    weights: float
+    kv_cache: float
+    activations: float
+    reserve: float  # fixed part; the capacity share is in ``capacity`` (usable)
+    total: float
+    usable: float  # HBM x (1 - reserve fraction)
+    max_concurrency: int  # largest concurrency whose KV fits (within the concurrency grid)
+
+
+class DecodeBreakdown(OutModel):
+    """Seconds of one decode step of the replica (all pipeline stages), by term."""
+
+    weights: float  # projection and FFN GEMMs: max(FLOP, weight bytes) per GEMM
+    attention: float  # attention core: KV bytes of every sequence's context (or FLOP)
+    elementwise: float
+    kernel_overhead: float
+    tp: float  # TP all-reduces or DP-attention all-gather / reduce-scatter
+    ep: float  # all-to-all dispatch + combine
+    pp: float
+    lm_head: float
+    draft: float  # speculative draft tokens (MTP layers)
+    step: float
+    compute_bound: float  # FLOP / (peak x matmul efficiency)
+    memory_bound: float  # bytes / (HBM x efficiency)
+    weight_bytes_per_gpu: float
+    kv_bytes_per_gpu: float
+
+
+class PrefillBreakdown(OutModel):
+    """Seconds of one prompt's prefill (all stages), by term, and what TTFT adds to it."""
+
+    weights: float
+    attention: float
+    elementwise: float
+    kernel_overhead: float
+    tp: float
+    ep: float
+    pp: float
+    lm_head: float
+    prefill: float
+    queue: float  # M/D/1 mean wait at the offered load
+    kv_transfer: float  # disaggregated: prompt KV over scale-out
+
+
+class Span(OutModel):
+    low: float
+    nominal: float
+    high: float
+
+
+class ServeRow(OutModel):
+    sku: str
+    rank: int
+    layout: ServeLayout
+    concurrency: int  # sequences in flight per replica
+    gpus: float  # GPUs per replica (both pools when disaggregated)
+    tokens_per_s_per_gpu: float  # output tokens
+    total_tokens_per_s_per_gpu: float  # input + output tokens (InferenceX's throughput per GPU)
+    tokens_per_s_per_user: float
+    ttft_s: float
+    tpot_s: float
+    requests_per_s: float  # per replica
+    prefill_share: float  # share of GPU time (aggregated) or of GPUs (disaggregated) on prefill
+    tokens_per_step: float  # speculative decoding: expected tokens per sequence per step
+    bound: str  # what dominates the decode step: memory, compute, communication, overhead
+    memory_bytes: ServeMemory
+    decode_s: DecodeBreakdown
+    prefill_s: PrefillBreakdown
+    ranges: dict[str, Span] = Field(default_factory=dict)  # tokens_per_s_per_gpu, tpot_s, ttft_s
+    meets_sla: bool | None = None
+    sla_flips: bool = False  # the SLA verdict differs at a corner of the estimate ranges
+    cost_per_mtok_output: float | None = None  # USD per 1e6 output tokens (decode share of GPU time)
+    cost_per_mtok_input: float | None = None  # USD per 1e6 input tokens (prefill share)
+    output_tokens_per_s_per_mw: float | None = None  # per MW of rack wall power
+    notes: list[str] = Field(default_factory=list)
+
+
+class Comparison(OutModel):
+    """Best tokens/s/GPU of each SKU at one interactivity (tokens/s/user at least ``interactivity``)."""
+
+    interactivity: float
+    best: dict[str, float | None]  # sku -> output tokens/s/GPU
+    low: dict[str, float | None]
+    high: dict[str, float | None]
+    leader: str | None
+    flips: bool  # the leader changes inside the estimate ranges
+
+
+class SkuInfo(OutModel):
+    sku: str
+    precision: str
+    compute_precision: str
+    peak_flops: float
+    matmul: float
+    hbm: float
+    kernel_overhead_s: float
+    hbm_bandwidth: float
+    hbm_capacity: float
+    domain: int
+    gpus: int
+    calibration: str
+    gpu_hour_cost: float | None = None
+    gpus_per_mw: float | None = None
+    sla_binding: str | None = None  # which term keeps the SLA out of reach
+    nearest: str | None = None  # the nearest feasible point when no layout meets the SLA
+
+
+class ServeResult(Result):
+    command: ClassVar[str] = "serve"
+    model: str
+    input_len: int
+    output_len: int
+    precision: str
+    kv_dtype: str
+    disaggregated: bool
+    sla: dict[str, float] = Field(default_factory=dict)  # tpot_s, ttft_s, interactivity
+    order: str
+    evaluated: int
+    valid: int
+    rejected: dict[str, int]
+    skus: list[SkuInfo]
+    rows: list[ServeRow]
+    comparison: list[Comparison] = Field(default_factory=list)
+    flips: list[str] = Field(default_factory=list)
+
+    def check_failed(self) -> bool:
+        """``--check``: some SKU has no layout that meets the SLA (or nothing fits at all)."""
+        return any(s.sla_binding is not None for s in self.skus) or not self.rows

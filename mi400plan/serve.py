@@ -1,0 +1,472 @@
+"""Inference serving model behind ``mi400plan serve``: decode and prefill times, continuous batching,
+KV-limited concurrency, and the vectorized layout x concurrency search.
+
+Every candidate is one serving replica layout (TP, EP, attention data parallelism, PP) at one
+concurrency ``B`` (sequences in flight per replica), held in numpy arrays. Units: seconds, bytes,
+FLOP, tokens.
+
+Sources and model
+-----------------
+* Weights and KV bytes: ``params`` (parameter counts, ``kv_cache_bytes_per_token``: GQA heads, MLA
+  latent) and ``specs.layout.InferRecipe`` (bits per weight with block scales: MXFP4 4.25 bits, NVFP4
+  4.5 bits; fp8 KV 1 byte). Memory per GPU and the KV-limited concurrency come from
+  ``memory.infer_memory`` / ``memory.max_batch_x_context``: the ``fit --mode infer`` model, same code.
+* GEMMs and attention: every kernel is priced by :func:`gemm_time`, ``max(FLOP / (peak x matmul
+  efficiency), bytes / (HBM bandwidth x HBM efficiency)) + per-kernel overhead`` (the roofline of
+  Williams, Waterman & Patterson 2009 with the SKU's ``[efficiency]`` figures, the same ones ``sweep``
+  uses for training).
+* Decode step (one token per sequence, ``1 + n`` with ``n`` speculative tokens verified): weights read
+  once per step per shard; routed experts only as far as the step activates them: with ``T`` tokens
+  routed top-``k`` of ``E`` independently, the expected number of distinct experts is
+  ``E (1 - (1 - k/E)^T)`` (:func:`expected_distinct_experts`), so each GPU reads that fraction of its
+  expert bytes; KV bytes of every sequence's context (GQA: ``/min(TP, kv_heads)`` per rank; MLA latent
+  replicated on each TP rank unless attention is data parallel).
+* MLA decode attention runs in the absorbed form (DeepSeek-V2, arXiv 2405.04434, sec. 2.1.2; FlashMLA):
+  per query head and context token ``2 (kv_lora + rope)`` FLOP for scores and ``2 kv_lora`` for the
+  context; prefill uses the decompressed heads (``params.attention_flops_per_token``).
+* Collectives: ``comms.placed_collective_time`` (alpha-beta; small decode all-reduces are latency-bound).
+  TP: two all-reduces of the step's hidden states per layer. Attention data parallel (DP-attention,
+  SGLang): attention replicated per rank on its own sequences, then all-gather / reduce-scatter around
+  dense FFNs, and with EP the all-to-all dispatch and combine of ``k`` copies of each token (DeepEP).
+  PP: one send/recv of the hidden states per stage boundary.
+* Continuous batching steady state (one replica, ``B`` sequences, prompts of ``I`` and outputs of
+  ``O`` tokens): requests per second ``X = 1 / (t_prefill + O t_step / (B a))`` (the replica's time
+  budget: each request costs its prefill plus its share ``O / (B a)`` of decode steps; ``a`` = tokens
+  per step per sequence, 1 without speculation); prefill utilisation ``rho = X t_prefill``; TPOT =
+  ``t_step / (a (1 - rho))`` (decode steps stretched by the prefills interleaved with them); TTFT =
+  ``t_prefill`` + the M/D/1 mean wait ``rho t_prefill / (2 (1 - rho))`` (Pollaczek-Khinchine,
+  deterministic service) at that offered load.
+* Speculative decoding / MTP with ``n`` draft tokens of acceptance rate ``p`` each: expected tokens
+  per step ``a = (1 - p^(n+1)) / (1 - p)`` (Leviathan et al. 2023, arXiv 2211.17192, eq. 1); each draft
+  token costs one extra transformer layer (DeepSeek-V3's MTP module, arXiv 2412.19437 sec. 2.2).
+* Disaggregated prefill/decode (DistServe, Zhong et al. 2024, arXiv 2401.09670): decode replicas
+  without prefill interference, prefill replicas sized to the decode pool's request rate at
+  utilisation ``DISAGG_PREFILL_UTILISATION``; the prompt's KV moves over the scale-out fabric.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
+from mi400plan.specs.layout import InferRecipe
+from mi400plan.specs.model import ModelSpec
+
+ACT_BYTES = 2.0  # 16-bit activations and collective payloads
+# Per token per layer elementwise traffic (norms, residual adds, rotary), in hidden-size elements:
+# read + write of two norms and two residual adds (search.NORM_RESIDUAL_ELEMS_PER_H, forward only).
+ELEMWISE_ELEMS_PER_H = 10
+# Prefill replicas of a disaggregated deployment run at this utilisation (queueing keeps TTFT finite).
+DISAGG_PREFILL_UTILISATION = 0.7
+# Kernels per layer priced with an overhead: QKV, attention core, output projection, FFN in, FFN out.
+KERNELS_PER_LAYER = 5
+
+RULES: dict[str, str] = {
+    "tp-heads": "TP does not divide the attention heads (or the KV heads, or they it)",
+    "pp-layers": "PP does not divide the layers",
+    "replica-gpus": "TP x PP does not divide the GPUs given",
+    "ep-needs-moe": "EP or DP-attention on a dense model",
+    "ep-experts": "EP does not divide the routed experts",
+    "memory": "the weights do not fit in HBM",
+    "kv-capacity": "the concurrency's KV cache does not fit (the fit model's maximum concurrency)",
+}
+
+
+@dataclass(frozen=True)
+class ServeHardware:
+    """One SKU at one corner of its estimates, base units."""
+
+    name: str
+    peak_flops: float  # FLOP/s, dense, at the compute precision
+    matmul_eff: float
+    kernel_overhead_s: float
+    hbm_bytes: float
+    hbm_bw: float  # B/s
+    hbm_eff: float
+    scale_up: Any  # comms.TierParams
+    scale_out: Any
+    domain: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    model: ModelSpec
+    counts: ParamCounts
+    recipe: InferRecipe
+    input_len: int
+    output_len: int
+    spec_tokens: int = 0  # draft tokens verified per step (0: no speculation)
+    spec_acceptance: float = 0.0  # per-token acceptance probability
+
+
+@dataclass(frozen=True)
+class Terms:
+    """Per-layer parameter groups and attention widths (counts, elements, FLOP per pair)."""
+
+    layers: int
+    moe_layers: int
+    hidden: int
+    attn: float  # attention projection params per layer (all, incl. kv and replicated parts)
+    attn_kv: float
+    attn_rep: float
+    attn_out: float  # output projection params
+    ffn_dense: float  # dense FFN params of a dense layer
+    shared: float  # shared-expert params of an MoE layer
+    routed: float  # all routed experts of an MoE layer
+    expert: float  # one routed expert
+    num_experts: int
+    top_k: int
+    ffn_width: float  # mean FFN width per token per layer (for elementwise traffic)
+    head: float  # LM head params (padded vocabulary x hidden), read every step
+    kv_heads: int
+    mla: bool
+    kv_elems_per_layer: float  # KV elements cached per token per layer
+    decode_pair_flops: float  # attention FLOP per (query token, context token) per layer, decode
+    prefill_pair_flops: float  # same, prefill (decompressed heads)
+
+
+def terms(model: ModelSpec, counts: ParamCounts, recipe: InferRecipe) -> Terms:
+    """Per-layer scalars from ``params`` (the single source of parameter counts)."""
+    from mi400plan.memory import padded_vocab_size
+
+    a = model.attention
+    h = model.hidden_size
+    lp0 = counts.layers[0]
+    moe_l = [lp for lp in counts.layers if lp.is_moe]
+    dense_l = [lp for lp in counts.layers if not lp.is_moe]
+    m = model.moe
+    if a.kind == "mla":
+        assert a.kv_lora_rank and a.qk_rope_head_dim and a.qk_nope_head_dim and a.v_head_dim
+        decode_pair = 2.0 * a.num_heads * (a.kv_lora_rank + a.qk_rope_head_dim) + 2.0 * a.num_heads * a.kv_lora_rank
+        prefill_pair = 2.0 * a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim) + 2.0 * a.num_heads * a.v_head_dim
+        attn_out = float(a.num_heads * a.v_head_dim * h)
+    else:
+        d = a.head_size(h)
+        decode_pair = prefill_pair = 4.0 * a.num_heads * d
+        attn_out = float(a.num_heads * d * h)
+    ffn_w = float(model.ffn_dim)
+    if m is not None:
+        ffn_w = (len(dense_l) * model.ffn_dim + len(moe_l) * (m.top_k * m.expert_ffn_dim + m.num_shared_experts * (
+            m.shared_expert_ffn_dim or m.expert_ffn_dim))) / model.num_layers
+    vp = float(padded_vocab_size(model.vocab_size, recipe.vocab_padding_size))
+    return Terms(
+        layers=model.num_layers, moe_layers=len(moe_l), hidden=h,
+        attn=float(lp0.attention), attn_kv=float(lp0.attn_kv), attn_rep=float(lp0.attn_replicated),
+        attn_out=attn_out,
+        ffn_dense=float(dense_l[0].mlp_dense) if dense_l else 0.0,
+        shared=float(moe_l[0].shared_experts) if moe_l else 0.0,
+        routed=float(moe_l[0].routed_experts) if moe_l else 0.0,
+        expert=float(counts.routed_expert_params),
+        num_experts=m.num_experts if m else 0, top_k=m.top_k if m else 0,
+        ffn_width=ffn_w, head=vp * h, kv_heads=a.kv_heads if a.kind == "gqa" else 1, mla=a.kind == "mla",
+        kv_elems_per_layer=kv_cache_bytes_per_token(model, 1.0) / model.num_layers,
+        decode_pair_flops=decode_pair, prefill_pair_flops=prefill_pair,
+    )
+
+
+def expected_distinct_experts(num_experts: int, top_k: int, tokens: Any) -> np.ndarray:
+    """Expected number of distinct experts ``T`` tokens activate, each routed to ``k`` of ``E`` experts
+    independently and uniformly: ``E (1 - (1 - k/E)^T)`` (an expert is missed by one token with
+    probability ``1 - k/E``). Count of experts (float)."""
+    t = np.asarray(tokens, dtype=np.float64)
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** t)
+
+
+def tokens_per_step(spec_tokens: int, acceptance: float) -> float:
+    """Expected tokens a sequence gains per verification step with ``n`` draft tokens of acceptance
+    ``p``: ``(1 - p^(n+1)) / (1 - p)`` (Leviathan et al. 2023, eq. 1); 1 without drafts."""
+    n, p = int(spec_tokens), float(acceptance)
+    if n <= 0:
+        return 1.0
+    if p >= 1.0:
+        return float(n + 1)
+    return (1.0 - p ** (n + 1)) / (1.0 - p)
+
+
+def gemm_time(flops: Any, bytes_: Any, hw: ServeHardware, kernels: Any = 1.0) -> np.ndarray:
+    """Seconds for ``kernels`` kernels doing ``flops`` FLOP and moving ``bytes_`` bytes of HBM traffic
+    in total: ``max(flops / (peak x matmul_eff), bytes / (hbm_bw x hbm_eff)) + kernels x overhead``.
+
+    The one place inference prices a GEMM or attention kernel (roofline; the SKU's calibrated
+    ``[efficiency]`` figures)."""
+    comp = np.asarray(flops, dtype=np.float64) / (hw.peak_flops * hw.matmul_eff)
+    mem = np.asarray(bytes_, dtype=np.float64) / (hw.hbm_bw * hw.hbm_eff)
+    return np.maximum(comp, mem) + np.asarray(kernels, dtype=np.float64) * hw.kernel_overhead_s
+
+
+def _coll(hw: ServeHardware, op: str, size: Any, group: Any, stride: Any) -> np.ndarray:
+    from mi400plan import comms
+
+    g = np.asarray(group, dtype=np.float64)
+    t = comms.placed_collective_time(op, np.maximum(size, 1.0), np.maximum(g, 1.0), stride, hw.scale_up, hw.scale_out)
+    return np.where(g > 1, t, 0.0)
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """Seconds of one forward pass through one pipeline stage, by term (numpy arrays)."""
+
+    weights: np.ndarray  # GEMM time (max of compute and weight/activation traffic) of the projections
+    attention: np.ndarray  # attention core (KV read or FLOPs)
+    elementwise: np.ndarray  # norms, residuals
+    overhead: np.ndarray  # per-kernel overhead
+    tp: np.ndarray  # TP all-reduces / DP-attention all-gather + reduce-scatter
+    ep: np.ndarray  # all-to-all dispatch + combine
+    pp: np.ndarray  # send/recv to the next stage
+    head: np.ndarray  # LM head on the last stage
+    compute_s: np.ndarray  # FLOP-bound lower bound (all kernels at peak x matmul efficiency)
+    memory_s: np.ndarray  # bytes-bound lower bound
+    weight_bytes: np.ndarray  # weight bytes read per GPU per pass
+    kv_bytes: np.ndarray  # KV bytes read per GPU per pass
+    flops: np.ndarray  # FLOP per GPU per pass
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.weights + self.attention + self.elementwise + self.overhead + self.tp + self.ep + self.pp + self.head
+
+
+def forward_stage(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any,
+                  tokens: Any, seqs: Any, context: Any, causal: bool) -> StepParts:
+    """One forward pass of ``tokens`` tokens (``seqs`` sequences, each attending to ``context`` tokens;
+    ``causal``: the tokens are one prompt attending to its prefix, mean context ``tokens / 2``) through
+    one pipeline stage (``layers / pp`` layers; the LM head counted on every stage as the slowest one
+    carries it), per GPU of a ``tp``-wide stage. Arrays broadcast."""
+    tp, pp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, ep))
+    dpa = np.asarray(dpa, dtype=bool)
+    t = np.asarray(tokens, dtype=np.float64)
+    s = np.asarray(seqs, dtype=np.float64)
+    ctx = np.asarray(context, dtype=np.float64)
+    wb, kvb = wl.recipe.weight_bytes, wl.recipe.kv_bytes
+    h = float(T.hidden)
+    L = T.layers / pp
+    Lm = T.moe_layers / pp
+    Ld = L - Lm
+    # Attention projections: TP-split (GQA K/V by min(tp, kv_heads), MLA down-projections whole) or,
+    # with DP-attention, whole on every rank that runs its own 1/tp of the tokens.
+    kv_split = np.minimum(tp, float(T.kv_heads)) if not T.mla else tp
+    attn_tp = (T.attn - T.attn_kv - T.attn_rep) / tp + T.attn_kv / kv_split + T.attn_rep
+    attn_w = np.where(dpa, T.attn, attn_tp)
+    t_attn = np.where(dpa, t / tp, t)  # tokens whose attention this GPU computes
+    attn_flops = 2.0 * attn_w * t_attn
+    attn_bytes = wb * attn_w + ACT_BYTES * t_attn * 2.0 * h
+    # Attention core: KV of every context token of each sequence on this GPU.
+    kv_layer = T.kv_elems_per_layer * kvb
+    kv_rank = np.where(dpa, kv_layer, np.where(T.mla, kv_layer, kv_layer / np.minimum(tp, float(T.kv_heads))))
+    seqs_rank = np.where(dpa, s / tp, s)
+    heads_frac = np.where(dpa, 1.0, 1.0 / tp)
+    if causal:
+        pair = T.prefill_pair_flops
+        core_flops = pair * heads_frac * t_attn * (ctx + t / 2.0)
+        core_bytes = kv_rank * seqs_rank * (ctx + t) * 2.0  # write the new KV, read it back once
+    else:
+        pair = T.decode_pair_flops
+        core_flops = pair * heads_frac * t_attn * ctx
+        core_bytes = kv_rank * seqs_rank * ctx
+    # FFNs: dense and shared experts TP-split; routed experts spread over the tp GPUs of the stage,
+    # each reading only the experts the step activates.
+    if T.num_experts:
+        frac = expected_distinct_experts(T.num_experts, T.top_k, t) / T.num_experts
+    else:
+        frac = np.zeros_like(t)
+    ffn_flops_dense = 2.0 * T.ffn_dense / tp * t
+    ffn_flops_moe = 2.0 * (T.shared + T.top_k * T.expert) / tp * t
+    ffn_bytes_dense = wb * T.ffn_dense / tp + ACT_BYTES * t * 2.0 * h
+    ffn_bytes_moe = wb * (T.shared + T.routed * frac) / tp + ACT_BYTES * t * 2.0 * h * (1.0 + T.top_k)
+    weights = (L * gemm_time(attn_flops, attn_bytes, hw, 0.0) + Ld * gemm_time(ffn_flops_dense, ffn_bytes_dense, hw, 0.0)
+               + Lm * gemm_time(ffn_flops_moe, ffn_bytes_moe, hw, 0.0))
+    attention = L * gemm_time(core_flops, core_bytes, hw, 0.0)
+    elem_bytes = ELEMWISE_ELEMS_PER_H * h * ACT_BYTES * np.where(dpa, t / tp, t) + 3.0 * T.ffn_width / tp * ACT_BYTES * t
+    elementwise = L * elem_bytes / (hw.hbm_bw * hw.hbm_eff)
+    overhead = L * KERNELS_PER_LAYER * hw.kernel_overhead_s
+    # LM head (vocab-parallel over TP, 16-bit), on the tokens that are sampled.
+    sampled = np.where(causal, s, t)
+    head_t = gemm_time(2.0 * T.head / tp * sampled, 2.0 * T.head / tp, hw, 1.0)
+    # Collectives.
+    act = t * h * ACT_BYTES
+    ar = _coll(hw, "all_reduce", act, tp, 1.0)
+    agrs = _coll(hw, "all_gather", act, tp, 1.0) + _coll(hw, "reduce_scatter", act, tp, 1.0)
+    a2a = _coll(hw, "all_to_all", t / tp * T.top_k * h * ACT_BYTES, ep, 1.0)
+    moe_dpa = np.where(ep > 1, 2.0 * a2a, agrs)
+    tp_t = np.where(dpa, Ld * agrs + Lm * np.where(ep > 1, 0.0, agrs), 2.0 * L * ar)
+    ep_t = np.where(dpa, Lm * np.where(ep > 1, moe_dpa, 0.0), 0.0)
+    pp_t = np.where(pp > 1, _coll(hw, "send_recv", act / tp, 2.0, tp), 0.0)
+    flops = L * (attn_flops + core_flops) + Ld * ffn_flops_dense + Lm * ffn_flops_moe + 2.0 * T.head / tp * sampled
+    w_bytes = L * wb * attn_w + Ld * wb * T.ffn_dense / tp + Lm * wb * (T.shared + T.routed * frac) / tp + 2.0 * T.head / tp
+    kv_bytes = L * core_bytes
+    all_bytes = w_bytes + kv_bytes + L * elem_bytes
+    return StepParts(
+        weights=weights, attention=attention, elementwise=elementwise, overhead=overhead + 0.0 * t,
+        tp=tp_t, ep=ep_t, pp=pp_t, head=head_t, compute_s=flops / (hw.peak_flops * hw.matmul_eff),
+        memory_s=all_bytes / (hw.hbm_bw * hw.hbm_eff), weight_bytes=w_bytes, kv_bytes=kv_bytes, flops=flops,
+    )
+
+
+# --- layouts -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layouts:
+    """Candidate replica layouts (numpy int arrays, one element per layout) and rejection counts."""
+
+    tp: np.ndarray
+    pp: np.ndarray
+    ep: np.ndarray
+    dpa: np.ndarray  # 1: attention data parallel over the TP ranks (DP-attention)
+    rejected: dict[str, int]
+
+
+def layout_grid(model: ModelSpec, gpus: int, concurrency: int, *, tp: list[int] | None = None,
+                pp: list[int] | None = None, ep: list[int] | None = None, dpa: list[int] | None = None) -> Layouts:
+    """Every (TP, PP, EP, DP-attention) replica of at most ``gpus`` GPUs that passes the structural rules.
+
+    TP and PP take every divisor of ``gpus`` (a replica fills the GPUs given a whole number of times);
+    EP is 1 or TP (experts spread over the whole TP group, as vLLM's and SGLang's expert parallelism
+    does) and DP-attention on or off, both only for MoE models. Rejected candidates are counted per rule
+    (first rule broken), once per concurrency value, so the counts add up with the concurrency grid."""
+    divs = [d for d in range(1, gpus + 1) if gpus % d == 0]
+    tps, pps = tp or divs, pp or divs
+    moe = model.moe is not None
+    eps = ep or [1, 0]  # 0 stands for "EP = TP"
+    dpas = dpa if dpa is not None else [0, 1]
+    a = model.attention
+    out: list[tuple[int, int, int, int]] = []
+    rej = {k: 0 for k in RULES}
+    for t in tps:
+        for p in pps:
+            for e0 in eps:
+                for d in dpas:
+                    e = t if e0 == 0 else e0
+                    if not moe and ep is None and dpa is None and (e0 == 0 or d):
+                        continue  # EP and DP-attention variants exist only for MoE models
+                    if e0 == 0 and t == 1 and 1 in eps:
+                        continue  # "EP = TP" at TP 1 is EP 1: not a separate candidate
+                    rule = None
+                    kv = a.kv_heads if a.kind == "gqa" else a.num_heads
+                    if a.num_heads % t or (kv % t and t % kv):
+                        rule = "tp-heads"
+                    elif model.num_layers % p:
+                        rule = "pp-layers"
+                    elif gpus % (t * p):
+                        rule = "replica-gpus"
+                    elif not moe and (e > 1 or d):
+                        rule = "ep-needs-moe"
+                    elif moe and (model.moe.num_experts % e or (e > 1 and t % e)):  # type: ignore[union-attr]
+                        rule = "ep-experts"
+                    elif d and t == 1:
+                        continue  # DP-attention over one rank is plain TP1
+                    if rule:
+                        rej[rule] += concurrency
+                        continue
+                    out.append((t, p, e, d))
+    arr = np.array(out, dtype=np.int64).reshape(-1, 4)
+    return Layouts(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], rej)
+
+
+# --- evaluation ------------------------------------------------------------------------------------
+
+
+def memory(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, dpa: Any, batch: Any) -> dict[str, np.ndarray]:
+    """Per-GPU memory (bytes) of a replica serving ``batch`` sequences of ``input + output`` tokens, and
+    whether the weights and the KV cache fit.
+
+    Without DP-attention: ``memory.infer_memory`` and ``memory.max_batch_x_context`` exactly as
+    ``fit --mode infer --tp T --pp P --batch B --seq I+O`` computes them (a concurrency fits when
+    ``B x (I + O)`` cached tokens fit). With DP-attention every rank holds the whole attention block and
+    the KV of its own ``ceil(B / TP)`` sequences (all KV heads, or the whole MLA latent)."""
+    from mi400plan.memory import infer_memory, max_batch_x_context, usable_bytes
+
+    ctx = float(wl.input_len + wl.output_len)
+    tp = np.asarray(tp, dtype=np.float64)
+    pp = np.asarray(pp, dtype=np.float64)
+    b = np.asarray(batch, dtype=np.float64)
+    dpa = np.asarray(dpa, dtype=bool)
+    m = infer_memory(wl.model, wl.counts, wl.recipe, tp=tp, pp=pp, ep=1, batch=b, context=ctx)
+    usable = float(usable_bytes(hw.hbm_bytes, wl.recipe.reserve))
+    mt = max_batch_x_context(wl.model, wl.counts, wl.recipe, capacity_bytes=hw.hbm_bytes, tp=tp, pp=pp, ep=1, batch=b)
+    T = terms(wl.model, wl.counts, wl.recipe)
+    L = T.layers / pp
+    kv_split = np.minimum(tp, float(T.kv_heads)) if not T.mla else tp
+    attn_tp = (T.attn - T.attn_kv - T.attn_rep) / tp + T.attn_kv / kv_split + T.attn_rep
+    extra_w = np.where(dpa, wl.recipe.weight_bytes * (T.attn - attn_tp) * L, 0.0)
+    weights = m.weights + extra_w
+    kv_full = T.kv_elems_per_layer * wl.recipe.kv_bytes * L  # bytes per token, all KV heads, the stage
+    kv_dpa = kv_full * np.ceil(b / tp) * ctx
+    kv = np.where(dpa, kv_dpa, m.kv_cache)
+    base = weights + m.activations + m.reserve
+    weights_fit = base <= usable
+    kv_fit = np.where(dpa, base + kv_dpa <= usable, b * ctx <= mt)
+    return {"weights": weights, "kv_cache": kv, "activations": m.activations, "reserve": m.reserve,
+            "total": base + kv, "usable": np.full(weights.shape, usable), "weights_fit": weights_fit,
+            "kv_fit": kv_fit & weights_fit}
+
+
+def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any, batch: Any,
+             disagg: bool = False) -> dict[str, np.ndarray]:
+    """Steady-state serving metrics of replicas at concurrency ``batch`` (arrays broadcast).
+
+    Returns seconds (``tpot``, ``ttft``, ``t_step``, ``t_prefill``, ``queue``, ``kv_transfer``), token rates
+    (``out_tps_gpu``, ``total_tps_gpu``, ``tps_user``), ``rho`` (prefill share of the GPU time), GPUs per
+    replica (``gpus``: both pools when disaggregated, per decode replica), the decode and prefill step
+    breakdowns (``d_<term>``, ``p_<term>``), and ``mem_<term>`` bytes. See the module docstring."""
+    T = terms(wl.model, wl.counts, wl.recipe)
+    tp, pp, ep, b = (np.asarray(x, dtype=np.float64) for x in (tp, pp, ep, batch))
+    dpa = np.asarray(dpa, dtype=bool)
+    I, O = float(wl.input_len), float(wl.output_len)
+    n = int(wl.spec_tokens)
+    a = tokens_per_step(n, wl.spec_acceptance)
+    mb = b / pp  # sequences per pipeline micro-batch
+    d = forward_stage(T, wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, tokens=mb * (1 + n), seqs=mb, context=I + O / 2.0,
+                      causal=False)
+    per_layer = (d.weights + d.attention + d.elementwise + d.overhead + d.tp + d.ep) / (T.layers / pp)
+    draft = n * per_layer
+    t_step = pp * d.total + draft
+    p = forward_stage(T, wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, tokens=I, seqs=1.0, context=0.0, causal=True)
+    pf_busy = p.total  # GPU time per prompt on the busiest stage (prompts pipeline through stages)
+    pf_lat = pp * p.total
+    G = tp * pp
+    out: dict[str, np.ndarray] = {}
+    if not disagg:
+        X = 1.0 / (pf_busy + O * t_step / (b * a))  # requests per second per replica
+        rho = X * pf_busy
+        tpot = t_step / (a * (1.0 - rho))
+        queue = rho * pf_busy / (2.0 * (1.0 - rho))
+        kv_tx = np.zeros_like(tpot)
+        gpus = G
+        n_pf = np.zeros_like(tpot)
+    else:
+        X = b * a / (O * t_step)
+        tpot = t_step / a
+        U = DISAGG_PREFILL_UTILISATION
+        n_pf = X * pf_busy / U  # prefill replicas (same layout) per decode replica, fractional
+        rho = n_pf * G / (G + n_pf * G)  # share of GPUs in the prefill pool
+        queue = U * pf_busy / (2.0 * (1.0 - U))
+        kv_total = kv_cache_bytes_per_token(wl.model, wl.recipe.kv_bytes) * I
+        bw = hw.scale_out.bw_per_dir * hw.scale_out.efficiency
+        kv_tx = kv_total / (G * bw) + hw.scale_out.latency
+        gpus = G * (1.0 + n_pf)
+    ttft = pf_lat + queue + kv_tx
+    out.update(tpot=tpot, ttft=ttft, t_step=t_step, t_prefill=pf_lat, queue=queue, kv_transfer=kv_tx, rho=rho,
+               requests_per_s=X, out_tps_gpu=X * O / gpus, total_tps_gpu=X * (I + O) / gpus, tps_user=1.0 / tpot,
+               gpus=gpus + 0.0 * tpot, prefill_replicas=n_pf + 0.0 * tpot, tokens_per_step=np.full(tpot.shape, a),
+               draft=draft, compute_bound_step=pp * d.compute_s, memory_bound_step=pp * d.memory_s,
+               weight_bytes=d.weight_bytes, kv_bytes=d.kv_bytes)
+    for k in ("weights", "attention", "elementwise", "overhead", "tp", "ep", "pp", "head"):
+        out[f"d_{k}"] = pp * getattr(d, k)
+        out[f"p_{k}"] = pp * getattr(p, k)
+    return out
+
+
+def pareto_front(interactivity: np.ndarray, throughput: np.ndarray) -> np.ndarray:
+    """Indices of the points no other point beats in both tokens/s/user and tokens/s/GPU, ordered from
+    the most interactive to the highest throughput (ties: the first index wins)."""
+    order = np.lexsort((np.arange(len(throughput)), -throughput, -interactivity))
+    best = -np.inf
+    keep = []
+    for i in order:
+        if throughput[i] > best:
+            keep.append(i)
+            best = throughput[i]
+    return np.array(keep, dtype=np.int64)

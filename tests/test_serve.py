@@ -1,0 +1,253 @@
+"""``mi400plan serve``: the inference model checked against hand arithmetic, the ``fit`` KV model, and
+the command's contract (exit codes, JSON, CSV)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mi400plan import serve as core
+
+
+def _setup(catalog, model: str, sku: str, precision: str = "fp8", kv: str = "fp8", i: int = 1024, o: int = 1024):
+    from mi400plan.api.serve import _hardware
+    from mi400plan.params import count_params
+    from mi400plan.specs.layout import infer_recipe
+
+    m = catalog.get("models", model).spec
+    hw, _ = _hardware(catalog, sku, precision, "nominal", matmul=None, hbm=None)
+    wl = core.Workload(m, count_params(m), infer_recipe(precision, kv_dtype=kv), i, o)
+    return wl, hw
+
+
+# --- MoE: expected distinct experts ------------------------------------------------------------------
+
+
+def test_expected_distinct_experts_deepseek_v3_and_mixtral(catalog) -> None:
+    # DeepSeek-V3: E = 256 routed experts, top-8. One token: exactly 8. Two tokens: each expert is missed
+    # by one token with probability 248/256 = 0.96875, by both with 0.96875^2 = 0.9384765625, so
+    # 256 x (1 - 0.9384765625) = 256 x 0.0615234375 = 15.75 distinct experts (not 16, not 256).
+    ds = catalog.get("models", "deepseek-v3").spec.moe
+    assert (ds.num_experts, ds.top_k) == (256, 8)
+    assert core.expected_distinct_experts(256, 8, 1) == pytest.approx(8.0)
+    assert core.expected_distinct_experts(256, 8, 2) == pytest.approx(15.75)
+    # 64 tokens: 256 x (1 - 0.96875^64); 0.96875^64 = exp(64 ln 0.96875) = exp(64 x -0.0317486983) = 0.131110
+    assert core.expected_distinct_experts(256, 8, 64) == pytest.approx(256 * (1 - 0.131110), rel=1e-4)
+    # Mixtral 8x7B: E = 8, top-2. Two tokens: 8 x (1 - 0.75^2) = 8 x 0.4375 = 3.5; four: 8 x (1 - 0.31640625) = 5.46875
+    mx = catalog.get("models", "mixtral-8x7b").spec.moe
+    assert (mx.num_experts, mx.top_k) == (8, 2)
+    assert core.expected_distinct_experts(8, 2, [1, 2, 4]) == pytest.approx([2.0, 3.5, 5.46875])
+    # Large batches touch every expert, never more.
+    assert core.expected_distinct_experts(256, 8, 4096) == pytest.approx(256.0)
+
+
+def test_moe_decode_reads_only_the_activated_experts(catalog) -> None:
+    """One decode token of DeepSeek-V3 reads 8/256 of each GPU's routed-expert bytes; the weight bytes
+    per GPU grow with the batch as E (1 - (1 - k/E)^B) / E until every expert is read."""
+    wl, hw = _setup(catalog, "deepseek-v3", "mi355x")
+    T = core.terms(wl.model, wl.counts, wl.recipe)
+    b = np.array([1.0, 2.0, 4096.0])
+    d = core.forward_stage(T, wl, hw, tp=8, pp=1, ep=8, dpa=False, tokens=b, seqs=b, context=1536, causal=False)
+    routed = wl.recipe.weight_bytes * T.routed / 8 * T.moe_layers  # one GPU's share of all routed experts, bytes
+    rest = d.weight_bytes - routed * np.array([8 / 256, 15.75 / 256, 1.0])
+    assert rest == pytest.approx(np.full(3, rest[0]))
+
+
+# --- dense decode bounds -----------------------------------------------------------------------------
+
+
+def test_decode_batch1_bounded_by_weight_bytes_over_hbm(catalog) -> None:
+    """Llama-3.1-70B FP8 on 8 x MI355X (TP8), batch 1: every step reads each GPU's weight shard.
+
+    Block weights: 80 layers x (attention 8192 x (8192 + 2 x 1024) + 8192 x 8192 = 150,994,944, FFN
+    3 x 8192 x 28672 = 704,643,072) = 68,451,041,280 params at 1 B, /8 = 8,556,380,160 B per GPU; LM head
+    128,256 x 8192 x 2 B / 8 = 262,668,288 B. Total 8,819,048,448 B / 8.0e12 B/s peak HBM = 1.102 ms: TPOT >= that.
+    """
+    wl, hw = _setup(catalog, "llama3.1-70b", "mi355x")
+    ev = core.evaluate(wl, hw, tp=8, pp=1, ep=1, dpa=False, batch=1.0)
+    bound = (68_451_041_280 / 8 + 262_668_288) / 8.0e12
+    assert bound == pytest.approx(1.1024e-3, rel=1e-3)
+    assert float(ev["tpot"]) >= bound
+    assert float(ev["weight_bytes"]) == pytest.approx(68_451_041_280 / 8 + 262_668_288)
+
+
+@pytest.mark.parametrize("sku", ["mi355x", "b200", "h100"])
+def test_throughput_below_compute_roofline_and_monotone_in_batch(catalog, sku: str) -> None:
+    """Tokens/s/GPU x 2 x matmul weights per token never exceeds the dense peak; TPOT never falls as the
+    batch grows; tokens/s/GPU never falls with the batch while the KV cache fits."""
+    from mi400plan.params import matmul_params_per_token
+
+    wl, hw = _setup(catalog, "llama3.1-70b", sku)
+    b = np.arange(1, 1025, dtype=np.float64)
+    for tp in (1, 2, 4, 8):
+        ev = core.evaluate(wl, hw, tp=tp, pp=1, ep=1, dpa=False, batch=b)
+        mem = core.memory(wl, hw, tp=tp, pp=1, dpa=False, batch=b)
+        flops = ev["total_tps_gpu"] * 2.0 * matmul_params_per_token(wl.model)
+        assert (flops <= hw.peak_flops).all()
+        assert (np.diff(ev["tpot"]) >= -1e-15).all()
+        fit = mem["kv_fit"]
+        if fit.any():
+            last = int(np.nonzero(fit)[0].max())
+            assert (np.diff(ev["out_tps_gpu"][: last + 1]) >= -1e-9).all()
+
+
+# --- KV-limited concurrency = fit --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sku", ["h100", "mi355x"])
+def test_max_concurrency_at_8k_context_follows_fit(catalog, sku: str) -> None:
+    """Llama-3.1-70B FP8 (fp8 KV) on one 8-GPU node, TP8, 8,192-token context (7,168 in + 1,024 out):
+    serve's largest concurrency is exactly the largest --batch at which ``fit --mode infer`` fits.
+
+    Hand check of the scale on H100: KV per token per GPU = 2 x 8 KV heads x 128 x 80 layers x 1 B / 8
+    = 20,480 B, 167.8 MB per 8k sequence; room = 80 GB x 0.95 - 2 GiB - 8.82 GB weights - scratch
+    = ~63.9 GB, so about 380 sequences."""
+    from mi400plan.api import fit
+    from mi400plan.api.serve import serve
+
+    res = serve(catalog, "llama3.1-70b", [sku], input_len=7168, output_len=1024, tp=[8], pp=[1],
+                concurrency="1..4096", ranges=False, top=1000)
+    best = max(r.memory_bytes.max_concurrency for r in res.rows)
+    assert 300 < best < 4096
+    if sku == "h100":
+        assert 360 <= best <= 400
+    at = fit(catalog, "llama3.1-70b", [sku], mode="infer", precision="fp8", kv_dtype="fp8", tp=8, batch=best, seq=8192)
+    above = fit(catalog, "llama3.1-70b", [sku], mode="infer", precision="fp8", kv_dtype="fp8", tp=8, batch=best + 1,
+                seq=8192)
+    assert at.rows[0].fits and not above.rows[0].fits
+    # fit's own report of the room agrees: batch x context at the limit
+    assert at.rows[0].max_tokens >= best * 8192 > at.rows[0].max_tokens - 8192
+
+
+# --- speculative decoding, queueing, disaggregation -----------------------------------------------------
+
+
+def test_tokens_per_step_speculative() -> None:
+    # (1 - p^(n+1)) / (1 - p): n = 1, p = 0.8 -> (1 - 0.64) / 0.2 = 1.8; n = 3, p = 0.7 -> (1 - 0.2401) / 0.3
+    assert core.tokens_per_step(0, 0.9) == 1.0
+    assert core.tokens_per_step(1, 0.8) == pytest.approx(1.8)
+    assert core.tokens_per_step(3, 0.7) == pytest.approx(0.7599 / 0.3)
+    assert core.tokens_per_step(2, 1.0) == 3.0
+
+
+def test_steady_state_identities(catalog) -> None:
+    """The replica's time budget: X (t_prefill + O t_step / B) = 1; TPOT = t_step / (1 - rho); TTFT =
+    prefill + rho t_prefill / (2 (1 - rho)) (M/D/1 mean wait)."""
+    wl, hw = _setup(catalog, "llama3.1-8b", "h100")
+    ev = core.evaluate(wl, hw, tp=1, pp=1, ep=1, dpa=False, batch=np.array([1.0, 32.0, 256.0]))
+    X, O = ev["requests_per_s"], wl.output_len
+    assert X * (ev["t_prefill"] + O * ev["t_step"] / np.array([1.0, 32.0, 256.0])) == pytest.approx(np.ones(3))
+    rho = X * ev["t_prefill"]
+    assert ev["tpot"] == pytest.approx(ev["t_step"] / (1 - rho))
+    assert ev["ttft"] == pytest.approx(ev["t_prefill"] + rho * ev["t_prefill"] / (2 * (1 - rho)))
+    assert ev["out_tps_gpu"] == pytest.approx(X * O)
+
+
+def test_speculation_raises_interactivity(catalog) -> None:
+    from dataclasses import replace
+
+    wl, hw = _setup(catalog, "llama3.1-70b", "b200")
+    base = core.evaluate(wl, hw, tp=8, pp=1, ep=1, dpa=False, batch=4.0)
+    spec = core.evaluate(replace(wl, spec_tokens=1, spec_acceptance=0.8), hw, tp=8, pp=1, ep=1, dpa=False, batch=4.0)
+    assert float(spec["tokens_per_step"]) == pytest.approx(1.8)
+    assert float(spec["tps_user"]) > float(base["tps_user"])
+
+
+def test_disaggregated_ttft_includes_kv_transfer(catalog) -> None:
+    """The prompt's KV (Llama-3.1-70B bf16: 2 x 8 x 128 x 80 x 2 B = 327,680 B per token, 1,024 tokens =
+    335.5 MB) crosses scale-out on the replica's 8 NICs of 400 Gb/s = 50 GB/s each x efficiency."""
+    wl, hw = _setup(catalog, "llama3.1-70b", "h100", precision="fp8", kv="bf16")
+    ev = core.evaluate(wl, hw, tp=8, pp=1, ep=1, dpa=False, batch=64.0, disagg=True)
+    so = hw.scale_out
+    expect = 327_680 * 1024 / (8 * so.bw_per_dir * so.efficiency) + so.latency
+    assert float(ev["kv_transfer"]) == pytest.approx(expect)
+    assert float(ev["ttft"]) > float(ev["t_prefill"]) + expect * 0.999
+    assert float(ev["prefill_replicas"]) > 0
+
+
+def test_pareto_front() -> None:
+    inter = np.array([100.0, 50.0, 50.0, 10.0, 90.0])
+    tput = np.array([10.0, 40.0, 30.0, 35.0, 5.0])
+    assert core.pareto_front(inter, tput).tolist() == [0, 1]
+
+
+# --- the command ----------------------------------------------------------------------------------------
+
+
+def test_default_command_works(cli) -> None:
+    r = cli(["serve", "llama3-70b", "--sku", "mi355x", "--sku", "b200", "--top", "3"])
+    assert r.exit_code == 0, r.output
+    assert "Pareto curve: mi355x, 8 GPUs" in r.stdout and "Pareto curve: b200, 8 GPUs" in r.stdout
+    assert "equal interactivity" in r.stdout
+
+
+def test_json_envelope_has_every_term(cli) -> None:
+    r = cli(["serve", "mixtral-8x7b", "--sku", "h200", "--top", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    env = json.loads(r.stdout)
+    assert env["command"] == "serve" and env["status"] == "ok"
+    row = env["data"]["rows"][0]
+    for k in ("layout", "concurrency", "tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s",
+              "memory_bytes", "decode_s", "prefill_s", "ranges"):
+        assert k in row
+    assert {"weights", "attention", "kernel_overhead", "tp", "ep", "pp", "lm_head", "draft", "step"} <= set(row["decode_s"])
+    assert {"prefill", "queue", "kv_transfer"} <= set(row["prefill_s"])
+    assert sum(env["data"]["rejected"].values()) + env["data"]["valid"] == env["data"]["evaluated"]
+
+
+def test_csv(cli) -> None:
+    r = cli(["serve", "llama3.1-8b", "--sku", "h100", "--top", "2", "--format", "csv", "--no-ranges"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 3
+    assert "decode_s.weights" in lines[0] and "tokens_per_s_per_gpu" in lines[0]
+
+
+def test_sla_ranking_and_costs(cli) -> None:
+    r = cli(["serve", "llama3.1-70b", "--sku", "h200", "--interactivity", "30", "--ttft", "2s", "--gpu-hour-cost",
+             "2.50", "--json", "--top", "3"])
+    env = json.loads(r.stdout)
+    rows = env["data"]["rows"]
+    assert rows and all(x["tokens_per_s_per_user"] >= 30 and x["ttft_s"] <= 2 for x in rows)
+    tps = [x["tokens_per_s_per_gpu"] for x in rows]
+    assert tps == sorted(tps, reverse=True)
+    x = rows[0]
+    # $/Mtok out = $2.50 / 3600 s x (1 - prefill share) / (output tokens/s/GPU) x 1e6
+    assert x["cost_per_mtok_output"] == pytest.approx(2.5 / 3600 * (1 - x["prefill_share"]) / x["tokens_per_s_per_gpu"] * 1e6)
+
+
+# --- bad input --------------------------------------------------------------------------------------
+
+
+def test_unmeetable_sla_names_the_binding_term(cli) -> None:
+    r = cli(["serve", "llama3.1-70b", "--sku", "mi300x", "--tpot", "0.1ms", "--check", "--no-ranges"])
+    assert r.exit_code == 4, r.output
+    assert "TPOT binds" in r.stdout and "nearest:" in r.stdout
+    j = cli(["serve", "llama3.1-70b", "--sku", "mi300x", "--tpot", "0.1ms", "--json", "--no-ranges"])
+    env = json.loads(j.stdout)
+    assert env["data"]["skus"][0]["sla_binding"] == "TPOT"
+
+
+def test_lengths_beyond_context(cli) -> None:
+    r = cli(["serve", "mixtral-8x7b", "--sku", "h100", "--input-len", "32k", "--output-len", "1k"])
+    assert r.exit_code == 2
+    assert "exceeds" in r.output and "32,768" in r.output
+
+
+def test_undisclosed_precision(cli) -> None:
+    r = cli(["serve", "llama3.1-70b", "--sku", "mi300x", "--precision", "mxfp4"])
+    assert r.exit_code == 3
+    assert "fp4" in r.output
+    r = cli(["serve", "llama3.1-70b", "--sku", "mi355x", "--precision", "nvfp4"])
+    assert r.exit_code == 3 and "NVFP4" in r.output
+
+
+@pytest.mark.parametrize("args", [["--concurrency", "0"], ["--input-len", "abc"], ["--tpot", "-5ms"],
+                                  ["--spec-tokens", "2"], ["--spec-acceptance", "1.5", "--spec-tokens", "1"],
+                                  ["--gpu-hour-cost", "-1"], ["--precision", "fp3"]])
+def test_bad_values_exit_2(cli, args: list[str]) -> None:
+    r = cli(["serve", "llama3.1-8b", "--sku", "h100", *args])
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
