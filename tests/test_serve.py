@@ -104,7 +104,7 @@ def test_max_concurrency_at_8k_context_follows_fit(catalog, sku: str) -> None:
     Hand check of the scale on H100: KV per token per GPU = 2 x 8 KV heads x 128 x 80 layers x 1 B / 8
     = 20,480 B, 167.8 MB per 8k sequence; room = 80 GB x 0.95 - 2 GiB - 8.82 GB weights - scratch
     = ~63.9 GB, so about 380 sequences."""
-    from mi400plan.api import fit
+    from mi400plan.api.fit import fit
     from mi400plan.api.serve import serve
 
     res = serve(catalog, "llama3.1-70b", [sku], input_len=7168, output_len=1024, tp=[8], pp=[1],

@@ -16,6 +16,7 @@ _EXPORTS = {
     "fit": "mi400plan.api.fit",
     "read_plan": "mi400plan.api.fit",
     "sweep": "mi400plan.api.sweep",
+    "serve": "mi400plan.api.serve",
     "comm": "mi400plan.api.comm",
     "rack": "mi400plan.api.rack",
     "list_profiles": "mi400plan.api.profiles",
