@@ -7,15 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.common import AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
-
-
-def _ints(text: Optional[str], flag: str) -> list[int] | None:
-    if not text:
-        return None
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}", param_hint=flag) from None
+from mi400plan.cli.sweep import _ints
 
 
 @app.command("serve")
@@ -54,7 +46,7 @@ def cmd(
     and $/Mtok for every serving layout (TP, EP, DP-attention, PP) and concurrency. With an SLA, the
     best layouts that meet it; with --check, exit 4 when no layout meets it."""
     f = pick_format(json_, fmt)
-    tps, pps, eps = _ints(tp, "--tp"), _ints(pp, "--pp"), _ints(ep, "--ep")
+    tps, pps, eps = (_ints(v, flag) or None for v, flag in ((tp, "--tp"), (pp, "--pp"), (ep, "--ep")))
 
     def compute():  # noqa: ANN202
         from mi400plan.api.serve import serve
