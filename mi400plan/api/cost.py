@@ -411,7 +411,7 @@ def run_energy(cat: Any, sku: str, gpus: int, gpu_hours: float, site_prof: CostP
         warnings.append(f"{sku}: no cost profile prices this SKU, so no energy or model cost; "
                         "write one under costs/ (see `mi400plan profiles show b200-hgx --kind costs`)")
     wall = energy = em = per_hour = None
-    source, currency = "none", site_prof.currency
+    source, currency, year = "none", site_prof.currency, None
     if prof is not None:
         m = gpu_hour_model(cat, prof, site_prof, site)
         w = m.power.at_load
@@ -421,13 +421,14 @@ def run_energy(cat: Any, sku: str, gpus: int, gpu_hours: float, site_prof: CostP
         energy = _rng(*e)
         em = _rng(*(emissions_t(x, grid) for x in e))
         if gpu_hour_cost is None:
-            per_hour, source = _total_range(m), f"model: {prof.name} at {site_prof.name}"
+            per_hour, source, year = _total_range(m), f"model: {prof.name} at {site_prof.name}", max(prof.year, site_prof.year)
     if gpu_hour_cost is not None:
         per_hour, source, currency = _rng(gpu_hour_cost, gpu_hour_cost, gpu_hour_cost), "--gpu-hour-cost", "USD"
     return RunEnergy(
         sku=sku, gpus=gpus, system=None if prof is None else prof.name, site=site_prof.name, gpu_hours=gpu_hours,
         gpu_load=site.gpu_load.nominal or 0.0, wall_power_per_gpu_w=wall, pue=pue, energy_mwh=energy,
-        grid_kg_co2e_per_kwh=grid, emissions_t=em, currency=currency, cost_per_gpu_hour=per_hour, cost_source=source,
+        grid_kg_co2e_per_kwh=grid, emissions_t=em, currency=currency, price_year=year, cost_per_gpu_hour=per_hour,
+        cost_source=source,
         cost=None if per_hour is None else _rng(*(gpu_hours * x for x in (per_hour.low, per_hour.nominal, per_hour.high))),
     ), warnings
 

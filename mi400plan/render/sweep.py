@@ -55,7 +55,8 @@ def _energy(res: SweepResult, console: Any) -> None:
                     rng(e.cost, lambda x: f"{x / 1e6:,.2f}M")])
         if e.cost_per_gpu_hour is not None:
             where = e.cost_source if e.cost_source == "--gpu-hour-cost" else f"all-in, cost profile {e.system}"
-            sources.append(f"{e.sku} {e.cost_per_gpu_hour.nominal:.2f} {e.currency}/GPU-hour ({where})")
+            year = f" {e.price_year}" if e.price_year else ""
+            sources.append(f"{e.sku} {e.cost_per_gpu_hour.nominal:.2f} {e.currency}{year}/GPU-hour ({where})")
     e0 = res.energy[0]
     print_table(
         console,

@@ -96,6 +96,7 @@ class RunEnergy(OutModel):
     grid_kg_co2e_per_kwh: float
     emissions_t: Range | None
     currency: str
+    price_year: int | None  # price year of the cost model's money figures (None with --gpu-hour-cost)
     cost_per_gpu_hour: Range | None
     cost_source: str  # "--gpu-hour-cost" or "model: SYSTEM at SITE" or "none"
     cost: Range | None
