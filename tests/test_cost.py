@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mi400plan.cost import (
@@ -413,3 +413,33 @@ def test_sweep_gpu_hour_cost_must_be_positive(cli, value: str) -> None:  # noqa:
     out = cli([*SWEEP, "--tokens", "1T", "--gpu-hour-cost", value, "--json"])
     assert out.exit_code == 2
     assert "--gpu-hour-cost must be a price above 0" in json.loads(out.stdout)["errors"][0]["message"]
+
+
+SITE_PRICES = ("electricity_price_per_kwh", "pue", "cost_of_capital", "facility_capex_per_mw",
+               "operating_cost_per_kw_month", "colocation_per_kw_month", "network_capex_per_gpu", "gpu_load")
+
+
+@settings(max_examples=30)
+@given(st.sampled_from(SITE_PRICES), st.floats(1.0, 1.5), st.sampled_from(["owned", "colocation"]))
+def test_command_cost_never_decreases_when_a_site_price_increases(catalog, name: str, factor: float,  # noqa: ANN001
+                                                                   facility: str) -> None:
+    """Through the whole command (profiles, rack model, overrides): raising one site input from its
+    profile value never lowers the all-in cost or its range ends."""
+    from mi400plan.api.cost import CostOverrides, cost
+
+    site = catalog.get("costs", "us-2025").spec.site
+    base_value = getattr(site, name).nominal
+    raised = min(base_value * factor, 0.99 if name == "cost_of_capital" else 1.0 if name == "gpu_load" else 1e12)
+    before = cost(catalog, ["mi300x-server", "gb200-nvl72"], overrides=CostOverrides(site={name: base_value}, facility=facility))
+    after = cost(catalog, ["mi300x-server", "gb200-nvl72"], overrides=CostOverrides(site={name: raised}, facility=facility))
+    for b, a in zip(before.rows, after.rows):
+        for end in ("low", "nominal", "high"):
+            assert getattr(a.per_gpu_hour.total, end) >= getattr(b.per_gpu_hour.total, end) * (1 - 1e-12)
+
+
+def test_site_network_capex_applies_only_where_the_system_excludes_it(cli) -> None:  # noqa: ANN001
+    rows = json.loads(cli(["cost", "mi300x-server", "b200-hgx", "--network-capex-per-gpu", "5000", "--json"]).stdout)
+    rows = {r["system"]: r for r in rows["data"]["rows"]}
+    assert rows["mi300x-server"]["capex_per_gpu"]["nominal"] == 19000 + 5000  # server estimate + given network
+    assert rows["mi300x-server"]["network"] == "site"
+    assert rows["b200-hgx"]["capex_per_gpu"]["nominal"] == 44954  # seed figure includes its network
