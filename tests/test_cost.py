@@ -443,3 +443,13 @@ def test_site_network_capex_applies_only_where_the_system_excludes_it(cli) -> No
     assert rows["mi300x-server"]["capex_per_gpu"]["nominal"] == 19000 + 5000  # server estimate + given network
     assert rows["mi300x-server"]["network"] == "site"
     assert rows["b200-hgx"]["capex_per_gpu"]["nominal"] == 44954  # seed figure includes its network
+
+
+def test_cost_per_mtok_and_tokens_per_mw_in_the_command(cli) -> None:  # noqa: ANN001
+    row = json.loads(cli(["cost", "gb200-nvl72", "--tokens-per-s", "2000", "--json"]).stdout)["data"]["rows"][0]
+    total = row["per_gpu_hour"]["total"]
+    # 2,000 tokens/s x 3,600 s = 7.2e6 tokens per GPU-hour: per Mtok = per GPU-hour / 7.2
+    for end in ("low", "nominal", "high"):
+        assert row["cost_per_mtok"][end] == pytest.approx(total[end] / 7.2)
+    # per MW of facility power: 2,000 / (provisioned W / 1e6 x PUE 1.2)
+    assert row["tokens_per_s_per_mw"] == pytest.approx(2000 / (row["provisioned_power_per_gpu_w"]["nominal"] / 1e6 * 1.2))

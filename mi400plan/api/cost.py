@@ -346,8 +346,21 @@ def formula_lines(site: SiteCost) -> list[str]:
     ]
 
 
-def cost(cat: Any, names: list[str], *, site: str | None = None, overrides: CostOverrides | None = None) -> CostResult:
-    """Compare systems (cost profile, rack or accelerator names) at one site."""
+def _serving(row: CostRow, tokens_per_s_per_gpu: float, pue: float) -> CostRow:
+    t = row.per_gpu_hour.total
+    return row.model_copy(update={
+        "cost_per_mtok": _rng(*(cost_per_mtok(x, tokens_per_s_per_gpu) for x in (t.low, t.nominal, t.high))),
+        "tokens_per_s_per_mw": tokens_per_s_per_mw(tokens_per_s_per_gpu, row.provisioned_power_per_gpu_w.nominal, pue),
+    })
+
+
+def cost(cat: Any, names: list[str], *, site: str | None = None, overrides: CostOverrides | None = None,
+         tokens_per_s_per_gpu: float | None = None) -> CostResult:
+    """Compare systems (cost profile, rack or accelerator names) at one site.
+
+    With ``tokens_per_s_per_gpu`` (a serving rate, e.g. from a benchmark) each row also gets its cost
+    per million tokens and tokens/s per provisioned MW of facility power.
+    """
     if not names:
         raise UsageError("give at least one system, rack or accelerator", hint="`mi400plan profiles list --kind costs`")
     ov = overrides or CostOverrides()
@@ -355,6 +368,8 @@ def cost(cat: Any, names: list[str], *, site: str | None = None, overrides: Cost
         _check_flag("--capex-per-gpu", ov.capex_per_gpu, False)
         if len(names) > 1:
             raise UsageError("--capex-per-gpu prices one system; give one name with it")
+    if tokens_per_s_per_gpu is not None:
+        _check_flag("--tokens-per-s", tokens_per_s_per_gpu, False)
     site_prof, site_v, given = load_site(cat, site, ov)
     profs = [resolve_system(cat, n) for n in names]
     if len({p.name for p in profs}) != len(profs):
@@ -364,6 +379,8 @@ def cost(cat: Any, names: list[str], *, site: str | None = None, overrides: Cost
         row, mat = _row(cat, gpu_hour_model(cat, p, site_prof, site_v, ov.capex_per_gpu), site_v)
         if ov.capex_per_gpu is not None:
             row = row.model_copy(update={"estimates": [e for e in row.estimates if "capex" not in e]})
+        if tokens_per_s_per_gpu is not None:
+            row = _serving(row, tokens_per_s_per_gpu, site_v.pue.nominal or 1.0)
         rows.append(row)
         mats.append(mat)
     flips = ranking_flips([r.system for r in rows], mats, site_prof.currency) if len(rows) > 1 else []
@@ -383,7 +400,7 @@ def cost(cat: Any, names: list[str], *, site: str | None = None, overrides: Cost
         site=site_prof.name, site_year=site_prof.year, currency=site_prof.currency, facility=site_v.facility,
         gpu_load=site_v.gpu_load.nominal or 0.0, pue=site_v.pue.nominal or 0.0, formula=formula_lines(site_v),
         site_inputs=_site_inputs(site_prof, site_v, given), rows=rows, ranking_flips=flips, notes=notes,
-        warnings=warnings,
+        warnings=warnings, tokens_per_s_per_gpu=tokens_per_s_per_gpu,
     )
 
 

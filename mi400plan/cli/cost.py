@@ -58,6 +58,7 @@ def cost_cmd(
     facility_capex_per_mw: FacCapexOpt = None,
     network_capex_per_gpu: NetOpt = None,
     capex_per_gpu: Annotated[Optional[float], typer.Option("--capex-per-gpu", help="Server + network capex per GPU replacing the profile's (one system).")] = None,
+    tokens_per_s: Annotated[Optional[float], typer.Option("--tokens-per-s", help="Serving tokens/s per GPU: adds cost per million tokens and tokens/s per provisioned MW.")] = None,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -72,6 +73,6 @@ def cost_cmd(
 
         ov = site_overrides(electricity_price, pue, cost_of_capital, depreciation_years, gpu_load, grid_intensity,
                             facility, colocation_per_kw_month, facility_capex_per_mw, network_capex_per_gpu, capex_per_gpu)
-        return cost(catalog(profiles), list(names), site=site, overrides=ov)
+        return cost(catalog(profiles), list(names), site=site, overrides=ov, tokens_per_s_per_gpu=tokens_per_s)
 
     run("cost", f, compute, ascii=ascii_)

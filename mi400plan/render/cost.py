@@ -63,6 +63,9 @@ def _systems(console: Any, res: Any) -> None:
             f"{r.tflops_per_w_tdp.get(p, float('nan')):.2f}, {r.tflops_per_w_wall[p]:.2f}" if p in r.tflops_per_w_wall else "n/d"
             for r in rows
         ])
+    if res.tokens_per_s_per_gpu is not None:
+        add(f"{cur} per Mtok at {res.tokens_per_s_per_gpu:,.0f} tok/s/GPU", [_rng(r.cost_per_mtok) if r.cost_per_mtok else "-" for r in rows])
+        add("tok/s per facility MW", [f"{r.tokens_per_s_per_mw:,.0f}" if r.tokens_per_s_per_mw else "-" for r in rows])
     print_table(
         console,
         ["", *[(r.system, "right") for r in rows]],

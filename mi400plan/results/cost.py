@@ -57,6 +57,8 @@ class CostRow(OutModel):
     capex_per_pflops_hour: dict[str, float] = Field(default_factory=dict)  # capex term / dense PFLOP/s (seed's "TCO")
     tflops_per_w_tdp: dict[str, float] = Field(default_factory=dict)  # dense TFLOP/s / chip TDP
     tflops_per_w_wall: dict[str, float] = Field(default_factory=dict)  # dense TFLOP/s / provisioned wall W per GPU
+    cost_per_mtok: Range | None = None  # with --tokens-per-s: all-in per GPU-hour / tokens per GPU-hour x 1e6
+    tokens_per_s_per_mw: float | None = None  # with --tokens-per-s: per MW of facility power (provisioned x PUE)
     estimates: list[str] = Field(default_factory=list)  # inputs resting on estimates or assumptions
     inputs: list[CostInput] = Field(default_factory=list)  # the system's own inputs
 
@@ -69,6 +71,7 @@ class CostResult(Result):
     facility: str  # owned or colocation
     gpu_load: float  # nominal average GPU load (fraction of TDP)
     pue: float  # nominal
+    tokens_per_s_per_gpu: float | None = None  # serving rate given for cost per Mtok
     formula: list[str] = Field(default_factory=list)  # the cost model, one line per term
     site_inputs: list[CostInput] = Field(default_factory=list)
     rows: list[CostRow] = Field(default_factory=list)
