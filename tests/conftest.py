@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -30,6 +32,7 @@ os.environ.pop("MI400PLAN_PROFILES", None)
 # The profile cache (mi400plan.cache) is exercised by every test, in a directory of the test run's own.
 os.environ.pop("MI400PLAN_NO_CACHE", None)
 os.environ["MI400PLAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="mi400plan-cache-")
+atexit.register(shutil.rmtree, os.environ["MI400PLAN_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
