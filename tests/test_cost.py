@@ -453,3 +453,17 @@ def test_cost_per_mtok_and_tokens_per_mw_in_the_command(cli) -> None:  # noqa: A
         assert row["cost_per_mtok"][end] == pytest.approx(total[end] / 7.2)
     # per MW of facility power: 2,000 / (provisioned W / 1e6 x PUE 1.2)
     assert row["tokens_per_s_per_mw"] == pytest.approx(2000 / (row["provisioned_power_per_gpu_w"]["nominal"] / 1e6 * 1.2))
+
+
+def test_serve_cost_per_token_from_the_model_without_a_flag(cli) -> None:  # noqa: ANN001
+    args = ["serve", "llama3.1-8b", "--sku", "mi355x", "--concurrency", "64", "--no-ranges", "--top", "1", "--json"]
+    data = json.loads(cli(args).stdout)["data"]
+    info, row = data["skus"][0], data["rows"][0]
+    per_hour = json.loads(cli(["cost", "mi355x", "--json"]).stdout)["data"]["rows"][0]["per_gpu_hour"]["total"]["nominal"]
+    assert info["gpu_hour_cost"] == pytest.approx(per_hour)
+    assert info["cost_source"].startswith("model: mi355x-dlc-128 at us-2025")
+    # $/Mtok out = cost per GPU-second x decode share / output tokens/s per GPU x 1e6
+    want = per_hour / 3600 * (1 - row["prefill_share"]) / row["tokens_per_s_per_gpu"] * 1e6
+    assert row["cost_per_mtok_output"] == pytest.approx(want)
+    flagged = json.loads(cli([*args[:-1], "--gpu-hour-cost", "3", "--json"]).stdout)["data"]["skus"][0]
+    assert flagged["gpu_hour_cost"] == 3 and flagged["cost_source"] == "--gpu-hour-cost"

@@ -513,3 +513,30 @@ def serving_economics(cat: Any, name: str, tokens_per_s_per_gpu: float, *, site:
         tokens_per_s_per_mw_it=tokens_per_s_per_mw(tokens_per_s_per_gpu, prov, 1.0),
         tokens_per_s_per_mw_facility=tokens_per_s_per_mw(tokens_per_s_per_gpu, prov, site_v.pue.nominal or 1.0),
     )
+
+
+def gpu_hour_costs(cat: Any, skus: list[str], gpu_hour_cost: float | None, site: str | None = None,
+                   overrides: CostOverrides | None = None) -> tuple[dict[str, float | None], dict[str, str], list[str]]:
+    """Cost per GPU-hour (US dollars) for each accelerator: ``gpu_hour_cost`` when given, otherwise the
+    cost model's nominal all-in figure for the SKU's system at ``site``. Returns (cost by SKU, where each
+    came from, warnings for SKUs no cost profile prices)."""
+    if gpu_hour_cost is not None:
+        return dict.fromkeys(skus, gpu_hour_cost), dict.fromkeys(skus, "--gpu-hour-cost"), []
+    site_prof, site_v, _ = load_site(cat, site, overrides)
+    costs: dict[str, float | None] = {}
+    sources: dict[str, str] = {}
+    warnings: list[str] = []
+    for s in skus:
+        try:
+            prof = resolve_system(cat, s)
+        except (MissingValueError, UnknownNameError):
+            costs[s], sources[s] = None, "none"
+            warnings.append(f"{s}: no cost profile prices this SKU; give --gpu-hour-cost for its cost per token")
+            continue
+        if site_prof.currency != "USD":
+            costs[s], sources[s] = None, "none"
+            warnings.append(f"site {site_prof.name} is priced in {site_prof.currency}; cost per token is in USD only")
+            continue
+        costs[s] = gpu_hour_model(cat, prof, site_prof, site_v).nominal.total
+        sources[s] = f"model: {prof.name} at {site_prof.name} ({site_prof.currency} {max(prof.year, site_prof.year)})"
+    return costs, sources, warnings

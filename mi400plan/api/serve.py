@@ -186,13 +186,17 @@ def serve(
     matmul_efficiency: float | None = None,
     hbm_efficiency: float | None = None,
     ranges: bool = True,
+    site: str | None = None,
+    cost_overrides: Any = None,
 ) -> ServeResult:
     """Search serving layouts x concurrency for ``model_name`` on each SKU (see ``mi400plan.serve``).
 
     ``gpus`` (default 8, one node) bounds a replica (TP x PP divides it); ``concurrency`` is per replica.
     SLA: ``tpot``/``ttft`` durations (``50ms``, ``2s``), ``interactivity`` tokens/s per user. Raises
     ``UsageError`` for bad values (exit 2) and ``MissingValueError`` when a SKU does not disclose what the
-    precision needs (exit 3)."""
+    precision needs (exit 3). Without ``gpu_hour_cost`` the cost per GPU-hour is the cost model's all-in
+    figure for each SKU's system at ``site`` (``api.cost.gpu_hour_costs``; ``cost_overrides`` an
+    ``api.cost.CostOverrides``)."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe, parse_reserve
@@ -243,7 +247,10 @@ def serve(
         c = catalog.resolve("accelerators", s)
         if c not in names:
             names.append(c)
-    sk = [_sku(catalog, n, prec, n_gpus, gpu_hour_cost, matmul=matmul_efficiency, hbm=hbm_efficiency) for n in names]
+    from mi400plan.api.cost import gpu_hour_costs
+
+    costs, cost_src, cost_warn = gpu_hour_costs(catalog, names, gpu_hour_cost, site, cost_overrides)
+    sk = [_sku(catalog, n, prec, n_gpus, costs[n], matmul=matmul_efficiency, hbm=hbm_efficiency) for n in names]
     rows: list[ServeRow] = []
     rejected = dict(lay.rejected)
     rejected.setdefault("sla", 0)
@@ -259,7 +266,8 @@ def serve(
         valid += res["valid"]
         per_sku[s.name] = res
         mw = _gpus_per_mw(catalog, s.rack)
-        info = s.info.model_copy(update={"gpus_per_mw": mw, "sla_binding": res["binding"], "nearest": res["nearest"]})
+        info = s.info.model_copy(update={"gpus_per_mw": mw, "sla_binding": res["binding"], "nearest": res["nearest"],
+                                         "cost_source": cost_src[s.name]})
         s_info = info
         rows += [r.model_copy(update=_economics(r, s_info, I)) for r in _rows(wl, s, res, top, sla, disagg, n_gpus)]
         per_sku[s.name]["info"] = s_info
@@ -273,7 +281,7 @@ def serve(
                                 "tokens/s/user and tokens/s/GPU)",
         evaluated=evaluated, valid=valid, rejected={k: v for k, v in rejected.items() if v},
         skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips,
-        warnings=list(flips),
+        warnings=list(flips) + cost_warn,
     )
 
 

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mi400plan.cli.cost import LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.common import AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
 from mi400plan.cli.sweep import _ints
 
@@ -24,7 +25,11 @@ def cmd(
     ttft: Annotated[Optional[str], typer.Option("--ttft", help="SLA: time to first token at most this (2s).")] = None,
     interactivity: Annotated[Optional[str], typer.Option("--interactivity", help="SLA: tokens/s per user at least this (30tok/s).")] = None,
     disagg: Annotated[bool, typer.Option("--disagg", help="Disaggregated prefill and decode pools (KV over scale-out).")] = False,
-    gpu_hour_cost: Annotated[Optional[float], typer.Option("--gpu-hour-cost", help="US dollars per GPU-hour, for $ per million tokens.")] = None,
+    gpu_hour_cost: Annotated[Optional[float], typer.Option("--gpu-hour-cost", help="US dollars per GPU-hour, for $ per million tokens (default: the cost model's all-in figure).")] = None,
+    site: SiteOpt = None,
+    electricity_price: PriceOpt = None,
+    pue: PueOpt = None,
+    gpu_load: LoadOpt = None,
     top: Annotated[int, typer.Option("--top", help="Points to list per SKU.")] = 8,
     tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
     pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
@@ -50,13 +55,15 @@ def cmd(
 
     def compute():  # noqa: ANN202
         from mi400plan.api.serve import serve
+        from mi400plan.cli.cost import site_overrides
 
         return serve(
             catalog(profiles), model, sku, gpus=gpus, input_len=input_len, output_len=output_len, precision=precision,
             kv_dtype=kv_dtype, concurrency=concurrency, tpot=tpot, ttft=ttft, interactivity=interactivity,
             disagg=disagg, gpu_hour_cost=gpu_hour_cost, top=top, tp=tps, pp=pps, ep=eps, dp_attention=dp_attention,
             spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, reserve=reserve,
-            matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, ranges=not no_ranges,
+            matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, ranges=not no_ranges, site=site,
+            cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None),
         )
 
     run("serve", f, compute, check=check, ascii=ascii_)

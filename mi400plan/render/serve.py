@@ -95,7 +95,7 @@ def render(res: ServeResult, console: Any) -> None:
                   + (" and meet the SLA" if res.sla else "") + f"; rejected: {rej or 'none'}.",
                   markup=False, highlight=False)
     for s in res.skus:
-        extra = f", ${s.gpu_hour_cost:,.2f}/GPU-hour" if s.gpu_hour_cost is not None else ""
+        extra = f", ${s.gpu_hour_cost:,.2f}/GPU-hour ({s.cost_source})" if s.gpu_hour_cost is not None else ""
         extra += f", {s.gpus_per_mw:,.0f} GPUs per MW of rack wall power" if s.gpus_per_mw else ""
         console.print(
             f"{s.sku}: {s.compute_precision} peak {s.peak_flops / 1e12:,.0f} TFLOP/s x matmul {s.matmul:.2f}, HBM "

@@ -125,6 +125,7 @@ class SkuInfo(OutModel):
     gpus: int
     calibration: str
     gpu_hour_cost: float | None = None
+    cost_source: str | None = None  # "--gpu-hour-cost", "model: SYSTEM at SITE (USD YEAR)" or "none"
     gpus_per_mw: float | None = None
     sla_binding: str | None = None  # which term keeps the SLA out of reach
     nearest: str | None = None  # the nearest feasible point when no layout meets the SLA
