@@ -89,6 +89,7 @@ class ServeHardware:
     scale_up: Any  # comms.TierParams
     scale_out: Any
     domain: int
+    request_overhead_s: float = 0.0  # per-request CPU-side time before the first token (TTFT only)
 
 
 @dataclass(frozen=True)
@@ -447,8 +448,9 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
         bw = hw.scale_out.bw_per_dir * hw.scale_out.efficiency
         kv_tx = kv_total / (G * bw) + hw.scale_out.latency
         gpus = G * (1.0 + n_pf)
-    ttft = pf_lat + queue + kv_tx
-    out.update(tpot=tpot, ttft=ttft, t_step=t_step, t_prefill=pf_lat, queue=queue, kv_transfer=kv_tx, rho=rho,
+    ttft = pf_lat + queue + kv_tx + hw.request_overhead_s
+    out.update(tpot=tpot, ttft=ttft, request_overhead=hw.request_overhead_s + 0.0 * tpot,
+               t_step=t_step, t_prefill=pf_lat, queue=queue, kv_transfer=kv_tx, rho=rho,
                requests_per_s=X, out_tps_gpu=X * O / gpus, total_tps_gpu=X * (I + O) / gpus, tps_user=1.0 / tpot,
                gpus=gpus + 0.0 * tpot, prefill_replicas=n_pf + 0.0 * tpot, tokens_per_step=np.full(tpot.shape, a),
                draft=draft, compute_bound_step=pp * d.compute_s, memory_bound_step=pp * d.memory_s,

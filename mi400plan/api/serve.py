@@ -98,8 +98,11 @@ class _Sku:
     rack: str | None
 
 
-def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float | None, hbm: float | None) -> Any:
-    """``serve.ServeHardware`` at ``case``: ``sweep``'s SKU reading with the peak of the compute precision."""
+def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float | None, hbm: float | None,
+              calibrated: bool = True) -> Any:
+    """``serve.ServeHardware`` at ``case``: ``sweep``'s SKU reading with the peak of the compute precision, and
+    (``calibrated``, no efficiency given on the command line) the SKU family's InferenceX calibration
+    (``serve_calibration``) in place of the profile's assumed efficiencies."""
     from mi400plan.api.sweep import _pick, build_sku
     from mi400plan.serve import ServeHardware
 
@@ -117,9 +120,15 @@ def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float |
     sku = build_sku(cat, name, eff_prec, matmul_efficiency=matmul, hbm_efficiency=hbm, case=case)
     h = sku.hw
     peak = _pick(peak_est, f"{acc.name} dense {comp} peak", case, higher_is_better=True)
-    return ServeHardware(name=h.name, peak_flops=peak, matmul_eff=h.matmul_eff, kernel_overhead_s=h.gemm_overhead_s,
-                         hbm_bytes=h.hbm_bytes, hbm_bw=h.hbm_bw, hbm_eff=h.hbm_eff, scale_up=h.scale_up,
-                         scale_out=h.scale_out, domain=h.domain), sku
+    hw = ServeHardware(name=h.name, peak_flops=peak, matmul_eff=h.matmul_eff, kernel_overhead_s=h.gemm_overhead_s,
+                       hbm_bytes=h.hbm_bytes, hbm_bw=h.hbm_bw, hbm_eff=h.hbm_eff, scale_up=h.scale_up,
+                       scale_out=h.scale_out, domain=h.domain)
+    from mi400plan.serve_calibration import apply, calibration_for
+
+    cal = calibration_for(acc.architecture) if calibrated and matmul is None and hbm is None else None
+    if cal is not None:
+        hw = apply(hw, cal, case)
+    return hw, sku
 
 
 def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, matmul: float | None,
@@ -140,11 +149,24 @@ def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, 
         sku=h.name, precision=precision, compute_precision=COMPUTE_PRECISION[precision], peak_flops=h.peak_flops,
         matmul=h.matmul_eff, hbm=h.hbm_eff, kernel_overhead_s=h.kernel_overhead_s, hbm_bandwidth=h.hbm_bw,
         hbm_capacity=h.hbm_bytes, domain=h.domain, gpus=gpus,
-        calibration=f"matmul {nominal_sku.eff.matmul_status}, HBM {nominal_sku.eff.hbm_status} "
-                    f"([efficiency] of the accelerator profile)",
-        gpu_hour_cost=cost,
+        calibration=_calibration_text(cat, name, nominal_sku, matmul, hbm), gpu_hour_cost=cost,
     )
     return _Sku(h.name, hw, info, rack_name)
+
+
+def _calibration_text(cat: Any, name: str, sku: Any, matmul: float | None, hbm: float | None) -> str:
+    from mi400plan.serve_calibration import calibration_for, family_of
+
+    arch = cat.get("accelerators", name).spec.architecture
+    cal = calibration_for(arch)
+    if matmul is not None or hbm is not None:
+        return "efficiencies given on the command line"
+    if cal is None:
+        fam = family_of(arch) or arch or "unknown"
+        return (f"uncalibrated: no InferenceX points for the {fam} family; profile efficiencies "
+                f"(matmul {sku.eff.matmul_status}, HBM {sku.eff.hbm_status})")
+    return (f"calibrated on {cal.points} InferenceX points of the {cal.family} family ({cal.dates}): "
+            f"tok/s/GPU error {cal.tput_mean_err:.0%} mean, {cal.tput_max_err:.0%} max; TPOT {cal.tpot_mean_err:.0%} mean")
 
 
 def _gpus_per_mw(cat: Any, rack_name: str | None) -> float | None:
@@ -280,7 +302,7 @@ def serve(
         order=ORDER if sla else "Pareto points, most interactive first (no point beats another in both "
                                 "tokens/s/user and tokens/s/GPU)",
         evaluated=evaluated, valid=valid, rejected={k: v for k, v in rejected.items() if v},
-        skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips,
+        skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips, ranges=ranges,
         warnings=list(flips) + cost_warn,
     )
 

@@ -28,15 +28,21 @@ def _layout(r: ServeRow) -> str:
 
 
 def _ms(x: float) -> str:
-    return f"{x * 1e3:,.1f} ms" if x < 10 else f"{x:,.1f} s"
+    if x >= 10:
+        return f"{x:,.1f} s"
+    return f"{x * 1e3:,.1f} ms" if x < 0.1 else f"{x * 1e3:,.0f} ms"
 
 
 def _tps(r: ServeRow) -> str:
+    """Output tokens/s per GPU and the half-width of its range (pessimistic..optimistic corners)."""
     sp = r.ranges.get("tokens_per_s_per_gpu")
     text = f"{r.tokens_per_s_per_gpu:,.0f}"
-    if sp is not None:
-        text += f" ({sp.low:,.0f}-{sp.high:,.0f})"
+    if sp is not None and r.tokens_per_s_per_gpu > 0:
+        text += f" ±{(sp.high - sp.low) / 2 / r.tokens_per_s_per_gpu:.0%}"
     return text
+
+
+_BOUND = {"memory": "HBM", "compute": "FLOPs", "communication": "comm", "overhead": "kernels"}
 
 
 def _money(x: float | None) -> str:
@@ -54,14 +60,14 @@ def render(res: ServeResult, console: Any) -> None:
     cost = any(r.cost_per_mtok_output is not None for r in res.rows)
     for s in res.skus:
         rows = [r for r in res.rows if r.sku == s.sku]
-        cols = ["#", "layout", ("conc", "right"), ("tok/s/GPU (range)", "right"), ("tok/s/user", "right"),
+        cols = ["#", "layout", ("conc", "right"), ("tok/s/GPU", "right"), ("tok/s/user", "right"),
                 ("TTFT", "right"), ("TPOT", "right"), ("mem/GPU", "right"), "bound"]
         if cost:
             cols.append(("$/Mtok out", "right"))
         out = []
         for r in rows:
             line = [r.rank, _layout(r), r.concurrency, _tps(r), f"{r.tokens_per_s_per_user:,.1f}", _ms(r.ttft_s),
-                    _ms(r.tpot_s), fmt_bytes(r.memory_bytes.total), r.bound + ("*" if r.sla_flips else "")]
+                    _ms(r.tpot_s), fmt_bytes(r.memory_bytes.total), _BOUND.get(r.bound, r.bound) + ("*" if r.sla_flips else "")]
             if cost:
                 line.append(_money(r.cost_per_mtok_output))
             out.append(line)
@@ -73,8 +79,9 @@ def render(res: ServeResult, console: Any) -> None:
             console.print(f"{title}\n  {why}{near}", markup=False, highlight=False)
             continue
         print_table(console, cols, out, title=title,
-                    caption="conc = sequences in flight per replica; tok/s = output tokens; range = pessimistic-"
-                    "optimistic corners; * = SLA verdict flips inside the ranges")
+                    caption="conc = sequences in flight per replica; tok/s = output tokens, +- half the pessimistic-"
+                    "optimistic range (JSON ranges); bound = what dominates the decode step; * = the SLA verdict "
+                    "flips inside the ranges")
     if res.comparison:
         names = [s.sku for s in res.skus]
         cols = [("tok/s/user >=", "right")] + [(n, "right") for n in names] + ["leader"]
@@ -103,5 +110,8 @@ def render(res: ServeResult, console: Any) -> None:
             f"{s.kernel_overhead_s * 1e6:.0f} us ({s.calibration}){extra}",
             markup=False, highlight=False)
     n = len(res.flips)
+    if not res.ranges:
+        console.print("Estimate ranges not evaluated (--no-ranges).", markup=False, highlight=False)
+        return
     console.print(f"{n} conclusion{'s' if n != 1 else ''} flip inside the estimate ranges (see warnings)." if n
                   else "No ranking or SLA verdict flips inside the estimate ranges.", markup=False, highlight=False)

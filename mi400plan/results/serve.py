@@ -124,9 +124,9 @@ class SkuInfo(OutModel):
     domain: int
     gpus: int
     calibration: str
-    gpu_hour_cost: float | None = None
+    gpu_hour_cost: float | None = None  # USD per GPU-hour
     cost_source: str | None = None  # "--gpu-hour-cost", "model: SYSTEM at SITE (USD YEAR)" or "none"
-    gpus_per_mw: float | None = None
+    gpus_per_mw: float | None = None  # per MW of rack wall power (rack power model)
     sla_binding: str | None = None  # which term keeps the SLA out of reach
     nearest: str | None = None  # the nearest feasible point when no layout meets the SLA
 
@@ -147,6 +147,7 @@ class ServeResult(Result):
     skus: list[SkuInfo]
     rows: list[ServeRow]
     comparison: list[Comparison] = Field(default_factory=list)
+    ranges: bool = True  # the corners of the estimate ranges were evaluated
     flips: list[str] = Field(default_factory=list)
 
     def check_failed(self) -> bool:

@@ -1,0 +1,166 @@
+"""Calibration of the serving model per SKU family on published InferenceX (InferenceMAX) points.
+
+Only SemiAnalysis InferenceX results calibrate; every other published inference result is a
+validation point (``tests/test_serve_validation.py``) and never changes these numbers.
+
+What is fitted, per family (the accelerator profile's ``architecture``: CDNA 4, Hopper, Blackwell):
+
+* ``hbm_efficiency``: achieved fraction of HBM peak in decode (weights, experts and KV streaming);
+* ``kernel_overhead_us``: fixed time per kernel (launch, synchronisation, the serving framework's
+  per-layer work between kernels), five kernels per layer per forward pass;
+* ``matmul_efficiency``: achieved fraction of the dense peak of the GEMM precision (prefill, large batches),
+  fitted only when the family's points include 8k-token prompts (else the prior, 0.50);
+* ``request_overhead_ms``: per-request time before the first token outside the GPU model
+  (HTTP, tokenisation, scheduling), added to TTFT only.
+
+Method (:func:`fit_family`): a grid search minimising, over the family's points from the ``RECENT_DAYS``
+before its newest run, the sum of squared log errors of total tokens/s per GPU and of median TPOT
+(directions the points leave flat keep the profile's prior); the request overhead then minimises the
+squared log error of median TTFT. The points are ``tests/data/serve_inferencex.csv`` (each row names its run and
+date); ``benchmarks/calibrate_serve.py`` re-runs the fit and prints these constants and the errors.
+Ranges: the nominal values are the fit; the low/high ends move each efficiency by the family's mean
+absolute TPOT error (a calibration cannot be trusted beyond the spread it leaves).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+HBM_GRID = np.round(np.arange(0.30, 0.951, 0.05), 2)
+OVERHEAD_GRID_US = np.array([2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 20.0, 24.0, 28.0, 32.0, 40.0, 50.0, 60.0])
+MATMUL_GRID = np.round(np.arange(0.15, 0.751, 0.05), 2)
+REQUEST_GRID_MS = np.arange(0.0, 400.1, 5.0)
+PRIOR = {"hbm": 0.80, "matmul": 0.50, "overhead_us": 5.0}  # the profiles' assumed [efficiency] values
+# InferenceX runs nightly and serving software moves fast: a family is fitted on its runs from the
+# RECENT_DAYS before its newest run (older runs describe superseded software; their error is reported).
+RECENT_DAYS = 100
+PREFILL_HEAVY_TOKENS = 8192  # the matmul efficiency is fitted only on families with prompts this long
+
+FAMILY_KEYS = (("CDNA 4", "amd-cdna4"), ("CDNA 3", "amd-cdna3"), ("Blackwell", "nvidia-blackwell"),
+               ("Hopper", "nvidia-hopper"), ("Ampere", "nvidia-ampere"))
+
+
+@dataclass(frozen=True)
+class FamilyCalibration:
+    family: str
+    hbm_efficiency: float
+    kernel_overhead_us: float
+    matmul_efficiency: float
+    request_overhead_ms: float
+    points: int
+    tput_mean_err: float  # mean |relative error| of tokens/s per GPU on the calibration points
+    tput_max_err: float
+    tpot_mean_err: float
+    tpot_max_err: float
+    ttft_mean_err: float
+    dates: str  # date range of the runs
+
+
+# Output of benchmarks/calibrate_serve.py on tests/data/serve_inferencex.csv (checked by
+# tests/test_serve_calibration.py).
+CALIBRATION: dict[str, FamilyCalibration] = {
+    "amd-cdna4": FamilyCalibration("amd-cdna4", 0.8, 28.0, 0.5, 70.0, 5, 0.0222, 0.0796, 0.0389, 0.0473, 0.0406,
+                                   "2026-02-27..2026-02-27"),
+    "nvidia-blackwell": FamilyCalibration("nvidia-blackwell", 0.65, 24.0, 0.5, 190.0, 12, 0.0999, 0.3297, 0.1035,
+                                          0.2277, 0.8021, "2025-11-02..2026-02-03"),
+    "nvidia-hopper": FamilyCalibration("nvidia-hopper", 0.8, 32.0, 0.2, 55.0, 10, 0.0251, 0.0569, 0.0236, 0.051,
+                                       0.1119, "2025-11-02..2025-11-02"),
+}
+
+
+def family_of(architecture: str | None) -> str | None:
+    """The calibration family of an accelerator profile's ``architecture`` text, or None."""
+    text = architecture or ""
+    return next((fam for key, fam in FAMILY_KEYS if key in text), None)
+
+
+def calibration_for(architecture: str | None) -> FamilyCalibration | None:
+    fam = family_of(architecture)
+    return CALIBRATION.get(fam) if fam else None
+
+
+def apply(hw: Any, cal: FamilyCalibration, case: str = "nominal") -> Any:
+    """``hw`` (``serve.ServeHardware``) with the family's fitted figures; at a corner each efficiency
+    moves by the mean TPOT error (pessimistic: lower efficiencies, higher overheads)."""
+    f = {"nominal": 0.0, "pessimistic": -1.0, "optimistic": 1.0}[case] * cal.tpot_mean_err
+    return replace(hw, hbm_eff=min(1.0, cal.hbm_efficiency * (1.0 + f)),
+                   matmul_eff=min(1.0, cal.matmul_efficiency * (1.0 + f)),
+                   kernel_overhead_s=cal.kernel_overhead_us * 1e-6 * (1.0 - f),
+                   request_overhead_s=cal.request_overhead_ms * 1e-3)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One published measurement: the workload as served and what was measured."""
+
+    sku: str
+    model: str
+    precision: str
+    tp: int
+    ep: int
+    dpa: bool
+    isl: int
+    osl: int
+    conc: int
+    tput_per_gpu: float  # input + output tokens/s per GPU
+    tpot_s: float
+    ttft_s: float
+
+
+def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
+    """The model's total tokens/s per GPU, TPOT and TTFT for point ``p`` on hardware ``hw`` (whose
+    efficiency fields may be arrays: one prediction per element)."""
+    from mi400plan import serve as core
+    from mi400plan.params import count_params
+    from mi400plan.specs.layout import infer_recipe
+
+    m = cat.get("models", p.model).spec
+    wl = core.Workload(m, count_params(m), infer_recipe(p.precision, kv_dtype="fp8"), p.isl, p.osl)
+    ev = core.evaluate(wl, hw, tp=p.tp, pp=1, ep=p.ep, dpa=p.dpa, batch=float(p.conc))
+    return {"tput": ev["total_tps_gpu"], "tpot": ev["tpot"], "ttft": ev["ttft"]}
+
+
+def fit_family(cat: Any, family: str, points: list[Point], base: dict[str, Any]) -> FamilyCalibration:
+    """Grid-search fit of one family (see the module docstring). ``base`` maps each SKU to its nominal
+    ``serve.ServeHardware`` (peaks, bandwidths, fabrics from the profile)."""
+    # Prefill (compute) time matters in these points only with long prompts: without an 8k-token prompt
+    # the matmul efficiency is not identifiable and keeps the prior.
+    mm_grid = MATMUL_GRID if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else np.array([PRIOR["matmul"]])
+    H, K, M = np.meshgrid(HBM_GRID, OVERHEAD_GRID_US * 1e-6, mm_grid, indexing="ij")
+    loss = np.zeros(H.shape)
+    for p in points:
+        hw = replace(base[p.sku], hbm_eff=H, kernel_overhead_s=K, matmul_eff=M, request_overhead_s=0.0)
+        pr = predict(cat, p, hw)
+        loss += np.log(pr["tput"] / p.tput_per_gpu) ** 2 + np.log(pr["tpot"] / p.tpot_s) ** 2
+    # Directions the points do not constrain (a flat loss) keep the planner's prior (the profile's assumed
+    # HBM 0.80, matmul 0.50, 5 us): among grid points within 1 % of the best loss, the closest to it.
+    near = loss <= loss.min() * 1.01 + 1e-12
+    prior = np.log(H / PRIOR["hbm"]) ** 2 + np.log(K * 1e6 / PRIOR["overhead_us"]) ** 2 + np.log(M / PRIOR["matmul"]) ** 2
+    i = np.unravel_index(int(np.argmin(np.where(near, prior, np.inf))), loss.shape)
+    h, k, mm = float(H[i]), float(K[i]) * 1e6, float(M[i])
+    ttft0 = [float(predict(cat, p, replace(base[p.sku], hbm_eff=h, kernel_overhead_s=k * 1e-6, matmul_eff=mm,
+                                           request_overhead_s=0.0))["ttft"]) for p in points]
+    obs = np.array([p.ttft_s for p in points])
+    r_loss = [(np.log((np.array(ttft0) + r * 1e-3) / obs) ** 2).sum() for r in REQUEST_GRID_MS]
+    req = float(REQUEST_GRID_MS[int(np.argmin(r_loss))])
+    cal = FamilyCalibration(family, h, k, mm, req, len(points), 0, 0, 0, 0, 0, "")
+    errs = errors(cat, points, {p.sku: apply(base[p.sku], cal) for p in points})
+    return replace(cal, tput_mean_err=round(float(np.mean(errs["tput"])), 4),
+                   tput_max_err=round(float(np.max(errs["tput"])), 4),
+                   tpot_mean_err=round(float(np.mean(errs["tpot"])), 4),
+                   tpot_max_err=round(float(np.max(errs["tpot"])), 4),
+                   ttft_mean_err=round(float(np.mean(errs["ttft"])), 4))
+
+
+def errors(cat: Any, points: list[Point], hw: dict[str, Any]) -> dict[str, np.ndarray]:
+    """|relative error| of tokens/s per GPU, TPOT and TTFT for each point (``hw``: SKU -> hardware)."""
+    out: dict[str, list[float]] = {"tput": [], "tpot": [], "ttft": []}
+    for p in points:
+        pr = predict(cat, p, hw[p.sku])
+        out["tput"].append(abs(float(pr["tput"]) / p.tput_per_gpu - 1.0))
+        out["tpot"].append(abs(float(pr["tpot"]) / p.tpot_s - 1.0))
+        out["ttft"].append(abs(float(pr["ttft"]) / p.ttft_s - 1.0))
+    return {k: np.array(v) for k, v in out.items()}
