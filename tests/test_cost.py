@@ -467,3 +467,10 @@ def test_serve_cost_per_token_from_the_model_without_a_flag(cli) -> None:  # noq
     assert row["cost_per_mtok_output"] == pytest.approx(want)
     flagged = json.loads(cli([*args[:-1], "--gpu-hour-cost", "3", "--json"]).stdout)["data"]["skus"][0]
     assert flagged["gpu_hour_cost"] == 3 and flagged["cost_source"] == "--gpu-hour-cost"
+
+
+@pytest.mark.parametrize("value", ["0", "-0.1"])
+def test_rack_price_per_kwh_must_be_positive(cli, value: str) -> None:  # noqa: ANN001
+    out = cli(["rack", "gb200-nvl72", "--racks", "2", "--price-per-kwh", value, "--json"])
+    assert out.exit_code == 2
+    assert "--price-per-kwh must be a price above 0" in json.loads(out.stdout)["errors"][0]["message"]

@@ -469,7 +469,7 @@ def facility_cost(cat: Any, rack_name: str, racks_it_w: tuple[float, float, floa
     so the day's cost and the rack's power figures rest on the same inputs.
     """
     ov = CostOverrides(site={"gpu_load": gpu_load, "pue": pue})
-    if price_per_kwh is not None and price_per_kwh > 0:
+    if price_per_kwh is not None:
         ov.site["electricity_price_per_kwh"] = price_per_kwh
     site_prof, site, _ = load_site(cat, site_name, ov)
     f_lo, f_nom, f_hi = _triple(site.facility_capex_per_mw, "site facility_capex_per_mw")

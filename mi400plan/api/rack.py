@@ -57,8 +57,8 @@ def rack(
         raise UsageError(f"--gpu-load must be in (0, 1], got {gpu_load:g}")
     if pue < 1:
         raise UsageError(f"--pue must be at least 1.0, got {pue:g}")
-    if price_per_kwh is not None and price_per_kwh < 0:
-        raise UsageError(f"--price-per-kwh must not be negative, got {price_per_kwh:g}")
+    if price_per_kwh is not None and price_per_kwh <= 0:
+        raise UsageError(f"--price-per-kwh must be a price above 0, got {price_per_kwh:g}")
     if air_limit_kw <= 0:
         raise UsageError(f"--air-limit-kw must be above 0, got {air_limit_kw:g}")
     if coolant not in COOLANTS:
