@@ -24,11 +24,12 @@ def test_gpt3_175b_bf16_does_not_fit_one_mi300x(catalog) -> None:
     assert 50_304 == -(-50_257 // 64) * 64 and (50_304 - 50_257) * 12_288 == 577_536
     assert row.padded_vocab_size == 50_304
     assert row.memory_bytes.weights == (174_604_259_328 + 577_536) * 2
-    assert row.capacity_bytes == 192_000_000_000
+    # Capacity is what rocm-smi reports on an MI300X ("192 GB" = 192 GiB of HBM3): 205,822,885,888 B.
+    assert row.capacity_bytes == 205_822_885_888
     assert not row.fits and row.verdict == "does_not_fit"
-    assert row.headroom_bytes == 192_000_000_000 - row.memory_bytes.total
-    assert row.headroom_bytes < 192e9 - 349.2e9 + 1  # at least 157 GB short
-    assert "192.0 GB" in row.reason and "short by" in row.reason
+    assert row.headroom_bytes == 205_822_885_888 - row.memory_bytes.total
+    assert row.headroom_bytes < 205.83e9 - 349.2e9  # at least 143 GB short
+    assert "205.8 GB (191.7 GiB)" in row.reason and "short by" in row.reason
     assert row.suggestion and "--tp 2" in row.suggestion
 
 
@@ -55,12 +56,13 @@ def test_llama_405b_fp8_fits_one_mi300x_node_with_context(catalog) -> None:
 
 
 def test_estimated_capacity_flip_is_reported(catalog) -> None:
-    # MI455X HBM: 432 GB nominal, 288 GB low (conflicting sources). 405B bf16 on TP 4 with 8 sequences of
-    # 128K needs ~340 GB: fits 432 GB, not 288 GB.
+    # MI455X HBM: 432 GiB nominal, 288 GiB low (conflicting sources). 405B bf16 on TP 4 with 8 sequences of
+    # 128K needs ~365 GB: fits 432 GiB = 463.9 GB, not 288 GiB = 309.2 GB.
     r = fit(catalog, "llama3.1-405b", ["mi455x"], "infer", tp=4, batch=8)
     row = r.rows[0]
     assert row.fits and row.flips
-    assert row.capacity_low_bytes == 288e9 and row.capacity_high_bytes == 432e9
+    assert row.capacity_low_bytes == 288 * 2**30 == 309_237_645_312
+    assert row.capacity_high_bytes == 432 * 2**30 == 463_856_467_968
     assert "flips" in row.range_note
 
 
@@ -193,11 +195,13 @@ def test_llama_405b_fp8_kv_room_by_hand(catalog) -> None:
     weights = ((405_853_388_800 - emb) * 1 + emb * 2) / 8  # fp8 body, bf16 embeddings, TP 8
     assert weights == 51_257_010_176
     assert row.memory_bytes.weights == pytest.approx(weights, rel=1e-3)
-    reserve = 2 * 2**30 + 0.05 * 192e9  # default runtime reserve: 2 GiB + 5% of HBM
+    cap = 205_822_885_888  # MI300X usable HBM as rocm-smi reports it (the vendor's "192 GB" is 192 GiB)
+    reserve = 2 * 2**30 + 0.05 * cap  # default runtime reserve: 2 GiB + 5% of HBM = 12,438,627,942 B
     kv_per_token = 2 * 8 * 128 * 126 * 2 / 8  # K and V, 8 KV heads, head_dim 128, 126 layers, bf16, TP 8
     assert kv_per_token == 64_512
-    upper = (192e9 - reserve - weights) / kv_per_token  # no activation workspace: 1,999,558 tokens
-    lower = (192e9 - reserve - weights - 1e9) / kv_per_token  # with 1 GB of it: 1,984,057 tokens
+    upper = (cap - reserve - weights) / kv_per_token  # no activation workspace: 2,203,113 tokens
+    lower = (cap - reserve - weights - 1e9) / kv_per_token  # with 1 GB of it: 2,187,612 tokens
+    assert int(upper) == 2_203_113 and int(lower) == 2_187_612
     assert lower <= row.max_context <= upper
     assert row.max_context > 15 * 131_072  # about 15 full 128K contexts
 
@@ -214,20 +218,19 @@ def test_cli_all_skus_comparison_reads_at_100_columns(cli, monkeypatch) -> None:
     assert len(table_rows) == 7
     assert all(len(ln) <= 100 for ln in table_rows.values())
     # 70,553,706,496 params x 18 B/param (Megatron bf16 + fp32 grads, master, 2 Adam moments) = 1,270 GB
-    # on one GPU: nothing fits. MI300X: TP 8 puts 1,270 / 8 = 158.7 GB of them on a GPU (fits 192 GB);
-    # any 4-GPU layout holds 317.5 GB per GPU (does not), so 8 GPUs is the fewest.
+    # on one GPU: nothing fits. MI300X (205.8 GB usable): 8 GPUs put 1,270 / 8 = 158.7 GB of them on a
+    # GPU (fits); any 4-GPU layout holds 317.5 GB per GPU (does not), so 8 GPUs is the fewest.
     assert 70_553_706_496 * 18 / 8 / 1e9 == pytest.approx(158.75, abs=0.01)
-    # 8 GPUs = one 8-GPU xGMI node (TP 8 stays inside it); on GB200 the same 8 GPUs sit in one NVL72 rack
-    assert " no " in table_rows["mi300x"] and "8 (1 node) TP8 " in table_rows["mi300x"]
+    # 8 GPUs = one 8-GPU xGMI node; on GB200 the same 8 GPUs sit in one NVL72 rack
+    assert " no " in table_rows["mi300x"] and "8 (1 node) " in table_rows["mi300x"]
     assert " n/d " in table_rows["mi440x"]  # capacity not disclosed: no verdict invented
-    assert "186.0 ~" in table_rows["gb200"] and "(1 rack)" in table_rows["gb200"]
-    text = r.stdout
-    assert "gb200: HBM conflict: 186-192 GB" in text
+    assert "(1 rack)" in table_rows["gb200"]
+    text = " ".join(r.stdout.split())  # legend lines wrap at 100 columns
     assert "layout as given: 1 GPU," in text and "18 B/param" in text
-    assert "GB = 10^9 bytes" in text and "fits? compares need/GPU" in text
+    assert "GB = 10^9 bytes" in text and "fits? compares need/GPU" in text and "HBM/GPU = usable capacity" in text
     data = json.loads(cli(["fit", "llama3-70b", "--sku", "mi300x", "--json"]).stdout)["data"]
     row = data["rows"][0]
-    assert row["min_gpus"] == 8 and 158.75e9 < row["min_memory_bytes"] <= 192e9
+    assert row["min_gpus"] == 8 and 158.75e9 < row["min_memory_bytes"] <= 205_822_885_888
     assert data["model"]["max_seq_len"] == 131_072
 
 
@@ -246,19 +249,20 @@ from hypothesis import strategies as st  # noqa: E402
 
 
 def test_training_keeps_tp_inside_the_8_gpu_xgmi_node(catalog) -> None:
-    # Llama-3.1-405B, 405,853,388,800 params x 18 B/param = 7,305.4 GB of weights, gradients and optimizer
-    # states. 48 GPUs hold 7,305.4 / 48 = 152.2 GB of it per GPU and the fewest layout overall is TP16 PP3,
-    # but MI300X's xGMI domain is an 8-GPU UBB node (profile xgmi-mi300, domain_size 8), so TP 16 would
-    # all-reduce over the scale-out NICs. The suggestion keeps TP <= 8 and grows PP instead.
-    assert 405_853_388_800 * 18 / 48 / 1e9 == pytest.approx(152.2, abs=0.05)
-    row = fit(catalog, "llama3.1-405b", ["mi300x"], "train").rows[0]
+    # Llama-3.1-405B at 16K tokens, 405,853,388,800 params x 18 B/param = 7,305.4 GB of weights, gradients
+    # and optimizer states. 64 GPUs hold 7,305.4 / 64 = 114.1 GB of it per GPU, and with TP 32 the 16K
+    # activations split 32 ways too: the fewest layout overall is TP32 PP2 on 64 GPUs. MI300X's xGMI domain
+    # is an 8-GPU UBB node (profile xgmi-mi300, domain_size 8), so TP 32 would all-reduce over the
+    # scale-out NICs. The suggestion keeps TP <= 8 and grows PP instead.
+    assert 405_853_388_800 * 18 / 64 / 1e9 == pytest.approx(114.1, abs=0.05)
+    row = fit(catalog, "llama3.1-405b", ["mi300x"], "train", seq=16384).rows[0]
     assert row.domain_size == 8 and row.domain_fabric == "xgmi-mi300" and row.domain_label == "8-GPU xGMI node"
-    assert row.cross_domain_min_gpus == 48 and row.cross_domain_min_layout == "--tp 16 --pp 3"
+    assert row.cross_domain_min_gpus == 64 and row.cross_domain_min_layout == "--tp 32 --pp 2"
     tp, pp = (int(x) for x in re.findall(r"--(?:tp|pp) (\d+)", row.min_layout))
-    assert tp <= 8 and row.min_gpus == tp * pp > 48
+    assert tp <= 8 and row.min_gpus == tp * pp > 64
     assert row.min_domains == row.min_gpus // 8  # TP groups of 8 (or fewer) pack whole nodes
     assert "TP kept within the 8-GPU xGMI node" in row.min_layout_domain_note
-    assert "PP grows" in row.min_layout_domain_note and "TP16" in row.min_layout_domain_note
+    assert "PP grows" in row.min_layout_domain_note and "TP32" in row.min_layout_domain_note
     assert "TP kept within the 8-GPU xGMI node" in row.suggestion
     # Helios: a 72-GPU rack, so the same search has no reason to leave it
     helios = fit(catalog, "llama3.1-405b", ["mi455x"], "train").rows[0]
@@ -266,27 +270,29 @@ def test_training_keeps_tp_inside_the_8_gpu_xgmi_node(catalog) -> None:
 
 
 def test_inference_names_the_nodes_a_replica_takes(catalog) -> None:
-    # Llama-3.1-405B FP8 on H100 (80 GB), 8 sequences of 131,072 tokens, bf16 KV cache:
+    # Llama-3.1-405B FP8 on H100 (81,559 MiB = 85.52 GB usable), 8 sequences of 131,072 tokens, bf16 KV:
     # weights ~ 405.85e9 x 1 B + 2.1e9 bf16 embedding/head params x 1 extra B = 410.0 GB;
     # KV = 2 (K, V) x 8 KV heads x 128 x 126 layers x 2 B = 516,096 B/token x 8 x 131,072 = 541.2 GB.
     # With TP <= 8 both split over every GPU of the replica (KV heads 8 >= TP), so per GPU:
-    #   8 GPUs:  (410.0 + 541.2) / 8  = 118.9 GB > 80 GB            -> one node is not enough
-    #   16 GPUs: (410.0 + 541.2) / 16 =  59.4 GB + 6.1 GB reserve    -> fits: 2 x 8-GPU nodes, TP8 PP2
+    #   8 GPUs:  (410.0 + 541.2) / 8  = 118.9 GB > 85.5 GB          -> one node is not enough
+    #   16 GPUs: (410.0 + 541.2) / 16 =  59.4 GB + 6.4 GB reserve    -> fits: 2 x 8-GPU nodes, TP8 PP2
+    cap = 81_559 * 2**20
+    reserve = 2 * 2**30 + 0.05 * cap  # 6.42 GB
     kv = 2 * 8 * 128 * 126 * 2 * 8 * 131_072
     assert kv / 1e9 == pytest.approx(541.2, abs=0.05)
-    assert (410.0e9 + kv) / 8 > 80e9 and (410.0e9 + kv) / 16 + 2 * 2**30 + 0.05 * 80e9 < 80e9
+    assert (410.0e9 + kv) / 8 > cap and (410.0e9 + kv) / 16 + reserve < cap
     row = fit(catalog, "llama3.1-405b", ["h100"], "infer", precision="fp8", batch=8).rows[0]
     assert row.domain_size == 8 and row.min_gpus == 16 and row.min_domains == 2
     assert row.min_layout == "--tp 8 --pp 2"
     assert "2 x 8-GPU NVLink nodes, TP8 PP2" in row.suggestion
-    # In bf16 (811.7 GB of weights) 16 GPUs hold (811.7 + 541.2) / 16 = 84.6 GB > 80 GB, so the replica
-    # needs a third node; 21 GPUs (TP1 PP21) would be the fewest, but the third node is taken whole
-    # anyway, so TP fills each node: TP8 PP3 on 24 GPUs.
-    assert (811.7e9 + kv) / 16 > 80e9
+    # In bf16 (811.7 GB of weights) 16 GPUs hold (811.7 + 541.2) / 16 = 84.6 GB + 6.4 GB reserve > 85.5 GB,
+    # so the replica needs a third node; 18 GPUs (TP2 PP9: 75.2 + 6.4 = 81.6 GB) would be the fewest, but
+    # the third node is taken whole anyway, so TP fills each node: TP8 PP3 on 24 GPUs.
+    assert (811.7e9 + kv) / 16 + reserve > cap and (811.7e9 + kv) / 18 + reserve < cap
     row = fit(catalog, "llama3.1-405b", ["h100"], "infer", precision="bf16", batch=8).rows[0]
     assert row.min_layout == "--tp 8 --pp 3" and row.min_domains == 3
     assert "3 x 8-GPU NVLink nodes, TP8 PP3" in row.suggestion
-    assert "uses them whole" in row.min_layout_domain_note and "21 with TP1 PP21" in row.min_layout_domain_note
+    assert "uses them whole" in row.min_layout_domain_note and "18 with TP2 PP9" in row.min_layout_domain_note
 
 
 def test_moe_inference_grows_ep_not_tp(catalog) -> None:
@@ -301,7 +307,8 @@ def test_moe_inference_grows_ep_not_tp(catalog) -> None:
 
 def test_moe_training_grows_ep_over_data_parallel_replicas(catalog) -> None:
     # Megatron-Core lays EP over TP x CP x DP, so EP above TP needs DP replicas: EP = TP x DP / EDP.
-    row = fit(catalog, "deepseek-v3", ["mi300x"], "train").rows[0]
+    # At 8K tokens DeepSeek-V3 on MI300X needs experts spread wider than the TP group (EP 128 over DP 16).
+    row = fit(catalog, "deepseek-v3", ["mi300x"], "train", seq=8192).rows[0]
     flags = dict(re.findall(r"--(\w+) (\d+)", row.min_layout))
     tp, pp, ep, dp = (int(flags.get(k, 1)) for k in ("tp", "pp", "ep", "dp"))
     assert tp <= 8 and ep > tp and (tp * dp) % ep == 0 and row.min_gpus == tp * pp * dp
@@ -323,9 +330,9 @@ def test_unknown_domain_falls_back_to_the_unbounded_search(catalog, tmp_path) ->
     (tmp_path / "accelerators").mkdir()
     (tmp_path / "accelerators" / "mi300x-nofab.toml").write_text(text)
     cat = Catalog.default([tmp_path])
-    row = fit(cat, "llama3.1-405b", ["mi300x-nofab"], "train").rows[0]
+    row = fit(cat, "llama3.1-405b", ["mi300x-nofab"], "train", seq=16384).rows[0]
     assert row.domain_size is None and row.min_domains is None
-    assert row.min_layout == "--tp 16 --pp 3"  # the fewest GPUs with TP unbounded, as before domains
+    assert row.min_layout == "--tp 32 --pp 2"  # the fewest GPUs with TP unbounded, as before domains
     assert "names no scale-up fabric" in row.min_layout_domain_note
     assert "TP was not limited" in row.min_layout_domain_note
 

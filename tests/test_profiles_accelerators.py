@@ -53,11 +53,6 @@ def test_every_stated_number_has_a_source(catalog, name):
             assert all(k in spec.sources for k in est.source)
 
 
-@pytest.mark.parametrize("name", ACCELERATORS)
-def test_no_accelerator_consistency_errors(catalog, name):
-    assert acc(catalog, name).consistency_errors() == []
-
-
 # --- fabric names the other profiles rely on --------------------------------------------------------
 FABRICS = {
     "mi300x": ("xgmi-mi300", "ib-ndr-400"),
@@ -98,8 +93,10 @@ def test_default_fabrics_exist_in_catalog(catalog, name):
 def test_helios_totals(catalog):
     """Helios = 72 x MI455X. AMD: 31 TB HBM4, 1.4 PB/s, 2.9 EF FP4, 1.4 EF FP8."""
     g = acc(catalog, "mi455x")
-    assert g.hbm_bytes.nominal == 432e9
-    assert 72 * g.hbm_bytes.nominal == pytest.approx(31.1e12, rel=2e-3)  # 72 x 432 GB = 31.104 TB
+    # AMD's "432 GB" is 432 GiB of HBM4; its rack total counts in the same unit: 72 x 432 = 31,104 "GB"
+    assert (g.memory.hbm_capacity.nominal, g.memory.hbm_capacity.unit) == (432, "GiB")
+    assert g.hbm_bytes.nominal == 432 * 2**30 == 463_856_467_968
+    assert 72 * g.memory.hbm_capacity.nominal == pytest.approx(31.1e3, rel=2e-3)
     bw = g.memory.bandwidth_bytes_per_s
     assert 72 * bw.nominal == pytest.approx(1.41e15, rel=1e-3)  # 72 x 19.6 TB/s = 1,411.2 TB/s
     assert (bw.lo, bw.hi) == (18.0e12, 19.6e12)  # S003 18 TB/s vs AMD 19.6
@@ -129,24 +126,27 @@ def test_helios_aliases_resolve(catalog):
 def test_gb200_nvl72_totals(catalog):
     """NVIDIA GB200 NVL72: 13.4 TB HBM3e, 576 TB/s, 1,440 PF FP4 (s), 720 PF FP4 dense."""
     g = acc(catalog, "gb200")
-    assert 72 * g.hbm_bytes.nominal == pytest.approx(13.4e12, rel=2e-3)  # 72 x 186 GB = 13.392 TB
+    assert 72 * g.memory.hbm_capacity.nominal == pytest.approx(13.4e3, rel=2e-3)  # 72 x 186 "GB" = 13,392
     assert 72 * g.memory.bandwidth_bytes_per_s.nominal == pytest.approx(576e12)  # 72 x 8 TB/s
     assert 72 * g.compute.peak_flops("fp4", sparse=True).nominal == pytest.approx(1440e15)  # 72 x 20 PF
     assert 72 * g.compute.peak_flops("fp4").nominal == pytest.approx(720e15)  # 72 x 10 PF
-    assert g.hbm_bytes.hi == 192e9  # S002's 192 GB is the high end of the conflict
+    assert g.hbm_bytes.hi == 192 * 2**30  # S002's 192 GB is the high end of the conflict
 
 
 def test_gb300_nvl72_totals(catalog):
     g = acc(catalog, "gb300")
-    assert 72 * g.hbm_bytes.nominal == pytest.approx(20.7e12, rel=2e-3)  # 72 x 288 GB = 20.736 TB
+    assert 72 * g.memory.hbm_capacity.nominal == pytest.approx(20.7e3, rel=2e-3)  # 72 x 288 "GB" = 20,736
     assert 72 * g.compute.peak_flops("fp4").nominal == pytest.approx(1080e15)  # 72 x 15 PF dense
 
 
 def test_mi355x_rack_totals(catalog):
-    """AMD 128-GPU MI355X DLC rack: 36 TB HBM3E, 2.6 EF FP4 (sparse)."""
+    """AMD 128-GPU MI355X DLC rack: 36 TB HBM3E, 2.6 EF FP4 (a sparse figure CDNA 4 cannot run)."""
     g = acc(catalog, "mi355x")
-    assert 128 * g.hbm_bytes.nominal == pytest.approx(36.9e12, rel=2e-3)  # 128 x 288 GB = 36.864 TB
-    assert 128 * g.compute.peak_flops("fp4", sparse=True).nominal == pytest.approx(2.58e18, rel=2e-3)
+    assert 128 * g.memory.hbm_capacity.nominal == pytest.approx(36.9e3, rel=2e-3)  # 128 x 288 "GB" = 36,864
+    # AMD's 2.6 EF is 128 x 20.1 PF, a 2:4-sparse reading of MXFP4 that CDNA 4 has no instruction for;
+    # the dense rate is 128 x 10,066.3 TF = 1.29 EF.
+    assert not g.compute.peak_flops("fp4", sparse=True).known
+    assert 128 * g.compute.peak_flops("fp4").nominal == pytest.approx(1.2885e18, rel=1e-3)
 
 
 @pytest.mark.parametrize(
@@ -200,12 +200,14 @@ def test_ironwood_pod(catalog):
 
 
 def test_rubin_nvl72(catalog):
-    """Vera Rubin NVL72: 3.6 EF NVFP4 'inference' (72 x 50 PF), 20.7 TB HBM4 (72 x 288 GB)."""
+    """Vera Rubin NVL72: 2.5 EF NVFP4 training (72 x 35 PF dense), 3.6 EF 'inference' with adaptive
+    compression (72 x 50 PF, its own key), 20.7 TB HBM4 (72 x 288 GB)."""
     g = acc(catalog, "rubin")
     fp4 = g.compute.peak_flops("fp4")
-    assert 72 * fp4.hi == pytest.approx(3.6e18)
+    assert fp4.lo == fp4.hi == 35_000e12  # dense NVFP4 only: the 50 PF figure is not dense math
     assert 72 * fp4.nominal == pytest.approx(2.52e18)  # 72 x 35 PF 'training' = 2.5 EF (NVIDIA)
-    assert 72 * g.hbm_bytes.nominal == pytest.approx(20.7e12, rel=2e-3)
+    assert 72 * g.compute.fp4_compressed_tflops.nominal * 1e12 == pytest.approx(3.6e18)  # 72 x 50 PF
+    assert 72 * g.memory.hbm_capacity.nominal == pytest.approx(20.7e3, rel=2e-3)  # 72 x 288 "GB" = 20,736
 
 
 def test_a100_datasheet(catalog):
@@ -214,7 +216,7 @@ def test_a100_datasheet(catalog):
     assert g.compute.peak_flops("bf16").nominal == 312e12
     assert g.compute.peak_flops("fp16", sparse=True).nominal == 624e12
     assert g.memory.bandwidth_bytes_per_s.nominal == pytest.approx(2.039e12)
-    assert g.hbm_bytes.nominal == 80e9
+    assert g.hbm_bytes.nominal == 80 * 2**30  # "80 GB" HBM2e = 5 stacks x 16 GiB
     assert g.power.tdp_w.nominal == 400
 
 
@@ -256,13 +258,18 @@ def test_b300_int8_sparse_is_twice_low_reading(catalog):
 
 
 # --- units ------------------------------------------------------------------------------------------
-def test_gib_vs_gb(catalog):
+def test_vendor_hbm_gb_is_binary_on_every_vendor(catalog):
+    """Google's "192 GiB" (TPU7x) and AMD's "192 GB" (MI300X) are the same binary-sized HBM: 192 x 2**30 B.
+
+    The MI300X computes with what rocm-smi reports, 205,822,885,888 B = 191.69 GiB (0.16 % below the
+    stated 192 GiB); before binary units it was read as 192e9 B, 7.4 % below Google's figure."""
     tpu = acc(catalog, "tpu7x")
-    assert tpu.memory.hbm_capacity_gb is None
+    assert tpu.memory.hbm_capacity_gb is None and tpu.memory.hbm_capacity.unit == "GiB"
     assert tpu.hbm_bytes.nominal == 192 * 2**30 == 206_158_430_208
     mi = acc(catalog, "mi300x")
-    assert mi.hbm_bytes.nominal == 192 * 10**9
-    assert tpu.hbm_bytes.nominal > mi.hbm_bytes.nominal  # same "192", 7.4% apart
+    assert mi.memory.capacity_bytes.nominal == 192 * 2**30
+    assert mi.hbm_bytes.nominal == 205_822_885_888
+    assert 1 - mi.hbm_bytes.nominal / tpu.hbm_bytes.nominal == pytest.approx(0.00163, abs=1e-5)
 
 
 # --- names, overrides and errors --------------------------------------------------------------------
@@ -335,11 +342,15 @@ def test_not_disclosed_value_raises_on_require(catalog):
         acc(catalog, "rubin").compute.peak_flops("bf16").require("Rubin BF16 peak")
 
 
-def test_consistency_errors_flag_sparse_below_dense(tmp_path, write_profile):
+@pytest.mark.parametrize(("dense", "sparse"), [(100, 50), (100, 100), (100, 250)])
+def test_sparse_rate_outside_dense_to_twice_dense_is_rejected(tmp_path, write_profile, dense, sparse):
+    """Rule: dense < sparse <= 2 x dense. 50 is below dense; 100 = dense means one key holds the
+    other's figure (a sparse rate under the dense key); 250 > 2 x 100 is more than 2:4 sparsity gives."""
     text = MINIMAL.format(name="odd", display="Odd", capacity=10, bandwidth=1) + (
-        "\n[compute]\nbf16_dense_tflops = 100\nbf16_sparse_tflops = 50\n"
+        f"\n[compute]\nbf16_dense_tflops = {dense}\nbf16_sparse_tflops = {sparse}\n"
     )
     write_profile(tmp_path, "accelerators", "odd", text)
-    spec = Catalog.default([tmp_path]).get("accelerators", "odd").spec
-    errs = spec.consistency_errors()
-    assert len(errs) == 1 and "bf16_sparse_tflops" in errs[0]
+    with pytest.raises(ProfileError) as ei:
+        Catalog.default([tmp_path]).get("accelerators", "odd")
+    assert ei.value.field == "compute" and "bf16_sparse_tflops" in ei.value.message
+    assert "dense < sparse <= 2 x dense" in ei.value.message

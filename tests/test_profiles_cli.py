@@ -88,8 +88,8 @@ def test_show_gib_unit(cli):
     r = cli(["profiles", "show", "ironwood", "--kind", "accelerators", "--json"])
     assert r.exit_code == 0, r.output
     rows = {row["field"]: row for row in _json(r)["data"]["rows"]}
-    assert rows["memory.hbm_capacity_gib"]["unit"] == "GiB"
-    assert rows["memory.hbm_capacity_gib"]["value"] == 192
+    assert rows["memory.hbm_capacity"]["unit"] == "GiB"
+    assert rows["memory.hbm_capacity"]["value"] == 192
 
 
 def test_show_table_has_path_and_fields(cli):
@@ -229,7 +229,7 @@ def test_show_at_80_columns_drops_no_column(cli, monkeypatch) -> None:  # noqa: 
     header = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("Field"))
     for col in ("Value", "Unit", "Low", "High", "Status", "Sources", "Note"):
         assert col in header.split()
-    assert "memory.hbm_capacity_gb" in r.stdout
+    assert "memory.hbm_capacity" in r.stdout
 
 
 def test_missing_file_path_says_no_such_file(cli) -> None:  # noqa: ANN001

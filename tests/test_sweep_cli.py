@@ -95,10 +95,10 @@ def test_json_estimate_range_fields(cli) -> None:
     assert [(x["sku"], x["gpus"]) for x in d["ranges"]] == [("mi355x", 1024), ("mi455x", 1024)]
     m455 = d["ranges"][1]
     # profile ranges (shared spec catalog section 3.7 and the [efficiency] planner defaults):
-    # HBM 288..432 GB, 18.0..19.6 TB/s, FP8 matmul 0.35..0.65, Helios UALoE latency 0.5..2 us and
+    # HBM 288..432 GiB, 18.0..19.6 TB/s, FP8 matmul 0.35..0.65, Helios UALoE latency 0.5..2 us and
     # efficiency 0.70..0.93, Vulcano 800G x3 latency 2..10 us, efficiency 0.80..0.95, GEMM 2..10 us.
     p, o = m455["pessimistic"]["inputs"], m455["optimistic"]["inputs"]
-    assert (p["hbm_bytes"], o["hbm_bytes"]) == (288e9, 432e9)
+    assert (p["hbm_bytes"], o["hbm_bytes"]) == (288 * 2**30, 432 * 2**30)  # 309.2 and 463.9 GB
     assert (p["hbm_bw_bytes_per_s"], o["hbm_bw_bytes_per_s"]) == (18.0e12, 19.6e12)
     assert (p["matmul"], o["matmul"]) == (0.35, 0.65)
     assert (p["scale_up_latency_s"], o["scale_up_latency_s"]) == pytest.approx((2e-6, 0.5e-6))
@@ -106,7 +106,7 @@ def test_json_estimate_range_fields(cli) -> None:
     assert (p["scale_out_latency_s"], o["scale_out_latency_s"]) == pytest.approx((10e-6, 2e-6))
     assert (p["gemm_overhead_s"], o["gemm_overhead_s"]) == pytest.approx((10e-6, 2e-6))
     assert p["peak_flops"] == o["peak_flops"] == 20000e12  # FP8 20 PF carries no range in the profile
-    assert "HBM capacity 288..432 GB (conflict)" in m455["varied"]
+    assert "HBM capacity 309..464 GB (conflict)" in m455["varied"]
     for f in d["flips"]:
         assert f["kind"] in ("best_layout", "fit", "ranking", "scaling")
         assert f["corner"] in ("pessimistic", "optimistic", "mixed")
@@ -122,14 +122,16 @@ def test_no_ranges_flag(cli) -> None:
 
 
 def test_table_shows_ranges_and_flip_warnings(cli) -> None:
-    # llama3.1-8b on 64 MI455X (FP8): the nominal best uses more than the 288 GB low end allows.
+    # llama3.1-8b on 64 MI455X (FP8): the nominal best uses more than the 288 GiB low end allows.
     r = cli(["sweep", "llama3.1-8b", "--sku", "mi455x", "--gpus", "64", "--precision", "fp8"])
     assert r.exit_code == 0, r.output
     assert "Estimate ranges" in r.output
     flat = " ".join(r.output.split())
-    assert "HBM capacity 288..432 GB (conflict)" in flat
-    # 432 GB x 0.95 = 410.4 GB usable at nominal; 288 GB x 0.95 = 273.6 GB at the low end
-    assert "usable of the nominal 432.0 GB HBM but not the 273.6 GB usable of the low-end 288.0 GB" in flat
+    assert "HBM capacity 309..464 GB (conflict)" in flat
+    # 432 GiB = 463.9 GB, x 0.95 = 440.7 GB usable at nominal; 288 GiB = 309.2 GB, x 0.95 = 293.8 GB
+    assert 432 * 2**30 * 0.95 / 1e9 == pytest.approx(440.7, abs=0.05)
+    assert 288 * 2**30 * 0.95 / 1e9 == pytest.approx(293.8, abs=0.05)
+    assert "usable of the nominal 463.9 GB HBM but not the 293.8 GB usable of the low-end 309.2 GB" in flat
     assert "flip inside the estimate ranges" in flat
 
 

@@ -21,6 +21,7 @@ from mi400plan.results.profiles import (
     ProfileShow,
     ProfilesList,
     ProfilesValidate,
+    SourceRow,
     StatusCounts,
     ValidateRow,
     ValidationIssue,
@@ -128,7 +129,7 @@ def _estimate_row(path: str, est: Estimate, key: str | None = None) -> FieldRow:
     return FieldRow(
         field=path,
         value=est.nominal,
-        unit=unit_of_key(key or path.rsplit(".", 1)[-1]),
+        unit=getattr(est, "unit", None) or unit_of_key(key or path.rsplit(".", 1)[-1]),
         low=est.low,
         high=est.high,
         status=est.status,
@@ -273,6 +274,7 @@ def show_profile(
         k = _kinds(kind)[0] if kind else _find_kind(catalog, name)
         loaded = catalog.get(k, name)
     spec = loaded.spec
+    sources = getattr(spec, "sources", {}) or {}
     return ProfileShow(
         kind=k,
         name=getattr(spec, "name", name),
@@ -282,10 +284,22 @@ def show_profile(
         origin=loaded.origin,
         path=loaded.path,
         status=status_counts(spec),
-        sources=dict(getattr(spec, "sources", {}) or {}),
+        sources={k: SourceRow(title=v.title, date=v.date, url=v.url) for k, v in sources.items()},
         notes=list(getattr(spec, "notes", [])),
         rows=_walk(spec, "", include_defaults, True),
+        warnings=_undated_warnings(spec, loaded.path),
     )
+
+
+def _undated_warnings(spec: Any, path: str) -> list[str]:
+    """A warning per profile whose ``[sources]`` entries lack a publication date."""
+    undated = getattr(spec, "undated_sources", lambda: [])()
+    if not undated:
+        return []
+    return [
+        f"{path}: [sources] {', '.join(undated)} carry no publication date; write "
+        "KEY = { title = \"...\", date = \"YYYY-MM-DD\" } (or YYYY-MM) so readers can tell how old a figure is"
+    ]
 
 
 # --- validate -------------------------------------------------------------------------------------
@@ -311,7 +325,7 @@ def _spec_issues(spec: Any, path: str) -> list[ValidationIssue]:
     return [ValidationIssue(path=path, message=f"{path}: {msg}") for msg in check()]
 
 
-def _check_file(kind: str, path: Path, origin: str) -> ValidateRow:
+def _check_file(kind: str, path: Path, origin: str, warnings: list[str]) -> ValidateRow:
     try:
         loaded = load_file(kind, path)
     except (ProfileError, ImportError) as exc:
@@ -329,6 +343,7 @@ def _check_file(kind: str, path: Path, origin: str) -> ValidateRow:
             )
         )
     issues += _spec_issues(spec, str(path))
+    warnings += _undated_warnings(spec, str(path))
     return ValidateRow(kind=kind, name=name, path=str(path), origin=origin, ok=not issues, issues=issues)
 
 
@@ -389,6 +404,7 @@ def validate_profiles(
     """
     rows: list[ValidateRow] = []
     clashes: list[ValidateRow] = []
+    warnings: list[str] = []
     if not paths:
         for k in _kinds(kind):
             for name, path, origin, spec, exc in _catalog_specs(catalog, k):
@@ -396,6 +412,7 @@ def validate_profiles(
                     rows.append(ValidateRow(kind=k, name=name, path=path, origin=origin, ok=False, issues=[_issue(exc, path)]))
                     continue
                 issues = _spec_issues(spec, path)
+                warnings += _undated_warnings(spec, path)
                 rows.append(ValidateRow(kind=k, name=name, path=path, origin=origin, ok=not issues, issues=issues))
             clashes.extend(_alias_clashes(catalog, k))
     else:
@@ -427,8 +444,8 @@ def validate_profiles(
                     msg = f"{f}: cannot tell the profile kind (parent directory is not one of {', '.join(KINDS)}); give --kind"
                     rows.append(ValidateRow(path=str(f), origin="file", ok=False, issues=[ValidationIssue(path=str(f), message=msg)]))
                     continue
-                rows.append(_check_file(k, f, "file"))
+                rows.append(_check_file(k, f, "file", warnings))
     checked = len(rows)
     rows += clashes
     failed = sum(1 for r in rows if not r.ok)
-    return ProfilesValidate(checked=checked, failed=failed, rows=rows)
+    return ProfilesValidate(checked=checked, failed=failed, rows=rows, warnings=warnings)

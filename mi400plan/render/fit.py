@@ -1,6 +1,7 @@
 """Table output of ``fit``: a breakdown for one SKU, a comparison for several.
 
-Sizes state their unit: GB = 10^9 bytes (vendor HBM capacities), GiB = 2^30 bytes.
+Sizes state their unit: GB = 10^9 bytes, GiB = 2^30 bytes. HBM/GPU is the usable capacity the
+profile gives (driver-reported where published, else the vendor's figure, whose "GB" is binary).
 """
 
 from __future__ import annotations
@@ -219,7 +220,8 @@ def _comparison(result: FitResult, console: Any) -> None:
                       "TP filling each (PP, or EP for MoE, across them).")
         legend.append(f"max context: longest context per sequence the HBM left after weights buys at batch "
                       f"{first.layout.get('batch') if first else 1}; N+ = at least the model's maximum {model_max:,}.")
-    legend.append("GB = 10^9 bytes (vendor HBM units), GiB = 2^30 bytes.")
+    legend.append("HBM/GPU = usable capacity: driver-reported where published, else the vendor's figure (a vendor's "
+                  "HBM \"GB\" is 2^30 bytes). GB = 10^9 bytes, GiB = 2^30 bytes.")
     for line in legend:
         console.print(line, highlight=False, markup=False)
 

@@ -99,7 +99,8 @@ def _show(result: ProfileShow, console: Console) -> None:
     if result.sources:
         console.print("[bold]Sources[/bold]", markup=True)
         for k, v in result.sources.items():
-            console.print(f"  {escape(k)}: {escape(v)}", markup=True)
+            url = f" <{v.url}>" if v.url else ""
+            console.print(f"  {escape(k)} ({escape(v.date or 'undated')}): {escape(v.title)}{escape(url)}", markup=True)
     print_warnings(console, result.warnings)
 
 

@@ -67,12 +67,13 @@ class ProfilesList(Result):
 class FieldRow(OutModel):
     """One field of a profile in ``profiles show``.
 
-    Numbers (``value``, ``low``, ``high``) are in ``unit``, read from the key's suffix
-    (``_gb`` -> GB = 1e9 B, ``_gib`` -> GiB = 2**30 B, ``_tflops`` -> TFLOP/s, ...). ``status`` and
+    Numbers (``value``, ``low``, ``high``) are in ``unit``: a capacity's own ``unit`` (``hbm_capacity =
+    { nominal = 80, unit = "GiB" }``), else read from the key's suffix (``_gb`` -> GB = 1e9 B,
+    ``_gib`` -> GiB = 2**30 B, ``_tflops`` -> TFLOP/s, ...). ``status`` and
     ``sources`` are set for sourced numbers; text fields use ``text`` instead of ``value``.
     """
 
-    field: str  # dotted path, e.g. "memory.hbm_capacity_gb"
+    field: str  # dotted path, e.g. "memory.hbm_capacity"
     value: float | None = None
     text: str | None = None
     unit: str | None = None
@@ -81,6 +82,15 @@ class FieldRow(OutModel):
     status: str | None = None
     sources: list[str] = Field(default_factory=list)
     note: str | None = None
+
+
+class SourceRow(OutModel):
+    """One ``[sources]`` entry: title, publication date (``YYYY-MM-DD``, ``YYYY-MM`` or ``YYYY``;
+    None when the profile gives none) and URL."""
+
+    title: str
+    date: str | None = None
+    url: str | None = None
 
 
 class ProfileShow(Result):
@@ -94,7 +104,7 @@ class ProfileShow(Result):
     origin: str
     path: str
     status: StatusCounts = Field(default_factory=StatusCounts)
-    sources: dict[str, str] = Field(default_factory=dict)  # key -> citation
+    sources: dict[str, SourceRow] = Field(default_factory=dict)  # key -> dated citation
     notes: list[str] = Field(default_factory=list)
     rows: list[FieldRow] = Field(default_factory=list)
 

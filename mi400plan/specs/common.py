@@ -23,7 +23,9 @@ not_disclosed      n/d   nobody has published it
 
 from __future__ import annotations
 
+import datetime
 import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -72,6 +74,8 @@ class Estimate(StrictModel):
     status: Status = "disclosed"
     source: list[str] = Field(default_factory=list)
     note: str | None = None
+    # Peak rates only: the math the figure assumes. Checked against the key (specs/accelerator.py).
+    basis: Literal["dense", "sparse", "compressed"] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -211,6 +215,47 @@ def iter_estimates(model: BaseModel, prefix: str = "") -> list[tuple[str, Estima
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 
+_DATE_PATTERN = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
+
+
+class Source(StrictModel):
+    """One ``[sources]`` entry: what the document is, when it was published, where to find it.
+
+    ``date`` is the publication date as ``YYYY-MM-DD``, ``YYYY-MM`` when only the month is known,
+    or ``YYYY`` when only the year is. In TOML: ``A9 = { title = "...", date = "2025-10-14",
+    url = "..." }``. A bare string is read as an undated title: it loads, and ``profiles validate``
+    and ``profiles show`` warn about it (every bundled source is dated; a test checks).
+    """
+
+    title: str = Field(min_length=1)
+    date: str | None = None
+    url: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"title": data}
+        return data
+
+    @model_validator(mode="after")
+    def _check_date(self) -> "Source":
+        if self.date is None:
+            return self
+        m = _DATE_PATTERN.match(self.date)
+        if m is None:
+            raise ValueError(f"date {self.date!r} must be YYYY-MM-DD, YYYY-MM or YYYY")
+        year, month, day = int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1)
+        try:
+            datetime.date(year, month, day)
+        except ValueError as exc:
+            raise ValueError(f"date {self.date!r} is not a calendar date ({exc})") from None
+        return self
+
+    def cite(self) -> str:
+        """One-line citation: ``title (date)``, ``(undated)`` when no date is given."""
+        return f"{self.title} ({self.date or 'undated'})" + (f" <{self.url}>" if self.url else "")
+
 
 class ProfileBase(StrictModel):
     """Fields every profile kind has. ``sources`` maps a key (``A2``, ``S004``) to a citation."""
@@ -219,13 +264,15 @@ class ProfileBase(StrictModel):
     aliases: list[str] = Field(default_factory=list)
     display_name: str
     description: str | None = None
-    sources: dict[str, str] = Field(default_factory=dict)
+    sources: dict[str, Source] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+
+    def undated_sources(self) -> list[str]:
+        """Keys of ``[sources]`` entries without a publication date (warned about, not rejected)."""
+        return [k for k, src in self.sources.items() if src.date is None]
 
     @model_validator(mode="after")
     def _sources_resolve(self) -> "ProfileBase":
-        import re
-
         for alias in self.aliases:
             if not re.match(NAME_PATTERN, alias):
                 raise ValueError(f"alias {alias!r} must be lowercase letters, digits, '.', '_' or '-'")
