@@ -215,6 +215,8 @@ def test_sla_ranking_and_costs(cli) -> None:
     assert rows and all(x["tokens_per_s_per_user"] >= 30 and x["ttft_s"] <= 2 for x in rows)
     tps = [x["tokens_per_s_per_gpu"] for x in rows]
     assert tps == sorted(tps, reverse=True)
+    layouts = [tuple(x["layout"][k] for k in ("tp", "pp", "ep", "dp_attention")) for x in rows]
+    assert len(set(layouts)) == len(layouts)  # one row per layout, at its best concurrency
     x = rows[0]
     # $/Mtok out = $2.50 / 3600 s x (1 - prefill share) / (output tokens/s/GPU) x 1e6
     assert x["cost_per_mtok_output"] == pytest.approx(2.5 / 3600 * (1 - x["prefill_share"]) / x["tokens_per_s_per_gpu"] * 1e6)

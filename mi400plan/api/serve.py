@@ -37,8 +37,8 @@ COMPUTE_PRECISION = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "mxfp8": "fp8
                      "fp4": "fp4", "mxfp4": "fp4", "nvfp4": "fp4", "int4": "bf16"}
 # Interactivity levels (tokens/s/user) of the SKU comparison.
 LEVELS = (10.0, 20.0, 30.0, 50.0, 75.0, 100.0, 150.0, 200.0)
-ORDER = ("highest output tokens/s/GPU first; ties: lower TPOT, fewer GPUs per replica, smaller TP, PP, EP, "
-         "DP-attention off, lower concurrency")
+ORDER = ("highest output tokens/s/GPU first, one row per layout at its best concurrency; ties: lower TPOT, fewer "
+         "GPUs per replica, smaller TP, PP, EP, DP-attention off, lower concurrency")
 CORNERS = ("pessimistic", "optimistic")
 
 
@@ -401,7 +401,11 @@ def _pick_points(res: dict[str, Any], top: int, sla: dict[str, float]) -> np.nda
     if not len(idx):
         return idx
     if sla:
-        return _rank_key(ev, res, idx)[:top]
+        # Best first, one row per layout (its best concurrency): the next row is a different deployment.
+        ranked = _rank_key(ev, res, idx)
+        key = np.stack([res[k][ranked] for k in ("tp", "pp", "ep", "dpa")], axis=1)
+        _, first = np.unique(key, axis=0, return_index=True)
+        return ranked[np.sort(first)][:top]
     # Ties on both axes: keep the best-ranked of the tied points first.
     ranked = _rank_key(ev, res, idx)
     front = ranked[pareto_front(ev["tps_user"][ranked], ev["out_tps_gpu"][ranked])]
