@@ -39,8 +39,8 @@ def main() -> None:
         points = [p for p, d in items if date.fromisoformat(d) >= cut]
         old = [p for p, d in items if date.fromisoformat(d) < cut]
         dates = sorted(d for _, d in items if date.fromisoformat(d) >= cut)
-        base = {p.sku: _hardware(cat, p.sku, p.precision, "nominal", matmul=None, hbm=None, calibrated=False)[0]
-                for p, _ in items}
+        base = {(p.sku, p.precision): _hardware(cat, p.sku, p.precision, "nominal", matmul=None, hbm=None,
+                                                calibrated=False)[0] for p, _ in items}
         cal = fit_family(cat, family, points, base)
         if old:
             from mi400plan.serve_calibration import apply
@@ -51,7 +51,7 @@ def main() -> None:
         print(f"    {family!r}: FamilyCalibration({family!r}, {cal.hbm_efficiency}, {cal.kernel_overhead_us}, "
               f"{cal.matmul_efficiency}, {cal.request_overhead_ms}, {cal.points}, {cal.tput_mean_err}, "
               f"{cal.tput_max_err}, {cal.tpot_mean_err}, {cal.tpot_max_err}, {cal.ttft_mean_err}, "
-              f"{dates[0] + '..' + dates[-1]!r}),  # {time.perf_counter() - t0:.1f} s")
+              f"{dates[0] + '..' + dates[-1]!r}, {cal.matmul_precisions!r}),  # {time.perf_counter() - t0:.1f} s")
 
 
 if __name__ == "__main__":

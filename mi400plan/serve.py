@@ -61,8 +61,22 @@ ACT_BYTES = 2.0  # 16-bit activations and collective payloads
 ELEMWISE_ELEMS_PER_H = 10
 # Prefill replicas of a disaggregated deployment run at this utilisation (queueing keeps TTFT finite).
 DISAGG_PREFILL_UTILISATION = 0.7
-# Kernels per layer priced with an overhead: QKV, attention core, output projection, FFN in, FFN out.
-KERNELS_PER_LAYER = 5
+# Kernels per layer that each pay the fixed per-kernel overhead (launch, synchronisation, framework work
+# between kernels), counted from the architecture as vLLM / SGLang run one decoder layer:
+# attention, GQA: QKV projection, rotary, attention core, output projection = 4; MLA: q_a, q_b, kv_a,
+# the two absorbed-projection batched GEMMs, rotary, attention core, output projection = 8;
+# two RMSNorms (residual add fused) = 2; dense FFN: gate+up, activation, down = 3; MoE FFN: router GEMM,
+# top-k, token permute (dispatch), grouped gate+up, activation, grouped down, unpermute (combine),
+# shared-expert gate+up and down = 9.
+KERNELS_ATTN_GQA = 4
+KERNELS_ATTN_MLA = 8
+KERNELS_NORMS = 2
+KERNELS_FFN_DENSE = 3
+KERNELS_FFN_MOE = 9
+
+# Compute precision of the GEMMs for each weight format; int4 (GPTQ/AWQ) dequantizes to 16-bit.
+COMPUTE_PRECISION = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "mxfp8": "fp8", "fp6": "fp6", "mxfp6": "fp6",
+                     "fp4": "fp4", "mxfp4": "fp4", "nvfp4": "fp4", "int4": "bf16"}
 
 RULES: dict[str, str] = {
     "tp-heads": "TP does not divide the attention heads (or the KV heads, or they it)",
@@ -281,7 +295,9 @@ def forward_stage(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any
     attention = L * gemm_time(core_flops, core_bytes, hw, 0.0)
     elem_bytes = ELEMWISE_ELEMS_PER_H * h * ACT_BYTES * np.where(dpa, t / tp, t) + 3.0 * T.ffn_width / tp * ACT_BYTES * t
     elementwise = L * elem_bytes / (hw.hbm_bw * hw.hbm_eff)
-    overhead = L * KERNELS_PER_LAYER * hw.kernel_overhead_s
+    k_attn = KERNELS_ATTN_MLA if T.mla else KERNELS_ATTN_GQA
+    kernels = L * (k_attn + KERNELS_NORMS) + Ld * KERNELS_FFN_DENSE + Lm * KERNELS_FFN_MOE
+    overhead = kernels * hw.kernel_overhead_s
     # LM head (vocab-parallel over TP, 16-bit), on the tokens that are sampled.
     sampled = np.where(causal, s, t)
     head_t = gemm_time(2.0 * T.head / tp * sampled, 2.0 * T.head / tp, hw, 1.0)

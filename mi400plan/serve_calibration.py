@@ -7,9 +7,11 @@ What is fitted, per family (the accelerator profile's ``architecture``: CDNA 4, 
 
 * ``hbm_efficiency``: achieved fraction of HBM peak in decode (weights, experts and KV streaming);
 * ``kernel_overhead_us``: fixed time per kernel (launch, synchronisation, the serving framework's
-  per-layer work between kernels), five kernels per layer per forward pass;
+  per-layer work between kernels), with the kernels per layer counted from the architecture
+  (``serve.KERNELS_*``: 9 for a dense GQA layer, 19 for an MLA + MoE layer);
 * ``matmul_efficiency``: achieved fraction of the dense peak of the GEMM precision (prefill, large batches),
-  fitted only when the family's points include 8k-token prompts (else the prior, 0.50);
+  fitted only when the family's points include 8k-token prompts (else the prior, 0.50), and applied only
+  at the compute precisions of the points it was fitted on (other precisions keep the profile's);
 * ``request_overhead_ms``: per-request time before the first token outside the GPU model
   (HTTP, tokenisation, scheduling), added to TTFT only.
 
@@ -30,8 +32,9 @@ from typing import Any
 import numpy as np
 
 HBM_GRID = np.round(np.arange(0.30, 0.951, 0.05), 2)
-OVERHEAD_GRID_US = np.array([2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 20.0, 24.0, 28.0, 32.0, 40.0, 50.0, 60.0])
-MATMUL_GRID = np.round(np.arange(0.15, 0.751, 0.05), 2)
+OVERHEAD_GRID_US = np.array([2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 20.0, 24.0, 28.0, 32.0, 40.0, 50.0, 60.0, 70.0,
+                             80.0, 100.0, 120.0])
+MATMUL_GRID = np.round(np.concatenate([[0.02, 0.03, 0.04], np.arange(0.05, 0.751, 0.05)]), 2)
 REQUEST_GRID_MS = np.arange(0.0, 400.1, 5.0)
 PRIOR = {"hbm": 0.80, "matmul": 0.50, "overhead_us": 5.0}  # the profiles' assumed [efficiency] values
 # InferenceX runs nightly and serving software moves fast: a family is fitted on its runs from the
@@ -57,17 +60,20 @@ class FamilyCalibration:
     tpot_max_err: float
     ttft_mean_err: float
     dates: str  # date range of the runs
+    matmul_precisions: tuple[str, ...] = ()  # compute precisions the matmul efficiency was fitted at
 
 
 # Output of benchmarks/calibrate_serve.py on tests/data/serve_inferencex.csv (checked by
 # tests/test_serve_calibration.py).
 CALIBRATION: dict[str, FamilyCalibration] = {
-    "amd-cdna4": FamilyCalibration("amd-cdna4", 0.8, 28.0, 0.5, 70.0, 5, 0.0222, 0.0796, 0.0389, 0.0473, 0.0406,
-                                   "2026-02-27..2026-02-27"),
-    "nvidia-blackwell": FamilyCalibration("nvidia-blackwell", 0.65, 24.0, 0.5, 190.0, 12, 0.0999, 0.3297, 0.1035,
-                                          0.2277, 0.8021, "2025-11-02..2026-02-03"),
-    "nvidia-hopper": FamilyCalibration("nvidia-hopper", 0.8, 32.0, 0.2, 55.0, 10, 0.0251, 0.0569, 0.0236, 0.051,
-                                       0.1119, "2025-11-02..2025-11-02"),
+    "amd-cdna3": FamilyCalibration("amd-cdna3", 0.65, 18.0, 0.1, 45.0, 15, 0.0388, 0.1367, 0.0542, 0.1107, 0.2082,
+                                   "2026-02-27..2026-02-27", ("fp8",)),
+    "amd-cdna4": FamilyCalibration("amd-cdna4", 0.95, 8.0, 0.05, 50.0, 14, 0.0294, 0.0659, 0.0623, 0.1026, 0.0392,
+                                   "2026-02-27..2026-02-27", ("fp4",)),
+    "nvidia-blackwell": FamilyCalibration("nvidia-blackwell", 0.65, 6.0, 0.4, 185.0, 12, 0.1025, 0.3011, 0.0998,
+                                          0.2107, 0.7699, "2025-11-02..2026-02-03", ("fp4", "fp8")),
+    "nvidia-hopper": FamilyCalibration("nvidia-hopper", 0.95, 10.0, 0.25, 65.0, 10, 0.0269, 0.0549, 0.043, 0.0719,
+                                       0.061, "2025-11-02..2025-11-02", ("fp8",)),
 }
 
 
@@ -82,12 +88,16 @@ def calibration_for(architecture: str | None) -> FamilyCalibration | None:
     return CALIBRATION.get(fam) if fam else None
 
 
-def apply(hw: Any, cal: FamilyCalibration, case: str = "nominal") -> Any:
+def apply(hw: Any, cal: FamilyCalibration, case: str = "nominal", precision: str | None = None) -> Any:
     """``hw`` (``serve.ServeHardware``) with the family's fitted figures; at a corner each efficiency
-    moves by the mean TPOT error (pessimistic: lower efficiencies, higher overheads)."""
+    moves by the mean TPOT error (pessimistic: lower efficiencies, higher overheads). The matmul
+    efficiency applies only at the compute ``precision`` it was fitted at (None: the fitted one);
+    other precisions keep the profile's (``hw.matmul_eff``)."""
     f = {"nominal": 0.0, "pessimistic": -1.0, "optimistic": 1.0}[case] * cal.tpot_mean_err
+    fitted = precision is None or precision in cal.matmul_precisions
+    mm = cal.matmul_efficiency if fitted else hw.matmul_eff
     return replace(hw, hbm_eff=min(1.0, cal.hbm_efficiency * (1.0 + f)),
-                   matmul_eff=min(1.0, cal.matmul_efficiency * (1.0 + f)),
+                   matmul_eff=min(1.0, mm * (1.0 + f)),
                    kernel_overhead_s=cal.kernel_overhead_us * 1e-6 * (1.0 - f),
                    request_overhead_s=cal.request_overhead_ms * 1e-3)
 
@@ -124,15 +134,15 @@ def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
 
 
 def fit_family(cat: Any, family: str, points: list[Point], base: dict[str, Any]) -> FamilyCalibration:
-    """Grid-search fit of one family (see the module docstring). ``base`` maps each SKU to its nominal
-    ``serve.ServeHardware`` (peaks, bandwidths, fabrics from the profile)."""
+    """Grid-search fit of one family (see the module docstring). ``base`` maps each (SKU, weight format)
+    to its nominal ``serve.ServeHardware`` (peaks, bandwidths, fabrics from the profile)."""
     # Prefill (compute) time matters in these points only with long prompts: without an 8k-token prompt
     # the matmul efficiency is not identifiable and keeps the prior.
     mm_grid = MATMUL_GRID if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else np.array([PRIOR["matmul"]])
     H, K, M = np.meshgrid(HBM_GRID, OVERHEAD_GRID_US * 1e-6, mm_grid, indexing="ij")
     loss = np.zeros(H.shape)
     for p in points:
-        hw = replace(base[p.sku], hbm_eff=H, kernel_overhead_s=K, matmul_eff=M, request_overhead_s=0.0)
+        hw = replace(base[(p.sku, p.precision)], hbm_eff=H, kernel_overhead_s=K, matmul_eff=M, request_overhead_s=0.0)
         pr = predict(cat, p, hw)
         loss += np.log(pr["tput"] / p.tput_per_gpu) ** 2 + np.log(pr["tpot"] / p.tpot_s) ** 2
     # Directions the points do not constrain (a flat loss) keep the planner's prior (the profile's assumed
@@ -140,14 +150,17 @@ def fit_family(cat: Any, family: str, points: list[Point], base: dict[str, Any])
     near = loss <= loss.min() * 1.01 + 1e-12
     prior = np.log(H / PRIOR["hbm"]) ** 2 + np.log(K * 1e6 / PRIOR["overhead_us"]) ** 2 + np.log(M / PRIOR["matmul"]) ** 2
     i = np.unravel_index(int(np.argmin(np.where(near, prior, np.inf))), loss.shape)
-    h, k, mm = float(H[i]), float(K[i]) * 1e6, float(M[i])
-    ttft0 = [float(predict(cat, p, replace(base[p.sku], hbm_eff=h, kernel_overhead_s=k * 1e-6, matmul_eff=mm,
+    h, k, mm = float(H[i]), round(float(K[i]) * 1e6, 3), float(M[i])
+    ttft0 = [float(predict(cat, p, replace(base[(p.sku, p.precision)], hbm_eff=h, kernel_overhead_s=k * 1e-6, matmul_eff=mm,
                                            request_overhead_s=0.0))["ttft"]) for p in points]
     obs = np.array([p.ttft_s for p in points])
     r_loss = [(np.log((np.array(ttft0) + r * 1e-3) / obs) ** 2).sum() for r in REQUEST_GRID_MS]
     req = float(REQUEST_GRID_MS[int(np.argmin(r_loss))])
-    cal = FamilyCalibration(family, h, k, mm, req, len(points), 0, 0, 0, 0, 0, "")
-    errs = errors(cat, points, {p.sku: apply(base[p.sku], cal) for p in points})
+    from mi400plan.serve import COMPUTE_PRECISION
+
+    precs = tuple(sorted({COMPUTE_PRECISION[p.precision] for p in points})) if len(mm_grid) > 1 else ()
+    cal = FamilyCalibration(family, h, k, mm, req, len(points), 0, 0, 0, 0, 0, "", precs)
+    errs = errors(cat, points, {k: apply(v, cal) for k, v in base.items()})
     return replace(cal, tput_mean_err=round(float(np.mean(errs["tput"])), 4),
                    tput_max_err=round(float(np.max(errs["tput"])), 4),
                    tpot_mean_err=round(float(np.mean(errs["tpot"])), 4),
@@ -156,10 +169,11 @@ def fit_family(cat: Any, family: str, points: list[Point], base: dict[str, Any])
 
 
 def errors(cat: Any, points: list[Point], hw: dict[str, Any]) -> dict[str, np.ndarray]:
-    """|relative error| of tokens/s per GPU, TPOT and TTFT for each point (``hw``: SKU -> hardware)."""
+    """|relative error| of tokens/s per GPU, TPOT and TTFT for each point (``hw``: (SKU, weight format) ->
+    hardware)."""
     out: dict[str, list[float]] = {"tput": [], "tpot": [], "ttft": []}
     for p in points:
-        pr = predict(cat, p, hw[p.sku])
+        pr = predict(cat, p, hw[(p.sku, p.precision)])
         out["tput"].append(abs(float(pr["tput"]) / p.tput_per_gpu - 1.0))
         out["tpot"].append(abs(float(pr["tpot"]) / p.tpot_s - 1.0))
         out["ttft"].append(abs(float(pr["ttft"]) / p.ttft_s - 1.0))

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from mi400plan.errors import MissingValueError, UsageError
+from mi400plan.serve import COMPUTE_PRECISION
 from mi400plan.results.serve import (
     Comparison,
     DecodeBreakdown,
@@ -32,9 +33,6 @@ DEFAULT_GPUS = 8  # one 8-GPU node (HGX / MI3xx OAM platform)
 DEFAULT_LEN = 1024  # InferenceX's 1k1k scenario: 1,024 input and 1,024 output tokens
 MAX_CONCURRENCY = 1024
 DEFAULT_TOP = 8
-# Compute precision of the GEMMs for each weight format; int4 (GPTQ/AWQ) dequantizes to 16-bit.
-COMPUTE_PRECISION = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "mxfp8": "fp8", "fp6": "fp6", "mxfp6": "fp6",
-                     "fp4": "fp4", "mxfp4": "fp4", "nvfp4": "fp4", "int4": "bf16"}
 # Interactivity levels (tokens/s/user) of the SKU comparison.
 LEVELS = (10.0, 20.0, 30.0, 50.0, 75.0, 100.0, 150.0, 200.0)
 ORDER = ("highest output tokens/s/GPU first, one row per layout at its best concurrency; ties: lower TPOT, fewer "
@@ -127,7 +125,7 @@ def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float |
 
     cal = calibration_for(acc.architecture) if calibrated and matmul is None and hbm is None else None
     if cal is not None:
-        hw = apply(hw, cal, case)
+        hw = apply(hw, cal, case, comp)
     return hw, sku
 
 
