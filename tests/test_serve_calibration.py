@@ -93,13 +93,16 @@ def test_corners_bracket_the_calibration(catalog) -> None:
 
 # --- validation (not fitted) ----------------------------------------------------------------------------
 
-# The README's validation table: source -> (family, mean, max |relative error| of output tokens/s).
-VALIDATION_REPORTED = {"O1": ("amd-cdna3", 0.29, 0.47)}
+# The README's validation table: (source, SKU) -> (mean, max |relative error| of output tokens/s, mean
+# |relative error| of median TPOT or None).
+VALIDATION_REPORTED = {
+    ("O1", "mi300x"): (0.29, 0.47, None),
+    ("D1", "mi300x"): (0.56, 0.93, 0.25),
+    ("D1", "h200"): (1.77, 2.67, 0.58),
+}
 
 
-def _static_batch_tps(catalog, r: dict[str, str]) -> float:
-    """Output tokens/s of a static batch (vLLM benchmark_latency): the batch's prefill, then ``osl``
-    decode steps at the mean context ``isl + osl / 2``."""
+def _workload(catalog, r: dict[str, str]):
     from mi400plan.api.serve import _hardware
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe
@@ -107,17 +110,32 @@ def _static_batch_tps(catalog, r: dict[str, str]) -> float:
     m = catalog.get("models", r["model"]).spec
     wl = core.Workload(m, count_params(m), infer_recipe(r["precision"], kv_dtype=r["kv"]), int(r["isl"]), int(r["osl"]))
     hw, _ = _hardware(catalog, r["sku"], r["precision"], "nominal", matmul=None, hbm=None)
-    T = core.terms(m, wl.counts, wl.recipe)
+    return wl, hw
+
+
+def _predict(catalog, r: dict[str, str]) -> tuple[float, float | None]:
+    """(output tokens/s of the server, TPOT or None). A static batch (vLLM benchmark_latency) is the
+    batch's prefill, then ``osl`` decode steps at the mean context ``isl + osl / 2``; a serving point is
+    the continuous-batching steady state at ``conc`` requests in flight."""
+    wl, hw = _workload(catalog, r)
     b, i, o, tp = float(r["conc"]), int(r["isl"]), int(r["osl"]), int(r["tp"])
+    if r["kind"] == "serving":
+        ev = core.evaluate(wl, hw, tp=tp, pp=1, ep=1, dpa=False, batch=b)
+        return float(ev["out_tps_gpu"]) * tp, float(ev["tpot"])
+    T = core.terms(wl.model, wl.counts, wl.recipe)
     pf = core.forward_stage(T, wl, hw, tp=tp, pp=1, ep=1, dpa=False, tokens=i * b, seqs=b, context=0.0, causal=True)
     st = core.forward_stage(T, wl, hw, tp=tp, pp=1, ep=1, dpa=False, tokens=b, seqs=b, context=i + o / 2, causal=False)
-    return b * o / float(pf.total + o * st.total)
+    return b * o / float(pf.total + o * st.total), None
 
 
-@pytest.mark.parametrize("source", sorted(VALIDATION_REPORTED))
-def test_validation_errors_are_the_reported_ones(catalog, source: str) -> None:
-    rows = [r for r in _rows("serve_validation.csv") if r["source"] == source]
-    err = np.array([abs(_static_batch_tps(catalog, r) / float(r["output_tps"]) - 1.0) for r in rows])
-    _, mean, mx = VALIDATION_REPORTED[source]
+@pytest.mark.parametrize("key", sorted(VALIDATION_REPORTED))
+def test_validation_errors_are_the_reported_ones(catalog, key: tuple[str, str]) -> None:
+    rows = [r for r in _rows("serve_validation.csv") if (r["source"], r["sku"]) == key]
+    pred = [_predict(catalog, r) for r in rows]
+    err = np.array([abs(p[0] / float(r["output_tps"]) - 1.0) for p, r in zip(pred, rows)])
+    mean, mx, tpot_mean = VALIDATION_REPORTED[key]
     assert err.mean() == pytest.approx(mean, abs=0.01)
     assert err.max() == pytest.approx(mx, abs=0.01)
+    if tpot_mean is not None:
+        e = np.array([abs(p[1] / float(r["tpot_s"]) - 1.0) for p, r in zip(pred, rows)])
+        assert e.mean() == pytest.approx(tpot_mean, abs=0.01)
