@@ -474,3 +474,24 @@ def test_rack_price_per_kwh_must_be_positive(cli, value: str) -> None:  # noqa: 
     out = cli(["rack", "gb200-nvl72", "--racks", "2", "--price-per-kwh", value, "--json"])
     assert out.exit_code == 2
     assert "--price-per-kwh must be a price above 0" in json.loads(out.stdout)["errors"][0]["message"]
+
+
+def test_user_profile_overrides_a_bundled_system(cli, tmp_path, write_profile) -> None:  # noqa: ANN001
+    write_profile(tmp_path, "costs", "b200-hgx", '''name = "b200-hgx"
+display_name = "our B200 quote"
+currency = "USD"
+year = 2026
+[sources]
+Q = "Vendor quote (2026-10-01)"
+[system]
+sku = "b200"
+server_capex_per_gpu = { nominal = 35040, status = "disclosed", source = ["Q"] }
+network_capex_per_gpu = { nominal = 3000, status = "estimate", source = ["Q"] }
+wall_power_per_gpu_w = 1787.5
+''')
+    out = cli(["cost", "b200-hgx", "--profiles", str(tmp_path), "--cost-of-capital", "0", "--depreciation-years", "4",
+               "--json"])
+    row = json.loads(out.stdout)["data"]["rows"][0]
+    assert row["capex_per_gpu"]["nominal"] == 38040 and row["network"] == "system" and row["capex_year"] == 2026
+    # straight line: 38,040 / 4 y / 8760 h = 1.0856 per GPU-hour
+    assert row["capex_per_gpu_hour"]["nominal"] == pytest.approx(38040 / 4 / 8760)
