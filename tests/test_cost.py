@@ -482,7 +482,7 @@ display_name = "our B200 quote"
 currency = "USD"
 year = 2026
 [sources]
-Q = "Vendor quote (2026-10-01)"
+Q = { title = "Vendor quote", date = "2026-10-01" }
 [system]
 sku = "b200"
 server_capex_per_gpu = { nominal = 35040, status = "disclosed", source = ["Q"] }
