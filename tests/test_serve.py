@@ -248,7 +248,7 @@ def test_undisclosed_precision(cli) -> None:
     assert r.exit_code == 3 and "NVFP4" in r.output
 
 
-@pytest.mark.parametrize("args", [["--concurrency", "0"], ["--input-len", "abc"], ["--tpot", "-5ms"],
+@pytest.mark.parametrize("args", [["--concurrency", "0"], ["--gpus", "0"], ["--tp", "3"], ["--pp", "7"], ["--ep", "2"], ["--input-len", "abc"], ["--tpot", "-5ms"],
                                   ["--spec-tokens", "2"], ["--spec-acceptance", "1.5", "--spec-tokens", "1"],
                                   ["--gpu-hour-cost", "-1"], ["--precision", "fp3"]])
 def test_bad_values_exit_2(cli, args: list[str]) -> None:

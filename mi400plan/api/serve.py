@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from mi400plan.errors import MissingValueError, UsageError
+from mi400plan.errors import LayoutError, MissingValueError, UsageError
 from mi400plan.serve import COMPUTE_PRECISION
+from mi400plan.serve import RULES as RULES_TEXT
 from mi400plan.results.serve import (
     Comparison,
     DecodeBreakdown,
@@ -233,7 +234,7 @@ def serve(
         raise UsageError(f"unknown --precision {precision!r}; known: {', '.join(COMPUTE_PRECISION)}")
     kv = (kv_dtype or ("bf16" if prec in ("bf16", "fp16", "int4") else "fp8")).lower()
     recipe = infer_recipe(prec, kv_dtype=kv, reserve=parse_reserve(reserve) if reserve is not None else None)
-    n_gpus = int(gpus or DEFAULT_GPUS)
+    n_gpus = int(gpus if gpus is not None else DEFAULT_GPUS)
     if n_gpus < 1 or n_gpus > 4096:
         raise UsageError(f"--gpus must be between 1 and 4,096, got {gpus}")
     if top < 1:
@@ -262,6 +263,11 @@ def serve(
     wl = core.Workload(model, count_params(model), recipe, I, O, spec_tokens, spec_acceptance)
     lay = core.layout_grid(model, n_gpus, len(conc), tp=tp, pp=pp, ep=ep,
                            dpa=None if dp_attention is None else [int(dp_attention)])
+    if not len(lay.tp):
+        why = ", ".join(f"{k} ({RULES_TEXT[k]})" for k, v in lay.rejected.items() if v)
+        raise LayoutError(f"no serving layout of {model.name} on {n_gpus} GPUs passes the rules: {why}",
+                          rule=next((k for k, v in lay.rejected.items() if v), None),
+                          hint="TP must divide the attention heads and the GPUs, PP the layers, EP the experts")
     names: list[str] = []
     for s in skus:
         c = catalog.resolve("accelerators", s)
