@@ -255,3 +255,18 @@ def test_bad_values_exit_2(cli, args: list[str]) -> None:
     r = cli(["serve", "llama3.1-8b", "--sku", "h100", *args])
     assert r.exit_code == 2, r.output
     assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("model,sku,prec,tp,ep,dpa", [("deepseek-r1", "mi355x", "mxfp4", 8, 8, True),
+                                                        ("deepseek-r1", "h200", "fp8", 8, 1, False),
+                                                        ("mixtral-8x7b", "b200", "fp8", 8, 8, False)])
+def test_moe_tpot_and_throughput_monotone(catalog, model, sku, prec, tp, ep, dpa) -> None:
+    """The same two checks for MoE layouts (expert activation grows with the batch, DP-attention, EP)."""
+    wl, hw = _setup(catalog, model, sku, precision=prec)
+    b = np.arange(1, 1025, dtype=np.float64)
+    ev = core.evaluate(wl, hw, tp=tp, pp=1, ep=ep, dpa=dpa, batch=b)
+    fit = core.memory(wl, hw, tp=tp, pp=1, dpa=dpa, batch=b)["kv_fit"]
+    assert fit[0]
+    last = int(np.nonzero(fit)[0].max())
+    assert (np.diff(ev["tpot"]) >= -1e-15).all()
+    assert (np.diff(ev["out_tps_gpu"][: last + 1]) >= -1e-9).all()
