@@ -243,7 +243,7 @@ def _input(name: str, est: Estimate, unit: str, origin: str, given: bool) -> Cos
                      source=list(est.source), origin=origin)
 
 
-def _row(cat: Any, m: GpuHourModel, site: SiteCost) -> tuple[CostRow, dict[str, list[list[float]]]]:
+def _row(cat: Any, m: GpuHourModel) -> tuple[CostRow, dict[str, list[list[float]]]]:
     """The output row of one system and its metric matrices (for the ranking-flip check)."""
     prof, sysc = m.profile, m.profile.system
     assert sysc is not None
@@ -376,7 +376,7 @@ def cost(cat: Any, names: list[str], *, site: str | None = None, overrides: Cost
         raise UsageError("the same system is named twice", hint=", ".join(p.name for p in profs))
     rows, mats = [], []
     for p in profs:
-        row, mat = _row(cat, gpu_hour_model(cat, p, site_prof, site_v, ov.capex_per_gpu), site_v)
+        row, mat = _row(cat, gpu_hour_model(cat, p, site_prof, site_v, ov.capex_per_gpu))
         if ov.capex_per_gpu is not None:
             row = row.model_copy(update={"estimates": [e for e in row.estimates if "capex" not in e]})
         if tokens_per_s_per_gpu is not None:
