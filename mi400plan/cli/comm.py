@@ -6,7 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from mi400plan.cli.common import AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+from mi400plan.cli.common import (
+    AsciiOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
+)
 
 
 @app.command("comm")
@@ -51,6 +53,8 @@ def comm_cmd(
     profiles: ProfilesOpt = None,
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
+    plot: PlotOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Collective time, algbw and busbw (nccl-tests conventions) on one or several systems.
 
@@ -76,4 +80,4 @@ def comm_cmd(
             stride=stride,
         )
 
-    run("comm", f, compute, check=check, ascii=ascii_)
+    run("comm", f, compute, check=check, ascii=ascii_, plot=plot, force=force)

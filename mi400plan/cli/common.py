@@ -61,6 +61,15 @@ ProfilesOpt = Annotated[
 ]
 CheckOpt = Annotated[bool, typer.Option("--check", help="Exit 4 when the answer is 'does not fit' / 'over budget'.")]
 AsciiOpt = Annotated[bool, typer.Option("--ascii", help="Plain ASCII table borders.")]
+PlotOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--plot",
+        help="Also draw the result to PATH (.png or .svg); needs the plot extra: pip install 'mi400plan[plot]'.",
+        metavar="PATH",
+    ),
+]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing --plot file.")]
 
 
 class RecomputeChoice(str, Enum):
@@ -96,29 +105,30 @@ def run(
     *,
     check: bool = False,
     ascii: bool = False,
+    plot: Path | None = None,
+    force: bool = False,
 ) -> None:
-    """Compute a result and emit it; map PlannerError to a message (or JSON envelope) and exit code."""
+    """Compute a result and emit it; map PlannerError to a message (or JSON envelope) and exit code.
+
+    With ``plot``, the target is checked before computing (extension, --force, matplotlib present)
+    and the picture is written before the result is printed (a failed plot prints no result).
+    """
     try:
+        if plot is not None:
+            from mi400plan.render.plot import check_target
+
+            check_target(plot, force)
         result = compute()
     except PlannerError as exc:
         fail(command, fmt, exc)
         return  # unreachable; fail() exits
     except Exception as exc:  # noqa: BLE001 - the one place unexpected errors become exit 1
-        if os.environ.get("MI400PLAN_DEBUG") == "1":
-            traceback.print_exc()
-        if fmt is OutputFormat.json:
-            from mi400plan.render.jsonout import write_error
-
-            write_error(command, exc, sys.stdout)
-        else:
-            stderr_console().print(
-                f"[red]internal error:[/red] {type(exc).__name__}: {exc}\n"
-                "  (set MI400PLAN_DEBUG=1 for a traceback)",
-                markup=True,
-                highlight=False,
-            )
-        raise typer.Exit(ExitCode.UNEXPECTED)
+        _unexpected(command, fmt, exc)
+    if plot is not None:
+        _write_plot(command, fmt, result, plot, force)
     emit(result, fmt, sys.stdout, ascii=ascii)
+    if plot is not None and fmt is not OutputFormat.json:
+        stderr_console().print(f"plot written to {plot}", markup=False, highlight=False)
     if fmt is not OutputFormat.json and result.warnings and command not in ("profiles",):
         from mi400plan.render.table import print_warnings
 
@@ -126,6 +136,37 @@ def run(
     if check and result.check_failed():
         raise typer.Exit(ExitCode.CHECK_FAILED)
     raise typer.Exit(ExitCode.OK)
+
+
+def _unexpected(command: str, fmt: OutputFormat, exc: Exception) -> None:
+    """An error that is a bug, not bad input: a one-line report and exit 1 (traceback on request)."""
+    if os.environ.get("MI400PLAN_DEBUG") == "1":
+        traceback.print_exc()
+    if fmt is OutputFormat.json:
+        from mi400plan.render.jsonout import write_error
+
+        write_error(command, exc, sys.stdout)
+    else:
+        stderr_console().print(
+            f"[red]internal error:[/red] {type(exc).__name__}: {exc}\n"
+            "  (set MI400PLAN_DEBUG=1 for a traceback)",
+            markup=True,
+            highlight=False,
+        )
+    raise typer.Exit(ExitCode.UNEXPECTED)
+
+
+def _write_plot(command: str, fmt: OutputFormat, result: Result, plot: Path, force: bool) -> None:
+    from mi400plan.render.plot import write_plot
+
+    try:
+        write_plot(result, plot, force=force)
+    except PlannerError as exc:
+        fail(command, fmt, exc)
+    except OSError as exc:
+        fail(command, fmt, PlannerError(f"cannot write plot {str(plot)!r}: {exc.strerror or exc}"))
+    except Exception as exc:  # noqa: BLE001 - a drawing bug is exit 1, not a traceback
+        _unexpected(command, fmt, exc)
 
 
 def fail(command: str, fmt: OutputFormat, exc: PlannerError) -> None:

@@ -10,6 +10,8 @@ import typer
 
 from mi400plan.cli.common import (
     AsciiOpt,
+    ForceOpt,
+    PlotOpt,
     CheckOpt,
     FormatOpt,
     JsonOpt,
@@ -102,6 +104,8 @@ def fit_cmd(
     profiles: ProfilesOpt = None,
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
+    plot: PlotOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Per-GPU memory (weights, gradients, optimizer, activations, KV cache, reserve) and whether it fits.
 
@@ -126,4 +130,4 @@ def fit_cmd(
             vocab_divisible_by=vocab_divisible_by,
         )
 
-    run("fit", f, compute, check=check, ascii=ascii_)
+    run("fit", f, compute, check=check, ascii=ascii_, plot=plot, force=force)

@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from mi400plan.cli.common import AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+from mi400plan.cli.common import (
+    AsciiOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
+)
 
 
 class Redundancy(str, Enum):
@@ -46,6 +48,8 @@ def rack_cmd(
     profiles: ProfilesOpt = None,
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
+    plot: PlotOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Rack power by component, feed verdict with the arithmetic, coolant flow and airflow.
 
@@ -75,4 +79,4 @@ def rack_cmd(
             site=site,
         )
 
-    run("rack", f, compute, check=check, ascii=ascii_)
+    run("rack", f, compute, check=check, ascii=ascii_, plot=plot, force=force)

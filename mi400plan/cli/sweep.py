@@ -11,6 +11,7 @@ import typer
 from mi400plan.cli.cost import GridOpt, LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.common import (
     AsciiOpt,
+    PlotOpt,
     CheckOpt,
     FormatOpt,
     JsonOpt,
@@ -55,7 +56,7 @@ def cmd(
     grid_intensity: GridOpt = None,
     top: Annotated[int, typer.Option("--top", help="Layouts to list per SKU and size.")] = 5,
     save: Annotated[Optional[Path], typer.Option("--save", help="Write the best layout as a plan TOML (read by `fit --plan`).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="With --save: replace an existing plan file.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --save plan or --plot file.")] = False,
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Override the achievable matmul fraction of peak (e.g. 0.45).")] = None,
     hbm_efficiency: Annotated[Optional[float], typer.Option("--hbm-efficiency", help="Override the achievable HBM bandwidth fraction.")] = None,
     gemm_overhead_us: Annotated[Optional[float], typer.Option("--gemm-overhead-us", help="Override the fixed cost per GEMM kernel, microseconds.")] = None,
@@ -95,6 +96,7 @@ def cmd(
     profiles: ProfilesOpt = None,
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
+    plot: PlotOpt = None,
 ) -> None:
     """Search TP/PP/VPP/CP/EP/DP/ZeRO/micro-batch/recompute layouts for the fastest training step.
 
@@ -126,7 +128,7 @@ def cmd(
                 cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
             )
 
-    run("sweep", f, compute, check=check, ascii=ascii_)
+    run("sweep", f, compute, check=check, ascii=ascii_, plot=plot, force=force)
 
 
 class _progress:

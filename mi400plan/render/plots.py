@@ -1,0 +1,223 @@
+"""The drawings behind ``--plot`` for fit, sweep, comm and rack (see ``mi400plan.render.plot``).
+
+Units on every axis: memory in GiB (2^30 bytes), bus bandwidth in GB/s (1e9 bytes/s, one
+direction, nccl-tests' busbw), power in kW (1e3 W), step time in seconds. Each series has a legend
+label; a footer names the inputs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mi400plan.render.plot import GIB, footer, plotter
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from mi400plan.results.comm import CommResult
+    from mi400plan.results.fit import FitResult
+    from mi400plan.results.rack import RackResult
+    from mi400plan.results.sweep import SweepResult
+
+# Memory parts in the order they stack, with the legend label each series carries.
+_FIT_PARTS = (
+    ("weights", "weights"),
+    ("gradients", "gradients"),
+    ("optimizer", "optimizer states"),
+    ("activations", "activations"),
+    ("kv_cache", "KV cache"),
+    ("reserve", "runtime reserve"),
+)
+
+
+@plotter("fit")
+def draw_fit(result: FitResult, fig: Figure) -> None:
+    """Stacked per-GPU memory by part, one bar per SKU, with each SKU's usable capacity marked."""
+    ax = fig.add_subplot()
+    rows = list(reversed(result.rows))  # first SKU on top
+    labels = [f"{r.sku} ({_fit_word(r.verdict)})" for r in rows]
+    y = list(range(len(rows)))
+    left = [0.0] * len(rows)
+    for key, label in _FIT_PARTS:
+        vals = [getattr(r.memory_bytes, key) / GIB for r in rows]
+        if not any(vals):
+            continue
+        ax.barh(y, vals, left=left, label=label, height=0.7)
+        left = [a + b for a, b in zip(left, vals)]
+    caps = [(i, r.capacity_bytes / GIB) for i, r in enumerate(rows) if r.capacity_bytes is not None]
+    if caps:
+        ax.vlines([c for _, c in caps], [i - 0.45 for i, _ in caps], [i + 0.45 for i, _ in caps], linewidths=2.5,
+                  color="black", zorder=3, label="usable HBM capacity")
+    for i, r in enumerate(rows):
+        if r.min_layout and not r.fits:
+            ax.annotate(f"fits from {r.min_gpus:,} GPUs: {r.min_layout}", (left[i], i), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize=7, color="0.25")
+    ax.set_yticks(y, labels)
+    ax.set_xlabel("memory per GPU on the most loaded rank (GiB, 2^30 bytes)")
+    layout = _layout_text(result.rows[0].layout) if result.rows else ""
+    ax.set_title(f"{result.model.display_name}: {result.mode} memory per GPU{layout}")
+    ax.set_xlim(0, max([*left, *(c for _, c in caps)], default=1) * (1.45 if any(r.min_layout for r in rows) else 1.05))
+    _legend_outside(fig, ax)
+    ax.grid(axis="x", alpha=0.3)
+    footer(fig, f"mi400plan fit {result.model.name} --mode {result.mode}; reserve {result.reserve}; "
+           "capacity = usable HBM from each accelerator profile")
+
+
+def _legend_outside(fig: Figure, ax: object) -> None:
+    handles, labels = ax.get_legend_handles_labels()  # type: ignore[attr-defined]
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8)
+
+
+def _fit_word(verdict: str) -> str:
+    return {"fits": "fits", "does_not_fit": "does not fit"}.get(verdict, "n/d")
+
+
+def _layout_text(layout: dict[str, int | str | bool]) -> str:
+    parts = [f"{k.upper()} {v}" for k, v in layout.items() if k in ("tp", "pp", "dp", "ep", "cp") and v not in (1, None)]
+    return f" ({', '.join(parts)})" if parts else " (one GPU)"
+
+
+@plotter("sweep")
+def draw_sweep(result: SweepResult, fig: Figure) -> None:
+    """Several GPU counts: the scaling curve. One count: step time against memory per GPU."""
+    sizes = {p.gpus for p in result.scaling}
+    if len(sizes) > 1:
+        _sweep_scaling(result, fig)
+    else:
+        _sweep_tradeoff(result, fig)
+    footer(fig, f"mi400plan sweep {result.model} --precision {result.precision}; seq {result.seq_len}, "
+           f"global batch {result.global_batch_tokens:,} tokens; calibrated efficiencies per SKU")
+
+
+def _sweep_scaling(result: SweepResult, fig: Figure) -> None:
+    ax_tp, ax_eff = fig.subplots(1, 2)
+    sizes = sorted({p.gpus for p in result.scaling})
+    spans = {(r.sku, r.gpus): r.tokens_per_s_per_gpu for r in result.ranges}
+    for sku in dict.fromkeys(p.sku for p in result.scaling):
+        pts = [p for p in result.scaling if p.sku == sku and p.tokens_per_s_per_gpu is not None]
+        xs = [p.gpus for p in pts]
+        (line,) = ax_tp.plot(xs, [p.tokens_per_s_per_gpu for p in pts], marker="o", label=sku)
+        band = [spans.get((sku, p.gpus)) for p in pts]
+        if band and all(s is not None and s.low is not None and s.high is not None for s in band):
+            ax_tp.fill_between(xs, [s.low for s in band], [s.high for s in band], color=line.get_color(), alpha=0.15,
+                               label=f"{sku} estimate range")
+        ax_eff.plot(xs, [100 * (p.scaling_efficiency or 0) for p in pts], marker="o", label=sku)
+    for ax in (ax_tp, ax_eff):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [f"{g:,}" for g in sizes])
+        ax.minorticks_off()
+        ax.set_xlabel("GPUs")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    ax_tp.set_ylabel("tokens/s per GPU (best layout)")
+    ax_tp.set_ylim(0, ax_tp.get_ylim()[1] * 1.05)
+    ax_eff.axhline(90, color="0.4", linestyle="--", linewidth=1)
+    ax_eff.set_ylabel("scaling efficiency vs smallest size (%)")
+    fig.suptitle(f"{result.model}: scaling of the best layout per GPU count")
+
+
+def _sweep_tradeoff(result: SweepResult, fig: Figure) -> None:
+    ax = fig.add_subplot()
+    for sku in dict.fromkeys(r.sku for r in result.rows):
+        rows = [r for r in result.rows if r.sku == sku]
+        pts = ax.scatter([r.memory_bytes.total / GIB for r in rows], [r.step_time_s for r in rows], label=sku, zorder=3)
+        front = _non_dominated([(r.memory_bytes.total / GIB, r.step_time_s) for r in rows])
+        if len(front) > 1:
+            ax.step([x for x, _ in front], [y for _, y in front], where="post", color=pts.get_facecolor()[0],
+                    linewidth=1, alpha=0.6, label=f"{sku} non-dominated (listed layouts)")
+        best = min(rows, key=lambda r: r.rank)
+        ax.annotate(f"#1 TP{best.layout.tp} PP{best.layout.pp}", (best.memory_bytes.total / GIB, best.step_time_s),
+                    textcoords="offset points", xytext=(6, 6), fontsize=8)
+        ax.axvline(rows[0].memory_bytes.capacity / GIB, color=pts.get_facecolor()[0], linestyle=":", linewidth=1,
+                   label=f"{sku} usable HBM")
+    gpus = sorted({r.gpus for r in result.rows})
+    ax.set_xlabel("memory per GPU (GiB, 2^30 bytes)")
+    ax.set_ylabel("step time (s)")
+    ax.set_xlim(left=0)
+    ax.grid(alpha=0.3)
+    if result.rows:
+        ax.legend(fontsize=8)
+    where = f" at {gpus[0]:,} GPUs" if len(gpus) == 1 else ""
+    ax.set_title(f"{result.model}: step time vs memory per GPU of the listed layouts{where}")
+
+
+def _non_dominated(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Points no other point beats on both axes (less memory and less time), by increasing memory."""
+    front: list[tuple[float, float]] = []
+    for x, y in sorted(points):
+        if not front or y < front[-1][1]:
+            front.append((x, y))
+    return front
+
+
+@plotter("comm")
+def draw_comm(result: CommResult, fig: Figure) -> None:
+    """Bus bandwidth against message size per system, with the estimate range as a band."""
+    ax = fig.add_subplot()
+    for system in dict.fromkeys(r.system for r in result.rows):
+        rows = sorted((r for r in result.rows if r.system == system), key=lambda r: r.size_bytes)
+        xs = [r.size_bytes for r in rows]
+        (line,) = ax.plot(xs, [r.busbw_bytes_per_s / 1e9 for r in rows], marker="o", markersize=3, label=system)
+        if any(r.time_fast_s != r.time_slow_s for r in rows):
+            ax.fill_between(xs, [r.busbw_bytes_per_s * r.time_s / r.time_slow_s / 1e9 for r in rows],
+                            [r.busbw_bytes_per_s * r.time_s / r.time_fast_s / 1e9 for r in rows],
+                            color=line.get_color(), alpha=0.15, label=f"{system} estimate range")
+    ax.set_xscale("log", base=2)
+    sizes = sorted({r.size_bytes for r in result.rows})
+    ticks = sizes[:: max(1, len(sizes) // 8)]
+    ax.set_xticks(ticks, [_size_label(t) for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("message size S (bytes, log scale)")
+    ax.set_ylabel("bus bandwidth (GB/s, 1e9 B/s per direction)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{result.op}: bus bandwidth, group {result.group}, stride {result.stride}")
+    footer(fig, f"mi400plan comm {result.op} --group {result.group}; busbw as nccl-tests defines it; "
+           "fabric profiles' bandwidth, efficiency and latency")
+
+
+def _size_label(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} B"
+
+
+# Component kinds grouped as they stack in the rack power bar.
+_RACK_GROUPS = (
+    ("GPUs", ("gpu",)),
+    ("CPUs and memory", ("cpu", "dimm", "memory")),
+    ("NICs and DPUs", ("nic", "dpu")),
+    ("switch ASICs", ("switch_asic",)),
+    ("boards, fans, drives, other", None),
+)
+
+
+@plotter("rack")
+def draw_rack(result: RackResult, fig: Figure) -> None:
+    """Rack wall power stacked by component group plus conversion loss, with the feeds' usable power."""
+    ax = fig.add_subplot()
+    rows = list(reversed(result.rows))
+    y = list(range(len(rows)))
+    left = [0.0] * len(rows)
+    named = {k for _, kinds in _RACK_GROUPS if kinds for k in kinds}
+    for label, kinds in _RACK_GROUPS:
+        vals = [sum(c.total_w.nominal for c in r.components if (c.kind in kinds if kinds else c.kind not in named)) / 1e3
+                for r in rows]
+        if any(vals):
+            ax.barh(y, vals, left=left, label=label, height=0.7)
+            left = [a + b for a, b in zip(left, vals)]
+    ax.barh(y, [r.conversion_loss_w / 1e3 for r in rows], left=left, label="power conversion loss", height=0.7,
+            color="0.7")
+    ax.vlines([r.feed_capacity_w / 1e3 for r in rows], [i - 0.4 for i in y], [i + 0.4 for i in y], linewidths=2.5,
+              color="black", zorder=3, label="feeds' usable power (derated, redundancy)")
+    for i, r in enumerate(rows):
+        ax.annotate(f"{r.wall_power_w / 1e3:,.1f} kW", (left[i] + r.conversion_loss_w / 1e3, i), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ax.set_yticks(y, [f"{r.rack} ({r.gpus} x {r.sku})" for r in rows])
+    ax.set_xlabel("rack wall power, nominal (kW, 1e3 W)")
+    ax.set_title("Rack power by component")
+    _legend_outside(fig, ax)
+    ax.grid(axis="x", alpha=0.3)
+    footer(fig, "mi400plan rack; component powers from the rack and accelerator profiles (nominal of each range)")

@@ -1,0 +1,159 @@
+"""``--plot PATH``: every plot renders to a valid PNG and SVG with the expected series, and the
+option's contract (extension, --force, missing matplotlib, JSON untouched) holds.
+
+The drawing tests need matplotlib (the ``plot`` extra; the ``test`` extra installs it, so CI runs
+them); without it they are skipped and only the missing-extra behaviour is tested.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+GIB = 2**30
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+# command line, series labels the legend must carry
+CASES = {
+    "fit": (["fit", "llama3.1-70b", "--sku", "mi300x", "--sku", "h100"],
+            ["weights", "gradients", "optimizer states", "activations", "usable HBM capacity"]),
+    "sweep-scaling": (["sweep", "llama3.1-8b", "--sku", "mi300x", "--sku", "h100", "--gpus", "64,128", "--top", "1"],
+                      ["mi300x", "h100", "mi300x estimate range"]),
+    "sweep-tradeoff": (["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64", "--top", "8", "--no-ranges"],
+                       ["mi300x", "mi300x usable HBM"]),
+    "comm": (["comm", "all-reduce", "--size", "1MiB..64MiB", "--group", "8", "--sku", "mi300x", "--sku", "h100"],
+             ["mi300x", "h100", "mi300x estimate range"]),
+    "rack": (["rack", "gb200-nvl72", "helios"],
+             ["GPUs", "CPUs and memory", "switch ASICs", "power conversion loss", "feeds' usable power"]),
+}
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from the PNG signature and IHDR chunk (PNG spec, sec. 5.2 and 11.2.2)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG signature"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def svg_texts(data: bytes) -> list[str]:
+    root = ET.fromstring(data)
+    assert root.tag == f"{SVG_NS}svg"
+    return ["".join(t.itertext()) for t in root.iter(f"{SVG_NS}text")]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_plot_renders_png_and_svg_with_series(cli, tmp_path, case):
+    pytest.importorskip("matplotlib")
+    args, series = CASES[case]
+    png, svg = tmp_path / "p.png", tmp_path / "p.svg"
+    r = cli([*args, "--plot", str(png)])
+    assert r.exit_code in (0, 4), r.output
+    w, h = png_size(png.read_bytes())
+    assert w > 600 and h > 400
+    assert "plot written to" in r.stderr
+    cli([*args, "--plot", str(svg)])
+    texts = svg_texts(svg.read_bytes())
+    for label in series:
+        assert any(label in t for t in texts), (label, texts)
+    assert any("mi400plan" in t for t in texts)  # the source footer
+
+
+def test_fit_bars_stack_to_each_skus_total(cli):
+    """The stacked bar of each SKU ends at its total (the sum of the parts in the JSON rows)."""
+    pytest.importorskip("matplotlib")
+    from mi400plan.api.fit import fit
+    from mi400plan.profiles import Catalog
+    from mi400plan.render.plot import figure_for
+
+    result = fit(Catalog.default([]), "llama3.1-70b", ["mi300x", "h100"], "train", tp=8)
+    ax = figure_for(result).axes[0]
+    ends: dict[float, float] = {}
+    for bar in ax.patches:
+        y = round(bar.get_y() + bar.get_height() / 2, 6)
+        ends[y] = max(ends.get(y, 0.0), bar.get_x() + bar.get_width())
+    rows = list(reversed(result.rows))  # first SKU on top
+    m = rows[0].memory_bytes
+    parts = m.weights + m.gradients + m.optimizer + m.activations + m.kv_cache + m.reserve
+    assert parts == m.total
+    assert ends[0.0] == pytest.approx(m.total / GIB)
+    assert ends[1.0] == pytest.approx(rows[1].memory_bytes.total / GIB)
+
+
+def test_comm_line_is_busbw_in_gb_per_s(cli):
+    """Each point is the JSON row's busbw / 1e9 at its size (GB/s, decimal)."""
+    pytest.importorskip("matplotlib")
+    from mi400plan.api.comm import comm
+    from mi400plan.profiles import Catalog
+    from mi400plan.render.plot import figure_for
+
+    result = comm(Catalog.default([]), "all-reduce", "1MiB..4MiB", "8", skus=["mi300x"])
+    line = next(ln for ln in figure_for(result).axes[0].get_lines() if ln.get_label() == "mi300x")
+    assert list(line.get_xdata()) == [2**20, 2**21, 2**22]
+    assert list(line.get_ydata()) == pytest.approx([r.busbw_bytes_per_s / 1e9 for r in result.rows])
+
+
+def test_plot_refuses_to_overwrite_without_force(cli, tmp_path):
+    target = tmp_path / "fit.png"
+    target.write_bytes(b"keep")
+    r = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--plot", str(target)])
+    assert r.exit_code == 2
+    assert "already exists" in r.stderr and "--force" in r.stderr
+    assert target.read_bytes() == b"keep"
+    assert r.stdout == ""  # refused before any work
+
+
+def test_plot_force_replaces(cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "rack.svg"
+    target.write_bytes(b"old")
+    r = cli(["rack", "helios", "--plot", str(target), "--force"])
+    assert r.exit_code == 0, r.output
+    assert svg_texts(target.read_bytes())
+    assert [p.name for p in tmp_path.iterdir()] == ["rack.svg"]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("name", ["plot.pdf", "plot", "plot.jpeg"])
+def test_plot_extension_must_be_png_or_svg(cli, tmp_path, name):
+    r = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--plot", str(tmp_path / name)])
+    assert r.exit_code == 2
+    assert ".png or .svg" in r.stderr
+
+
+def test_plot_without_matplotlib_names_the_extra(cli, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    r = cli(["comm", "all-reduce", "--size", "1MiB", "--group", "8", "--sku", "mi300x",
+             "--plot", str(tmp_path / "c.png")])
+    assert r.exit_code == 2
+    assert "matplotlib" in r.stderr and "pip install 'mi400plan[plot]'" in r.stderr
+    assert not (tmp_path / "c.png").exists()
+    r = cli(["comm", "all-reduce", "--size", "1MiB", "--group", "8", "--sku", "mi300x",
+             "--plot", str(tmp_path / "c.png"), "--json"])
+    env = json.loads(r.stdout)
+    assert r.exit_code == 2 and env["status"] == "error" and "mi400plan[plot]" in env["errors"][0]["hint"]
+
+
+def test_plot_with_json_keeps_stdout_one_envelope(cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    r = cli(["rack", "helios", "--plot", str(tmp_path / "r.png"), "--json"])
+    env = json.loads(r.stdout)
+    assert env["status"] == "ok"
+    assert (tmp_path / "r.png").exists()
+
+
+def test_matplotlib_is_imported_only_for_plot():
+    code = (
+        "import sys\n"
+        "from mi400plan.cli import main\n"
+        "try:\n"
+        "    main(['fit', 'llama3.1-8b', '--sku', 'mi300x', '--json'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write(str('matplotlib' in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr.endswith("False")
