@@ -17,7 +17,6 @@ import importlib
 import json
 import os
 import re
-import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -329,18 +328,6 @@ def write_toml_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> Non
     """
     import tomli_w
 
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            tomli_w.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    from mi400plan.fileio import write_atomic
+
+    write_atomic(path, lambda fh: tomli_w.dump(data, fh))

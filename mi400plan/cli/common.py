@@ -140,20 +140,10 @@ def run(
 
 def _unexpected(command: str, fmt: OutputFormat, exc: Exception) -> None:
     """An error that is a bug, not bad input: a one-line report and exit 1 (traceback on request)."""
-    if os.environ.get("MI400PLAN_DEBUG") == "1":
-        traceback.print_exc()
-    if fmt is OutputFormat.json:
-        from mi400plan.render.jsonout import write_error
+    from rich.markup import escape
 
-        write_error(command, exc, sys.stdout)
-    else:
-        stderr_console().print(
-            f"[red]internal error:[/red] {type(exc).__name__}: {exc}\n"
-            "  (set MI400PLAN_DEBUG=1 for a traceback)",
-            markup=True,
-            highlight=False,
-        )
-    raise typer.Exit(ExitCode.UNEXPECTED)
+    text = f"[red]internal error:[/red] {escape(f'{type(exc).__name__}: {exc}')}\n  (set MI400PLAN_DEBUG=1 for a traceback)"
+    _report(command, fmt, exc, text, ExitCode.UNEXPECTED)
 
 
 def _write_plot(command: str, fmt: OutputFormat, result: Result, plot: Path, force: bool) -> None:
@@ -171,6 +161,16 @@ def _write_plot(command: str, fmt: OutputFormat, result: Result, plot: Path, for
 
 def fail(command: str, fmt: OutputFormat, exc: PlannerError) -> None:
     """Report a PlannerError and exit with its code (JSON envelope on stdout if --json)."""
+    from rich.markup import escape
+
+    text = f"[red]error:[/red] {escape(exc.message)}"
+    if exc.hint:
+        text += f"\n  [dim]hint:[/dim] {escape(exc.hint)}"
+    _report(command, fmt, exc, text, exc.exit_code)
+
+
+def _report(command: str, fmt: OutputFormat, exc: Exception, text: str, code: int) -> None:
+    """Write ``exc`` as a JSON error envelope on stdout (--json) or ``text`` (rich markup) on stderr; exit."""
     if os.environ.get("MI400PLAN_DEBUG") == "1":
         traceback.print_exc()
     if fmt is OutputFormat.json:
@@ -178,10 +178,5 @@ def fail(command: str, fmt: OutputFormat, exc: PlannerError) -> None:
 
         write_error(command, exc, sys.stdout)
     else:
-        from rich.markup import escape
-
-        msg = f"[red]error:[/red] {escape(exc.message)}"
-        if exc.hint:
-            msg += f"\n  [dim]hint:[/dim] {escape(exc.hint)}"
-        stderr_console().print(msg, markup=True, highlight=False)
-    raise typer.Exit(exc.exit_code)
+        stderr_console().print(text, markup=True, highlight=False)
+    raise typer.Exit(code)

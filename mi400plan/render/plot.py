@@ -13,13 +13,12 @@ come from (the command line's model and profiles, the mi400plan version).
 from __future__ import annotations
 
 import importlib
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mi400plan.errors import UsageError
+from mi400plan.fileio import write_atomic
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -99,27 +98,7 @@ def write_plot(result: Result, path: Path, *, force: bool) -> None:
     """Draw ``result`` and write it to ``path`` atomically (format from the extension)."""
     fmt = check_target(path, force)
     fig = figure_for(result)
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else ".")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format=fmt, dpi=150, metadata=_metadata(fmt))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a plot gets the usual file mode
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    write_atomic(path, lambda fh: fig.savefig(fh, format=fmt, dpi=150, metadata=_metadata(fmt)))
 
 
 def _metadata(fmt: str) -> dict[str, Any]:
