@@ -42,6 +42,7 @@ def _tps(r: ServeRow) -> str:
     return text
 
 
+NARROW = 100  # columns below which the table drops its bound column
 _BOUND = {"memory": "HBM", "compute": "FLOPs", "communication": "comm", "overhead": "kernels"}
 
 
@@ -60,14 +61,22 @@ def render(res: ServeResult, console: Any) -> None:
     cost = any(r.cost_per_mtok_output is not None for r in res.rows)
     for s in res.skus:
         rows = [r for r in res.rows if r.sku == s.sku]
+        # Under 100 columns the bound column (in JSON as ``bound``) gives way, and an SLA verdict that
+        # flips inside the ranges is marked on the TPOT instead.
+        narrow = console.width < NARROW
         cols = ["#", "layout", ("conc", "right"), ("tok/s/GPU", "right"), ("tok/s/user", "right"),
-                ("TTFT", "right"), ("TPOT", "right"), ("mem/GPU", "right"), "bound"]
+                ("TTFT", "right"), ("TPOT", "right"), ("mem/GPU", "right")]
+        if not narrow:
+            cols.append("bound")
         if cost:
             cols.append(("$/Mtok out", "right"))
         out = []
         for r in rows:
+            flip = "*" if r.sla_flips else ""
             line = [r.rank, _layout(r), r.concurrency, _tps(r), f"{r.tokens_per_s_per_user:,.1f}", _ms(r.ttft_s),
-                    _ms(r.tpot_s), fmt_bytes(r.memory_bytes.total), _BOUND.get(r.bound, r.bound) + ("*" if r.sla_flips else "")]
+                    _ms(r.tpot_s) + (flip if narrow else ""), fmt_bytes(r.memory_bytes.total)]
+            if not narrow:
+                line.append(_BOUND.get(r.bound, r.bound) + flip)
             if cost:
                 line.append(_money(r.cost_per_mtok_output))
             out.append(line)
@@ -80,8 +89,8 @@ def render(res: ServeResult, console: Any) -> None:
             continue
         print_table(console, cols, out, title=title,
                     caption="conc = sequences in flight per replica; tok/s = output tokens, +- half the pessimistic-"
-                    "optimistic range (JSON ranges); bound = what dominates the decode step; * = the SLA verdict "
-                    "flips inside the ranges")
+                    "optimistic range (JSON ranges)" + ("" if narrow else "; bound = what dominates the decode step")
+                    + "; * = the SLA verdict flips inside the ranges")
     if res.comparison:
         names = [s.sku for s in res.skus]
         cols = [("tok/s/user >=", "right")] + [(n, "right") for n in names] + ["leader"]
