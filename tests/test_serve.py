@@ -270,3 +270,13 @@ def test_moe_tpot_and_throughput_monotone(catalog, model, sku, prec, tp, ep, dpa
     last = int(np.nonzero(fit)[0].max())
     assert (np.diff(ev["tpot"]) >= -1e-15).all()
     assert (np.diff(ev["out_tps_gpu"][: last + 1]) >= -1e-9).all()
+
+
+def test_curves_are_pareto_fronts(cli) -> None:
+    env = json.loads(cli(["serve", "llama3.1-8b", "--sku", "h100", "--sku", "mi300x", "--no-ranges", "--json"]).stdout)
+    curves = env["data"]["curves"]
+    assert [c["sku"] for c in curves] == ["h100", "mi300x"]
+    for c in curves:
+        x, y = c["tokens_per_s_per_user"], c["tokens_per_s_per_gpu"]
+        assert len(x) == len(y) > 2
+        assert x == sorted(x) and y == sorted(y, reverse=True)  # more interactivity costs throughput

@@ -19,6 +19,7 @@ from mi400plan.serve import COMPUTE_PRECISION
 from mi400plan.serve import RULES as RULES_TEXT
 from mi400plan.results.serve import (
     Comparison,
+    Curve,
     DecodeBreakdown,
     PrefillBreakdown,
     ServeLayout,
@@ -307,6 +308,7 @@ def serve(
                                 "tokens/s/user and tokens/s/GPU)",
         evaluated=evaluated, valid=valid, rejected={k: v for k, v in rejected.items() if v},
         skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips, ranges=ranges,
+        curves=[_curve(s.name, per_sku[s.name]) for s in sk],
         warnings=list(flips) + cost_warn,
     )
 
@@ -417,6 +419,24 @@ def _pick_points(res: dict[str, Any], top: int, sla: dict[str, float]) -> np.nda
         return front
     pick = np.unique(np.round(np.linspace(0, len(front) - 1, top)).astype(int))
     return front[pick]
+
+
+MAX_CURVE_POINTS = 256
+
+
+def _curve(name: str, res: dict[str, Any]) -> Curve:
+    """The SKU's Pareto front over every feasible point, thinned to at most ``MAX_CURVE_POINTS``."""
+    from mi400plan.serve import pareto_front
+
+    ev = res["ev"]
+    idx = np.nonzero(res["feasible"])[0]
+    if not len(idx):
+        return Curve(sku=name, tokens_per_s_per_user=[], tokens_per_s_per_gpu=[])
+    front = idx[pareto_front(ev["tps_user"][idx], ev["out_tps_gpu"][idx])][::-1]
+    if len(front) > MAX_CURVE_POINTS:
+        front = front[np.unique(np.round(np.linspace(0, len(front) - 1, MAX_CURVE_POINTS)).astype(int))]
+    return Curve(sku=name, tokens_per_s_per_user=[round(float(x), 4) for x in ev["tps_user"][front]],
+                 tokens_per_s_per_gpu=[round(float(x), 4) for x in ev["out_tps_gpu"][front]])
 
 
 def _bound(d: dict[str, float]) -> str:

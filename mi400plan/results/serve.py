@@ -111,6 +111,14 @@ class Comparison(OutModel):
     flips: bool  # the leader changes inside the estimate ranges
 
 
+class Curve(OutModel):
+    """The whole Pareto front of one SKU (the chart of throughput per GPU against interactivity)."""
+
+    sku: str
+    tokens_per_s_per_user: list[float]  # ascending
+    tokens_per_s_per_gpu: list[float]  # output tokens, descending along the front
+
+
 class SkuInfo(OutModel):
     sku: str
     precision: str
@@ -148,6 +156,7 @@ class ServeResult(Result):
     rows: list[ServeRow]
     comparison: list[Comparison] = Field(default_factory=list)
     ranges: bool = True  # the corners of the estimate ranges were evaluated
+    curves: list[Curve] = Field(default_factory=list)  # every SKU's Pareto front (nominal values)
     flips: list[str] = Field(default_factory=list)
 
     def check_failed(self) -> bool:
