@@ -70,8 +70,8 @@ CALIBRATION: dict[str, FamilyCalibration] = {
                                    "2026-02-27..2026-02-27", ("fp8",)),
     "amd-cdna4": FamilyCalibration("amd-cdna4", 0.95, 8.0, 0.05, 50.0, 14, 0.0294, 0.0659, 0.0623, 0.1026, 0.0392,
                                    "2026-02-27..2026-02-27", ("fp4",)),
-    "nvidia-blackwell": FamilyCalibration("nvidia-blackwell", 0.65, 6.0, 0.4, 185.0, 12, 0.1025, 0.3011, 0.0998,
-                                          0.2107, 0.7699, "2025-11-02..2026-02-03", ("fp4", "fp8")),
+    "nvidia-blackwell": FamilyCalibration("nvidia-blackwell", 0.65, 6.0, 0.5, 190.0, 12, 0.1009, 0.2847, 0.1036,
+                                          0.2007, 0.7994, "2025-11-02..2026-02-03", ("fp4", "fp8")),
     "nvidia-hopper": FamilyCalibration("nvidia-hopper", 0.95, 10.0, 0.25, 65.0, 10, 0.0269, 0.0549, 0.043, 0.0719,
                                        0.061, "2025-11-02..2025-11-02", ("fp8",)),
 }

@@ -125,7 +125,7 @@ def test_torus_dims(catalog) -> None:
 
 
 def test_not_disclosed_bandwidth_refuses(catalog) -> None:
-    for name in ("mi440x-8gpu", "ul4-mi430x", "tpu-dcn"):
+    for name in ("mi440x-8gpu", "ul4-mi430x"):
         with pytest.raises(MissingValueError):
             fab(catalog, name).bw_per_gpu_per_dir_gb_per_s.require("bandwidth")
 

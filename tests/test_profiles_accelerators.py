@@ -91,28 +91,27 @@ def test_default_fabrics_exist_in_catalog(catalog, name):
 
 # --- SPECS.md section 6 identities ------------------------------------------------------------------
 def test_helios_totals(catalog):
-    """Helios = 72 x MI455X. AMD: 31 TB HBM4, 1.4 PB/s, 2.9 EF FP4, 1.4 EF FP8."""
+    """Helios = 72 x MI455X. AMD: 31 TB HBM4, 2.9 EF FP4, 1.4 EF FP8; HBM 72 x 23.3 TB/s."""
     g = acc(catalog, "mi455x")
     # AMD's "432 GB" is 432 GiB of HBM4; its rack total counts in the same unit: 72 x 432 = 31,104 "GB"
     assert (g.memory.hbm_capacity.nominal, g.memory.hbm_capacity.unit) == (432, "GiB")
     assert g.hbm_bytes.nominal == 432 * 2**30 == 463_856_467_968
     assert 72 * g.memory.hbm_capacity.nominal == pytest.approx(31.1e3, rel=2e-3)
     bw = g.memory.bandwidth_bytes_per_s
-    assert 72 * bw.nominal == pytest.approx(1.41e15, rel=1e-3)  # 72 x 19.6 TB/s = 1,411.2 TB/s
-    assert (bw.lo, bw.hi) == (18.0e12, 19.6e12)  # S003 18 TB/s vs AMD 19.6
-    assert bw.status == "conflict"
+    assert 72 * bw.nominal == pytest.approx(1.6776e15, rel=1e-4)  # 72 x 23.3 TB/s = 1,677.6 TB/s (not 1.41)
+    assert not bw.is_range and bw.status == "disclosed"
     fp4 = g.compute.peak_flops("fp4")
     fp8 = g.compute.peak_flops("fp8")
-    assert 72 * fp4.nominal == pytest.approx(2.88e18)  # 72 x 40 PF
-    assert 72 * fp8.nominal == pytest.approx(1.44e18)  # 72 x 20 PF
-    # The 40 PF basis is disputed (dense vs sparse): the low end is the sparse reading, 20 PF dense.
-    assert fp4.lo == pytest.approx(20e15) and fp4.status == "conflict"
-    assert g.compute.fp4_basis_note and "sparse" in g.compute.fp4_basis_note
+    assert 72 * fp4.nominal == pytest.approx(2.8991e18, rel=1e-4)  # 72 x 40,265.3 TF: AMD's 2.9 EF
+    assert 72 * fp8.nominal == pytest.approx(1.4496e18, rel=1e-4)  # 72 x 20,132.7 TF: AMD's 1.4 EF
+    # The FP4 basis is settled (dense): no sparse-reading low bound.
+    assert not fp4.is_range and fp4.status == "disclosed"
+    assert g.compute.fp4_basis_note and g.compute.fp4_basis_note.startswith("Resolved")
     assert not g.compute.fp4_sparse_tflops.known
     tdp = g.power.tdp_w
-    assert (tdp.lo, tdp.hi, tdp.status) == (1500, 2000, "estimate")
-    # GPUs alone: 72 x 1.5-2.0 kW = 108-144 kW (SPECS 4.1 power check)
-    assert (72 * tdp.lo, 72 * tdp.hi) == (108_000, 144_000)
+    assert (tdp.lo, tdp.hi, tdp.status) == (1500, 2500, "estimate")
+    # GPUs alone: 72 x 1.5-2.5 kW = 108-180 kW
+    assert (72 * tdp.lo, 72 * tdp.hi) == (108_000, 180_000)
 
 
 def test_helios_aliases_resolve(catalog):
@@ -130,7 +129,7 @@ def test_gb200_nvl72_totals(catalog):
     assert 72 * g.memory.bandwidth_bytes_per_s.nominal == pytest.approx(576e12)  # 72 x 8 TB/s
     assert 72 * g.compute.peak_flops("fp4", sparse=True).nominal == pytest.approx(1440e15)  # 72 x 20 PF
     assert 72 * g.compute.peak_flops("fp4").nominal == pytest.approx(720e15)  # 72 x 10 PF
-    assert g.hbm_bytes.hi == 192 * 2**30  # S002's 192 GB is the high end of the conflict
+    assert not g.hbm_bytes.is_range  # 186 GiB; 192 GiB is the physical stack capacity, not a bound
 
 
 def test_gb300_nvl72_totals(catalog):
@@ -166,10 +165,11 @@ def test_amd_bf16_peak_is_cus_times_clock_times_flops(catalog, name, cus, ghz, f
     assert g.compute.bf16_dense_tflops.nominal == pytest.approx(by_hand, abs=0.05)
 
 
-def test_mi355x_bf16_conflict_range(catalog):
-    """S002's table can be read as 2,300 TF for MI355X; AMD says 2.5 PF. Low 2,300, nominal 2,516.6."""
-    bf16 = acc(catalog, "mi355x").compute.bf16_dense_tflops
-    assert (bf16.low, bf16.nominal, bf16.status) == (2300, 2516.6, "conflict")
+def test_mi355x_bf16_settled_by_amd(catalog):
+    """AMD's MI355X page: 2.5 PF BF16 dense, 5.0 PF with sparsity; S002's 2,300 misreading is no bound."""
+    c = acc(catalog, "mi355x").compute
+    assert (c.bf16_dense_tflops.low, c.bf16_dense_tflops.nominal, c.bf16_dense_tflops.status) == (None, 2516.6, "disclosed")
+    assert c.bf16_sparse_tflops.nominal == 2 * 2516.6
 
 
 def test_mi300x_xgmi_and_fp64_identities(catalog):
@@ -224,7 +224,6 @@ def test_a100_datasheet(catalog):
 NOT_DOUBLE = {
     ("b300", "fp4"): "Blackwell Ultra: dense FP4 13.5 PF, sparse 18 PF (HGX 108 / 144 PF per 8)",
     ("gb300", "fp4"): "Blackwell Ultra: dense FP4 15 PF, sparse 20 PF (rack 1,080 / 1,440 PF)",
-    ("b300", "int8"): "dense is a 125-150 TOPS range; the 250 TOPS sparse figure is 2 x the 125 reading",
 }
 
 
@@ -252,9 +251,9 @@ def test_sparse_is_twice_dense(name, prec, dense, sparse):
         assert sparse.hi == pytest.approx(2 * dense.hi, rel=1e-3)
 
 
-def test_b300_int8_sparse_is_twice_low_reading(catalog):
+def test_b300_int8_from_the_datasheet(catalog):
     c = acc(catalog, "b300").compute
-    assert c.int8_sparse_tops.nominal == 2 * c.int8_dense_tops.lo == 250  # HGX 2 POPS / 8 = 250 (s)
+    assert c.int8_sparse_tops.nominal == 2 * c.int8_dense_tops.nominal == 307  # NVIDIA: 307 TOPS (s)
 
 
 # --- units ------------------------------------------------------------------------------------------
@@ -339,7 +338,7 @@ def test_not_disclosed_value_raises_on_require(catalog):
         bw.require("MI440X HBM bandwidth")
     assert "not disclosed" in ei.value.message
     with pytest.raises(MissingValueError):
-        acc(catalog, "rubin").compute.peak_flops("bf16").require("Rubin BF16 peak")
+        acc(catalog, "mi430x").compute.peak_flops("bf16").require("MI430X BF16 peak")
 
 
 @pytest.mark.parametrize(("dense", "sparse"), [(100, 50), (100, 100), (100, 250)])

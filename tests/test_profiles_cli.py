@@ -37,9 +37,9 @@ def test_list_json(cli):
     helios = rows[("accelerators", "mi455x")]
     assert helios["aliases"] == ["mi400x", "mi450x"]
     assert helios["origin"] == "bundled"
-    assert helios["status"]["conflict"] >= 3  # HBM capacity, HBM bandwidth, FP4 basis
+    assert helios["status"]["conflict"] == 0  # capacity, bandwidth and FP4 basis settled by AMD in 2026
     assert helios["status"]["estimate"] == 1  # TDP
-    assert "A9" in helios["sources"] and "S003" in helios["sources"]
+    assert "R1" in helios["sources"] and "R10" in helios["sources"] and "S003" in helios["sources"]
     assert helios["error"] is None
 
 
@@ -76,8 +76,8 @@ def test_show_alias_json(cli):
     assert data["path"].endswith("accelerators/mi455x.toml")
     rows = {row["field"]: row for row in data["rows"]}
     bw = rows["memory.hbm_bandwidth_tb_per_s"]
-    assert (bw["value"], bw["low"], bw["high"], bw["unit"], bw["status"]) == (19.6, 18.0, 19.6, "TB/s", "conflict")
-    assert bw["sources"] == ["A9", "S000", "S003"]
+    assert (bw["value"], bw["low"], bw["high"], bw["unit"], bw["status"]) == (23.3, None, None, "TB/s", "disclosed")
+    assert bw["sources"] == ["R10", "R1"]
     assert rows["compute.fp4_dense_tflops"]["unit"] == "TFLOP/s"
     assert rows["power.tdp_w"]["unit"] == "W"
     assert rows["interconnect.scale_up_fabric"]["text"] == "helios-ualoe72"

@@ -120,10 +120,10 @@ def test_comparison_at_80_columns_loses_no_column_or_value(cli, monkeypatch) -> 
 def test_wording_states_dense_fp8_dc_load_and_reference_direction(cli) -> None:  # noqa: ANN001
     r = cli(["rack", "helios"])
     assert r.exit_code == 0, r.output
-    # FP8 per kW is the dense peak: 72 x 20,000 TFLOP/s = 1,440 PFLOP/s over the nominal wall power
+    # FP8 per kW is the dense peak: 72 x 20,132.7 TFLOP/s = 1,449.6 PFLOP/s over the nominal wall power
     assert "dense FP8" in r.stdout
     row = json.loads(cli(["rack", "helios", "--json"]).stdout)["data"]["rows"][0]
-    assert row["fp8_pflops_per_kw"] == pytest.approx(72 * 20_000 / 1_000 / (row["wall_power_w"] / 1e3))
+    assert row["fp8_pflops_per_kw"] == pytest.approx(72 * 20_132.7 / 1_000 / (row["wall_power_w"] / 1e3))
     # the PSU line says what its DC figure is (components / distribution efficiency, above the component sum)
     assert "DC load (components / DC distribution efficiency)" in r.stdout
     # nominal wall power vs S000's 180-220 kW: the message says on which side the nominal lies

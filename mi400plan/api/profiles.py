@@ -22,6 +22,7 @@ from mi400plan.results.profiles import (
     ProfilesList,
     ProfilesValidate,
     SourceRow,
+    SpecSheetRow,
     StatusCounts,
     ValidateRow,
     ValidationIssue,
@@ -201,8 +202,14 @@ def _catalog_specs(catalog: Catalog, kind: str) -> Iterator[tuple[str, str, str,
 
 
 # --- list -----------------------------------------------------------------------------------------
-def list_profiles(catalog: Catalog, kind: str | None = None) -> ProfilesList:
-    """Every profile of ``kind`` (or of all kinds), sorted by kind then name; bad files get an error."""
+def list_profiles(catalog: Catalog, kind: str | None = None, specs: bool = False) -> ProfilesList:
+    """Every profile of ``kind`` (or of all kinds), sorted by kind then name; bad files get an error.
+
+    ``specs``: the accelerator spec sheet instead (``kind`` must be None or accelerators)."""
+    if specs:
+        if kind is not None and _kinds(kind) != ("accelerators",):
+            raise UsageError("--specs lists accelerators only", hint="drop --kind or use --kind accelerators")
+        return ProfilesList(kind="accelerators", specs=spec_sheet(catalog))
     rows: list[ProfileRow] = []
     for k in _kinds(kind):
         for name, path, origin, spec, exc in _catalog_specs(catalog, k):
@@ -224,6 +231,48 @@ def list_profiles(catalog: Catalog, kind: str | None = None) -> ProfilesList:
                 )
             )
     return ProfilesList(kind=None if kind is None else _kinds(kind)[0], rows=rows)
+
+
+def _spec_row(catalog: Catalog, name: str, acc: Any) -> SpecSheetRow:
+    """One accelerator's spec-sheet row; the scale-up domain and bandwidth come from its fabric."""
+    picks: dict[str, Estimate] = {
+        "hbm_bytes": acc.hbm_bytes,
+        "hbm_bw_bytes_per_s": acc.memory.bandwidth_bytes_per_s,
+        "bf16_dense_flops": acc.compute.peak_flops("bf16"),
+        "fp8_dense_flops": acc.compute.peak_flops("fp8"),
+        "fp4_dense_flops": acc.compute.peak_flops("fp4"),
+        "tdp_w": acc.power.tdp_w,
+    }
+    fabric_name = acc.interconnect.scale_up_fabric
+    domain = None
+    if fabric_name:
+        try:
+            fab = catalog.get("fabrics", fabric_name).spec
+        except (ProfileError, UnknownNameError):
+            fab = None
+        if fab is not None:
+            picks["scale_up_bw_bytes_per_s"] = fab.bw_per_gpu_per_dir_gb_per_s.scaled(1e9)
+            domain = fab.domain_size.nominal
+    return SpecSheetRow(
+        name=name,
+        display_name=acc.display_name,
+        hbm_basis=acc.memory.capacity_basis,
+        scale_up_fabric=fabric_name,
+        scale_up_domain=None if domain is None else int(domain),
+        uncertain=[k for k, est in picks.items() if est.known and est.uncertain],
+        **{k: est.nominal for k, est in picks.items()},
+    )
+
+
+def spec_sheet(catalog: Catalog) -> list[SpecSheetRow]:
+    """Every accelerator's spec sheet (``profiles list --specs``), sorted by name."""
+    out: list[SpecSheetRow] = []
+    for name, path, _origin, spec, exc in _catalog_specs(catalog, "accelerators"):
+        if exc is not None:
+            out.append(SpecSheetRow(name=name, error=_message(exc, path)))
+        else:
+            out.append(_spec_row(catalog, name, spec))
+    return out
 
 
 # --- show -----------------------------------------------------------------------------------------
@@ -317,15 +366,24 @@ def _issue(exc: BaseException, path: str) -> ValidationIssue:
     return ValidationIssue(path=path, message=_message(exc, path))
 
 
-def _spec_issues(spec: Any, path: str) -> list[ValidationIssue]:
-    """Spec-specific consistency checks: a spec's ``consistency_errors()`` list, if it has one."""
+def _spec_issues(spec: Any, path: str, catalog: Catalog | None = None) -> list[ValidationIssue]:
+    """Spec-specific consistency checks: a spec's ``consistency_errors()`` list, if it has one, and
+    for a rack its published totals against its accelerator profile (when the catalog has it)."""
     check = getattr(spec, "consistency_errors", None)
-    if not callable(check):
-        return []
-    return [ValidationIssue(path=path, message=f"{path}: {msg}") for msg in check()]
+    msgs = list(check()) if callable(check) else []
+    if catalog is not None and getattr(spec, "published", None) is not None:
+        from mi400plan.specs.rack import published_total_errors
+
+        try:
+            acc = catalog.get("accelerators", spec.sku).spec
+        except (ProfileError, UnknownNameError) as exc:
+            msgs.append(f"published totals not checked: accelerator {spec.sku!r}: {_message(exc, path)}")
+        else:
+            msgs += published_total_errors(spec, acc)
+    return [ValidationIssue(path=path, message=f"{path}: {msg}") for msg in msgs]
 
 
-def _check_file(kind: str, path: Path, origin: str, warnings: list[str]) -> ValidateRow:
+def _check_file(kind: str, path: Path, origin: str, warnings: list[str], catalog: Catalog) -> ValidateRow:
     try:
         loaded = load_file(kind, path)
     except (ProfileError, ImportError) as exc:
@@ -342,7 +400,7 @@ def _check_file(kind: str, path: Path, origin: str, warnings: list[str]) -> Vali
                 str(path),
             )
         )
-    issues += _spec_issues(spec, str(path))
+    issues += _spec_issues(spec, str(path), catalog)
     warnings += _undated_warnings(spec, str(path))
     return ValidateRow(kind=kind, name=name, path=str(path), origin=origin, ok=not issues, issues=issues)
 
@@ -411,7 +469,7 @@ def validate_profiles(
                 if exc is not None:
                     rows.append(ValidateRow(kind=k, name=name, path=path, origin=origin, ok=False, issues=[_issue(exc, path)]))
                     continue
-                issues = _spec_issues(spec, path)
+                issues = _spec_issues(spec, path, catalog)
                 warnings += _undated_warnings(spec, path)
                 rows.append(ValidateRow(kind=k, name=name, path=path, origin=origin, ok=not issues, issues=issues))
             clashes.extend(_alias_clashes(catalog, k))
@@ -444,7 +502,7 @@ def validate_profiles(
                     msg = f"{f}: cannot tell the profile kind (parent directory is not one of {', '.join(KINDS)}); give --kind"
                     rows.append(ValidateRow(path=str(f), origin="file", ok=False, issues=[ValidationIssue(path=str(f), message=msg)]))
                     continue
-                rows.append(_check_file(k, f, "file", warnings))
+                rows.append(_check_file(k, f, "file", warnings, catalog))
     checked = len(rows)
     rows += clashes
     failed = sum(1 for r in rows if not r.ok)

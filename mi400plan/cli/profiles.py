@@ -35,18 +35,29 @@ def _kind(k: Kind | None) -> str | None:
 @profiles_app.command("list")
 def list_cmd(
     kind: KindOpt = None,
+    specs: Annotated[
+        bool,
+        typer.Option(
+            "--specs",
+            help="Accelerator spec sheet: usable HBM, bandwidth, dense BF16/FP8/FP4, TDP, scale-up domain "
+            "and per-direction bandwidth.",
+        ),
+    ] = False,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
 ) -> None:
-    """List profiles: name, kind, display name, aliases, origin (bundled/user), values by status, sources."""
+    """List profiles: name, kind, display name, aliases, origin (bundled/user), values by status, sources.
+
+    With --specs: one line per accelerator with the figures users compare.
+    """
     f = pick_format(json_, fmt)
 
     def compute():  # noqa: ANN202
         from mi400plan.api.profiles import list_profiles
 
-        return list_profiles(catalog(profiles), _kind(kind))
+        return list_profiles(catalog(profiles), _kind(kind), specs=specs)
 
     run("profiles", f, compute, ascii=ascii_)
 

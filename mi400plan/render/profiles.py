@@ -25,7 +25,56 @@ def _status(s: str | None) -> str:
     return {"not_disclosed": "n/d"}.get(s or "", s or "")
 
 
+def _cell(value: float | None, scale: float, fmt: str, key: str, uncertain: list[str]) -> str:
+    if value is None:
+        return "n/d"
+    return f"{value / scale:{fmt}}" + (" ~" if key in uncertain else "")
+
+
+_SPEC_COLS: tuple[tuple[str, str, float, str], ...] = (
+    # (field, header, divisor to the header's unit, format)
+    ("hbm_bytes", "HBM\nGB", 1e9, ",.1f"),
+    ("hbm_bw_bytes_per_s", "HBM\nTB/s", 1e12, ",.2f"),
+    ("bf16_dense_flops", "BF16\nPF", 1e15, ",.2f"),
+    ("fp8_dense_flops", "FP8\nPF", 1e15, ",.2f"),
+    ("fp4_dense_flops", "FP4\nPF", 1e15, ",.2f"),
+    ("tdp_w", "TDP\nW", 1.0, ",.0f"),
+)
+
+
+def _specs(result: ProfilesList, console: Console) -> None:
+    rows = []
+    for r in result.specs or []:
+        if r.error:
+            rows.append((r.name, "INVALID", *[""] * 7))
+            continue
+        cells = [_cell(getattr(r, f), d, fmt, f, r.uncertain) for f, _h, d, fmt in _SPEC_COLS]
+        hbm = cells[0] + ("" if r.hbm_basis == "stated" else " u")
+        domain = "n/d" if r.scale_up_domain is None else f"{r.scale_up_domain:,}"
+        up = _cell(r.scale_up_bw_bytes_per_s, 1e9, ",.0f", "scale_up_bw_bytes_per_s", r.uncertain)
+        rows.append((r.name, hbm, *cells[1:], domain, up))
+    cols = ["sku", *[(h, "right") for _f, h, _d, _fmt in _SPEC_COLS], ("scale-up\nGPUs", "right"),
+            ("up GB/s\nper dir", "right")]
+    print_table(
+        console,
+        cols,
+        rows,
+        title=f"Accelerator spec sheet ({len(rows)} SKUs, per GPU, dense peaks)",
+        caption="HBM GB = usable capacity in 10^9 B (u = driver-reported or vendor usable figure, else the "
+        "stated capacity; vendors' HBM GB are GiB-sized); PF = 10^15 FLOP/s dense; scale-up GPUs = one "
+        "domain; up GB/s = scale-up per GPU per direction; ~ = estimate, conflict or range; "
+        "n/d = not disclosed. Details: mi400plan profiles show NAME",
+    )
+    for r in result.specs or []:
+        if r.error:
+            console.print(f"[red]invalid:[/red] {escape(r.error)}", markup=True)
+    print_warnings(console, result.warnings)
+
+
 def _list(result: ProfilesList, console: Console) -> None:
+    if result.specs is not None:
+        _specs(result, console)
+        return
     rows = [
         (
             r.name,

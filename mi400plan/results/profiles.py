@@ -57,11 +57,37 @@ class ProfileRow(OutModel):
     error: str | None = None
 
 
+class SpecSheetRow(OutModel):
+    """One accelerator in ``profiles list --specs``: the figures users compare, in base units.
+
+    ``hbm_bytes`` is the usable capacity every computation uses (``hbm_basis``: ``usable`` =
+    driver-reported or vendor usable figure, ``stated`` = the vendor's capacity in its real unit).
+    Peak rates are dense FLOP/s; ``scale_up_bw_bytes_per_s`` is per GPU per direction. None = not
+    disclosed; a field's name in ``uncertain`` means it is an estimate, a conflict or a range.
+    """
+
+    name: str
+    display_name: str | None = None
+    hbm_bytes: float | None = None
+    hbm_basis: str | None = None
+    hbm_bw_bytes_per_s: float | None = None
+    bf16_dense_flops: float | None = None
+    fp8_dense_flops: float | None = None
+    fp4_dense_flops: float | None = None
+    tdp_w: float | None = None
+    scale_up_fabric: str | None = None
+    scale_up_domain: int | None = None
+    scale_up_bw_bytes_per_s: float | None = None
+    uncertain: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+
 class ProfilesList(Result):
     command = "profiles"
     action: Literal["list"] = "list"
     kind: str | None = None  # the --kind filter, if any
     rows: list[ProfileRow] = Field(default_factory=list)
+    specs: list[SpecSheetRow] | None = None  # --specs: the accelerator spec sheet instead of rows
 
 
 class FieldRow(OutModel):

@@ -17,11 +17,13 @@ Every number is an ``Est`` with status and sources; most rack figures are estima
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from mi400plan.specs.common import Est, Estimate, ProfileBase, StrictModel
+from mi400plan.specs.common import ND, Est, Estimate, ProfileBase, StrictModel
 
 ComponentKind = Literal[
     "gpu", "cpu", "dimm", "nic", "dpu", "drive", "fan", "switch_asic", "board", "memory", "other"
@@ -163,6 +165,54 @@ class Cooling(StrictModel):
         return self
 
 
+class RackPublished(StrictModel):
+    """Rack totals a vendor publishes, kept only to be checked against ``gpus`` x the per-GPU figure
+    of the rack's accelerator profile (:func:`published_total_errors`); no computation reads them."""
+
+    hbm_bandwidth_tb_per_s: Est = ND  # whole rack, 1e12 B/s
+    fp8_dense_pflops: Est = ND  # whole rack, 1e15 FLOP/s
+    fp4_dense_pflops: Est = ND
+
+
+# published field -> (accelerator property path, factor from the per-GPU unit to the rack unit)
+_PER_GPU = {
+    "hbm_bandwidth_tb_per_s": (("memory", "hbm_bandwidth_tb_per_s"), 1.0),
+    "fp8_dense_pflops": (("compute", "fp8_dense_tflops"), 1e-3),
+    "fp4_dense_pflops": (("compute", "fp4_dense_tflops"), 1e-3),
+}
+
+
+def _rounding_half_unit(x: float) -> float:
+    """Half a unit in the second significant digit of ``x``: vendors round rack totals to two
+    significant figures (2.9 EF, 1.4 EF, 576 TB/s is exact), so a total is consistent when the
+    computed value rounds to the published one at that precision."""
+    return 0.5 * 10 ** (math.floor(math.log10(abs(x))) - 1)
+
+
+def published_total_errors(rack: "Rack", acc: Any) -> list[str]:
+    """Published rack totals against ``gpus`` x the accelerator profile's per-GPU value.
+
+    Rule: |gpus x per-GPU - published| <= half a unit in the published figure's second significant
+    digit (e.g. Helios FP8: 72 x 20,132.7 TF = 1,449.6 PF against AMD's 1.4 EF: within 50 PF).
+    A per-GPU value that is not disclosed skips the check.
+    """
+    if rack.published is None:
+        return []
+    errs: list[str] = []
+    for name, (path, factor) in _PER_GPU.items():
+        pub: Estimate = getattr(rack.published, name)
+        per_gpu: Estimate = getattr(getattr(acc, path[0]), path[1])
+        if not (pub.known and per_gpu.known):
+            continue
+        computed = rack.gpus * float(per_gpu.nominal) * factor  # type: ignore[arg-type]
+        if abs(computed - float(pub.nominal)) > _rounding_half_unit(float(pub.nominal)):  # type: ignore[arg-type]
+            errs.append(
+                f"published.{name} = {pub.nominal:,g} but gpus x {rack.sku} {path[0]}.{path[1]} = "
+                f"{rack.gpus} x {per_gpu.nominal:,g} = {computed:,.1f} (rule: equal to two significant figures)"
+            )
+    return errs
+
+
 class Rack(ProfileBase):
     vendor: str
     sku: str  # accelerator profile name
@@ -178,6 +228,7 @@ class Rack(ProfileBase):
     feeds: Feeds
     cooling: Cooling = Field(default_factory=Cooling)
     reference_power_w: Est | None = None  # a published / claimed rack power to compare with, W
+    published: RackPublished | None = None  # vendor rack totals, checked against gpus x per-GPU
 
     @property
     def gpus_in_trays(self) -> int:
