@@ -425,11 +425,12 @@ MAX_CURVE_POINTS = 256
 
 
 def _curve(name: str, res: dict[str, Any]) -> Curve:
-    """The SKU's Pareto front over every feasible point, thinned to at most ``MAX_CURVE_POINTS``."""
+    """The SKU's Pareto front over every point that fits (whatever the SLA), thinned to at most
+    ``MAX_CURVE_POINTS``."""
     from mi400plan.serve import pareto_front
 
     ev = res["ev"]
-    idx = np.nonzero(res["feasible"])[0]
+    idx = np.nonzero(res["fit"])[0]
     if not len(idx):
         return Curve(sku=name, tokens_per_s_per_user=[], tokens_per_s_per_gpu=[])
     front = idx[pareto_front(ev["tps_user"][idx], ev["out_tps_gpu"][idx])][::-1]

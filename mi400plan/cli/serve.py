@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.cost import LoadOpt, PriceOpt, PueOpt, SiteOpt
-from mi400plan.cli.common import AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+from mi400plan.cli.common import (
+    AsciiOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
+)
 from mi400plan.cli.sweep import _ints
 
 
@@ -46,6 +48,8 @@ def cmd(
     profiles: ProfilesOpt = None,
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
+    plot: PlotOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Tokens/s per GPU against tokens/s per user (the Pareto curve), TTFT, TPOT, KV-limited concurrency
     and $/Mtok for every serving layout (TP, EP, DP-attention, PP) and concurrency. With an SLA, the
@@ -66,4 +70,4 @@ def cmd(
             cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None),
         )
 
-    run("serve", f, compute, check=check, ascii=ascii_)
+    run("serve", f, compute, check=check, ascii=ascii_, plot=plot, force=force)

@@ -1,4 +1,4 @@
-"""The drawings behind ``--plot`` for fit, sweep, comm and rack (see ``mi400plan.render.plot``).
+"""The drawings behind ``--plot`` for fit, sweep, serve, comm and rack (see ``mi400plan.render.plot``).
 
 Units on every axis: memory in GiB (2^30 bytes), bus bandwidth in GB/s (1e9 bytes/s, one
 direction, nccl-tests' busbw), power in kW (1e3 W), step time in seconds. Each series has a legend
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from mi400plan.results.comm import CommResult
     from mi400plan.results.fit import FitResult
     from mi400plan.results.rack import RackResult
+    from mi400plan.results.serve import ServeResult
     from mi400plan.results.sweep import SweepResult
 
 # Memory parts in the order they stack, with the legend label each series carries.
@@ -221,3 +222,35 @@ def draw_rack(result: RackResult, fig: Figure) -> None:
     _legend_outside(fig, ax)
     ax.grid(axis="x", alpha=0.3)
     footer(fig, "mi400plan rack; component powers from the rack and accelerator profiles (nominal of each range)")
+
+
+@plotter("serve")
+def draw_serve(result: ServeResult, fig: Figure) -> None:
+    """Output tokens/s per GPU against tokens/s per user: each SKU's whole Pareto front (``curves``), the
+    listed points marked, the SLA's interactivity floor as a vertical line."""
+    ax = fig.add_subplot()
+    for c in result.curves:
+        if not c.tokens_per_s_per_user:
+            continue
+        line = ax.plot(c.tokens_per_s_per_user, c.tokens_per_s_per_gpu, label=c.sku, linewidth=1.6)[0]
+        rows = [r for r in result.rows if r.sku == c.sku]
+        ax.scatter([r.tokens_per_s_per_user for r in rows], [r.tokens_per_s_per_gpu for r in rows],
+                   color=line.get_color(), s=14, zorder=3)
+    floor = result.sla.get("interactivity")
+    if floor is None and "tpot_s" in result.sla:
+        floor = 1.0 / result.sla["tpot_s"]
+    if floor is not None:
+        ax.axvline(floor, color="0.3", linestyle="--", linewidth=1, label=f"SLA: {floor:g} tok/s/user")
+    ax.set_xlabel("interactivity (output tokens/s per user = 1 / TPOT)")
+    ax.set_ylabel("output tokens/s per GPU")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if result.curves:
+        ax.legend(fontsize=8)
+    disagg = ", disaggregated" if result.disaggregated else ""
+    ax.set_title(f"{result.model}: throughput vs interactivity, {result.precision} weights, {result.kv_dtype} KV, "
+                 f"{result.input_len:,} in / {result.output_len:,} out{disagg}")
+    gpus = sorted({s.gpus for s in result.skus})
+    footer(fig, f"mi400plan serve {result.model}, {'/'.join(map(str, gpus))} GPUs per SKU; lines: Pareto fronts over "
+                "every layout and concurrency; dots: the listed points")

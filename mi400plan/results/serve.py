@@ -156,7 +156,7 @@ class ServeResult(Result):
     rows: list[ServeRow]
     comparison: list[Comparison] = Field(default_factory=list)
     ranges: bool = True  # the corners of the estimate ranges were evaluated
-    curves: list[Curve] = Field(default_factory=list)  # every SKU's Pareto front (nominal values)
+    curves: list[Curve] = Field(default_factory=list)  # every SKU's Pareto front over all fitting points (nominal)
     flips: list[str] = Field(default_factory=list)
 
     def check_failed(self) -> bool:
