@@ -46,6 +46,9 @@ def test_show_prints_each_source_date(cli) -> None:
     # nvidia-smi logs of the H100's usable memory, and the Llama 3 paper (arXiv v1, 31 July 2024)
     assert src["SMI"]["date"] == "2025" and "81559MiB" in src["SMI"]["title"]
     assert src["LL3"]["date"] == "2024-07-31"
+    rows = {row["field"]: row for row in json.loads(r.stdout)["data"]["rows"]}
+    assert rows["memory.hbm_capacity"]["unit"] == "GiB" and rows["memory.hbm_capacity"]["note"].startswith("vendor: '80 GB HBM3'")
+    assert (rows["memory.hbm_usable"]["value"], rows["memory.hbm_usable"]["unit"]) == (81559, "MiB")
     table = cli(["profiles", "show", "h100", "--ascii"]).stdout
     assert "LL3 (2024-07-31): Llama Team" in " ".join(table.split())
 

@@ -127,6 +127,8 @@ def _walk(model: BaseModel, prefix: str, include_defaults: bool, top: bool) -> l
 
 
 def _estimate_row(path: str, est: Estimate, key: str | None = None) -> FieldRow:
+    stated = getattr(est, "stated", None)  # a capacity's vendor wording, e.g. "80 GB HBM3"
+    note = est.note if not stated else f"vendor: {stated!r}" + (f"; {est.note}" if est.note else "")
     return FieldRow(
         field=path,
         value=est.nominal,
@@ -135,7 +137,7 @@ def _estimate_row(path: str, est: Estimate, key: str | None = None) -> FieldRow:
         high=est.high,
         status=est.status,
         sources=list(est.source),
-        note=est.note,
+        note=note,
     )
 
 
