@@ -35,7 +35,10 @@ Sources and model
   per step per sequence, 1 without speculation); prefill utilisation ``rho = X t_prefill``; TPOT =
   ``t_step / (a (1 - rho))`` (decode steps stretched by the prefills interleaved with them); TTFT =
   ``t_prefill`` + the M/D/1 mean wait ``rho t_prefill / (2 (1 - rho))`` (Pollaczek-Khinchine,
-  deterministic service) at that offered load.
+  deterministic service) at that offered load + the per-request overhead outside the GPU model
+  (``ServeHardware.request_overhead_s``, fitted per family in ``serve_calibration``).
+* Per-kernel overhead: every kernel of a layer (counted from the architecture, ``KERNELS_*``) pays
+  ``kernel_overhead_s`` (launch, synchronisation, the framework's work between kernels).
 * Speculative decoding / MTP with ``n`` draft tokens of acceptance rate ``p`` each: expected tokens
   per step ``a = (1 - p^(n+1)) / (1 - p)`` (Leviathan et al. 2023, arXiv 2211.17192, eq. 1); each draft
   token costs one extra transformer layer (DeepSeek-V3's MTP module, arXiv 2412.19437 sec. 2.2).
