@@ -50,6 +50,18 @@ def _money(x: float | None) -> str:
     return "-" if x is None else f"${x:,.2f}"
 
 
+def _kv_room(res: ServeResult, rows: list[ServeRow]) -> str:
+    """The KV-limited maximum concurrency of each listed layout (as vLLM reports it at start-up)."""
+    seen: dict[str, str] = {}
+    for r in rows:
+        text = _layout(r).split(" +")[0]
+        n = r.memory_bytes.max_concurrency
+        seen.setdefault(text, f"{n:,}+" if any("KV room for more" in x for x in r.notes) else f"{n:,}")
+    items = "; ".join(f"{k} {v}" for k, v in seen.items())
+    return (f"KV-limited concurrency per replica at {res.input_len + res.output_len:,} tokens per sequence "
+            f"(the fit model): {items}")
+
+
 @table_renderer("serve")
 def render(res: ServeResult, console: Any) -> None:
     sla = ", ".join(
@@ -91,6 +103,7 @@ def render(res: ServeResult, console: Any) -> None:
                     caption="conc = sequences in flight per replica; tok/s = output tokens, +- half the pessimistic-"
                     "optimistic range (JSON ranges)" + ("" if narrow else "; bound = what dominates the decode step")
                     + "; * = the SLA verdict flips inside the ranges")
+        console.print(_kv_room(res, rows), markup=False, highlight=False)
     if res.comparison:
         names = [s.sku for s in res.skus]
         cols = [("tok/s/user >=", "right")] + [(n, "right") for n in names] + ["leader"]
