@@ -1,0 +1,219 @@
+"""Accelerators, fabrics and racks users compare in 2026: Trainium2/3, TPU v5p, TPU 8t, Gaudi 3,
+MI350P, H800, HGX Rubin NVL8, and the HGX 8-GPU server racks.
+
+Each profile validates and cites dated sources; the key figures follow from the vendor's disclosed
+numbers by the arithmetic written here (per-direction conversions, peak identities); ``comm`` and
+``sweep`` run on every one of them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mi400plan.profiles import Catalog
+
+CAT = Catalog.default([])
+
+ACCELERATORS = ["trainium2", "trainium3", "tpu-v5p", "tpu8t", "gaudi3", "mi350p", "h800", "rubin-hgx"]
+FABRICS = [
+    "neuronlink-v3-trn2", "neuronlink-v4-trn3", "efa-trn2", "ici-v5p", "tpu-dcn-v5p", "ici-tpu8t",
+    "virgo-tpu8t", "gaudi3-roce-hls8", "gaudi3-roce-scaleout", "nvlink4-h800-hgx8", "nvlink6-hgx8",
+    "pcie5-x16-8card",
+]
+RACKS = ["hgx-h100", "hgx-b200", "hgx-b300"]
+NEW = [("accelerators", n) for n in ACCELERATORS] + [("fabrics", n) for n in FABRICS] + [("racks", n) for n in RACKS]
+
+
+def acc(name: str):
+    return CAT.get("accelerators", name).spec
+
+
+def fab(name: str):
+    return CAT.get("fabrics", name).spec
+
+
+# --- every new profile validates, with dated sources ----------------------------------------------
+@pytest.mark.parametrize(("kind", "name"), NEW, ids=[f"{k}/{n}" for k, n in NEW])
+def test_new_profile_validates_with_dated_sources(cli, kind, name) -> None:
+    loaded = CAT.get(kind, name)
+    r = cli(["profiles", "validate", str(loaded.path), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["data"]["failed"] == 0
+    spec = loaded.spec
+    assert spec.sources and spec.undated_sources() == []
+    if kind in ("fabrics", "racks"):
+        assert spec.consistency_errors() == []
+
+
+@pytest.mark.parametrize("name", ACCELERATORS)
+def test_new_accelerator_fabrics_exist(name) -> None:
+    ic = acc(name).interconnect
+    assert fab(ic.scale_up_fabric).tier == "scale_up"
+    assert fab(ic.scale_out_fabric).tier == "scale_out"
+
+
+# --- per-direction bandwidth from the vendor's stated figure ------------------------------------
+GB = 1e9
+PER_DIR = {
+    # H800 datasheet: NVLink 400 GB/s, bidirectional -> / 2
+    "nvlink4-h800-hgx8": 400 * GB / 2,
+    # Rubin NVLink 6: 3.6 TB/s per GPU, bidirectional -> / 2
+    "nvlink6-hgx8": 3.6e12 / 2,
+    # Gaudi 3: 21 of 24 x 200 GbE ports in the 8-card all-to-all; bits -> bytes
+    "gaudi3-roce-hls8": 21 * 200e9 / 8,
+    "gaudi3-roce-scaleout": 3 * 200e9 / 8,
+    # TPU v5p: 4,800 Gbps per chip, one direction (v5e: 1,600 Gbps = 400 GBps bidir / 2 x 8)
+    "ici-v5p": 4800e9 / 8,
+    "tpu-dcn-v5p": 50e9 / 8,
+    # TPU 8t: double TPU7x's 1.2 TB/s bidirectional, per direction
+    "ici-tpu8t": 2 * 1.2e12 / 2,
+    # AWS: 1.28 / 2.56 TB/s per chip, direction unstated, read as bidirectional
+    "neuronlink-v3-trn2": 1.28e12 / 2,
+    "neuronlink-v4-trn3": 2.56e12 / 2,
+    # trn2.48xlarge: 3.2 Tb/s EFAv3 shared by 16 chips
+    "efa-trn2": 3.2e12 / 16 / 8,
+    # PCIe 5.0 x16: 16 lanes x 32 GT/s, bits -> bytes (AMD: 128 GB/s bidirectional)
+    "pcie5-x16-8card": 16 * 32e9 / 8,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PER_DIR))
+def test_per_direction_bandwidth_follows_from_the_stated_figure(name) -> None:
+    assert fab(name).bw_per_dir_bytes_per_s.nominal == pytest.approx(PER_DIR[name], rel=1e-9)
+
+
+def test_unstated_direction_keeps_the_per_direction_reading_as_the_high_end() -> None:
+    # If AWS meant 1.28 / 2.56 TB/s per direction, that is the optimistic end of the range.
+    assert fab("neuronlink-v3-trn2").bw_per_gpu_per_dir_gb_per_s.hi == 1280
+    assert fab("neuronlink-v4-trn3").bw_per_gpu_per_dir_gb_per_s.hi == 2560
+
+
+# --- peak identities --------------------------------------------------------------------------------
+def test_mi350p_is_half_an_mi350x() -> None:
+    p, x = acc("mi350p"), acc("mi350x")
+    # 128 CU x 2.2 GHz x 4,096 FLOP/clk/CU (CDNA 4 dense BF16) = 1,153.4 TFLOP/s; AMD rounds to 1.15 PF
+    assert 128 * 2.2e9 * 4096 / 1e12 == pytest.approx(p.compute.bf16_dense_tflops.nominal, rel=0.005)
+    assert p.compute.bf16_dense_tflops.nominal == pytest.approx(x.compute.bf16_dense_tflops.nominal / 2, rel=0.005)
+    assert p.compute.fp8_dense_tflops.nominal == 2 * p.compute.bf16_dense_tflops.nominal
+    assert p.compute.fp4_dense_tflops.nominal == 4 * p.compute.bf16_dense_tflops.nominal
+    assert not p.compute.fp4_sparse_tflops.known  # no 2:4 MX sparsity on CDNA 4
+    assert p.memory.capacity_bytes.nominal == 144 * 2**30
+    # 8 Gb/s x 4,096 bits / 8 = 4.096 TB/s, quoted 4 TB/s
+    assert 8e9 * 4096 / 8 / 1e12 == pytest.approx(p.memory.hbm_bandwidth_tb_per_s.nominal, rel=0.025)
+
+
+def test_trainium_peaks() -> None:
+    t3 = acc("trainium3").compute
+    assert 8 * 315 == pytest.approx(t3.fp8_dense_tflops.nominal, rel=0.002)  # 8 NeuronCore-v4 x 315
+    t2 = acc("trainium2").compute
+    assert t2.fp8_dense_tflops.nominal == pytest.approx(2 * t2.bf16_dense_tflops.nominal, rel=0.03)
+    # AWS's one sparse figure (2,563) is above 2 x BF16 dense (1,334): it cannot be a BF16 2:4 rate
+    assert 2563 > 2 * t2.bf16_dense_tflops.nominal and not t2.bf16_sparse_tflops.known
+    assert acc("trainium2").memory.capacity_bytes.nominal == 96 * 2**30
+
+
+def test_gaudi3_shipped_versus_announced() -> None:
+    bf16 = acc("gaudi3").compute.bf16_dense_tflops
+    # 1,835 TFLOP/s at the 1.75 GHz specification clock; shipping MMEs run at 1.6 GHz
+    assert bf16.nominal == pytest.approx(1835 * 1600 / 1750, abs=0.5)
+    assert bf16.hi == 1835 and bf16.status == "conflict"
+    assert acc("gaudi3").compute.fp8_dense_tflops.nominal == bf16.nominal  # FP8 at the BF16 rate
+
+
+def test_tpu8t_pod_roll_ups() -> None:
+    t = acc("tpu8t")
+    pod = fab("ici-tpu8t").domain_size.nominal
+    assert pod * t.compute.fp4_dense_tflops.nominal * 1e12 == pytest.approx(121e18, rel=0.005)  # 121 EF FP4
+    assert pod * 216e9 == pytest.approx(2.07e15, rel=0.005)  # "two petabytes" of HBM
+    assert t.compute.fp8_dense_tflops.status == "estimate" and t.compute.fp8_dense_tflops.hi == 12600
+
+
+def test_h800_is_an_h100_with_cut_nvlink_and_fp64() -> None:
+    h8, h1 = acc("h800"), acc("h100")
+    for key in ("bf16_dense_tflops", "fp8_dense_tflops", "fp8_sparse_tflops"):
+        assert getattr(h8.compute, key).nominal == getattr(h1.compute, key).nominal
+    assert h8.compute.fp64_matrix_dense_tflops.nominal == 1
+    assert fab("nvlink4-h800-hgx8").bw_per_gpu_bidir_gb_per_s.nominal == 400
+    assert fab(h1.interconnect.scale_up_fabric).bw_per_gpu_bidir_gb_per_s.nominal == 900
+
+
+def test_rubin_hgx_carries_the_rubin_gpu_figures() -> None:
+    hgx, nvl = acc("rubin-hgx"), acc("rubin")
+    assert hgx.memory == nvl.memory and hgx.compute == nvl.compute, (
+        "rubin-hgx is the rubin GPU on an 8-GPU board: copy [memory] and [compute] from rubin.toml"
+    )
+    assert fab(hgx.interconnect.scale_up_fabric).domain_size.nominal == 8
+    # the board's NVLink total: 8 x 3.6 TB/s = 28.8 TB/s
+    assert 8 * fab("nvlink6-hgx8").bw_per_gpu_bidir_gb_per_s.nominal == 28800
+
+
+def test_v5p_slices_up_to_the_largest_single_slice() -> None:
+    f = fab("ici-v5p")
+    assert f.domain_size.nominal == 16 * 16 * 24 == 6144
+    assert all(s.wrap == [s.chips >= 64] * 3 for s in f.torus_slices)
+
+
+# --- comm: hand-computed ring all-reduce wire times --------------------------------------------
+def _comm(cli, fabric: str, group: int, size: str = "1GB") -> dict:
+    r = cli(["comm", "all-reduce", "--size", size, "--group", str(group), "--fabric", fabric, "--algo", "ring", "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["data"]["rows"][0]
+
+
+def test_comm_allreduce_h800_nvlink(cli) -> None:
+    # switched: 2 (n-1) alpha + 2 (n-1)/n S / (B x eff); B = 200 GB/s, eff 0.8, alpha 1 us, n = 8
+    t = 2 * 7 * 1e-6 + 2 * 7 / 8 * 1e9 / (200e9 * 0.8)
+    assert t == pytest.approx(0.0109515)
+    assert _comm(cli, "nvlink4-h800-hgx8", 8)["time_s"] == pytest.approx(t, rel=1e-9)
+
+
+def test_comm_allreduce_trn3_ultraserver(cli) -> None:
+    # 144 chips, B = 1,280 GB/s, eff 0.8, alpha 1.5 us
+    t = 2 * 143 * 1.5e-6 + 2 * 143 / 144 * 1e9 / (1280e9 * 0.8)
+    assert _comm(cli, "neuronlink-v4-trn3", 144)["time_s"] == pytest.approx(t, rel=1e-9)
+
+
+def test_comm_allreduce_gaudi3_mesh_ring_uses_one_peer_link(cli) -> None:
+    # full mesh: a ring sends to one peer per step over one 3 x 200 GbE bundle, 75 GB/s; eff 0.8; alpha 2 us
+    t = 2 * 7 * 2e-6 + 2 * 7 / 8 * 1e9 / (75e9 * 0.8)
+    assert _comm(cli, "gaudi3-roce-hls8", 8)["time_s"] == pytest.approx(t, rel=1e-9)
+
+
+@pytest.mark.parametrize("sku", ACCELERATORS)
+def test_comm_runs_on_every_new_sku(cli, sku) -> None:
+    r = cli(["comm", "all-reduce", "--size", "256MB", "--group", "64", "--sku", sku, "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["data"]["rows"][0]["time_s"] > 0
+
+
+# --- sweep returns ranked layouts on every new SKU ------------------------------------------------
+@pytest.mark.parametrize("sku", ACCELERATORS)
+def test_sweep_smoke_on_every_new_sku(cli, sku) -> None:
+    precision = "bf16" if acc(sku).compute.bf16_dense_tflops.known else "fp8"
+    r = cli(["sweep", "llama3-70b", "--sku", sku, "--gpus", "64", "--top", "3", "--precision", precision, "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["data"]["rows"]
+    assert len(rows) == 3 and [row["rank"] for row in rows] == [1, 2, 3]
+    steps = [row["step_time_s"] for row in rows]
+    assert steps == sorted(steps) and all(row["sku"] == sku for row in rows)
+
+
+# DGX maximum system power per 8-GPU server x 4 servers: H100 10.2 kW, B200 14.3 kW (datasheets).
+# Validation points, not fitted: the component model must bracket them within its estimate range.
+DGX_RACK_W = {"hgx-h100": 4 * 10_200, "hgx-b200": 4 * 14_300}
+
+
+@pytest.mark.parametrize("rack", RACKS)
+def test_hgx_rack_gpu_power_and_dgx_reference(cli, rack) -> None:
+    r = cli(["rack", rack, "--json"])
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)["data"]["rows"][0]
+    spec = CAT.get("racks", rack).spec
+    tdp = acc(spec.sku).power.tdp_w.nominal
+    assert row["gpus"] == 32 and row["scale_up_world"] == 8 and row["gpu_power_w"]["nominal"] == tdp
+    if rack in DGX_RACK_W:
+        assert row["reference"]["reference_w"]["nominal"] == DGX_RACK_W[rack]
+        lo, hi = row["wall_power_range_w"]["low"], row["wall_power_range_w"]["high"]
+        assert lo <= DGX_RACK_W[rack] <= hi
