@@ -224,6 +224,7 @@ def test_a100_datasheet(catalog):
 NOT_DOUBLE = {
     ("b300", "fp4"): "Blackwell Ultra: dense FP4 13.5 PF, sparse 18 PF (HGX 108 / 144 PF per 8)",
     ("gb300", "fp4"): "Blackwell Ultra: dense FP4 15 PF, sparse 20 PF (rack 1,080 / 1,440 PF)",
+    ("trainium2", "fp8"): "AWS: 1,299 FP8 dense, 2,563 'FP8/FP16/BF16/TF32 sparse' (1.97 x, AWS's own figure)",
 }
 
 
