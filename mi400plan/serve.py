@@ -209,7 +209,9 @@ def gemm_time(flops: Any, bytes_: Any, hw: ServeHardware, kernels: Any = 1.0) ->
     in total: ``max(flops / (peak x matmul_eff), bytes / (hbm_bw x hbm_eff)) + kernels x overhead``.
 
     The one place inference prices a GEMM or attention kernel (roofline; the SKU's calibrated
-    ``[efficiency]`` figures)."""
+    ``[efficiency]`` figures). A shape-aware GEMM model shared with training replaces this body, with
+    ``forward_stage`` passing each GEMM's (M, N, K) instead of its totals; the per-family calibration
+    is then re-fitted with ``benchmarks/calibrate_serve.py``."""
     comp = np.asarray(flops, dtype=np.float64) / (hw.peak_flops * hw.matmul_eff)
     mem = np.asarray(bytes_, dtype=np.float64) / (hw.hbm_bw * hw.hbm_eff)
     return np.maximum(comp, mem) + np.asarray(kernels, dtype=np.float64) * hw.kernel_overhead_s
