@@ -109,6 +109,11 @@ USABLE = {
     "h100": (81_559 * 2**20, "81,559 MiB x 2^20 = 85,520,809,984 B", "nvidia-smi 'NVIDIA H100 80GB HBM3'"),
     "b200": (183_359 * 2**20, "183,359 MiB x 2^20 = 192,265,846,784 B", "nvidia-smi 'NVIDIA B200', driver 570.172.08"),
     "mi300x": (205_822_885_888, "205,822,885,888 B", "rocm-smi 'VRAM Total Memory (B)'"),
+    "h200": (143_771 * 2**20, "143,771 MiB x 2^20 = 150,754,820,096 B", "nvidia-smi 'NVIDIA H200' (SXM, 700 W)"),
+    "a100": (81_920 * 2**20, "81,920 MiB x 2^20 = 85,899,345,920 B = 80 GiB", "nvidia-smi 'NVIDIA A100-SXM4-80GB'"),
+    # B300 and GB300: NVIDIA's own per-GPU usable figures, 270 GB and 279 GB (GiB-sized)
+    "b300": (270 * 2**30, "270 x 2^30 = 289,910,292,480 B", "NVIDIA datasheet; MLPerf system B300-SXM-270GB"),
+    "gb300": (279 * 2**30, "279 x 2^30 = 299,573,968,896 B", "NVIDIA Blackwell Ultra datasheet"),
 }
 
 
@@ -118,6 +123,7 @@ def test_fit_uses_the_driver_reported_capacity(catalog, sku) -> None:
 
     expected, _arith, _where = USABLE[sku]
     assert 81_559 * 2**20 == 85_520_809_984 and 183_359 * 2**20 == 192_265_846_784
+    assert 143_771 * 2**20 == 150_754_820_096 and 81_920 * 2**20 == 80 * 2**30
     row = fit(catalog, "llama3.1-8b", [sku], "infer", reserve="0").rows[0]
     assert row.capacity_bytes == expected
     assert catalog.get("accelerators", sku).spec.memory.capacity_basis == "usable"
