@@ -26,14 +26,14 @@ BLOCK = re.compile(r"```console\n\$ (?P<cmd>[^\n]+)\n(?P<out>.*?)```", re.S)
 WIDTH = "100"
 
 
-def run_example(cmd: str) -> tuple[int, str]:
+def run_example(cmd: str, width: str = WIDTH) -> tuple[int, str]:
     from typer.testing import CliRunner
 
     from mi400plan.cli import app
 
     args = shlex.split(cmd)
     assert args[0] == "mi400plan", cmd
-    env = {"COLUMNS": WIDTH, "MI400PLAN_ASCII": "1", "NO_COLOR": "1", "TERM": "dumb"}
+    env = {"COLUMNS": width, "MI400PLAN_ASCII": "1", "NO_COLOR": "1", "TERM": "dumb"}
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -67,6 +67,20 @@ def test_readme_example_output_is_current(cmd: str, expected: str) -> None:
     assert _normalise(out) == _normalise(expected), (
         f"README example is stale: {cmd}\nrun `python tests/test_readme.py --update`"
     )
+
+
+@pytest.mark.parametrize("width", [80, 100])
+@pytest.mark.parametrize("cmd", [c for c, _ in examples()], ids=[c for c, _ in examples()])
+def test_readme_example_fits_the_terminal(cmd: str, width: int) -> None:
+    """Every example's default output fits COLUMNS=80 and COLUMNS=100 (trailing blanks aside)."""
+    _, out = run_example(cmd, str(width))
+    over = [line for line in out.splitlines() if len(line.rstrip()) > width]
+    assert not over, f"{len(over)} lines over {width} columns:\n" + "\n".join(over[:5])
+
+
+def test_readme_examples_have_no_trailing_blanks() -> None:
+    for _, out in examples():
+        assert all(line == line.rstrip() for line in out.splitlines())
 
 
 def update() -> None:

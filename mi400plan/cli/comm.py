@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.common import (
-    AsciiOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
+    AsciiOpt, WideOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
 )
 
 
@@ -53,6 +53,7 @@ def comm_cmd(
     profiles: ProfilesOpt = None,
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
+    wide: WideOpt = False,
     plot: PlotOpt = None,
     force: ForceOpt = False,
 ) -> None:
@@ -80,4 +81,4 @@ def comm_cmd(
             stride=stride,
         )
 
-    run("comm", f, compute, check=check, ascii=ascii_, plot=plot, force=force)
+    run("comm", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

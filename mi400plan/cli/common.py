@@ -61,6 +61,14 @@ ProfilesOpt = Annotated[
 ]
 CheckOpt = Annotated[bool, typer.Option("--check", help="Exit 4 when the answer is 'does not fit' / 'over budget'.")]
 AsciiOpt = Annotated[bool, typer.Option("--ascii", help="Plain ASCII table borders.")]
+WideOpt = Annotated[
+    bool,
+    typer.Option(
+        "--wide",
+        help="Tables at their natural width even past the terminal's edge (default: a table too wide for "
+        "the terminal prints one record per row). Also MI400PLAN_WIDE=1.",
+    ),
+]
 PlotOpt = Annotated[
     Optional[Path],
     typer.Option(
@@ -105,6 +113,7 @@ def run(
     *,
     check: bool = False,
     ascii: bool = False,
+    wide: bool = False,
     plot: Path | None = None,
     force: bool = False,
 ) -> None:
@@ -126,7 +135,7 @@ def run(
         _unexpected(command, fmt, exc)
     if plot is not None:
         _write_plot(command, fmt, result, plot, force)
-    emit(result, fmt, sys.stdout, ascii=ascii)
+    emit(result, fmt, sys.stdout, ascii=ascii, wide=wide)
     if plot is not None and fmt is not OutputFormat.json:
         stderr_console().print(f"plot written to {plot}", markup=False, highlight=False)
     if fmt is not OutputFormat.json and result.warnings and command not in ("profiles",):

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mi400plan.cli.common import AsciiOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+from mi400plan.cli.common import AsciiOpt, WideOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
 
 
 class Facility(str, Enum):
@@ -63,6 +63,7 @@ def cost_cmd(
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """All-in cost per GPU-hour (capex annuity, facility, energy), TCO per dense PFLOP/s-hour and
     TFLOP/s per watt, with estimate ranges and ranking flips."""
@@ -75,4 +76,4 @@ def cost_cmd(
                             facility, colocation_per_kw_month, facility_capex_per_mw, network_capex_per_gpu, capex_per_gpu)
         return cost(catalog(profiles), list(names), site=site, overrides=ov, tokens_per_s_per_gpu=tokens_per_s)
 
-    run("cost", f, compute, ascii=ascii_)
+    run("cost", f, compute, ascii=ascii_, wide=wide)

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.common import (
-    AsciiOpt,
+    AsciiOpt, WideOpt,
     ForceOpt,
     PlotOpt,
     CheckOpt,
@@ -104,6 +104,7 @@ def fit_cmd(
     profiles: ProfilesOpt = None,
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
+    wide: WideOpt = False,
     plot: PlotOpt = None,
     force: ForceOpt = False,
 ) -> None:
@@ -130,4 +131,4 @@ def fit_cmd(
             vocab_divisible_by=vocab_divisible_by,
         )
 
-    run("fit", f, compute, check=check, ascii=ascii_, plot=plot, force=force)
+    run("fit", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mi400plan.cli.common import AsciiOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+from mi400plan.cli.common import AsciiOpt, WideOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
 from mi400plan.errors import ExitCode
 
 
@@ -47,6 +47,7 @@ def list_cmd(
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """List profiles: name, kind, display name, aliases, origin (bundled/user), values by status, sources.
 
@@ -59,7 +60,7 @@ def list_cmd(
 
         return list_profiles(catalog(profiles), _kind(kind), specs=specs)
 
-    run("profiles", f, compute, ascii=ascii_)
+    run("profiles", f, compute, ascii=ascii_, wide=wide)
 
 
 @profiles_app.command("show")
@@ -73,6 +74,7 @@ def show_cmd(
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Show every field of one profile: value, unit, low/high, status, sources, and the file used.
 
@@ -85,7 +87,7 @@ def show_cmd(
 
         return show_profile(catalog(profiles), name, _kind(kind), include_defaults=all_)
 
-    run("profiles", f, compute, ascii=ascii_)
+    run("profiles", f, compute, ascii=ascii_, wide=wide)
 
 
 @profiles_app.command("validate")
@@ -99,6 +101,7 @@ def validate_cmd(
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Check profile files: TOML syntax, fields, name vs file name, and each kind's consistency rules.
 
@@ -117,7 +120,7 @@ def validate_cmd(
         return result
 
     try:
-        run("profiles", f, compute, ascii=ascii_)
+        run("profiles", f, compute, ascii=ascii_, wide=wide)
     except typer.Exit as exc:
         if exc.exit_code == ExitCode.OK and outcome.get("failed"):
             raise typer.Exit(ExitCode.PROFILE) from None

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.common import (
-    AsciiOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
+    AsciiOpt, WideOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
 )
 
 
@@ -48,6 +48,7 @@ def rack_cmd(
     profiles: ProfilesOpt = None,
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
+    wide: WideOpt = False,
     plot: PlotOpt = None,
     force: ForceOpt = False,
 ) -> None:
@@ -79,4 +80,4 @@ def rack_cmd(
             site=site,
         )
 
-    run("rack", f, compute, check=check, ascii=ascii_, plot=plot, force=force)
+    run("rack", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

@@ -8,7 +8,7 @@ import typer
 
 from mi400plan.cli.cost import LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.common import (
-    AsciiOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
+    AsciiOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, WideOpt, app, catalog, pick_format, run,
 )
 from mi400plan.cli.sweep import _ints
 
@@ -48,6 +48,7 @@ def cmd(
     profiles: ProfilesOpt = None,
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
+    wide: WideOpt = False,
     plot: PlotOpt = None,
     force: ForceOpt = False,
 ) -> None:
@@ -70,4 +71,4 @@ def cmd(
             cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None),
         )
 
-    run("serve", f, compute, check=check, ascii=ascii_, plot=plot, force=force)
+    run("serve", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

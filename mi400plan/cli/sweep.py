@@ -10,7 +10,7 @@ import typer
 
 from mi400plan.cli.cost import GridOpt, LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.common import (
-    AsciiOpt,
+    AsciiOpt, WideOpt,
     PlotOpt,
     CheckOpt,
     FormatOpt,
@@ -96,6 +96,7 @@ def cmd(
     profiles: ProfilesOpt = None,
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
+    wide: WideOpt = False,
     plot: PlotOpt = None,
 ) -> None:
     """Search TP/PP/VPP/CP/EP/DP/ZeRO/micro-batch/recompute layouts for the fastest training step.
@@ -128,7 +129,7 @@ def cmd(
                 cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
             )
 
-    run("sweep", f, compute, check=check, ascii=ascii_, plot=plot, force=force)
+    run("sweep", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
 
 
 class _progress:

@@ -50,7 +50,7 @@ def _load_renderer(command: str) -> Callable[[Any, Any], None]:
     return _TABLE_RENDERERS[command]
 
 
-def emit(result: Result, fmt: OutputFormat, stream: IO[str], *, ascii: bool = False) -> None:
+def emit(result: Result, fmt: OutputFormat, stream: IO[str], *, ascii: bool = False, wide: bool = False) -> None:
     """Write ``result`` to ``stream`` in ``fmt``."""
     if fmt is OutputFormat.json:
         from mi400plan.render.jsonout import write_envelope
@@ -63,5 +63,5 @@ def emit(result: Result, fmt: OutputFormat, stream: IO[str], *, ascii: bool = Fa
     else:
         from mi400plan.render.table import make_console
 
-        console = make_console(stream, ascii=ascii)
+        console = make_console(stream, ascii=ascii, wide=wide)
         _load_renderer(result.command)(result, console)

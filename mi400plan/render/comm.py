@@ -30,8 +30,8 @@ def _path(r: Any) -> str:
     if r.tier == "hierarchical":
         per = (f"{r.group_in_domain}" if r.group_in_domain_min == r.group_in_domain
                else f"({r.group_in_domain_min}..{r.group_in_domain})")
-        return f"{r.domains}x{per} {r.algorithm.removeprefix('hierarchical')}"
-    return f"{r.tier} {r.algorithm}"
+        return f"{r.domains}x{per}{r.algorithm.removeprefix('hierarchical')}"
+    return f"{r.tier}/{r.algorithm}"  # one word: one line per size, as nccl-tests prints
 
 
 def _tier_line(t: Any) -> str:
@@ -56,7 +56,8 @@ def render_comm(result: Any, console: Any) -> None:
             caption_lines.append(_tier_line(sysm.scale_out))
         caption_lines.append(
             "algbw = S/t, busbw = algbw x nccl-tests factor (GB/s = 1e9 B/s, per direction); "
-            "fast..slow spans the profile ranges; path NxM = N domains x M GPUs each (hierarchical)"
+            "fast..slow spans the profile ranges; path tier/algorithm, NxM(...) = N domains x M GPUs each "
+            "(hierarchical)"
             + ("; Nx(a..b): the domains hold a to b GPUs of the group"
                if any(r.group_in_domain_min != r.group_in_domain for r in rows) else "")
         )
@@ -65,7 +66,7 @@ def render_comm(result: Any, console: Any) -> None:
             [
                 ("size", "right"),
                 ("time us", "right"),
-                ("fast..slow us", "right"),
+                ("fast..slow us", "right", "secondary"),
                 ("algbw GB/s", "right"),
                 ("busbw GB/s", "right"),
                 "bound",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mi400plan.render import table_renderer
-from mi400plan.render.table import print_table, short_path
+from mi400plan.render.table import print_lines, print_table, short_path
 from mi400plan.results.fit import FitResult, FitRow
 from mi400plan.units import GB, GiB, fmt_count
 
@@ -92,12 +92,11 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
         rows,
         title=f"{row.display_name} ({row.sku}): per-GPU memory, {result.mode}",
     )
-    for line in (
+    print_lines(console, [
         f"layout: {_gpus(row.gpus)}, {_layout_text(row)}; most loaded pipeline stage: {row.stage}",
         f"runtime reserve: {result.reserve}; GB = 10^9 B, GiB = 2^30 B",
         f"profiles: {short_path(result.model.profile)}, {short_path(row.profile)}",
-    ):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    ])
     lines = [f"verdict: {_verdict(row)}"]
     if row.reason:
         lines.append(f"reason: {row.reason}")
@@ -114,8 +113,7 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
             f"KV room: {row.max_tokens:,} tokens of batch x context; longest context at batch "
             f"{row.layout.get('batch')}: {row.max_context:,} tokens"
         )
-    for line in lines:
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    print_lines(console, lines)
 
 
 def _gpus(n: int) -> str:

@@ -15,13 +15,30 @@ from rich.text import Text
 # Right-aligned values up to this many characters are never wrapped.
 NUMBER_MAX_WIDTH = 24
 
+# Plain-ASCII twin of rich's SIMPLE box: no vertical rules (two spaces between columns instead of
+# " | "), a dashed rule under the header. Narrow terminals get the columns, not the borders.
+ASCII_SIMPLE = box.Box(
+    "    \n"
+    "    \n"
+    " -- \n"
+    "    \n"
+    "    \n"
+    " -- \n"
+    "    \n"
+    "    \n",
+    ascii=True,
+)
 
-def make_console(stream: IO[str] | None = None, *, ascii: bool = False, stderr: bool = False) -> Console:
+
+def make_console(
+    stream: IO[str] | None = None, *, ascii: bool = False, stderr: bool = False, wide: bool = False
+) -> Console:
     width = None
     if os.environ.get("COLUMNS", "").isdigit():
         width = int(os.environ["COLUMNS"])
     c = Console(file=stream, stderr=stderr, width=width, highlight=False, soft_wrap=False)
     c._mi400plan_ascii = ascii  # type: ignore[attr-defined]
+    c._mi400plan_wide = wide or os.environ.get("MI400PLAN_WIDE") == "1"  # type: ignore[attr-defined]
     return c
 
 
@@ -57,28 +74,52 @@ def _fit_widths(mins: list[int], maxs: list[int], avail: int) -> list[int] | Non
 
 def table(
     console: Console,
-    columns: Sequence[str | tuple[str, str]],
+    columns: Sequence[str | tuple[str, str] | tuple[str, str, str]],
     rows: Sequence[Sequence[Any]],
     *,
     title: str | None = None,
     caption: str | None = None,
 ) -> Table:
-    """Build a table; a column given as ``(header, "right")`` is right-aligned (numbers).
+    """Build a table; a column given as ``(header, "right")`` is right-aligned (numbers), and one
+    given as ``(header, justify, "secondary")`` is left out when the table would not fit the console
+    otherwise (rightmost secondary column first; the caption names what was left out and ``--wide``
+    keeps it).
 
     Cells are plain text (no markup). No value is ever cut: text wraps at spaces, a right-aligned
-    value is never split, and when even that is wider than the console the table keeps its minimum
-    width (see ``print_table``) instead of dropping columns or printing "...".
+    value is never split, and when even that is wider than the console the rows print as records
+    (see ``print_wide``) instead of printing "...".
     """
+    specs = [(c, "left", "") if isinstance(c, str) else (c[0], c[1], c[2] if len(c) > 2 else "") for c in columns]
+    cells = [[str(x) for x in r] for r in rows]
+    t = _build(console, [(h, j) for h, j, _ in specs], cells, title, caption)
+    hidden: list[str] = []
+    while t._mi400plan_need > console.width and not getattr(console, "_mi400plan_wide", False):  # type: ignore[attr-defined]
+        drop = [i for i, (_, _, role) in enumerate(specs) if role == "secondary"]
+        if not drop:
+            break
+        i = drop[-1]
+        hidden.insert(0, " ".join(specs[i][0].split()))
+        specs = specs[:i] + specs[i + 1:]
+        cells = [r[:i] + r[i + 1:] for r in cells]
+        note = f"not shown at this width: {', '.join(hidden)} (--wide, --json or --format csv show them)"
+        t = _build(console, [(h, j) for h, j, _ in specs], cells, title, f"{caption}\n{note}" if caption else note)
+    return t
+
+
+def _build(
+    console: Console, specs: list[tuple[str, str]], cells: list[list[str]], title: str | None, caption: str | None
+) -> Table:
     ascii = getattr(console, "_mi400plan_ascii", False) or os.environ.get("MI400PLAN_ASCII") == "1"
     t = Table(
         title=title,
         caption=caption,
-        box=box.ASCII if ascii else box.SIMPLE_HEAVY,
+        box=ASCII_SIMPLE if ascii else box.SIMPLE_HEAVY,
+        pad_edge=False,
+        show_edge=False,
+        padding=(0, 1, 0, 0),  # with the box's blank divider: two spaces between columns
         title_justify="left",
         caption_justify="left",
     )
-    cells = [[str(x) for x in r] for r in rows]
-    specs = [(c[0], c[1]) if isinstance(c, tuple) else (c, "left") for c in columns]
     mins, maxs = [], []
     for i, (header, justify) in enumerate(specs):
         col = [r[i] for r in cells if i < len(r)]
@@ -108,11 +149,15 @@ def print_table(console: Console, *args: Any, **kwargs: Any) -> None:
 
 
 def print_wide(console: Console, t: Table) -> None:
-    """Print ``t``; when its minimum width exceeds the console, the lines run past the edge (a
-    terminal wraps them, a file keeps them whole) rather than losing columns."""
+    """Print ``t``. When even its minimum width exceeds the console, print one record per row
+    (``print_records``); with ``--wide`` the lines run past the edge instead (a terminal wraps them,
+    a file keeps them whole). No value is cut."""
     need = getattr(t, "_mi400plan_need", 0)
     if need <= console.width:
         console.print(t)
+        return
+    if not getattr(console, "_mi400plan_wide", False):
+        print_records(console, t)
         return
     saved = console.width
     console.width = need
@@ -120,6 +165,51 @@ def print_wide(console: Console, t: Table) -> None:
         console.print(t)
     finally:
         console.width = saved
+
+
+def _label(header: str) -> str:
+    """A column header as one label: the unit line of a two-line header goes in parentheses."""
+    lines = [x.strip() for x in header.splitlines() if x.strip()]
+    if len(lines) > 1:
+        return f"{' '.join(lines[1:])} ({lines[0]})"
+    return lines[0] if lines else ""
+
+
+def print_records(console: Console, t: Table) -> None:
+    """The record view of a table too wide for the console: each row as ``label  value`` lines,
+    rows separated by a rule, values wrapping under themselves."""
+    from rich.rule import Rule
+
+    columns = t.columns
+    labels = [_label(str(c.header)) for c in columns]
+    nrows = max((len(c._cells) for c in columns), default=0)
+    if t.title:
+        console.print(t.title, markup=False)
+    ascii = getattr(console, "_mi400plan_ascii", False) or os.environ.get("MI400PLAN_ASCII") == "1"
+    for i in range(nrows):
+        cells = [str(c._cells[i]) if i < len(c._cells) else "" for c in columns]
+        heading = " ".join(cells[0].split()) if not labels[0] else ""  # an unlabelled first column names the row
+        console.print(Rule(heading, characters="-" if ascii else "─", style="dim", align="left"))
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True)
+        grid.add_column(overflow="fold")
+        for label, cell in zip(labels, cells):
+            if cell.strip() and label:
+                grid.add_row(Text(label), Text(cell))
+        console.print(grid)
+    if t.caption:
+        console.print(t.caption, markup=False)
+
+
+def print_lines(console: Console, lines: Sequence[str]) -> None:
+    """Plain text lines wrapped at the console width with a two-space hanging indent; words (paths,
+    flags) are never split."""
+    import textwrap
+
+    for line in lines:
+        text = textwrap.fill(line, width=max(console.width, 20), subsequent_indent="  ",
+                             break_long_words=False, break_on_hyphens=False)
+        console.print(text, highlight=False, markup=False, soft_wrap=True)
 
 
 def print_warnings(console: Console, warnings: Sequence[str]) -> None:
