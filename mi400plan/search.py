@@ -717,6 +717,7 @@ class SearchResult:
     best_rejected_memory: dict[str, np.ndarray] | None = None  # fastest layouts that did not fit
     best_crossing: dict[str, np.ndarray] | None = None  # fastest fitting layouts whose TP or PP span leaves the domain
     best_inside: dict[str, np.ndarray] | None = None  # fastest fitting layouts whose TP and replica span stay inside it
+    front: dict[str, np.ndarray] | None = None  # with pareto=True: non-dominated on (step time, memory), fastest first
 
 
 def crosses_domain(c: dict[str, Any], domain: int) -> Any:
@@ -766,6 +767,22 @@ def rank_order(step: np.ndarray, mem: np.ndarray, cols: dict[str, np.ndarray]) -
     """Indices best first (``TIE_BREAK``)."""
     keys = [cols[k] for k in reversed(SORT_KEYS)] + [mem, step]
     return np.lexsort(keys)
+
+
+def pareto_indices(step: np.ndarray, mem: np.ndarray, cols: dict[str, np.ndarray]) -> np.ndarray:
+    """Indices of the rows no other row dominates on (step time, memory per GPU), fastest first.
+
+    Row b dominates row a when b is no slower and needs no more memory, and is better on one of the
+    two. In ``rank_order`` (step time, then memory, then the tie-break) a row is therefore on the
+    front exactly when its memory is below every earlier row's; of rows equal on both, the first in
+    the tie-break order stands for them.
+    """
+    if step.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = rank_order(step, mem, cols)
+    m = np.asarray(mem, dtype=np.float64)[order]
+    below_all_earlier = m < np.minimum.accumulate(np.concatenate(([np.inf], m[:-1])))
+    return order[below_all_earlier]
 
 
 def usable_hbm(wl: Workload, hw: Hardware) -> float:
@@ -825,6 +842,7 @@ class ChunkResult:
     nofit: dict[str, np.ndarray]
     crossing: dict[str, np.ndarray]
     inside: dict[str, np.ndarray]
+    front: dict[str, np.ndarray] | None = None
 
 
 MEM_KEYS = ("weights", "gradients", "optimizer", "activations", "reserve", "total")
@@ -838,6 +856,7 @@ def evaluate_structures(
     opts: SearchOptions,
     coll: CollFn,
     top_k: int,
+    pareto: bool = False,
 ) -> ChunkResult:
     """Evaluate every (ZeRO, micro-batch, recompute, SP) expansion of the structures ``cols``.
 
@@ -890,8 +909,12 @@ def evaluate_structures(
         return gather(where[top_indices(step[where], total[where], {key: c[key][where] for key in SORT_KEYS}, k)])
 
     crosses = crosses_domain(c, hw.domain)
+    front = None
+    if pareto:
+        where = np.flatnonzero(fits)
+        front = gather(where[pareto_indices(step[where], total[where], {key: c[key][where] for key in SORT_KEYS})])
     return ChunkResult(rejected, n_fit, best(fits, top_k), best(~fits, 3), best(fits & crosses, 1),
-                       best(fits & ~crosses, 1))
+                       best(fits & ~crosses, 1), front)
 
 
 def top_indices(step: np.ndarray, mem: np.ndarray, cols: dict[str, np.ndarray], k: int) -> np.ndarray:
@@ -919,8 +942,10 @@ def search(
     top_k: int = 10,
     coll: CollFn | None = None,
     progress: Callable[[int, int], None] | None = None,
+    pareto: bool = False,
 ) -> SearchResult:
-    """Evaluate every candidate layout for ``world`` GPUs and return the ``top_k`` fastest that fit."""
+    """Evaluate every candidate layout for ``world`` GPUs and return the ``top_k`` fastest that fit
+    (and, with ``pareto``, every fitting layout on the step-time / memory-per-GPU front)."""
     opts = opts or SearchOptions()
     coll = coll or make_coll(hw)
     terms = model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe)
@@ -934,10 +959,12 @@ def search(
     keep_nofit: list[dict[str, np.ndarray]] = []
     keep_cross: list[dict[str, np.ndarray]] = []
     keep_inside: list[dict[str, np.ndarray]] = []
+    keep_front: list[dict[str, np.ndarray]] = []
     valid = 0
     for lo in range(0, n_st, per):
         hi = min(n_st, lo + per)
-        part = evaluate_structures({k: v[lo:hi] for k, v in st.cols.items()}, wl, hw, terms, opts, coll, top_k)
+        part = evaluate_structures({k: v[lo:hi] for k, v in st.cols.items()}, wl, hw, terms, opts, coll, top_k,
+                                   pareto)
         for r, v in part.rejected.items():
             rejected[r] += v
         valid += part.valid
@@ -945,6 +972,8 @@ def search(
         keep_nofit.append(part.nofit)
         keep_cross.append(part.crossing)
         keep_inside.append(part.inside)
+        if part.front is not None:
+            keep_front.append(part.front)
         if progress is not None:
             progress(hi * n_in, n)
     top = _merge(keep, top_k)
@@ -956,6 +985,7 @@ def search(
         nofit if nofit["tp"].size else None,
         crossing if crossing["tp"].size else None,
         inside if inside["tp"].size else None,
+        _merge_front(keep_front) if pareto else None,
     )
 
 
@@ -987,6 +1017,16 @@ def _merge(parts: list[dict[str, np.ndarray]], k: int) -> dict[str, np.ndarray]:
         return {"tp": np.zeros(0, dtype=np.int64)}
     rows = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
     return _topk(rows, k)
+
+
+def _merge_front(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The front of the union of the chunks' fronts (a row off its chunk's front is off the whole one)."""
+    parts = [p for p in parts if p and p["tp"].size]
+    if not parts:
+        return {"tp": np.zeros(0, dtype=np.int64)}
+    rows = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+    sel = pareto_indices(rows["step"], rows["mem_total"], rows)
+    return {key: np.asarray(v)[sel] for key, v in rows.items()}
 
 
 def evaluate_one(layout: dict[str, int], wl: Workload, hw: Hardware, world: int,

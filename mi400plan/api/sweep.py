@@ -17,6 +17,7 @@ from typing import Any
 
 from mi400plan.errors import MissingValueError, UsageError
 from mi400plan.results.sweep import (
+    NoLayout,
     CornerBest,
     CornerInputs,
     MemoryBytes,
@@ -585,6 +586,7 @@ def sweep(
     overwrite: bool = False,
     site: str | None = None,
     cost_overrides: Any = None,
+    pareto: bool = False,
 ) -> SweepResult:
     """Run the layout search. See ``mi400plan sweep --help`` for the meaning of each input.
 
@@ -682,6 +684,8 @@ def sweep(
     below: dict[str, int | None] = {}
     crossing: list[SweepRow] = []
     inside: list[SweepRow] = []
+    front: list[SweepRow] = []  # with pareto: non-dominated layouts per SKU and GPU count
+    no_layout: list[NoLayout] = []
     evaluated = valid = 0
     rejected = {k: 0 for k in RULES}
     warnings: list[str] = []
@@ -705,7 +709,7 @@ def sweep(
         for size in sizes:
             label = f"{sku.name} x {size}"
             cb = (lambda d, n, _l=label: progress(_l, d, n)) if progress else None
-            res = search(wl, sku.hw, size, opts, top_k=top, progress=cb)
+            res = search(wl, sku.hw, size, opts, top_k=top, progress=cb, pareto=pareto)
             evaluated += res.evaluated
             valid += res.valid
             for k, v in res.rejected.items():
@@ -720,9 +724,15 @@ def sweep(
                 at_c = [_at_corners(r, corners, wl, terms, size, opts, train_tokens, sku_cost) for r in raw]
                 these = [t.model_copy(update={"range": _row_range(t, a)}) for t, a in zip(these, at_c)]
             rows.extend(these)
+            if res.front is not None:
+                front.extend(_row(r, i + 1, sku, size, wl, terms, usable, train_tokens, sku_cost)
+                             for i, r in enumerate(iter_rows(res.front)))
             best = these[0] if these else None
             if best is None:
-                warnings.append(f"{sku.name} on {size} GPUs: no layout is valid and fits ({_why(res.rejected)})")
+                near = nearest_working_sizes(wl, sku.hw, size, opts)
+                no_layout.append(NoLayout(sku=sku.name, gpus=size, why=_why(res.rejected), nearest_gpus=near))
+                warnings.append(f"{sku.name} on {size} GPUs: no layout is valid and fits ({_why(res.rejected)})"
+                                + (f"; nearest GPU counts that work: {' and '.join(f'{n:,}' for n in near)}" if near else ""))
             if len(sizes) == 1 and best is not None:
                 # The fastest layouts on either side of the scale-up-domain boundary, for the comparison.
                 if res.best_crossing is not None:
@@ -807,7 +817,8 @@ def sweep(
         efficiencies=[b.eff for b in built], rack_crossing=crossing, domain_inside=inside, warnings=warnings,
         ranges_checked=ranges, ranges=sku_ranges, flips=flips,
         scaling_below_90_at_corners=below_c if len(scaling) > len(built) else {},
-        energy=energy, site=None if site_prof is None else site_prof.name,
+        energy=energy, site=None if site_prof is None else site_prof.name, pareto=front, pareto_checked=pareto,
+        no_layout=no_layout,
     )
     if save:
         if not rows:
@@ -823,6 +834,28 @@ def sweep(
             ]
         result = result.model_copy(update=update)
     return result
+
+
+# Where to look for GPU counts that work when one does not: multiples of 8 (an 8-GPU node or tray;
+# every bundled scale-up domain is a multiple of it) from half to twice the count. A count with no
+# valid structure is rejected before any layout is scored, so the scan costs little.
+NEAREST_STEP = 8
+
+
+def nearest_working_sizes(wl: Any, hw: Any, size: int, opts: Any) -> list[int]:
+    """The closest GPU counts below and above ``size`` (multiples of ``NEAREST_STEP`` within a
+    factor of two) on which some layout is valid and fits; either side may be missing."""
+    from mi400plan.search import search
+
+    base = size // NEAREST_STEP * NEAREST_STEP
+    below = [n for n in range(base, max(size // 2, 1) - 1, -NEAREST_STEP) if 0 < n != size]
+    above = list(range(base + NEAREST_STEP, 2 * size + 1, NEAREST_STEP))
+    found = []
+    for side in (below, above):
+        n = next((n for n in side if search(wl, hw, n, opts, top_k=1).valid), None)
+        if n is not None:
+            found.append(n)
+    return found
 
 
 def _why(rej: dict[str, int]) -> str:

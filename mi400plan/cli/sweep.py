@@ -90,6 +90,10 @@ def cmd(
     zero: Annotated[Optional[str], typer.Option("--zero", help="Only these ZeRO stages (0-3; 3 = FSDP).")] = None,
     micro_batch: Annotated[Optional[str], typer.Option("--micro-batch", help="Micro-batch sizes to try (default 1,2,4,8).")] = None,
     recompute: Annotated[Optional[list[RecomputeChoice]], typer.Option("--recompute", help="Only these recompute modes (repeatable).")] = None,
+    pareto: Annotated[bool, typer.Option(
+        "--pareto",
+        help="Also list every layout no other beats on both step time and memory per GPU (the trade-off "
+        "front; at a fixed GPU count cost to train follows step time).")] = False,
     no_ranges: Annotated[bool, typer.Option("--no-ranges", help="Skip the estimate-range check (the pessimistic and optimistic corner searches and flip warnings).")] = False,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
@@ -126,7 +130,7 @@ def cmd(
                 overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
                 overlap_cp=overlap_cp, split_embedding_loss=split_embedding_loss, grad_dtype=grad_dtype, pins=pins, save=str(save) if save else None, progress=cb,
                 ranges=not no_ranges, overwrite=force, site=site,
-                cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
+                pareto=pareto, cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
             )
 
     run("sweep", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

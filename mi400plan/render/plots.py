@@ -122,10 +122,14 @@ def _sweep_tradeoff(result: SweepResult, fig: Figure) -> None:
     for sku in dict.fromkeys(r.sku for r in result.rows):
         rows = [r for r in result.rows if r.sku == sku]
         pts = ax.scatter([r.memory_bytes.total / GIB for r in rows], [r.step_time_s for r in rows], label=sku, zorder=3)
-        front = _non_dominated([(r.memory_bytes.total / GIB, r.step_time_s) for r in rows])
+        searched = [r for r in result.pareto if r.sku == sku and r.step_time_s <= 1.5 * best_step(rows)]
+        front = ([(r.memory_bytes.total / GIB, r.step_time_s) for r in searched] if searched
+                 else _non_dominated([(r.memory_bytes.total / GIB, r.step_time_s) for r in rows]))
         if len(front) > 1:
+            front.sort()
             ax.step([x for x, _ in front], [y for _, y in front], where="post", color=pts.get_facecolor()[0],
-                    linewidth=1, alpha=0.6, label=f"{sku} non-dominated (listed layouts)")
+                    marker="." if searched else None, linewidth=1, alpha=0.7,
+                    label=f"{sku} trade-off front ({'all layouts' if searched else 'listed layouts'})")
         best = min(rows, key=lambda r: r.rank)
         ax.annotate(f"#1 TP{best.layout.tp} PP{best.layout.pp}", (best.memory_bytes.total / GIB, best.step_time_s),
                     textcoords="offset points", xytext=(6, 6), fontsize=8)
@@ -139,7 +143,11 @@ def _sweep_tradeoff(result: SweepResult, fig: Figure) -> None:
     if result.rows:
         ax.legend(fontsize=8)
     where = f" at {gpus[0]:,} GPUs" if len(gpus) == 1 else ""
-    ax.set_title(f"{result.model}: step time vs memory per GPU of the listed layouts{where}")
+    ax.set_title(f"{result.model}: step time vs memory per GPU{where}")
+
+
+def best_step(rows: list) -> float:  # noqa: ANN001 - SweepRow
+    return min(r.step_time_s for r in rows)
 
 
 def _non_dominated(points: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -77,6 +77,8 @@ def render(res: SweepResult, console: Any) -> None:
         f"{res.model}, {res.precision}, seq {res.seq_len}, global batch {res.global_batch_seqs:,} seqs "
         f"({fmt_count(res.global_batch_tokens)} tokens)"
     )
+    if not res.rows:
+        console.print(_no_layout_headline(res), markup=False, highlight=False)
     groups: dict[tuple[str, int], list[SweepRow]] = {}
     for r in res.rows:
         groups.setdefault((r.sku, r.gpus), []).append(r)
@@ -132,6 +134,7 @@ def render(res: SweepResult, console: Any) -> None:
         notes = [f"{k}: below 90% from {v:,} GPUs" if v else f"{k}: stays >= 90%" for k, v in res.scaling_below_90_at.items()]
         print_table(console, cols, out, title=f"Scaling - {head}",
                     caption="Scaling efficiency = tokens/s per GPU relative to the smallest size. " + "; ".join(notes))
+    _pareto(res, console, head)
     _domain_comparison(res, console)
     _energy(res, console)
     if res.ranges:
@@ -148,6 +151,46 @@ def render(res: SweepResult, console: Any) -> None:
     console.print(_switches(res), markup=False, highlight=False)
     if res.saved_plan:
         console.print(f"Saved the best layout to {res.saved_plan}", markup=False, highlight=False)
+
+
+def _no_layout_headline(res: SweepResult) -> str:
+    cases = "; ".join(
+        f"{n.sku} x {n.gpus:,} GPUs" + (f" (nearest that work: {' and '.join(f'{g:,}' for g in n.nearest_gpus)})"
+                                        if n.nearest_gpus else "")
+        for n in res.no_layout
+    )
+    return f"No valid layout that fits: {cases or 'nothing searched'}."
+
+
+# The table lists the front up to this multiple of the fastest step time (JSON has all of it).
+PARETO_SHOWN_SLOWDOWN = 1.5
+
+
+def _pareto(res: SweepResult, console: Any, head: str) -> None:
+    """``--pareto``: the layouts no other beats on both step time and memory per GPU."""
+    groups: dict[tuple[str, int], list[SweepRow]] = {}
+    for r in res.pareto:
+        groups.setdefault((r.sku, r.gpus), []).append(r)
+    for (sku, gpus), every in groups.items():
+        fastest = every[0].step_time_s
+        rows = [r for r in every if r.step_time_s <= PARETO_SHOWN_SLOWDOWN * fastest]
+        cols = ["layout", ("mem/GPU", "right"), ("step", "right"), ("vs fastest", "right"), ("tokens/s", "right"),
+                ("MFU", "right")]
+        if _has_cost(res):
+            cols.append(("cost", "right"))
+        out = []
+        for r in rows:
+            line = [_layout(r), fmt_bytes(r.memory_bytes.total), fmt_time(r.step_time_s, 2),
+                    "fastest" if r.rank == 1 else f"+{(r.step_time_s / fastest - 1) * 100:.2f}%",
+                    fmt_count(r.tokens_per_s), fmt_pct(r.mfu)]
+            if _has_cost(res):
+                line.append(_money(r.cost_usd))
+            out.append(line)
+        print_table(console, cols, out, title=f"Trade-off front (step time vs memory per GPU): {sku} x {gpus:,} GPUs",
+                    caption="Each layout needs less memory per GPU than every faster one; none is beaten on both. "
+                    "At a fixed GPU count, cost and energy to train follow step time."
+                    + (f" {len(every) - len(rows)} more on the front, each over {PARETO_SHOWN_SLOWDOWN:g}x the fastest "
+                       "step time, are in --json." if len(every) > len(rows) else ""))
 
 
 def _switches(res: SweepResult) -> str:

@@ -248,6 +248,15 @@ class SweepFlip(OutModel):
     detail: str
 
 
+class NoLayout(OutModel):
+    """A SKU and GPU count on which no layout is valid and fits."""
+
+    sku: str
+    gpus: int
+    why: str  # the rules that rejected most candidates, with counts
+    nearest_gpus: list[int] = Field(default_factory=list)  # closest counts that work, below and/or above
+
+
 class SweepResult(Result):
     command: ClassVar[str] = "sweep"
 
@@ -281,6 +290,13 @@ class SweepResult(Result):
     site: str | None = None  # cost site profile (with --tokens)
     energy: list[RunEnergy] = Field(default_factory=list)  # with --tokens: energy, emissions, cost per SKU and size
     scaling_below_90_at_corners: dict[str, dict[str, int | None]] = Field(default_factory=dict)  # sku -> corner -> GPUs
+    # With --pareto: every fitting layout that no other beats on both step time and memory per GPU,
+    # per SKU and GPU count, fastest first (``rank`` 1 = the fastest, the same layout as rows' #1).
+    # At a fixed SKU and GPU count cost and energy to train are proportional to step time, so this
+    # is also the front on cost vs memory.
+    pareto: list[SweepRow] = Field(default_factory=list)
+    pareto_checked: bool = False  # True with --pareto (an empty list then means no layout fits)
+    no_layout: list[NoLayout] = Field(default_factory=list)  # SKU x GPU counts with nothing valid that fits
 
     def check_failed(self) -> bool:
         return not self.rows
