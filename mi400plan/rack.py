@@ -673,6 +673,7 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
     row = RackRow(
         rack=rack.name,
         display_name=rack.display_name,
+        roadmap=rack.roadmap,
         variant_of=rack.variant_of,
         sku=accel.name,
         gpus=gpus,

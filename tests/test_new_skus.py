@@ -217,3 +217,71 @@ def test_hgx_rack_gpu_power_and_dgx_reference(cli, rack) -> None:
         assert row["reference"]["reference_w"]["nominal"] == DGX_RACK_W[rack]
         lo, hi = row["wall_power_range_w"]["low"], row["wall_power_range_w"]["high"]
         assert lo <= DGX_RACK_W[rack] <= hi
+
+
+# --- roadmap entries: marked as such wherever they are shown ---------------------------------------
+ROADMAP = [("accelerators", "rubin-ultra"), ("accelerators", "mi500"), ("fabrics", "nvlink7-nvl576"),
+           ("fabrics", "ual-mi500"), ("racks", "rubin-ultra-nvl576")]
+
+
+@pytest.mark.parametrize(("kind", "name"), ROADMAP, ids=[n for _, n in ROADMAP])
+def test_roadmap_entry_validates_and_says_so(cli, kind, name) -> None:
+    loaded = CAT.get(kind, name)
+    assert loaded.spec.roadmap and loaded.spec.undated_sources() == []
+    r = cli(["profiles", "validate", str(loaded.path), "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["data"]["failed"] == 0
+    show = cli(["profiles", "show", name, "--kind", kind, "--json"])
+    assert json.loads(show.stdout)["data"]["roadmap"] == loaded.spec.roadmap
+    assert "ROADMAP (announced, not shipping)" in cli(["profiles", "show", name, "--kind", kind]).stdout
+    rows = json.loads(cli(["profiles", "list", "--kind", kind, "--json"]).stdout)["data"]["rows"]
+    assert {r["name"]: r["roadmap"] for r in rows}[name] == loaded.spec.roadmap
+
+
+def test_shipping_profiles_are_not_roadmap_entries() -> None:
+    for kind, name in NEW:
+        assert CAT.get(kind, name).spec.roadmap is None
+
+
+def test_rubin_ultra_per_package_figures_from_the_rack_totals() -> None:
+    ru = acc("rubin-ultra")
+    assert ru.compute.fp8_dense_tflops.nominal == pytest.approx(5e18 / 144 / 1e12, rel=1e-4)  # 5 EF FP8 / 144
+    assert ru.memory.hbm_bandwidth_tb_per_s.nominal == pytest.approx(4.6e15 / 144 / 1e12, rel=0.002)
+    assert not ru.compute.fp4_dense_tflops.known  # the 100 PF FP4 is an inference figure
+    # NVLink 7: 1.5 PB/s per rack, bidirectional, over 144 packages, per direction
+    assert fab("nvlink7-nvl576").bw_per_dir_bytes_per_s.nominal == pytest.approx(1.5e15 / 144 / 2, rel=1e-3)
+
+
+def test_mi500_discloses_nothing_and_sweep_says_so(cli) -> None:
+    m = acc("mi500")
+    assert not (m.compute.bf16_dense_tflops.known or m.memory.capacity_bytes.known or m.power.tdp_w.known)
+    r = cli(["sweep", "llama3-70b", "--sku", "mi500", "--gpus", "256", "--json"])
+    assert r.exit_code == 3 and "not disclosed" in r.output
+
+
+def test_sweep_on_a_roadmap_sku_warns(cli) -> None:
+    r = cli(["sweep", "llama3-70b", "--sku", "rubin-ultra", "--gpus", "128", "--precision", "fp8", "--top", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)["data"]
+    assert data["rows"] and any(w.startswith("rubin-ultra is a roadmap entry") for w in data["warnings"])
+
+
+def test_roadmap_rack_stops_on_the_undisclosed_power_and_shows_the_flag_when_given(cli, tmp_path, write_profile) -> None:
+    r = cli(["rack", "rubin-ultra-nvl576", "--json"])
+    assert r.exit_code == 3 and "tdp_w is not disclosed" in r.output
+    with open(CAT.get("accelerators", "rubin-ultra").path) as fh:
+        text = fh.read()
+    text = text.replace('tdp_w = { status = "n/d", source = ["NV25"], note = "rack about 600 kW; per-package power not given" }',
+                        'tdp_w = { nominal = 3600, status = "estimate", source = ["NV25"] }')
+    write_profile(tmp_path, "accelerators", "rubin-ultra", text)
+    # the power shelves are not public either: a user gives them too
+    with open(CAT.get("racks", "rubin-ultra-nvl576").path) as fh:
+        rack = fh.read()
+    rack = rack.replace('psu_rating_w = { status = "n/d", source = ["NV800"], note = "Kyber\'s power-shelf layout is not published" }',
+                        'psu_rating_w = { nominal = 700000, status = "estimate", source = ["P"] }')
+    assert "700000" in rack
+    write_profile(tmp_path, "racks", "rubin-ultra-nvl576", rack)
+    r = cli(["rack", "rubin-ultra-nvl576", "--profiles", str(tmp_path), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["data"]["rows"][0]["roadmap"].startswith("NVIDIA roadmap")
+    table = cli(["rack", "rubin-ultra-nvl576", "--profiles", str(tmp_path)]).stdout
+    assert "[ROADMAP:" in " ".join(table.split())

@@ -70,7 +70,7 @@ _UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
 )
 
 # Top-level fields shown in the header of ``show`` rather than as rows.
-_HEADER_FIELDS = frozenset({"name", "aliases", "display_name", "description", "sources", "notes"})
+_HEADER_FIELDS = frozenset({"name", "aliases", "display_name", "description", "sources", "notes", "roadmap"})
 
 
 def unit_of_key(key: str) -> str | None:
@@ -226,6 +226,7 @@ def list_profiles(catalog: Catalog, kind: str | None = None, specs: bool = False
                     kind=k,
                     display_name=getattr(spec, "display_name", None),
                     aliases=list(getattr(spec, "aliases", [])),
+                    roadmap=getattr(spec, "roadmap", None),
                     origin=origin,
                     path=path,
                     status=status_counts(spec),
@@ -332,6 +333,7 @@ def show_profile(
         display_name=getattr(spec, "display_name", None),
         aliases=list(getattr(spec, "aliases", [])),
         description=getattr(spec, "description", None),
+        roadmap=getattr(spec, "roadmap", None),
         origin=loaded.origin,
         path=loaded.path,
         status=status_counts(spec),

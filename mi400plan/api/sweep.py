@@ -688,7 +688,10 @@ def sweep(
     no_layout: list[NoLayout] = []
     evaluated = valid = 0
     rejected = {k: 0 for k in RULES}
-    warnings: list[str] = []
+    warnings: list[str] = [
+        f"{s} is a roadmap entry (announced, not shipping): {r}"
+        for s in skus if (r := cat.get("accelerators", s).spec.roadmap)
+    ]
     energy: list[Any] = []
     for sku in built:
         sku_cost = gpu_hour_cost

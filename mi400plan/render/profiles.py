@@ -79,7 +79,7 @@ def _list(result: ProfilesList, console: Console) -> None:
         (
             r.name,
             r.kind,
-            r.display_name or ("INVALID" if r.error else ""),
+            (r.display_name or ("INVALID" if r.error else "")) + (" [ROADMAP]" if r.roadmap else ""),
             ", ".join(r.aliases),
             r.origin,
             r.status.summary() if not r.error else "-",
@@ -112,6 +112,8 @@ def _show(result: ProfileShow, console: Console) -> None:
         console.print(f"aliases: {escape(', '.join(result.aliases))}", markup=True)
     if result.description:
         console.print(escape(result.description), markup=True)
+    if result.roadmap:
+        console.print(f"[bold]ROADMAP[/bold] (announced, not shipping): {escape(result.roadmap)}", markup=True)
     rows: list[tuple[Any, ...]] = []
     for f in result.rows:
         if f.value is not None:  # plain integers (year, counts) without thousands separators

@@ -64,7 +64,8 @@ def _breakdown(console: Any, row: Any) -> None:
             "status",
         ],
         lines,
-        title=escape(f"{row.rack}: {row.display_name}, SKU {row.sku}, {row.gpus} GPUs{cap}{load}"),
+        title=escape(f"{row.rack}: {row.display_name}, SKU {row.sku}, {row.gpus} GPUs{cap}{load}")
+        + (escape(f" [ROADMAP: {row.roadmap}]") if row.roadmap else ""),
     )
 
 

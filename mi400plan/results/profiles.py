@@ -50,6 +50,7 @@ class ProfileRow(OutModel):
     kind: str
     display_name: str | None = None
     aliases: list[str] = Field(default_factory=list)
+    roadmap: str | None = None  # set for roadmap entries (announced, not shipping)
     origin: str  # "bundled" | "user"
     path: str
     status: StatusCounts = Field(default_factory=StatusCounts)
@@ -127,6 +128,7 @@ class ProfileShow(Result):
     display_name: str | None = None
     aliases: list[str] = Field(default_factory=list)
     description: str | None = None
+    roadmap: str | None = None  # set for roadmap entries (announced, not shipping)
     origin: str
     path: str
     status: StatusCounts = Field(default_factory=StatusCounts)

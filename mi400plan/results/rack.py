@@ -138,6 +138,7 @@ class FacilityOut(OutModel):
 class RackRow(OutModel):
     rack: str
     display_name: str
+    roadmap: str | None = None  # the rack profile's roadmap note: an announced, not shipping, system
     variant_of: str | None
     sku: str
     gpus: int

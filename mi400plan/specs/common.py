@@ -266,6 +266,9 @@ class ProfileBase(StrictModel):
     description: str | None = None
     sources: dict[str, Source] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+    # A roadmap entry: announced, not shipping. The text says what was announced, by whom and for
+    # when ("NVIDIA roadmap (GTC 2025): H2 2027"); every output that names the profile shows it.
+    roadmap: str | None = Field(default=None, min_length=1)
 
     def undated_sources(self) -> list[str]:
         """Keys of ``[sources]`` entries without a publication date (warned about, not rejected)."""
