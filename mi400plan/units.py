@@ -171,6 +171,21 @@ def parse_count(text: str) -> float:
     return float(m.group(1)) * _COUNT_SUFFIX[m.group(2)]
 
 
+def parse_seq_len(text: str) -> int:
+    """Parse a sequence length in tokens: ``8192``, ``128k`` / ``128K`` / ``128Ki`` = 131,072.
+
+    Context lengths are powers of two and model cards write 131,072 as "128K" (Llama 3.1's
+    ``max_position_embeddings``), so k/K/Ki are 1024 here and M/Mi are 1024^2; a decimal count is
+    given as a plain integer.
+    """
+    m = re.fullmatch(r"\s*(\d+)\s*(?:(k|K|Ki)|(M|Mi))?\s*", text)
+    if not m:
+        raise UnitError(f"cannot read sequence length {text!r}: expected tokens as an integer or with k/K "
+                        "(x 1024) or M (x 1024^2), e.g. 8192, 32k, 128K, 1M")
+    scale = 1024 if m.group(2) else 1024**2 if m.group(3) else 1
+    return int(m.group(1)) * scale
+
+
 # --- formatting ------------------------------------------------------------------------------
 
 

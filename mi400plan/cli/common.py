@@ -80,6 +80,38 @@ PlotOpt = Annotated[
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing --plot file.")]
 
 
+# Spellings users bring from PyTorch, Hugging Face and vLLM, mapped to the planner's names.
+MODE_ALIASES = {"train": "train", "training": "train", "infer": "infer", "inference": "infer", "serve": "infer"}
+PRECISION_ALIASES = {
+    "bfloat16": "bf16", "float32": "fp32", "fp32": "fp32", "float8": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8",
+    "float4": "fp4", "mxfp4": "fp4",
+}
+
+
+def alias(text: str | None, aliases: dict[str, str], flag: str, choices: str | None = None) -> str | None:
+    """Normalise a choice typed the way another tool spells it (``bfloat16`` -> ``bf16``); with
+    ``choices`` (the accepted names), anything else is a usage error naming the flag."""
+    if text is None:
+        return None
+    key = text.strip().lower()
+    value = aliases.get(key, key)
+    if choices is not None and value not in choices.split("|"):
+        raise typer.BadParameter(f"{text!r} is not one of {choices}", param_hint=flag)
+    return value
+
+
+def seq_tokens(text: str | None) -> int | None:
+    """``--seq`` as tokens (``128k`` = 131,072); a usage error names the flag."""
+    if text is None:
+        return None
+    from mi400plan.units import UnitError, parse_seq_len
+
+    try:
+        return parse_seq_len(text)
+    except UnitError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--seq") from None
+
+
 class RecomputeChoice(str, Enum):
     """Activation recomputation (Korthikanti et al. 2022): none, selective (attention core), full."""
 

@@ -20,13 +20,12 @@ from mi400plan.cli.common import (
     app,
     catalog,
     pick_format,
+    MODE_ALIASES,
+    PRECISION_ALIASES,
+    alias,
     run,
+    seq_tokens,
 )
-
-
-class Mode(str, Enum):
-    train = "train"
-    infer = "infer"
 
 
 class OptimizerChoice(str, Enum):
@@ -62,7 +61,7 @@ def fit_cmd(
         Optional[list[str]],
         typer.Option("--sku", help="Accelerator profile; repeatable; 'all' (the default) compares every SKU."),
     ] = None,
-    mode: Annotated[Mode, typer.Option("--mode", help="train or infer.")] = Mode.train,
+    mode: Annotated[str, typer.Option("--mode", metavar="train|infer", help="train (training) or infer (inference).")] = "train",
     tp: Annotated[IntOpt, typer.Option("--tp", help="Tensor parallel size.")] = None,
     pp: Annotated[IntOpt, typer.Option("--pp", help="Pipeline stages.")] = None,
     vpp: Annotated[IntOpt, typer.Option("--vpp", help="Virtual stages per rank (interleaved schedule when > 1).")] = None,
@@ -72,13 +71,13 @@ def fit_cmd(
     cp: Annotated[IntOpt, typer.Option("--cp", help="Context parallel size.")] = None,
     zero: Annotated[IntOpt, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 (3 = FSDP); default 1.")] = None,
     micro_batch: Annotated[IntOpt, typer.Option("--micro-batch", help="Sequences per micro-batch.")] = None,
-    seq: Annotated[IntOpt, typer.Option("--seq", help="Sequence length (train, default 4096) or context (infer, default the model's maximum).")] = None,
+    seq: Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS", help="Sequence length (train, default 4096) or context (infer, default the model's maximum); 32k, 128K (k = 1024).")] = None,
     recompute: Annotated[Optional[RecomputeChoice], typer.Option("--recompute", help="Activation recomputation.")] = None,
     sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism with TP (default on).")] = None,
     gpus: Annotated[IntOpt, typer.Option("--gpus", help="Total GPUs (train: sets DP; infer: sets TP).")] = None,
     global_batch: Annotated[IntOpt, typer.Option("--global-batch", help="Sequences per step (caps micro-batches in flight).")] = None,
     recipe: Annotated[Optional[RecipeChoice], typer.Option("--recipe", help="Training bytes-per-parameter preset: megatron (18 B/param) or zero (16 B/param).")] = None,
-    precision: Annotated[Optional[str], typer.Option("--precision", help="train: bf16|fp8|fp32; infer weights: bf16|fp8|mxfp8|fp6|fp4|nvfp4|int4.")] = None,
+    precision: Annotated[Optional[str], typer.Option("--precision", help="train: bf16|fp8|fp32; infer weights: bf16|fp8|mxfp8|fp6|fp4|nvfp4|int4 (bfloat16, float32, float8 too).")] = None,
     optimizer: Annotated[Optional[OptimizerChoice], typer.Option("--optimizer", help="Optimizer (train).")] = None,
     grad_dtype: Annotated[Optional[GradDtype], typer.Option("--grad-dtype", help="Gradient accumulation dtype (train).")] = None,
     kv_dtype: Annotated[Optional[KvDtype], typer.Option("--kv-dtype", help="KV-cache dtype (infer).")] = None,
@@ -116,13 +115,16 @@ def fit_cmd(
     exit 4 when nothing fits.
     """
     f = pick_format(json_, fmt)
+    seq_n = seq_tokens(seq)
+    mode = alias(mode, MODE_ALIASES, "--mode", "train|infer")
+    precision = alias(precision, PRECISION_ALIASES, "--precision")
 
     def compute():  # noqa: ANN202
         from mi400plan.api.fit import fit
 
         return fit(
-            catalog(profiles), model, sku, mode.value,
-            tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch, seq=seq,
+            catalog(profiles), model, sku, mode,
+            tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch, seq=seq_n,
             recompute=recompute.value if recompute else None, sequence_parallel=sp, gpus=gpus,
             global_batch=global_batch, recipe=recipe.value if recipe else None, precision=precision,
             optimizer=optimizer.value if optimizer else None, grad_dtype=grad_dtype.value if grad_dtype else None,

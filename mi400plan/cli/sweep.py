@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -20,13 +19,11 @@ from mi400plan.cli.common import (
     app,
     catalog,
     pick_format,
+    PRECISION_ALIASES,
+    alias,
     run,
+    seq_tokens,
 )
-
-
-class Precision(str, Enum):
-    bf16 = "bf16"
-    fp8 = "fp8"
 
 
 def _ints(text: Optional[str], flag: str) -> list[int]:
@@ -45,8 +42,8 @@ def cmd(
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="GPU count, a list (512,1024) or a doubling range (512..65536).")] = None,
     racks: Annotated[Optional[int], typer.Option("--racks", help="Number of racks (GPUs per rack from the rack profile, else the scale-up domain).")] = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Sequences (1024) or tokens with a suffix (4M, 128Mi, 8388608tok). Default 4Mi tokens.")] = None,
-    seq: Annotated[Optional[int], typer.Option("--seq", help="Sequence length in tokens (default: the model's, capped at 8192).")] = None,
-    precision: Annotated[Precision, typer.Option("--precision", help="Matmul precision; MFU uses this precision's dense peak.")] = Precision.bf16,
+    seq: Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS", help="Sequence length in tokens (default: the model's, capped at 8192); 32k, 128K (k = 1024).")] = None,
+    precision: Annotated[str, typer.Option("--precision", metavar="bf16|fp8", help="Matmul precision (bfloat16, float8 too); MFU uses this precision's dense peak.")] = "bf16",
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training tokens (15T) for days to train.")] = None,
     gpu_hour_cost: Annotated[Optional[float], typer.Option("--gpu-hour-cost", help="US dollars per GPU-hour, for the cost to train (default: the cost model's all-in figure).")] = None,
     site: SiteOpt = None,
@@ -112,6 +109,8 @@ def cmd(
     conclusions that change inside those ranges are reported as warnings (--no-ranges skips this).
     """
     f = pick_format(json_, fmt)
+    seq_n = seq_tokens(seq)
+    precision = alias(precision, PRECISION_ALIASES, "--precision", "bf16|fp8")
     pins = {
         "tp": _ints(tp, "--tp"), "pp": _ints(pp, "--pp"), "vpp": _ints(vpp, "--vpp"), "cp": _ints(cp, "--cp"),
         "ep": _ints(ep, "--ep"), "zero": _ints(zero, "--zero"), "micro_batch": _ints(micro_batch, "--micro-batch"),
@@ -124,8 +123,8 @@ def cmd(
 
         with _progress(enabled=f.value != "json") as cb:
             return sweep(
-                catalog(profiles), model, list(sku), gpus=gpus, racks=racks, global_batch=global_batch, seq_len=seq,
-                precision=precision.value, tokens=tokens, gpu_hour_cost=gpu_hour_cost, top=top,
+                catalog(profiles), model, list(sku), gpus=gpus, racks=racks, global_batch=global_batch, seq_len=seq_n,
+                precision=precision, tokens=tokens, gpu_hour_cost=gpu_hour_cost, top=top,
                 matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
                 overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
                 overlap_cp=overlap_cp, split_embedding_loss=split_embedding_loss, grad_dtype=grad_dtype, pins=pins, save=str(save) if save else None, progress=cb,

@@ -1,0 +1,63 @@
+"""Inputs typed the way users type them: suffixed sequence lengths and other tools' spellings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mi400plan.units import UnitError, parse_seq_len
+
+
+@pytest.mark.parametrize("text,tokens", [
+    ("8192", 8192), ("32k", 32 * 1024), ("128K", 131_072), ("128Ki", 131_072), ("1M", 1_048_576), ("1Mi", 2**20),
+])
+def test_seq_len_suffixes_are_binary(text, tokens):
+    assert parse_seq_len(text) == tokens
+
+
+@pytest.mark.parametrize("text", ["", "12.5k", "128kb", "-4096", "4G", "k"])
+def test_seq_len_refuses_what_it_cannot_read(text):
+    with pytest.raises(UnitError):
+        parse_seq_len(text)
+
+
+def _fit(cli, *extra):
+    r = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--json", *extra])
+    return r, json.loads(r.stdout)
+
+
+def test_fit_seq_128k_is_131072_tokens(cli):
+    _, a = _fit(cli, "--mode", "infer", "--seq", "128k")
+    _, b = _fit(cli, "--mode", "infer", "--seq", "131072")
+    assert a["data"]["rows"][0]["memory_bytes"] == b["data"]["rows"][0]["memory_bytes"]
+    assert a["data"]["rows"][0]["layout"]["context"] == 131_072
+
+
+def test_mode_and_precision_aliases(cli):
+    _, a = _fit(cli, "--mode", "inference", "--precision", "bfloat16")
+    _, b = _fit(cli, "--mode", "infer", "--precision", "bf16")
+    assert a["data"] == b["data"]
+    _, t = _fit(cli, "--mode", "training")
+    assert t["data"]["mode"] == "train"
+
+
+def test_bad_mode_names_the_flag_and_choices(cli):
+    r = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--mode", "serving-ish"])
+    assert r.exit_code == 2
+    assert "--mode" in r.stderr and "train|infer" in r.stderr
+
+
+def test_bad_seq_is_a_usage_error(cli):
+    r = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--seq", "12.5k"])
+    assert r.exit_code == 2
+    assert "--seq" in r.stderr and "sequence length" in r.stderr
+
+
+def test_sweep_precision_alias_and_seq_suffix(cli):
+    args = ["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "8", "--no-ranges", "--top", "1", "--json"]
+    a = json.loads(cli([*args, "--precision", "bfloat16", "--seq", "8k"]).stdout)["data"]
+    b = json.loads(cli([*args, "--precision", "bf16", "--seq", "8192"]).stdout)["data"]
+    assert a["rows"] == b["rows"] and a["seq_len"] == 8192
+    r = cli([*args, "--precision", "fp4"])
+    assert r.exit_code == 2
