@@ -285,3 +285,10 @@ def test_roadmap_rack_stops_on_the_undisclosed_power_and_shows_the_flag_when_giv
     assert json.loads(r.stdout)["data"]["rows"][0]["roadmap"].startswith("NVIDIA roadmap")
     table = cli(["rack", "rubin-ultra-nvl576", "--profiles", str(tmp_path)]).stdout
     assert "[ROADMAP:" in " ".join(table.split())
+
+
+def test_tpu8t_64_chip_group_is_one_wrapped_cube(cli) -> None:
+    # 4 x 4 x 4 with wraparound in all three dimensions: a ring per dimension, the full 1.2 TB/s per
+    # direction usable; bandwidth term 2 (n-1)/n S / (B x eff) with S = 1 GiB, n = 64, eff 0.8
+    row = _comm(cli, "ici-tpu8t", 64, size="1GiB")
+    assert row["bandwidth_term_s"] == pytest.approx(2 * 63 / 64 * 2**30 / (1200e9 * 0.8), rel=1e-9)
