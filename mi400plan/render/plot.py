@@ -13,6 +13,9 @@ come from (the command line's model and profiles, the mi400plan version).
 from __future__ import annotations
 
 import importlib
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,7 +65,8 @@ def check_target(path: Path, force: bool) -> str:
     if not parent.is_dir():
         raise UsageError(f"--plot {str(path)!r}: directory {str(parent)!r} does not exist")
     try:
-        import matplotlib  # noqa: F401 - only to learn, before any work, that the extra is there
+        with _quiet():
+            import matplotlib  # noqa: F401 - only to learn, before any work, that the extra is there
     except ImportError:
         raise UsageError("--plot needs matplotlib, which is not installed", hint=EXTRA_HINT) from None
     return fmt
@@ -97,8 +101,18 @@ def figure_for(result: Result) -> Figure:
 def write_plot(result: Result, path: Path, *, force: bool) -> None:
     """Draw ``result`` and write it to ``path`` atomically (format from the extension)."""
     fmt = check_target(path, force)
-    fig = figure_for(result)
-    write_atomic(path, lambda fh: fig.savefig(fh, format=fmt, dpi=150, metadata=_metadata(fmt)))
+    with _quiet():
+        fig = figure_for(result)
+        write_atomic(path, lambda fh: fig.savefig(fh, format=fmt, dpi=150, metadata=_metadata(fmt)))
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Deprecation notices from matplotlib's own dependencies (older matplotlib releases call
+    pyparsing names that pyparsing 3.3 deprecates) are not the user's business."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
 
 
 def _metadata(fmt: str) -> dict[str, Any]:
