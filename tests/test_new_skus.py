@@ -292,3 +292,10 @@ def test_tpu8t_64_chip_group_is_one_wrapped_cube(cli) -> None:
     # direction usable; bandwidth term 2 (n-1)/n S / (B x eff) with S = 1 GiB, n = 64, eff 0.8
     row = _comm(cli, "ici-tpu8t", 64, size="1GiB")
     assert row["bandwidth_term_s"] == pytest.approx(2 * 63 / 64 * 2**30 / (1200e9 * 0.8), rel=1e-9)
+
+
+def test_fit_marks_roadmap_entries(cli) -> None:
+    one = json.loads(cli(["fit", "llama3-70b", "--sku", "rubin-ultra", "--json"]).stdout)["data"]
+    assert any(w.startswith("rubin-ultra is a roadmap entry") for w in one["warnings"])
+    every = json.loads(cli(["fit", "llama3-70b", "--sku", "all", "--json"]).stdout)["data"]
+    assert "roadmap entries (announced, not shipping): mi500, rubin-ultra" in every["warnings"]

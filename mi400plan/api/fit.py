@@ -146,6 +146,11 @@ def fit(
             if c not in sku_names:
                 sku_names.append(c)
     accels = [catalog.get("accelerators", n) for n in sku_names]
+    roadmap = [a.spec for a in accels if a.spec.roadmap]
+    if len(roadmap) == 1:
+        warnings.append(f"{roadmap[0].name} is a roadmap entry (announced, not shipping): {roadmap[0].roadmap}")
+    elif roadmap:
+        warnings.append("roadmap entries (announced, not shipping): " + ", ".join(a.name for a in roadmap))
 
     fm = FitModel(
         name=model.name,
