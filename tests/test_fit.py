@@ -464,3 +464,11 @@ def test_capacity_factor_flag(cli, catalog) -> None:
     help_text = " ".join(cli(["fit", "--help"]).stdout.split())
     assert "--capacity-factor" in help_text and "dropless" in help_text and "load-imbalance" in help_text
     assert "--fp8-weight-copies" in help_text and "--vocab-divisible-by" in help_text
+
+
+def test_comparison_headline_says_what_was_asked(cli, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    one = cli(["fit", "llama3-70b", "--sku", "mi300x", "--sku", "h100"]).stdout
+    assert "Asked: training on one GPU of each SKU (--tp/--pp/--dp/--gpus set a layout)" in one
+    eight = cli(["fit", "llama3-70b", "--sku", "mi300x", "--sku", "h100", "--tp", "8"]).stdout
+    assert "Asked: training on 8 GPUs of each SKU, layout as given below." in eight

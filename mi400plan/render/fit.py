@@ -164,6 +164,7 @@ def _comparison(result: FitResult, console: Any) -> None:
     infer = result.mode == "infer"
     first = result.rows[0] if result.rows else None
     if first is not None:
+        print_lines(console, [_asked(result, first)])
         console.print(f"layout as given: {_gpus(first.gpus)}, {_layout_text(first)}", highlight=False, markup=False)
     console.print(_recipe_text(result), highlight=False, markup=False)
     rows = []
@@ -222,6 +223,15 @@ def _comparison(result: FitResult, console: Any) -> None:
                   "HBM \"GB\" is 2^30 bytes). GB = 10^9 bytes, GiB = 2^30 bytes.")
     for line in legend:
         console.print(line, highlight=False, markup=False)
+
+
+def _asked(result: FitResult, first: Any) -> str:
+    """The question the comparison answers, so a column of "no" reads as the answer to it."""
+    if first.gpus == 1:
+        flags = "--tp/--pp/--gpus" if result.mode == "infer" else "--tp/--pp/--dp/--gpus"
+        return (f"Asked: {_mode(result.mode)} on one GPU of each SKU ({flags} set a layout). 'fits?' answers "
+                "that; 'fewest GPUs that fit' gives the smallest layout that does.")
+    return f"Asked: {_mode(result.mode)} on {_gpus(first.gpus)} of each SKU, layout as given below."
 
 
 def _mode(mode: str) -> str:
