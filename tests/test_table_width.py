@@ -54,3 +54,15 @@ def test_table_that_fits_is_a_table():
     console.width = 40
     print_table(console, ["a", ("b", "right")], [["x", "1"], ["y", "22"]])
     assert _lines(buf.getvalue()) == ["a   b", "-----", "x   1", "y  22"]
+
+
+def test_csv_booleans_and_whole_byte_counts():
+    from mi400plan.render.csvout import write_csv
+
+    buf = io.StringIO()
+    write_csv([{"fits": True, "ok": False, "memory_bytes.total": 195021630016.0, "bw_bytes_per_s": 1.5e11,
+                "ratio": 2.0}], buf)
+    assert buf.getvalue().splitlines() == [
+        "fits,ok,memory_bytes.total,bw_bytes_per_s,ratio",
+        "true,false,195021630016,150000000000.0,2.0",
+    ]

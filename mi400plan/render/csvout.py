@@ -15,4 +15,14 @@ def write_csv(rows: list[dict[str, Any]], stream: IO[str]) -> None:
     w = csv.DictWriter(stream, fieldnames=fields, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow(r)
+        w.writerow({k: _cell(k, v) for k, v in r.items()})
+
+
+def _cell(key: str, value: Any) -> Any:
+    """Booleans as ``true``/``false`` (as in the JSON), and byte counts that are whole numbers as
+    integers (``195021630016``, not ``195021630016.0``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and "bytes" in key and "per_s" not in key and value.is_integer():
+        return int(value)
+    return value
