@@ -482,6 +482,24 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
     return out
 
 
+def lockstep_rounds(t_prefill_one: Any, t_step: Any, conc: Any, output_len: Any) -> dict[str, np.ndarray]:
+    """A closed-loop benchmark whose requests all have the same prompt and output length (``bench_serving
+    --random-range-ratio 1 --max-concurrency c``): the ``c`` requests in flight start and finish together, so
+    the run is a sequence of rounds. Each round serves ``c`` prefills one after another (prefill-first
+    scheduling, the default of SGLang and vLLM: decode waits while prompts are pending), then ``O`` decode
+    steps of the whole batch.
+
+    Round time ``c t_p + O t_step``; output tokens/s ``c O / round``; request ``k`` (1..c) sees its first
+    token after ``k t_p``, so mean TTFT ``t_p (c + 1) / 2``; its remaining ``O - 1`` tokens take
+    ``(c - k) t_p + (O - 1) t_step``, so mean TPOT ``t_step + t_p (c - 1) / (2 (O - 1))``. Seconds, tokens/s.
+    The steady state of :func:`evaluate` (requests desynchronised) is the other limit."""
+    tp1, ts = np.asarray(t_prefill_one, dtype=np.float64), np.asarray(t_step, dtype=np.float64)
+    c, o = np.asarray(conc, dtype=np.float64), np.asarray(output_len, dtype=np.float64)
+    rnd = c * tp1 + o * ts
+    return {"out_tps": c * o / rnd, "ttft": tp1 * (c + 1.0) / 2.0,
+            "tpot": ts + tp1 * (c - 1.0) / (2.0 * np.maximum(o - 1.0, 1.0)), "round_s": rnd}
+
+
 def pareto_front(interactivity: np.ndarray, throughput: np.ndarray) -> np.ndarray:
     """Indices of the points no other point beats in both tokens/s/user and tokens/s/GPU, ordered from
     the most interactive to the highest throughput (ties: the first index wins)."""

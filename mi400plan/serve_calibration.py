@@ -178,3 +178,62 @@ def errors(cat: Any, points: list[Point], hw: dict[str, Any]) -> dict[str, np.nd
         out["tpot"].append(abs(float(pr["tpot"]) / p.tpot_s - 1.0))
         out["ttft"].append(abs(float(pr["ttft"]) / p.ttft_s - 1.0))
     return {k: np.array(v) for k, v in out.items()}
+
+
+# --- validation (published measurements that are not InferenceX; never fitted) -----------------------
+
+# How a validation measurement was taken (``tests/data/serve_validation.csv``, column ``kind``):
+# static_batch: a fixed batch of ``conc`` prompts, all generating ``osl`` tokens (vLLM benchmark_latency);
+# serving: a closed loop of ``conc`` requests with varied lengths (the continuous-batching steady state);
+# lockstep: a closed loop of ``conc`` requests of one fixed length (synchronised rounds, serve.lockstep_rounds).
+MEASUREMENT_KINDS = ("static_batch", "serving", "lockstep")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One published inference measurement: the workload as served and what was measured (output tokens/s
+    of the whole ``tp``-GPU server; TPOT and TTFT in seconds, means, where published)."""
+
+    source: str
+    sku: str
+    model: str
+    precision: str
+    kv: str
+    tp: int
+    kind: str
+    isl: int
+    osl: int
+    conc: int
+    output_tps: float
+    tpot_s: float | None = None
+    ttft_s: float | None = None
+
+
+def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
+    """The model's output tokens/s of the server, TPOT and TTFT (seconds) for measurement ``m`` taken the
+    way ``m.kind`` says, on hardware ``hw`` (``serve.ServeHardware``, the planner's calibrated reading).
+
+    static_batch: the batch's prefill, then ``osl`` decode steps at the mean context ``isl + osl / 2``;
+    serving: :func:`serve.evaluate` at ``conc`` requests in flight; lockstep: :func:`serve.lockstep_rounds`
+    with one prompt's prefill and the decode step at ``conc`` sequences (plus the per-request overhead on TTFT)."""
+    from mi400plan import serve as core
+    from mi400plan.params import count_params
+    from mi400plan.specs.layout import infer_recipe
+
+    model = cat.get("models", m.model).spec
+    wl = core.Workload(model, count_params(model), infer_recipe(m.precision, kv_dtype=m.kv), m.isl, m.osl)
+    b = float(m.conc)
+    if m.kind == "static_batch":
+        T = core.terms(wl.model, wl.counts, wl.recipe)
+        pf = core.forward_stage(T, wl, hw, tp=m.tp, pp=1, ep=1, dpa=False, tokens=m.isl * b, seqs=b, context=0.0,
+                                causal=True)
+        st = core.forward_stage(T, wl, hw, tp=m.tp, pp=1, ep=1, dpa=False, tokens=b, seqs=b,
+                                context=m.isl + m.osl / 2, causal=False)
+        t = float(pf.total + m.osl * st.total)
+        return {"output_tps": b * m.osl / t, "tpot": float(st.total), "ttft": float(pf.total)}
+    ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=1, dpa=False, batch=b)
+    if m.kind == "serving":
+        return {"output_tps": float(ev["out_tps_gpu"]) * m.tp, "tpot": float(ev["tpot"]), "ttft": float(ev["ttft"])}
+    r = core.lockstep_rounds(ev["t_prefill"], ev["t_step"], b, m.osl)
+    return {"output_tps": float(r["out_tps"]), "tpot": float(r["tpot"]),
+            "ttft": float(r["ttft"]) + hw.request_overhead_s}

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from mi400plan import serve as core
-from mi400plan.serve_calibration import CALIBRATION, RECENT_DAYS, Point, apply, errors, family_of, fit_family
+from mi400plan.serve_calibration import (CALIBRATION, MEASUREMENT_KINDS, RECENT_DAYS, Measured, Point, apply, errors,
+                                         family_of, fit_family, predict_measured)
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -94,48 +95,58 @@ def test_corners_bracket_the_calibration(catalog) -> None:
 # --- validation (not fitted) ----------------------------------------------------------------------------
 
 # The README's validation table: (source, SKU) -> (mean, max |relative error| of output tokens/s, mean
-# |relative error| of median TPOT or None).
+# |relative error| of TPOT, mean |relative error| of TTFT; None where the source publishes no latency).
 VALIDATION_REPORTED = {
-    ("O1", "mi300x"): (0.29, 0.47, None),
-    ("D1", "mi300x"): (0.56, 0.93, 0.25),
-    ("D1", "h200"): (1.77, 2.67, 0.58),
+    ("O1", "mi300x"): (0.29, 0.47, None, None),
+    ("D1", "mi300x"): (0.56, 0.93, 0.31, 0.58),
+    ("D1", "h200"): (1.77, 2.67, 0.61, 0.51),
 }
 
 
-def _workload(catalog, r: dict[str, str]):
+def _measured(r: dict[str, str]) -> Measured:
+    opt = lambda k: float(r[k]) if r[k] else None  # noqa: E731
+    return Measured(r["source"], r["sku"], r["model"], r["precision"], r["kv"], int(r["tp"]), r["kind"], int(r["isl"]),
+                    int(r["osl"]), int(r["conc"]), float(r["output_tps"]), opt("tpot_s"), opt("ttft_s"))
+
+
+def _validation_errors(catalog, key: tuple[str, str]) -> dict[str, list[float]]:
     from mi400plan.api.serve import _hardware
-    from mi400plan.params import count_params
-    from mi400plan.specs.layout import infer_recipe
 
-    m = catalog.get("models", r["model"]).spec
-    wl = core.Workload(m, count_params(m), infer_recipe(r["precision"], kv_dtype=r["kv"]), int(r["isl"]), int(r["osl"]))
-    hw, _ = _hardware(catalog, r["sku"], r["precision"], "nominal", matmul=None, hbm=None)
-    return wl, hw
-
-
-def _predict(catalog, r: dict[str, str]) -> tuple[float, float | None]:
-    """(output tokens/s of the server, TPOT or None). A static batch (vLLM benchmark_latency) is the
-    batch's prefill, then ``osl`` decode steps at the mean context ``isl + osl / 2``; a serving point is
-    the continuous-batching steady state at ``conc`` requests in flight."""
-    wl, hw = _workload(catalog, r)
-    b, i, o, tp = float(r["conc"]), int(r["isl"]), int(r["osl"]), int(r["tp"])
-    if r["kind"] == "serving":
-        ev = core.evaluate(wl, hw, tp=tp, pp=1, ep=1, dpa=False, batch=b)
-        return float(ev["out_tps_gpu"]) * tp, float(ev["tpot"])
-    T = core.terms(wl.model, wl.counts, wl.recipe)
-    pf = core.forward_stage(T, wl, hw, tp=tp, pp=1, ep=1, dpa=False, tokens=i * b, seqs=b, context=0.0, causal=True)
-    st = core.forward_stage(T, wl, hw, tp=tp, pp=1, ep=1, dpa=False, tokens=b, seqs=b, context=i + o / 2, causal=False)
-    return b * o / float(pf.total + o * st.total), None
+    out: dict[str, list[float]] = {"output_tps": [], "tpot": [], "ttft": []}
+    for r in _rows("serve_validation.csv"):
+        if (r["source"], r["sku"]) != key:
+            continue
+        m = _measured(r)
+        assert m.kind in MEASUREMENT_KINDS
+        hw, _ = _hardware(catalog, m.sku, m.precision, "nominal", matmul=None, hbm=None)
+        pr = predict_measured(catalog, m, hw)
+        out["output_tps"].append(abs(pr["output_tps"] / m.output_tps - 1.0))
+        for k, meas in (("tpot", m.tpot_s), ("ttft", m.ttft_s)):
+            if meas is not None:
+                out[k].append(abs(pr[k] / meas - 1.0))
+    return out
 
 
 @pytest.mark.parametrize("key", sorted(VALIDATION_REPORTED))
 def test_validation_errors_are_the_reported_ones(catalog, key: tuple[str, str]) -> None:
-    rows = [r for r in _rows("serve_validation.csv") if (r["source"], r["sku"]) == key]
-    pred = [_predict(catalog, r) for r in rows]
-    err = np.array([abs(p[0] / float(r["output_tps"]) - 1.0) for p, r in zip(pred, rows)])
-    mean, mx, tpot_mean = VALIDATION_REPORTED[key]
-    assert err.mean() == pytest.approx(mean, abs=0.01)
-    assert err.max() == pytest.approx(mx, abs=0.01)
-    if tpot_mean is not None:
-        e = np.array([abs(p[1] / float(r["tpot_s"]) - 1.0) for p, r in zip(pred, rows)])
-        assert e.mean() == pytest.approx(tpot_mean, abs=0.01)
+    err = _validation_errors(catalog, key)
+    mean, mx, tpot_mean, ttft_mean = VALIDATION_REPORTED[key]
+    assert np.mean(err["output_tps"]) == pytest.approx(mean, abs=0.01)
+    assert np.max(err["output_tps"]) == pytest.approx(mx, abs=0.01)
+    for k, want in (("tpot", tpot_mean), ("ttft", ttft_mean)):
+        if want is None:
+            assert not err[k]
+        else:
+            assert np.mean(err[k]) == pytest.approx(want, abs=0.01)
+
+
+def test_lockstep_rounds_by_hand() -> None:
+    """4 requests of one length, one prefill 0.5 s, decode step 20 ms, 101 output tokens: a round is
+    4 x 0.5 + 101 x 0.02 = 4.02 s; 404 tokens per round = 100.50 tok/s; first tokens at 0.5, 1.0, 1.5, 2.0 s
+    (mean 1.25 s); request k's last 100 tokens take (4 - k) x 0.5 + 100 x 0.02 s, mean TPOT
+    0.02 + 0.5 x 3 / 200 = 0.0275 s."""
+    r = core.lockstep_rounds(0.5, 0.02, 4, 101)
+    assert float(r["round_s"]) == pytest.approx(4.02)
+    assert float(r["out_tps"]) == pytest.approx(404 / 4.02)
+    assert float(r["ttft"]) == pytest.approx(1.25)
+    assert float(r["tpot"]) == pytest.approx(0.0275)
