@@ -185,8 +185,12 @@ def errors(cat: Any, points: list[Point], hw: dict[str, Any]) -> dict[str, np.nd
 # How a validation measurement was taken (``tests/data/serve_validation.csv``, column ``kind``):
 # static_batch: a fixed batch of ``conc`` prompts, all generating ``osl`` tokens (vLLM benchmark_latency);
 # serving: a closed loop of ``conc`` requests with varied lengths (the continuous-batching steady state);
-# lockstep: a closed loop of ``conc`` requests of one fixed length (synchronised rounds, serve.lockstep_rounds).
-MEASUREMENT_KINDS = ("static_batch", "serving", "lockstep")
+# lockstep: a closed loop of ``conc`` requests of one fixed length (synchronised rounds, serve.lockstep_rounds);
+# max_throughput: every request queued at once (trtllm-bench throughput, vLLM benchmark_throughput): the server
+# runs as many sequences as its KV cache holds.
+MEASUREMENT_KINDS = ("static_batch", "serving", "lockstep", "max_throughput")
+# Concurrencies tried for a max_throughput measurement (the best one whose KV cache fits is the prediction).
+MAX_THROUGHPUT_GRID = np.unique(np.round(np.geomspace(1.0, 16384.0, 256)))
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,7 @@ class Measured:
     output_tps: float
     tpot_s: float | None = None
     ttft_s: float | None = None
+    dpa: bool = False  # attention data parallel over the tp GPUs, experts spread over them (EP = tp)
 
 
 def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
@@ -215,7 +220,9 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
 
     static_batch: the batch's prefill, then ``osl`` decode steps at the mean context ``isl + osl / 2``;
     serving: :func:`serve.evaluate` at ``conc`` requests in flight; lockstep: :func:`serve.lockstep_rounds`
-    with one prompt's prefill and the decode step at ``conc`` sequences (plus the per-request overhead on TTFT)."""
+    with one prompt's prefill and the decode step at ``conc`` sequences (plus the per-request overhead on TTFT);
+    max_throughput: :func:`serve.evaluate` at the concurrency of ``MAX_THROUGHPUT_GRID`` with the most output
+    tokens/s among those whose KV cache fits (:func:`serve.memory`, the ``fit`` model)."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe
@@ -231,7 +238,15 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
                                 context=m.isl + m.osl / 2, causal=False)
         t = float(pf.total + m.osl * st.total)
         return {"output_tps": b * m.osl / t, "tpot": float(st.total), "ttft": float(pf.total)}
-    ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=1, dpa=False, batch=b)
+    ep = m.tp if m.dpa else 1
+    if m.kind == "max_throughput":
+        grid = MAX_THROUGHPUT_GRID
+        ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=grid)
+        fits = core.memory(wl, hw, tp=m.tp, pp=1, dpa=m.dpa, batch=grid)["kv_fit"]
+        i = int(np.argmax(np.where(fits, ev["out_tps_gpu"], -1.0)))
+        return {"output_tps": float(ev["out_tps_gpu"][i]) * m.tp, "tpot": float(ev["tpot"][i]),
+                "ttft": float(ev["ttft"][i]), "concurrency": float(grid[i])}
+    ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=b)
     if m.kind == "serving":
         return {"output_tps": float(ev["out_tps_gpu"]) * m.tp, "tpot": float(ev["tpot"]), "ttft": float(ev["ttft"])}
     r = core.lockstep_rounds(ev["t_prefill"], ev["t_step"], b, m.osl)
