@@ -13,6 +13,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
+    "calibrate": "mi400plan.api.calibrate",
     "fit": "mi400plan.api.fit",
     "read_plan": "mi400plan.api.fit",
     "sweep": "mi400plan.api.sweep",

@@ -25,6 +25,7 @@ _RENDER_MODULES = (
     "mi400plan.render.serve",
     "mi400plan.render.profiles",
     "mi400plan.render.cost",
+    "mi400plan.render.calibrate",
 )
 
 

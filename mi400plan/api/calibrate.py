@@ -1,0 +1,291 @@
+"""``calibrate``: fitted efficiencies from a user's own training runs and nccl-tests logs.
+
+Files ending in ``.toml`` or ``.csv`` hold training runs (``mi400plan.measurements``); any other file
+is read as nccl-tests output. The fits are ``mi400plan.calibrate``'s. With ``save``, the fitted
+values go into user profiles (``accelerators/<sku>.toml``, ``fabrics/<fabric>.toml`` under ``save``):
+a copy of the profile in use with the fitted keys replaced (status ``measured``, a ``[sources]``
+entry naming the files and the date), which ``fit``/``sweep``/``serve``/``comm --profiles DIR``
+then read instead of the bundled one.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mi400plan import comms
+from mi400plan.calibrate import (
+    Forward, PreparedRun, ProfileFit, fit_accelerator, fit_fabric, measured_step, with_fabric,
+)
+from mi400plan.errors import LayoutError, ProfileError, UsageError
+from mi400plan.measurements import NcclLog, RunEntry, classify, read_nccl_log, read_runs
+from mi400plan.results.calibrate import CalibrateResult, FitSummary, FittedParam, PointRow
+
+MAX_FILES = 256
+
+
+@dataclass
+class _Inputs:
+    runs: list[RunEntry]
+    logs: list[NcclLog]
+
+
+def _read(files: list[str], op: str | None) -> _Inputs:
+    from mi400plan.profiles import read_text_file
+
+    runs: list[RunEntry] = []
+    logs: list[NcclLog] = []
+    for f in files:
+        path, text = read_text_file(f, "measurement file")
+        if classify(path, text) == "runs":
+            runs.extend(read_runs(path, text))
+        else:
+            logs.append(read_nccl_log(path, text, op))
+    return _Inputs(runs, logs)
+
+
+def _log_fabric(cat: Any, log: NcclLog, sku: str | None, fabric: str | None) -> Any:
+    """The fabric profile an nccl-tests log measured (``fabric``, or the SKU's scale-up / scale-out one)."""
+    if log.hosts > 1 and log.ranks_per_host > 1:
+        raise ProfileError(
+            f"{log.ranks} ranks on {log.hosts} hosts: the collective crosses both the scale-up and the scale-out "
+            "fabric, and one fit cannot tell them apart", path=log.path,
+            hint="calibrate from a log inside one node (scale-up) and one with a GPU per node (scale-out)")
+    if fabric is not None:
+        fab = cat.get("fabrics", fabric).spec
+    elif sku is not None:
+        acc = cat.get("accelerators", sku).spec
+        name = acc.interconnect.scale_up_fabric if log.hosts == 1 else acc.interconnect.scale_out_fabric
+        if not name:
+            raise ProfileError(f"{acc.name} names no {'scale-up' if log.hosts == 1 else 'scale-out'} fabric",
+                               path=log.path)
+        fab = cat.get("fabrics", name).spec
+    else:
+        raise UsageError("nccl-tests logs need --sku (its scale-up or scale-out fabric, by the hosts in the log) "
+                         "or --fabric")
+    dom = int(fab.domain_size.nominal) if fab.domain_size.known else None
+    if fab.tier == "scale_up" and dom is not None and log.ranks > dom:
+        raise ProfileError(f"{log.ranks} ranks, more than the {dom} GPUs of {fab.name}'s scale-up domain",
+                           path=log.path, hint="give --fabric with the fabric this test ran on")
+    return fab
+
+
+def _fabric_fits(cat: Any, logs: list[NcclLog], sku: str | None, fabric: str | None,
+                 algo: str | None) -> tuple[list[ProfileFit], dict[str, Any]]:
+    by_fab: dict[str, list[NcclLog]] = defaultdict(list)
+    specs: dict[str, Any] = {}
+    for log in logs:
+        fab = _log_fabric(cat, log, sku, fabric)
+        by_fab[fab.name].append(log)
+        specs[fab.name] = fab
+    fits = []
+    for name, group in by_fab.items():
+        tier = comms.TierParams.from_fabric(specs[name], "nominal")
+        fits.append(fit_fabric(name, group, tier, algo))
+    return fits, specs
+
+
+def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
+    from mi400plan.api.sweep import build_sku
+    from mi400plan.params import count_params
+    from mi400plan.search import SearchOptions, Workload, evaluate_one, layout_violations, model_terms
+    from mi400plan.specs.layout import RECOMPUTE_CODES, train_recipe
+
+    r = entry.run
+    model = r.model
+    near = Path(entry.path).parent / model
+    if not Path(model).is_absolute() and ("/" in model or model.endswith((".toml", ".json"))) and near.exists():
+        model = str(near)
+    spec = cat.get("models", model).spec
+    sku = cat.get("accelerators", r.sku).spec.name
+    recipe = train_recipe("megatron", precision=r.precision, grad_dtype=r.grad_dtype, flash_attention=r.flash_attention)
+    wl = Workload(spec, count_params(spec), recipe, r.seq_len, r.global_batch)
+    layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
+                  recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))
+    opts = SearchOptions(overlap_tp=r.overlap_tp, overlap_ep=r.overlap_ep, overlap_dp=r.overlap_dp,
+                         overlap_pp=r.overlap_pp, overlap_cp=r.overlap_cp, split_embedding_loss=r.split_embedding_loss)
+    bad = layout_violations(layout, wl, r.world, opts)
+    if bad:
+        raise ProfileError(f"the layout breaks the rule {bad[0]!r} for {spec.name} (see 'mi400plan sweep --help')",
+                           path=entry.path, line=entry.line, field="layout")
+    if r.tflops_basis == "hardware" and r.tflops_per_gpu is not None:
+        flops = evaluate_one(layout, wl, build_sku(cat, sku, r.precision).hw, r.world, opts)["flops_hw_per_token"]
+    else:
+        flops = model_terms(spec, wl.counts, r.seq_len, recipe).flops_model
+    return sku, PreparedRun(entry, wl, layout, opts, measured_step(r, flops))
+
+
+def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
+              fabric_fits: list[ProfileFit]) -> list[ProfileFit]:
+    by_sku: dict[str, list[PreparedRun]] = defaultdict(list)
+    for entry in runs:
+        try:
+            sku, prepared = _prepare(cat, entry)
+        except (LayoutError, UsageError) as exc:
+            raise ProfileError(exc.message, path=entry.path, line=entry.line, hint=exc.hint) from None
+        by_sku[sku].append(prepared)
+    overlay = {("fabrics", f.name): with_fabric(fabric_specs[f.name], f.fitted_values()) for f in fabric_fits}
+    return [fit_accelerator(Forward(cat, sku, cat.get("accelerators", sku).spec, overlay), group)
+            for sku, group in by_sku.items()]
+
+
+# --- result ----------------------------------------------------------------------------------
+
+
+def _params(fit: ProfileFit) -> list[FittedParam]:
+    kind = "accelerator" if fit.kind == "accelerators" else "fabric"
+    return [FittedParam(kind=kind, profile=fit.name, key=p.param.key, label=p.param.label, unit=p.param.unit,
+                        before=p.before, value=p.value, std_error=p.std_error, points=len(fit.points), note=p.note)
+            for p in fit.params]
+
+
+def _point_row(fit: ProfileFit, pt: Any) -> PointRow:
+    common = dict(profile=fit.name, measured_s=pt.measured_s, model_before_s=pt.before_s, model_s=pt.fitted_s,
+                  residual_before=pt.residual_before, residual=pt.residual)
+    if fit.kind == "fabrics":
+        from mi400plan.units import fmt_bytes
+
+        log, row = pt.detail["log"], pt.detail["row"]
+        return PointRow(source=f"{log.path}:{row.line}", kind="nccl", op=log.op, size_bytes=row.size_bytes,
+                        group=log.ranks, algorithm=pt.detail["algorithm"],
+                        measured_busbw_bytes_per_s=row.busbw_bytes_per_s,
+                        label=f"{log.op} {fmt_bytes(row.size_bytes)} x{log.ranks}", **common)
+    run: PreparedRun = pt.detail["run"]
+    r = run.entry.run
+    from mi400plan.search import model_terms
+
+    flops = model_terms(run.workload.model, run.workload.counts, r.seq_len, run.workload.recipe).flops_model
+    tflops = flops * r.global_batch * r.seq_len / (r.world * pt.measured_s) / 1e12
+    return PointRow(source=run.entry.where, kind="training", label=r.label(), precision=r.precision, gpus=r.world,
+                    measured_tflops_per_gpu=tflops, **common)
+
+
+def _summary(fit: ProfileFit) -> FitSummary:
+    n = len(fit.points)
+    before = [abs(p.residual_before) for p in fit.points]
+    after = [abs(p.residual) for p in fit.points]
+    return FitSummary(kind="accelerator" if fit.kind == "accelerators" else "fabric", profile=fit.name, points=n,
+                      mean_abs_residual_before=sum(before) / n, mean_abs_residual=sum(after) / n,
+                      max_abs_residual=max(after))
+
+
+# --- saving ----------------------------------------------------------------------------------
+
+
+def _source_key(raw: dict[str, Any]) -> str:
+    sources = raw.get("sources", {})
+    i = 1
+    while f"CAL{i}" in sources:
+        i += 1
+    return f"CAL{i}"
+
+
+def overlay_profile(raw: dict[str, Any], fit: ProfileFit, files: list[str], today: str) -> dict[str, Any]:
+    """The profile ``raw`` (parsed TOML) with the fitted values of ``fit`` and their source."""
+    out = dict(raw)
+    key = _source_key(raw)
+    out["sources"] = {**raw.get("sources", {}), key: {
+        "title": f"calibrate from {', '.join(Path(f).name for f in files)}",
+        "date": today,
+        "url": ", ".join(str(Path(f).resolve()) for f in files),
+    }}
+    n = len(fit.points)
+    mean = sum(abs(p.residual) for p in fit.points) / n
+    table = dict(raw.get("efficiency", {})) if fit.kind == "accelerators" else out
+    for p in fit.params:
+        if p.value is None:
+            continue
+        table[p.param.key] = {
+            "nominal": float(p.value), "status": "measured", "source": [key],
+            "note": f"fitted by mi400plan calibrate to {n} measured point(s); mean |residual| {mean * 100:.1f}%",
+        }
+    if fit.kind == "accelerators":
+        out["efficiency"] = table
+    return out
+
+
+def _targets(fits: list[ProfileFit], save: str) -> list[tuple[ProfileFit, Path]]:
+    return [(f, Path(save) / f.kind / f"{f.name}.toml") for f in fits if f.fitted_values()]
+
+
+def save_profiles(cat: Any, fits: list[ProfileFit], files: list[str], save: str, force: bool,
+                  today: str) -> list[str]:
+    """Write the overlays atomically; nothing is written when any target exists and ``force`` is off."""
+    from mi400plan.profiles import parse_toml, validate_dict, write_toml_atomic
+
+    targets = _targets(fits, save)
+    if not targets:
+        raise UsageError("--save: no parameter was identified, so there is nothing to write")
+    existing = [str(p) for _, p in targets if p.exists()]
+    if existing and not force:
+        raise UsageError(f"profile file {existing[0]!r} already exists",
+                         hint="pass --force to replace it, or choose another --save directory")
+    docs = []
+    for fit, path in targets:
+        src, _ = cat.entry_path(fit.kind, fit.name)
+        raw = parse_toml(src, Path(src).read_text(encoding="utf-8"))
+        doc = overlay_profile(raw, fit, files, today)
+        validate_dict(fit.kind, doc, str(path))
+        docs.append((path, doc))
+    for path, doc in docs:
+        try:
+            write_toml_atomic(path, doc)
+        except OSError as exc:
+            raise ProfileError(f"cannot write the profile: {exc.strerror or exc}", path=str(path)) from None
+    return [str(p) for p, _ in docs]
+
+
+# --- entry point -----------------------------------------------------------------------------
+
+
+def calibrate(
+    cat: Any,
+    files: list[str],
+    *,
+    sku: str | None = None,
+    fabric: str | None = None,
+    algo: str | None = None,
+    op: str | None = None,
+    save: str | None = None,
+    force: bool = False,
+    today: str | None = None,
+) -> CalibrateResult:
+    """Fit efficiencies to measured training runs and nccl-tests logs (see the module docstring).
+
+    ``sku`` picks the fabric an nccl-tests log ran on (its scale-up fabric when every rank is on one
+    host, its scale-out fabric with one rank per host); ``fabric`` names it outright. ``algo`` pins
+    the collective algorithm the rows are priced with (default: the fastest the model finds); ``op``
+    names the collective when a log does not. ``today`` (YYYY-MM-DD) dates the saved source.
+    """
+    if not files:
+        raise UsageError("give at least one file of training runs (.toml, .csv) or nccl-tests output")
+    if len(files) > MAX_FILES:
+        raise UsageError(f"at most {MAX_FILES} files")
+    if algo is not None and algo != "auto":
+        algo = comms.normalize_algo(algo) or _bad("--algo", algo, "auto, ring, tree, rhd, direct")
+    else:
+        algo = None
+    if op is not None:
+        op = comms.normalize_op(op) or _bad("--op", op, "allreduce, allgather, reducescatter, alltoall, ...")
+    if save is not None and Path(save).exists() and not Path(save).is_dir():
+        raise UsageError(f"--save {save!r} is a file, not a directory")
+    inputs = _read(files, op)
+    fab_fits, fab_specs = _fabric_fits(cat, inputs.logs, sku, fabric, algo) if inputs.logs else ([], {})
+    acc_fits = _run_fits(cat, inputs.runs, fab_specs, fab_fits) if inputs.runs else []
+    fits = fab_fits + acc_fits
+    saved = save_profiles(cat, fits, files, save, force, today or datetime.date.today().isoformat()) if save else []
+    return CalibrateResult(
+        inputs=list(files),
+        params=[p for f in fits for p in _params(f)],
+        summaries=[_summary(f) for f in fits],
+        rows=[_point_row(f, pt) for f in fits for pt in f.points],
+        saved=saved,
+        warnings=[w for f in fits for w in f.warnings],
+    )
+
+
+def _bad(flag: str, value: str, choices: str) -> str:
+    raise UsageError(f"unknown {flag} {value!r}; choose from {choices}")

@@ -1,0 +1,484 @@
+"""Fit a SKU's efficiencies and a fabric's efficiency and latency to a user's own measurements.
+
+Two fits, each through the planner's own forward model, so the fitted values mean exactly what the
+other commands will do with them:
+
+* **Fabric** (nccl-tests logs): every row is priced by ``comms.collective_time`` (Hockney's
+  alpha-beta model as ``mi400plan comm`` uses it): ``t = alpha x steps + volume / (B x eff)`` where
+  ``steps`` and ``volume / B`` come from the algorithm the model picks (or ``algo``) for that op,
+  size and group on the fabric's topology. That is linear in ``alpha`` and ``1 / eff``; they are
+  found by least squares on the relative residuals ``t_model / t_measured - 1`` (so an 8 B row and an
+  8 GB row count alike), the algorithm choice re-made at the fitted values until it no longer
+  changes. ``alpha < 0`` is refitted at 0; ``eff > 1`` (faster than the profile's wire peak) is held
+  at 1 and reported.
+* **Accelerator** (training runs): every run's step time is ``search.evaluate_one`` on the
+  ``Hardware`` that ``api.sweep.build_sku`` builds from the accelerator profile with the candidate
+  values (and the fitted fabrics) in place. The parameters are those in ``ACCELERATOR_PARAMS``, the
+  one list of what ``calibrate`` fits; they are found by Levenberg-Marquardt (Marquardt 1963) on the
+  relative step-time residuals, within each parameter's bounds. With fewer runs than parameters
+  only the first ones in the list are fitted; a parameter the runs cannot tell apart from another
+  (singular-value ratio of the scaled Jacobian below ``MIN_SV_RATIO``) is held at its profile
+  value and reported as not identified. Standard errors are ``sqrt(diag(s^2 (J^T J)^-1))`` with
+  ``s^2 = sum r^2 / (n - p)`` (the usual non-linear least-squares approximation).
+
+No printing, no typer/rich: ``api.calibrate`` reads the files and builds the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from mi400plan import comms
+from mi400plan.measurements import MeasuredRun, NcclLog, RunEntry
+from mi400plan.profiles import Loaded
+from mi400plan.specs.common import Estimate
+
+MIN_SV_RATIO = 1e-3  # smallest / largest singular value of the scaled Jacobian for a parameter to count
+
+
+@dataclass(frozen=True)
+class FitParam:
+    """One fittable profile value. ``key`` is its key in the profile's ``[efficiency]`` table (for an
+    accelerator; ``{precision}`` is filled in per run precision) or the fabric's top-level key."""
+
+    key: str
+    label: str
+    unit: str
+    lo: float
+    hi: float
+    scale: float  # typical size, for the solver's steps and the identification test
+
+    def for_precision(self, precision: str) -> "FitParam":
+        return replace(self, key=self.key.format(precision=precision))
+
+
+# What ``calibrate`` fits for an accelerator, most important first (fitted first when runs are few).
+# Keys are ``[efficiency]`` keys of the accelerator profile (``specs.efficiency.Efficiency``); the
+# step-time model reads them through ``api.sweep.build_sku``. ``NOT_FITTED`` names every other
+# ``Efficiency`` field and why (a test checks that the two cover the class).
+ACCELERATOR_PARAMS: tuple[FitParam, ...] = (
+    FitParam("matmul_{precision}", "matmul efficiency", "of peak", 0.01, 1.0, 0.5),
+    FitParam("gemm_overhead_us", "GEMM overhead", "us", 0.0, 1000.0, 5.0),
+)
+NOT_FITTED: dict[str, str] = {
+    "hbm_bandwidth": "streaming kernels are a few % of a training step; step times do not separate it from "
+    "the matmul efficiency",
+}
+FABRIC_PARAMS: tuple[FitParam, ...] = (
+    FitParam("efficiency", "fabric efficiency", "of link bw", 1e-3, 1.0, 0.8),
+    FitParam("hop_latency_us", "latency (alpha)", "us per step", 0.0, 1e4, 1.0),
+)
+
+
+# --- catalog overlay ---------------------------------------------------------------------------
+
+
+class OverlayCatalog:
+    """A catalog whose profiles ``(kind, name)`` are replaced by given specs; everything else reads
+    through to ``base``. Lets the forward model run on candidate values without touching files."""
+
+    def __init__(self, base: Any, specs: dict[tuple[str, str], Any]) -> None:
+        self._base = base
+        self._specs = specs
+
+    def get(self, kind: str, name: str) -> Loaded[Any]:
+        loaded = self._base.get(kind, name)
+        spec = self._specs.get((kind, loaded.spec.name))
+        return loaded if spec is None else Loaded(spec, loaded.path, loaded.origin)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._base, attr)
+
+
+def measured_estimate(value: float) -> Estimate:
+    return Estimate.exact(float(value), status="measured")
+
+
+def with_efficiency(acc: Any, values: dict[str, float]) -> Any:
+    """Accelerator spec ``acc`` with ``[efficiency]`` keys set to ``values``."""
+    eff = acc.efficiency.model_copy(update={k: measured_estimate(v) for k, v in values.items()})
+    return acc.model_copy(update={"efficiency": eff})
+
+
+def with_fabric(fab: Any, values: dict[str, float]) -> Any:
+    """Fabric spec ``fab`` with ``efficiency`` / ``hop_latency_us`` set to ``values``."""
+    return fab.model_copy(update={k: measured_estimate(v) for k, v in values.items()})
+
+
+# --- bounded Levenberg-Marquardt ---------------------------------------------------------------
+
+
+@dataclass
+class Solution:
+    x: np.ndarray
+    residuals: np.ndarray
+    jacobian: np.ndarray  # d residual / d x at x
+
+
+def _jacobian(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, r: np.ndarray, scale: np.ndarray,
+              lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    J = np.empty((r.size, x.size))
+    for j in range(x.size):
+        h = 1e-6 * max(abs(x[j]), scale[j])
+        step = h if x[j] + h <= hi[j] else -h
+        xp = x.copy()
+        xp[j] += step
+        J[:, j] = (f(xp) - r) / step
+    return J
+
+
+def least_squares(f: Callable[[np.ndarray], np.ndarray], x0: Sequence[float], lo: Sequence[float],
+                  hi: Sequence[float], scale: Sequence[float], max_iter: int = 100) -> Solution:
+    """Minimise ``sum f(x)^2`` within ``lo <= x <= hi`` (Levenberg-Marquardt, steps clipped to the box)."""
+    lo_a, hi_a, sc = (np.asarray(v, dtype=float) for v in (lo, hi, scale))
+    x = np.clip(np.asarray(x0, dtype=float), lo_a, hi_a)
+    r = f(x)
+    cost, lam = float(r @ r), 1e-3
+    J = _jacobian(f, x, r, sc, lo_a, hi_a)
+    for _ in range(max_iter):
+        A, g = J.T @ J, J.T @ r
+        damp = lam * np.diag(np.maximum(np.diag(A), 1e-12 / sc**2))
+        try:
+            dx = -np.linalg.solve(A + damp, g)
+        except np.linalg.LinAlgError:
+            break
+        xn = np.clip(x + dx, lo_a, hi_a)
+        rn = f(xn)
+        cn = float(rn @ rn)
+        if cn < cost:
+            done = np.all(np.abs(xn - x) <= 1e-10 * sc) or cost - cn <= 1e-15 * max(cost, 1e-30)
+            x, r, cost, lam = xn, rn, cn, max(lam / 3.0, 1e-12)
+            J = _jacobian(f, x, r, sc, lo_a, hi_a)
+            if done:
+                break
+        else:
+            lam *= 4.0
+            if lam > 1e12:
+                break
+    return Solution(x, r, J)
+
+
+def std_errors(sol: Solution, scale: np.ndarray) -> np.ndarray | None:
+    """Standard errors of ``sol.x``; None without more points than parameters."""
+    n, p = sol.jacobian.shape
+    if n <= p:
+        return None
+    s2 = float(sol.residuals @ sol.residuals) / (n - p)
+    try:
+        cov = np.linalg.inv(sol.jacobian.T @ sol.jacobian) * s2
+    except np.linalg.LinAlgError:
+        return None
+    return np.sqrt(np.maximum(np.diag(cov), 0.0))
+
+
+def identified(J: np.ndarray, scale: np.ndarray) -> bool:
+    """Whether the columns of ``J`` (scaled by each parameter's typical size) are independent."""
+    Js = J * scale
+    if Js.size == 0 or not np.all(np.isfinite(Js)):
+        return False
+    norms = np.linalg.norm(Js, axis=0)
+    if np.any(norms < 1e-9):
+        return False
+    sv = np.linalg.svd(Js / norms, compute_uv=False)
+    return bool(sv[-1] >= MIN_SV_RATIO * sv[0])
+
+
+# --- fitted values -----------------------------------------------------------------------------
+
+
+@dataclass
+class ParamFit:
+    param: FitParam
+    before: float | None
+    value: float | None  # None: not identified (profile value kept)
+    std_error: float | None = None
+    note: str | None = None
+
+
+@dataclass
+class PointFit:
+    """One measured point (a run or an nccl-tests row) with the model's time before and after."""
+
+    measured_s: float
+    before_s: float
+    fitted_s: float
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def residual(self) -> float:
+        return self.fitted_s / self.measured_s - 1.0
+
+    @property
+    def residual_before(self) -> float:
+        return self.before_s / self.measured_s - 1.0
+
+
+@dataclass
+class ProfileFit:
+    kind: str  # "accelerators" | "fabrics"
+    name: str
+    params: list[ParamFit]
+    points: list[PointFit]
+    warnings: list[str] = field(default_factory=list)
+
+    def fitted_values(self) -> dict[str, float]:
+        return {p.param.key: p.value for p in self.params if p.value is not None}
+
+
+# --- fabric fit (nccl-tests) --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """Per row and algorithm: latency steps and seconds of volume at efficiency 1 (inf: not valid)."""
+
+    steps: np.ndarray  # rows x algos
+    volume_s: np.ndarray  # rows x algos
+    measured: np.ndarray  # rows
+
+
+def _fabric_terms(logs: Sequence[NcclLog], tier: comms.TierParams, algo: str | None) -> _Terms:
+    unit = replace(tier, latency=1.0, efficiency=1.0)
+    algos = comms.ALGOS if algo is None else (algo,)
+    steps, vol, meas = [], [], []
+    for log in logs:
+        S = np.array([r.size_bytes for r in log.rows], dtype=float)
+        per_algo = [comms.collective_time(log.op, S, log.ranks, unit, a) for a in algos]
+        steps.append(np.stack([np.where(np.isfinite(t.time), t.latency, np.inf) for t in per_algo], axis=1))
+        vol.append(np.stack([np.where(np.isfinite(t.time), t.bandwidth, np.inf) for t in per_algo], axis=1))
+        meas.append(np.array([r.time_s for r in log.rows]))
+    return _Terms(np.concatenate(steps), np.concatenate(vol), np.concatenate(meas))
+
+
+def _pick(terms: _Terms, alpha: float, inv_eff: float) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        t = alpha * terms.steps + inv_eff * terms.volume_s
+    t = np.where(np.isnan(t), np.inf, t)
+    return np.argmin(t, axis=1)
+
+
+def _solve_linear(s: np.ndarray, c: np.ndarray, fit_alpha: bool, alpha0: float) -> tuple[float, float, list[str]]:
+    """Least squares of ``alpha s + u c = 1`` (rows already divided by the measured time); u = 1/eff."""
+    notes: list[str] = []
+    if fit_alpha:
+        A = np.stack([s, c], axis=1)
+        (alpha, u), *_ = np.linalg.lstsq(A, np.ones_like(s), rcond=None)
+        if alpha >= 0 and u >= 1.0:
+            return float(alpha), float(u), notes
+        if alpha < 0:
+            notes.append("the least-squares latency came out negative; fitted at 0")
+            alpha = 0.0
+    else:
+        alpha = alpha0
+    u = float((c @ (1.0 - alpha * s)) / (c @ c))
+    if u < 1.0:
+        notes.append(f"the measured bandwidth is {1 / u:.2f}x the profile's per-GPU figure (efficiency above 1): "
+                     "efficiency held at 1.00; check the profile's bandwidth")
+        u = 1.0
+        if fit_alpha:
+            alpha = max(0.0, float((s @ (1.0 - u * c)) / (s @ s)))
+    return float(alpha), u, notes
+
+
+def fit_fabric(name: str, logs: Sequence[NcclLog], tier: comms.TierParams, algo: str | None = None) -> ProfileFit:
+    """Fit ``efficiency`` and ``hop_latency_us`` of one fabric to nccl-tests rows on it."""
+    terms = _fabric_terms(logs, tier, algo)
+    n = terms.measured.size
+    alpha, u = tier.latency, 1.0 / tier.efficiency
+    before_pick = _pick(terms, alpha, u)
+    choice = before_pick
+    fit_alpha, notes = True, []
+    for _ in range(20):
+        rows = np.arange(n)
+        s = terms.steps[rows, choice] / terms.measured
+        c = terms.volume_s[rows, choice] / terms.measured
+        fit_alpha = n >= 2 and identified(np.stack([s, c], axis=1), np.array([1e-6, 1.0]))
+        alpha, u, notes = _solve_linear(s, c, fit_alpha, tier.latency)
+        new = _pick(terms, alpha, u)
+        if np.array_equal(new, choice):
+            break
+        choice = new
+    rows = np.arange(n)
+    fitted_t = alpha * terms.steps[rows, choice] + u * terms.volume_s[rows, choice]
+    before_t = tier.latency * terms.steps[rows, before_pick] + terms.volume_s[rows, before_pick] / tier.efficiency
+    s = terms.steps[rows, choice] / terms.measured
+    c = terms.volume_s[rows, choice] / terms.measured
+    se = _linear_std_errors(s, c, fitted_t / terms.measured - 1.0, fit_alpha)
+    params = _fabric_params(tier, alpha, u, fit_alpha, se, n)
+    algos = comms.ALGOS if algo is None else (algo,)
+    points = []
+    k = 0
+    for log in logs:
+        for r in log.rows:
+            points.append(PointFit(r.time_s, float(before_t[k]), float(fitted_t[k]), {
+                "log": log, "row": r, "algorithm": algos[int(choice[k])],
+            }))
+            k += 1
+    return ProfileFit("fabrics", name, params, points, [f"{name}: {m}" for m in notes])
+
+
+def _linear_std_errors(s: np.ndarray, c: np.ndarray, r: np.ndarray, fit_alpha: bool) -> tuple[float | None, float | None]:
+    """(se of alpha, se of u) of the relative-residual least squares."""
+    A = np.stack([s, c], axis=1) if fit_alpha else c[:, None]
+    n, p = A.shape
+    if n <= p:
+        return None, None
+    try:
+        cov = np.linalg.inv(A.T @ A) * float(r @ r) / (n - p)
+    except np.linalg.LinAlgError:
+        return None, None
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    return (float(se[0]), float(se[1])) if fit_alpha else (None, float(se[0]))
+
+
+def _fabric_params(tier: comms.TierParams, alpha: float, u: float, fit_alpha: bool,
+                   se: tuple[float | None, float | None], n: int) -> list[ParamFit]:
+    eff_p, lat_p = FABRIC_PARAMS
+    eff = 1.0 / u
+    eff_se = None if se[1] is None else se[1] / u**2  # d(1/u) = du / u^2
+    out = [ParamFit(eff_p, tier.efficiency, eff, eff_se)]
+    if fit_alpha:
+        out.append(ParamFit(lat_p, tier.latency * 1e6, alpha * 1e6, None if se[0] is None else se[0] * 1e6))
+    else:
+        why = ("one row cannot separate latency from bandwidth" if n < 2 else
+               "the sizes do not separate latency from bandwidth (give small and large messages)")
+        out.append(ParamFit(lat_p, tier.latency * 1e6, None, note=f"not identified: {why}; profile value kept"))
+    return out
+
+
+# --- accelerator fit (training runs) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A measured run with what the forward model needs (built once)."""
+
+    entry: RunEntry
+    workload: Any  # search.Workload
+    layout: dict[str, int]
+    options: Any  # search.SearchOptions
+    measured_s: float  # step time, from step_time_s or tflops_per_gpu
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Prices runs of one SKU at candidate ``[efficiency]`` values (``build_sku`` + ``evaluate_one``)."""
+
+    catalog: Any
+    sku: str
+    base_spec: Any
+    fabrics: dict[tuple[str, str], Any]  # fitted fabric specs to use
+
+    def hardware(self, values: dict[str, float], precision: str) -> Any:
+        from mi400plan.api.sweep import build_sku
+
+        specs = dict(self.fabrics)
+        specs[("accelerators", self.sku)] = with_efficiency(self.base_spec, values)
+        return build_sku(OverlayCatalog(self.catalog, specs), self.sku, precision).hw
+
+    def step(self, run: PreparedRun, hw: Any) -> dict[str, float]:
+        from mi400plan.search import evaluate_one
+
+        r = run.entry.run
+        return evaluate_one(run.layout, run.workload, hw, r.world, run.options)
+
+    def steps(self, runs: Sequence[PreparedRun], values: dict[str, float]) -> np.ndarray:
+        hws: dict[str, Any] = {}
+        out = np.empty(len(runs))
+        for i, run in enumerate(runs):
+            p = run.entry.run.precision
+            if p not in hws:
+                hws[p] = self.hardware(values, p)
+            out[i] = self.step(run, hws[p])["step"]
+        return out
+
+
+def sku_params(runs: Sequence[PreparedRun]) -> list[FitParam]:
+    """``ACCELERATOR_PARAMS`` expanded for the precisions the runs use, in list order."""
+    precisions = sorted({r.entry.run.precision for r in runs})
+    out: list[FitParam] = []
+    for p in ACCELERATOR_PARAMS:
+        if "{precision}" in p.key:
+            out.extend(p.for_precision(x) for x in precisions)
+        else:
+            out.append(p)
+    return out
+
+
+def _profile_value(spec: Any, key: str) -> float | None:
+    est = getattr(spec.efficiency, key, None)
+    return est.nominal if est is not None and est.known else None
+
+
+def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
+    """Fit ``ACCELERATOR_PARAMS`` of one SKU to its runs (see the module docstring)."""
+    params = sku_params(runs)
+    start = {p.key: _profile_value(fwd.base_spec, p.key) for p in params}
+    for p in params:
+        if start[p.key] is None:  # not disclosed in the profile: start mid-range
+            start[p.key] = p.scale
+    fixed = dict(start)
+    free = params[: len(runs)]
+    held: dict[str, str] = {p.key: f"not identified: {len(runs)} run(s) fit at most {len(runs)} parameter(s); "
+                            "profile value kept" for p in params[len(runs):]}
+    meas = np.array([r.measured_s for r in runs])
+    sol, se = None, None
+    while free:
+        def resid(x: np.ndarray, free: list[FitParam] = free) -> np.ndarray:
+            vals = {**fixed, **{p.key: float(v) for p, v in zip(free, x)}}
+            return fwd.steps(runs, vals) / meas - 1.0
+
+        scale = np.array([p.scale for p in free])
+        sol = least_squares(resid, [start[p.key] for p in free], [p.lo for p in free], [p.hi for p in free], scale)
+        if identified(sol.jacobian, scale):
+            se = std_errors(sol, scale)
+            break
+        last = free.pop()
+        held[last.key] = ("not identified: the runs do not separate it from "
+                          f"{', '.join(p.key for p in free) or 'the other terms'} (vary the GEMM sizes: hidden "
+                          "size, TP, micro-batch); profile value kept")
+        sol = None
+    fitted = {p.key: float(v) for p, v in zip(free, sol.x)} if sol is not None else {}
+    out_params = [
+        ParamFit(p, _profile_value(fwd.base_spec, p.key), fitted.get(p.key),
+                 None if se is None or p.key not in fitted else float(se[free.index(p)]), held.get(p.key))
+        for p in params
+    ]
+    before = fwd.steps(runs, {p.key: start[p.key] for p in params})
+    after = fwd.steps(runs, {**fixed, **fitted})
+    points = [PointFit(r.measured_s, float(b), float(a), {"run": r}) for r, b, a in zip(runs, before, after)]
+    warnings = [f"{fwd.sku}: {p.key} is at its bound ({v:g}); the model cannot reach the measured times otherwise"
+                for p in free if (v := fitted[p.key]) in (p.lo, p.hi)]
+    return ProfileFit("accelerators", fwd.sku, out_params, points, warnings)
+
+
+def measured_step(run: MeasuredRun, flops_per_token: float) -> float:
+    """Step time (s) of a run: as measured, or from TFLOP/s per GPU: ``F tokens / (gpus x rate)``,
+    ``F`` the model (or hardware) FLOP per token the planner counts for that run."""
+    if run.step_time_s is not None:
+        return run.step_time_s
+    assert run.tflops_per_gpu is not None
+    tokens = float(run.global_batch) * run.seq_len
+    return flops_per_token * tokens / (run.world * run.tflops_per_gpu * 1e12)
+
+
+__all__ = [
+    "ACCELERATOR_PARAMS",
+    "FABRIC_PARAMS",
+    "NOT_FITTED",
+    "FitParam",
+    "Forward",
+    "OverlayCatalog",
+    "ParamFit",
+    "PointFit",
+    "PreparedRun",
+    "ProfileFit",
+    "fit_accelerator",
+    "fit_fabric",
+    "least_squares",
+    "measured_step",
+]

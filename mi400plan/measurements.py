@@ -1,0 +1,329 @@
+"""Reading a user's own measurements for ``mi400plan calibrate``: training runs and nccl-tests logs.
+
+Training runs come as TOML (an array of ``[[run]]`` tables; keys outside any table are defaults for
+every run) or CSV (one run per row, a header with the same keys). Keys (``MeasuredRun``): ``model``
+(catalog name, model TOML or Hugging Face ``config.json`` path, relative to the runs file), ``sku``,
+``precision`` (bf16/fp8), ``seq_len``, ``global_batch`` (sequences per optimizer step), the layout
+``tp pp cp ep etp dp vpp micro_batch zero recompute sequence_parallel``, optional ``gpus`` (checked
+against ``tp x pp x cp x dp``), and exactly one measurement: ``step_time_s`` or ``tflops_per_gpu``
+(model FLOPs, as in MFU, unless ``tflops_basis = "hardware"``: recomputation counted too).
+
+nccl-tests logs are the text that ``all_reduce_perf``, ``all_gather_perf``, ``reduce_scatter_perf``,
+``alltoall_perf``, ``broadcast_perf``, ``reduce_perf`` or ``sendrecv_perf`` print
+(NVIDIA/nccl-tests, ``src/common.cu``; RCCL's rccl-tests print the same): ``#  Rank N Group G Pid
+P on HOST device D ...`` lines name every rank and its host, a ``# size count type redop root time
+algbw busbw #wrong ...`` header names the columns, and each data line gives the out-of-place time
+(microseconds) first. The collective comes from the ``Collective test starting: <op>_perf`` line
+or, failing that, the file name. Only the out-of-place columns are read.
+
+Every error names the file, the line and the field (``ProfileError``, exit 3).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from mi400plan.errors import ProfileError
+from mi400plan.specs.common import StrictModel
+
+
+class MeasuredRun(StrictModel):
+    """One measured training run on the user's cluster."""
+
+    name: str | None = None
+    model: str = Field(min_length=1)
+    sku: str = Field(min_length=1)
+    precision: Literal["bf16", "fp8"] = "bf16"
+    seq_len: int = Field(ge=1)
+    global_batch: int = Field(ge=1)  # sequences per optimizer step
+    gpus: int | None = Field(default=None, ge=1)
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    cp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+    etp: int = Field(default=1, ge=1)
+    dp: int = Field(default=1, ge=1)
+    vpp: int = Field(default=1, ge=1)
+    micro_batch: int = Field(default=1, ge=1)
+    zero: int = Field(default=1, ge=0, le=3)
+    recompute: Literal["none", "selective", "full"] = "none"
+    sequence_parallel: bool = True
+    grad_dtype: Literal["fp32", "bf16", "fp16"] | None = None
+    flash_attention: bool = True
+    overlap_tp: bool = False
+    overlap_ep: bool = False
+    overlap_dp: bool = True
+    overlap_pp: bool = True
+    overlap_cp: bool = True
+    split_embedding_loss: bool = False
+    step_time_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    tflops_per_gpu: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    tflops_basis: Literal["model", "hardware"] = "model"
+
+    @model_validator(mode="after")
+    def _one_measurement(self) -> "MeasuredRun":
+        if (self.step_time_s is None) == (self.tflops_per_gpu is None):
+            raise ValueError("give exactly one measurement: step_time_s or tflops_per_gpu")
+        if self.vpp > 1 and self.pp < 2:
+            raise ValueError("vpp > 1 (interleaved schedule) needs pp >= 2")
+        if self.gpus is not None and self.gpus != self.world:
+            raise ValueError(f"gpus = {self.gpus} but tp x pp x cp x dp = {self.world}")
+        return self
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        lay = f"TP{self.tp} PP{self.pp}" + (f" VPP{self.vpp}" if self.vpp > 1 else "")
+        lay += (f" CP{self.cp}" if self.cp > 1 else "") + (f" EP{self.ep}" if self.ep > 1 else "")
+        return f"{self.model} {lay} DP{self.dp} mb{self.micro_batch}"
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """A validated run and where it was read (``file:line``)."""
+
+    run: MeasuredRun
+    path: str
+    line: int | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+
+RUN_KEYS = tuple(MeasuredRun.model_fields)
+
+
+def read_runs(path: Path, text: str) -> list[RunEntry]:
+    """Training runs from a ``.toml`` or ``.csv`` file's text; ProfileError on anything wrong."""
+    if path.suffix.lower() == ".csv":
+        return _runs_csv(str(path), text)
+    return _runs_toml(str(path), text)
+
+
+def _run_error(path: str, line: int | None, exc: ValidationError, text: str, start: int | None) -> ProfileError:
+    first = exc.errors()[0]
+    loc = [str(p) for p in first.get("loc", ())]
+    field = ".".join(loc) or None
+    msg = "unknown key (typo?)" if first.get("type") == "extra_forbidden" else first.get("msg", "invalid value")
+    given = first.get("input")
+    if first.get("type") != "missing" and not isinstance(given, (dict, list)) and loc:
+        msg += f" (got {given!r})"
+    if loc and start is not None:
+        line = _key_line(text, loc[-1], start) or line
+    known = None
+    if first.get("type") == "extra_forbidden":
+        known = "run keys: " + ", ".join(RUN_KEYS)
+    return ProfileError(msg, path=path, line=line, field=field, hint=known)
+
+
+def _key_line(text: str, key: str, start: int) -> int | None:
+    """Line of ``key = ...`` in the ``[[run]]`` block that starts at line ``start`` (1-based)."""
+    pat = re.compile(rf"^\s*\"?{re.escape(key)}\"?\s*=")
+    lines = text.splitlines()
+    for i in range(start - 1, len(lines)):
+        if i > start - 1 and lines[i].lstrip().startswith("["):
+            break
+        if pat.match(lines[i]):
+            return i + 1
+    return None
+
+
+def _runs_toml(path: str, text: str) -> list[RunEntry]:
+    from mi400plan.profiles import parse_toml
+
+    raw = parse_toml(path, text)
+    runs = raw.pop("run", None)
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
+        raise ProfileError("no [[run]] tables (a runs file is an array of [[run]] tables)", path=path, field="run")
+    defaults = {k: v for k, v in raw.items() if not isinstance(v, dict)}
+    tables = [k for k, v in raw.items() if isinstance(v, dict)]
+    if tables:
+        raise ProfileError(f"unknown table [{tables[0]}] (only [[run]] tables and top-level defaults)", path=path,
+                           field=tables[0])
+    starts = [i + 1 for i, line in enumerate(text.splitlines()) if re.match(r"^\s*\[\[\s*run\s*\]\]", line)]
+    out = []
+    for i, r in enumerate(runs):
+        start = starts[i] if i < len(starts) else None
+        try:
+            run = MeasuredRun.model_validate({**defaults, **r})
+        except ValidationError as exc:
+            raise _run_error(path, start, exc, text, start) from None
+        out.append(RunEntry(run, path, start))
+    return out
+
+
+_BOOL = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def _csv_value(key: str, cell: str) -> Any:
+    info = MeasuredRun.model_fields.get(key)
+    text = cell.strip()
+    if info is None:
+        return text
+    ann = str(info.annotation)
+    if "bool" in ann:
+        return _BOOL.get(text.lower(), text)
+    if "int" in ann and re.fullmatch(r"[+-]?\d+", text):
+        return int(text)
+    if "float" in ann:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _runs_csv(path: str, text: str) -> list[RunEntry]:
+    reader = csv.reader(io.StringIO(text))
+    rows = [(reader.line_num, row) for row in reader]
+    rows = [(n, r) for n, r in rows if any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
+    if len(rows) < 2:
+        raise ProfileError("a runs CSV needs a header line and at least one run", path=path)
+    header = [h.strip() for h in rows[0][1]]
+    out = []
+    for line, row in rows[1:]:
+        if len(row) != len(header):
+            raise ProfileError(f"{len(row)} cells but the header has {len(header)} columns", path=path, line=line)
+        data = {k: _csv_value(k, v) for k, v in zip(header, row) if v.strip() != ""}
+        try:
+            run = MeasuredRun.model_validate(data)
+        except ValidationError as exc:
+            raise _run_error(path, line, exc, text, None) from None
+        out.append(RunEntry(run, path, line))
+    return out
+
+
+# --- nccl-tests ---------------------------------------------------------------------------------
+
+NCCL_OPS = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "alltoall": "all_to_all",
+    "all_to_all": "all_to_all",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "sendrecv": "send_recv",
+}
+
+
+@dataclass(frozen=True)
+class NcclRow:
+    """One data line: S (bytes, nccl-tests' definition for the op) and the out-of-place time."""
+
+    size_bytes: int
+    time_s: float
+    busbw_bytes_per_s: float
+    line: int
+
+
+@dataclass(frozen=True)
+class NcclLog:
+    path: str
+    op: str  # comms.OPS name
+    ranks: int
+    hosts: int
+    rows: tuple[NcclRow, ...]
+
+    @property
+    def ranks_per_host(self) -> int:
+        return self.ranks // max(self.hosts, 1)
+
+
+_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device", re.I)
+_START = re.compile(r"Collective test starting:\s*(\w+?)_perf", re.I)
+
+
+def _op_from(path: str, text: str) -> str | None:
+    m = _START.search(text)
+    name = m.group(1).lower() if m else None
+    if name is None:
+        stem = Path(path).name.lower()
+        hits = [k for k in sorted(NCCL_OPS, key=len, reverse=True) if k in stem.replace("-", "_")]
+        name = hits[0] if hits else None
+    return NCCL_OPS.get(name) if name else None
+
+
+def looks_like_nccl(text: str) -> bool:
+    return bool(re.search(r"^#\s*Rank\s+\d+\s+Group", text, re.M)) or "nccl-tests" in text or bool(_START.search(text))
+
+
+def _columns(path: str, lines: list[str]) -> tuple[int, dict[str, int]]:
+    """(line index of the column header, column name -> index of the first such column)."""
+    for i, line in enumerate(lines):
+        toks = line.lstrip("#").split()
+        if toks[:2] == ["size", "count"] and "time" in toks and "busbw" in toks:
+            cols: dict[str, int] = {}
+            for j, t in enumerate(toks):
+                cols.setdefault(t, j)
+            return i, cols
+    raise ProfileError("no column header ('#  size  count  type ... time  algbw  busbw ...'): not nccl-tests output?",
+                       path=path, hint="keep the whole nccl-tests output, header included")
+
+
+def read_nccl_log(path: Path, text: str, op: str | None = None) -> NcclLog:
+    """Parse an nccl-tests / rccl-tests output; ``op`` overrides the collective it names."""
+    p = str(path)
+    op = op or _op_from(p, text)
+    if op is None:
+        raise ProfileError("cannot tell which collective this log measured", path=p,
+                           hint="keep the 'Collective test starting: <op>_perf' line or name the file after the "
+                           "test (all_reduce_perf.txt)")
+    lines = text.splitlines()
+    hosts: dict[int, str] = {}
+    for line in lines:
+        m = _RANK.match(line.strip())
+        if m:
+            hosts[int(m.group(1))] = m.group(2)
+    if not hosts:
+        raise ProfileError("no '#  Rank N Group G Pid P on HOST device D' lines: cannot tell how many GPUs ran the "
+                           "test", path=p, hint="keep the header nccl-tests prints before the results")
+    head, cols = _columns(p, lines)
+    rows = _nccl_rows(p, lines, head, cols)
+    if not rows:
+        raise ProfileError("no result lines after the column header", path=p, line=head + 1)
+    return NcclLog(p, op, len(hosts), len(set(hosts.values())), tuple(rows))
+
+
+def _nccl_rows(path: str, lines: list[str], head: int, cols: dict[str, int]) -> list[NcclRow]:
+    ncols = max(cols.values()) + 1
+    rows = []
+    for i in range(head + 1, len(lines)):
+        toks = lines[i].split()
+        if not toks or toks[0].startswith("#"):
+            continue
+        if not re.fullmatch(r"\d+", toks[0]):
+            continue  # other text NCCL prints between the lines (warnings, INFO)
+        if len(toks) < ncols:
+            raise ProfileError(f"{len(toks)} columns, the header has at least {ncols}", path=path, line=i + 1)
+        try:
+            size = int(toks[cols["size"]])
+            t_us = float(toks[cols["time"]])
+            bus = float(toks[cols["busbw"]])
+        except ValueError:
+            raise ProfileError("size, time or busbw is not a number", path=path, line=i + 1, field="time") from None
+        if not (t_us > 0 and t_us < 1e12):
+            raise ProfileError(f"time {toks[cols['time']]} us is not a positive number", path=path, line=i + 1,
+                               field="time")
+        if size > 0:
+            rows.append(NcclRow(size, t_us * 1e-6, bus * 1e9, i + 1))
+    return rows
+
+
+def classify(path: Path, text: str) -> Literal["runs", "nccl"]:
+    """Whether a file holds training runs (``.toml``/``.csv``) or an nccl-tests log (anything else)."""
+    if path.suffix.lower() in (".toml", ".csv"):
+        return "runs"
+    return "nccl"

@@ -1,0 +1,77 @@
+"""Table rendering of ``mi400plan calibrate``: fitted values, then every measured point's residual."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mi400plan.render import table_renderer
+from mi400plan.render.table import print_lines, print_table
+from mi400plan.units import fmt_time
+
+
+def _value(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit.startswith("us"):
+        return f"{v:,.2f} us"
+    return f"{v:.3f}"
+
+
+def _source(text: str) -> str:
+    """``dir/runs.toml:12`` as ``runs.toml:12`` (JSON keeps the path as given)."""
+    path, _, line = text.rpartition(":")
+    return f"{Path(path).name}:{line}" if path and line.isdigit() else Path(text).name
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def _params(result: Any, console: Any) -> None:
+    rows = [
+        [p.profile, p.key, _value(p.before, p.unit), _value(p.value, p.unit),
+         "-" if p.std_error is None else _value(p.std_error, p.unit), p.points]
+        for p in result.params
+    ]
+    print_table(
+        console,
+        ["profile", "parameter", ("profile value", "right"), ("fitted", "right"), ("std err", "right"),
+         ("points", "right")],
+        rows,
+        title="Fitted values (calibrate)",
+        caption="efficiencies are fractions (matmul: of dense peak; fabric: of per-GPU bandwidth per direction); "
+        "latency per algorithm step; '-' = not identified, the profile value stays",
+    )
+    notes = [f"{p.profile} {p.key}: {p.note}" for p in result.params if p.note]
+    if notes:
+        print_lines(console, notes)
+
+
+def _points(result: Any, console: Any, summary: Any) -> None:
+    rows = [r for r in result.rows if r.profile == summary.profile]
+    what = "run" if summary.kind == "accelerator" else "row"
+    files = {r.source.rpartition(":")[0] for r in rows}
+    one = len(files) == 1 and all(r.source.rpartition(":")[2].isdigit() for r in rows)
+    where = f" from {Path(files.pop()).name}" if one else ""
+    print_table(
+        console,
+        ["line" if one else "source", what, ("measured", "right"), ("model before", "right"), ("fitted", "right"),
+         ("residual", "right")],
+        [[r.source.rpartition(":")[2] if one else _source(r.source), r.label, fmt_time(r.measured_s, 2), fmt_time(r.model_before_s, 2),
+          fmt_time(r.model_s, 2), _pct(r.residual)] for r in rows],
+        title=f"{summary.profile}: {summary.points} measured {what}s{where}",
+        caption=f"mean |residual| {summary.mean_abs_residual_before * 100:.1f}% at the profile's values, "
+        f"{summary.mean_abs_residual * 100:.1f}% fitted (max {summary.max_abs_residual * 100:.1f}%); "
+        "residual = model / measured - 1",
+    )
+
+
+@table_renderer("calibrate")
+def render_calibrate(result: Any, console: Any) -> None:
+    _params(result, console)
+    for s in result.summaries:
+        _points(result, console, s)
+    if result.saved:
+        print_lines(console, [f"saved: {', '.join(result.saved)} (use with --profiles "
+                              f"{Path(result.saved[0]).parent.parent})"])
