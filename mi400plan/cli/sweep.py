@@ -40,6 +40,9 @@ def cmd(
     model: Annotated[str, typer.Argument(help="Model profile name or alias (llama3-70b), or a TOML / config.json path.")],
     sku: Annotated[list[str], typer.Option("--sku", help="Accelerator profile; repeat to compare SKUs.")],
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="GPU count, a list (512,1024) or a doubling range (512..65536).")] = None,
+    deadline: Annotated[Optional[str], typer.Option("--deadline", help="Instead of --gpus: the smallest cluster per SKU that trains --tokens in this time (30d, 6w, 72h).")] = None,
+    budget: Annotated[Optional[str], typer.Option("--budget", help="US dollars (5M): with --deadline, also check the cost; alone, the fastest cluster per SKU whose cost to train stays within it.")] = None,
+    max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="Largest cluster --deadline / --budget may pick (default 131,072).")] = None,
     racks: Annotated[Optional[int], typer.Option("--racks", help="Number of racks (GPUs per rack from the rack profile, else the scale-up domain).")] = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Sequences (1024) or tokens with a suffix (4M, 128Mi, 8388608tok). Default 4Mi tokens.")] = None,
     seq: Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS", help="Sequence length in tokens (default: the model's, capped at 8192); 32k, 128K (k = 1024).")] = None,
@@ -116,6 +119,28 @@ def cmd(
         "ep": _ints(ep, "--ep"), "zero": _ints(zero, "--zero"), "micro_batch": _ints(micro_batch, "--micro-batch"),
         "recompute": [{"none": 0, "selective": 1, "full": 2}[r.value] for r in (recompute or [])],
     }
+
+    if deadline is not None or budget is not None:
+        if gpus is not None or racks is not None:
+            raise typer.BadParameter("--deadline / --budget choose the cluster size: drop --gpus and --racks",
+                                     param_hint="--deadline")
+
+        def backwards():  # noqa: ANN202
+            from mi400plan.api.deadline import sweep_deadline
+            from mi400plan.cli.cost import site_overrides
+
+            return sweep_deadline(
+                catalog(profiles), model, list(sku), tokens=tokens, deadline=deadline, budget=budget,
+                global_batch=global_batch, seq_len=seq_n, precision=precision, gpu_hour_cost=gpu_hour_cost,
+                site=site, max_gpus=max_gpus,
+                cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
+                matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
+                overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,
+                split_embedding_loss=split_embedding_loss, grad_dtype=grad_dtype,
+            )
+
+        run("sweep", f, backwards, check=check, ascii=ascii_, wide=wide)
+        return
 
     def compute():  # noqa: ANN202
         from mi400plan.api.sweep import sweep

@@ -73,6 +73,11 @@ def _energy(res: SweepResult, console: Any) -> None:
 
 @table_renderer("sweep")
 def render(res: SweepResult, console: Any) -> None:
+    if not isinstance(res, SweepResult):  # sweep --deadline / --budget
+        from mi400plan.render.deadline import render_deadline
+
+        render_deadline(res, console)
+        return
     head = (
         f"{res.model}, {res.precision}, seq {res.seq_len}, global batch {res.global_batch_seqs:,} seqs "
         f"({fmt_count(res.global_batch_tokens)} tokens)"
