@@ -33,11 +33,14 @@ from typing import Any
 import numpy as np
 
 from mi400plan import comms
+from mi400plan.errors import ProfileError, UsageError
 from mi400plan.measurements import MeasuredRun, NcclLog, RunEntry
 from mi400plan.profiles import Loaded
 from mi400plan.specs.common import Estimate
 
 MIN_SV_RATIO = 1e-3  # smallest / largest singular value of the scaled Jacobian for a parameter to count
+MIN_TERM_SHARE = 0.05  # a fabric term below this share of every row's time is not measured by the rows
+MIN_SENSITIVITY = 1e-3  # a run set whose step times move less than this per 100 % change of a value
 
 
 @dataclass(frozen=True)
@@ -284,31 +287,57 @@ def _solve_linear(s: np.ndarray, c: np.ndarray, fit_alpha: bool, alpha0: float) 
     return float(alpha), u, notes
 
 
+@dataclass
+class _Linear:
+    """A fabric fit at one algorithm choice: alpha (s), u = 1/efficiency, and why a value was held."""
+
+    alpha: float
+    u: float
+    why_alpha: str | None = None  # None: fitted
+    why_eff: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _solve_fabric(s: np.ndarray, c: np.ndarray, alpha0: float, u0: float) -> _Linear:
+    """Fit alpha and 1/eff to rows ``alpha s + u c = 1``; a value whose term is under ``MIN_TERM_SHARE``
+    of every row's time (or that the rows cannot separate) is held at the profile's."""
+    why_a = None
+    if s.size < 2:
+        why_a = "one row cannot separate latency from bandwidth"
+    elif not identified(np.stack([s, c], axis=1), np.array([1e-6, 1.0])):
+        why_a = "the sizes do not separate latency from bandwidth (give small and large messages)"
+    alpha, u, notes = _solve_linear(s, c, why_a is None, alpha0)
+    if why_a is None and float(np.max(alpha * s)) < MIN_TERM_SHARE:
+        why_a = f"latency is under {MIN_TERM_SHARE:.0%} of every row's time (give small messages)"
+        alpha, u, notes = _solve_linear(s, c, False, alpha0)
+    if float(np.max(u * c)) < MIN_TERM_SHARE:  # every row latency-bound: fit alpha at the profile's efficiency
+        u = u0
+        alpha = max(0.0, float((s @ (1.0 - u * c)) / (s @ s)))
+        return _Linear(alpha, u, None, f"bandwidth is under {MIN_TERM_SHARE:.0%} of every row's time "
+                       "(give large messages)")
+    return _Linear(alpha, u, why_a, None, notes)
+
+
 def fit_fabric(name: str, logs: Sequence[NcclLog], tier: comms.TierParams, algo: str | None = None) -> ProfileFit:
     """Fit ``efficiency`` and ``hop_latency_us`` of one fabric to nccl-tests rows on it."""
     terms = _fabric_terms(logs, tier, algo)
-    n = terms.measured.size
-    alpha, u = tier.latency, 1.0 / tier.efficiency
-    before_pick = _pick(terms, alpha, u)
+    rows = np.arange(terms.measured.size)
+    before_pick = _pick(terms, tier.latency, 1.0 / tier.efficiency)
     choice = before_pick
-    fit_alpha, notes = True, []
     for _ in range(20):
-        rows = np.arange(n)
         s = terms.steps[rows, choice] / terms.measured
         c = terms.volume_s[rows, choice] / terms.measured
-        fit_alpha = n >= 2 and identified(np.stack([s, c], axis=1), np.array([1e-6, 1.0]))
-        alpha, u, notes = _solve_linear(s, c, fit_alpha, tier.latency)
-        new = _pick(terms, alpha, u)
+        if not (np.all(np.isfinite(s)) and np.all(np.isfinite(c))):
+            raise UsageError(f"{name}: {'the algorithm ' + algo if algo else 'no algorithm'} is valid on its "
+                             f"{tier.topology} topology for every row", hint="try --algo auto")
+        lin = _solve_fabric(s, c, tier.latency, 1.0 / tier.efficiency)
+        new = _pick(terms, lin.alpha, lin.u)
         if np.array_equal(new, choice):
             break
         choice = new
-    rows = np.arange(n)
-    fitted_t = alpha * terms.steps[rows, choice] + u * terms.volume_s[rows, choice]
+    fitted_t = lin.alpha * terms.steps[rows, choice] + lin.u * terms.volume_s[rows, choice]
     before_t = tier.latency * terms.steps[rows, before_pick] + terms.volume_s[rows, before_pick] / tier.efficiency
-    s = terms.steps[rows, choice] / terms.measured
-    c = terms.volume_s[rows, choice] / terms.measured
-    se = _linear_std_errors(s, c, fitted_t / terms.measured - 1.0, fit_alpha)
-    params = _fabric_params(tier, alpha, u, fit_alpha, se, n)
+    se = _linear_std_errors(s, c, fitted_t / terms.measured - 1.0, lin)
     algos = comms.ALGOS if algo is None else (algo,)
     points = []
     k = 0
@@ -318,36 +347,35 @@ def fit_fabric(name: str, logs: Sequence[NcclLog], tier: comms.TierParams, algo:
                 "log": log, "row": r, "algorithm": algos[int(choice[k])],
             }))
             k += 1
-    return ProfileFit("fabrics", name, params, points, [f"{name}: {m}" for m in notes])
+    return ProfileFit("fabrics", name, _fabric_params(tier, lin, se), points, [f"{name}: {m}" for m in lin.notes])
 
 
-def _linear_std_errors(s: np.ndarray, c: np.ndarray, r: np.ndarray, fit_alpha: bool) -> tuple[float | None, float | None]:
-    """(se of alpha, se of u) of the relative-residual least squares."""
-    A = np.stack([s, c], axis=1) if fit_alpha else c[:, None]
+def _linear_std_errors(s: np.ndarray, c: np.ndarray, r: np.ndarray, lin: _Linear) -> dict[str, float]:
+    """Standard errors of the fitted alpha and u (relative-residual least squares), by name."""
+    cols = {k: v for k, v, why in (("alpha", s, lin.why_alpha), ("u", c, lin.why_eff)) if why is None}
+    A = np.stack(list(cols.values()), axis=1)
     n, p = A.shape
     if n <= p:
-        return None, None
+        return {}
     try:
         cov = np.linalg.inv(A.T @ A) * float(r @ r) / (n - p)
     except np.linalg.LinAlgError:
-        return None, None
-    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    return (float(se[0]), float(se[1])) if fit_alpha else (None, float(se[0]))
+        return {}
+    return {k: float(np.sqrt(max(cov[i, i], 0.0))) for i, k in enumerate(cols)}
 
 
-def _fabric_params(tier: comms.TierParams, alpha: float, u: float, fit_alpha: bool,
-                   se: tuple[float | None, float | None], n: int) -> list[ParamFit]:
+def _fabric_params(tier: comms.TierParams, lin: _Linear, se: dict[str, float]) -> list[ParamFit]:
     eff_p, lat_p = FABRIC_PARAMS
-    eff = 1.0 / u
-    eff_se = None if se[1] is None else se[1] / u**2  # d(1/u) = du / u^2
-    out = [ParamFit(eff_p, tier.efficiency, eff, eff_se)]
-    if fit_alpha:
-        out.append(ParamFit(lat_p, tier.latency * 1e6, alpha * 1e6, None if se[0] is None else se[0] * 1e6))
+    kept = "; profile value kept"
+    if lin.why_eff is None:  # d(1/u) = du / u^2
+        eff = ParamFit(eff_p, tier.efficiency, 1.0 / lin.u, se["u"] / lin.u**2 if "u" in se else None)
     else:
-        why = ("one row cannot separate latency from bandwidth" if n < 2 else
-               "the sizes do not separate latency from bandwidth (give small and large messages)")
-        out.append(ParamFit(lat_p, tier.latency * 1e6, None, note=f"not identified: {why}; profile value kept"))
-    return out
+        eff = ParamFit(eff_p, tier.efficiency, None, note=f"not identified: {lin.why_eff}{kept}")
+    if lin.why_alpha is None:
+        lat = ParamFit(lat_p, tier.latency * 1e6, lin.alpha * 1e6, se["alpha"] * 1e6 if "alpha" in se else None)
+    else:
+        lat = ParamFit(lat_p, tier.latency * 1e6, None, note=f"not identified: {lin.why_alpha}{kept}")
+    return [eff, lat]
 
 
 # --- accelerator fit (training runs) ------------------------------------------------------------
@@ -362,6 +390,12 @@ class PreparedRun:
     layout: dict[str, int]
     options: Any  # search.SearchOptions
     measured_s: float  # step time, from step_time_s or tflops_per_gpu
+    model_flops_per_token: float  # model FLOPs (MFU convention), FLOP
+
+    @property
+    def measured_tflops_per_gpu(self) -> float:
+        r = self.entry.run
+        return self.model_flops_per_token * r.global_batch * r.seq_len / (r.world * self.measured_s) / 1e12
 
 
 @dataclass(frozen=True)
@@ -426,6 +460,11 @@ def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
     held: dict[str, str] = {p.key: f"not identified: {len(runs)} run(s) fit at most {len(runs)} parameter(s); "
                             "profile value kept" for p in params[len(runs):]}
     meas = np.array([r.measured_s for r in runs])
+    before = fwd.steps(runs, {p.key: start[p.key] for p in params})
+    for run, b in zip(runs, before):
+        if not (np.isfinite(b) and b > 0):
+            raise ProfileError("the step-time model gives no finite step time for this run", path=run.entry.path,
+                               line=run.entry.line)
     sol, se = None, None
     while free:
         def resid(x: np.ndarray, free: list[FitParam] = free) -> np.ndarray:
@@ -434,13 +473,17 @@ def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
 
         scale = np.array([p.scale for p in free])
         sol = least_squares(resid, [start[p.key] for p in free], [p.lo for p in free], [p.hi for p in free], scale)
-        if identified(sol.jacobian, scale):
+        weak = [p for j, p in enumerate(free)
+                if float(np.max(np.abs(sol.jacobian[:, j]))) * max(abs(sol.x[j]), p.scale) < MIN_SENSITIVITY]
+        if not weak and identified(sol.jacobian, scale):
             se = std_errors(sol, scale)
             break
-        last = free.pop()
-        held[last.key] = ("not identified: the runs do not separate it from "
+        last = weak[-1] if weak else free[-1]
+        free.remove(last)
+        held[last.key] = (f"not identified: the step times move by less than {MIN_SENSITIVITY:.1%} with it"
+                          if weak else "not identified: the runs do not separate it from "
                           f"{', '.join(p.key for p in free) or 'the other terms'} (vary the GEMM sizes: hidden "
-                          "size, TP, micro-batch); profile value kept")
+                          "size, TP, micro-batch)") + "; profile value kept"
         sol = None
     fitted = {p.key: float(v) for p, v in zip(free, sol.x)} if sol is not None else {}
     out_params = [
@@ -448,7 +491,6 @@ def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
                  None if se is None or p.key not in fitted else float(se[free.index(p)]), held.get(p.key))
         for p in params
     ]
-    before = fwd.steps(runs, {p.key: start[p.key] for p in params})
     after = fwd.steps(runs, {**fixed, **fitted})
     points = [PointFit(r.measured_s, float(b), float(a), {"run": r}) for r, b, a in zip(runs, before, after)]
     warnings = [f"{fwd.sku}: {p.key} is at its bound ({v:g}); the model cannot reach the measured times otherwise"

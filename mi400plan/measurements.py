@@ -290,6 +290,9 @@ def read_nccl_log(path: Path, text: str, op: str | None = None) -> NcclLog:
     if not hosts:
         raise ProfileError("no '#  Rank N Group G Pid P on HOST device D' lines: cannot tell how many GPUs ran the "
                            "test", path=p, hint="keep the header nccl-tests prints before the results")
+    if len(hosts) < 2:
+        raise ProfileError("one rank: a collective over one GPU moves nothing over a fabric", path=p,
+                           hint="run the test over 2 or more GPUs (-g 8, or mpirun -np N)")
     head, cols = _columns(p, lines)
     rows = _nccl_rows(p, lines, head, cols)
     if not rows:

@@ -247,6 +247,36 @@ def test_nccl_fit_over_two_collectives(catalog, tmp_path) -> None:
     assert {r.op for r in res.rows} == {"all_reduce", "all_to_all"} and len(res.rows) == 12
 
 
+def _rows_only(sizes: tuple[int, ...]) -> str:
+    """ALL_REDUCE_LOG keeping only the result lines of the given sizes."""
+    keep = []
+    for line in ALL_REDUCE_LOG.splitlines():
+        toks = line.split()
+        if toks and toks[0].isdigit() and int(toks[0]) not in sizes:
+            continue
+        keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
+def test_nccl_rows_that_do_not_measure_a_term_leave_it_unidentified(catalog, tmp_path) -> None:
+    """Only 256 MiB and 1 GiB rows: the 20 us of latency is under 5 % of both (20 / 1,324.89 = 1.5 %),
+    so alpha keeps the profile's 1 us; the efficiency is still fitted. Only 8 B and 1 KiB rows: the
+    bandwidth term is nil, so the efficiency is kept and alpha is fitted alone."""
+    from mi400plan.api.calibrate import calibrate
+
+    p = tmp_path / "all_reduce_perf.txt"
+    p.write_text(_rows_only((268435456, 1073741824)), encoding="utf-8")
+    res = calibrate(catalog, [str(p)], sku="h100")
+    lat, eff = _param(res, "hop_latency_us"), _param(res, "efficiency")
+    assert lat.value is None and "under 5%" in lat.note
+    assert eff.value == pytest.approx(EFF, rel=0.01)
+    p.write_text(_rows_only((8, 1024)), encoding="utf-8")
+    res = calibrate(catalog, [str(p)], sku="h100")
+    lat, eff = _param(res, "hop_latency_us"), _param(res, "efficiency")
+    assert eff.value is None and "large messages" in eff.note
+    assert lat.value == pytest.approx(ALPHA_US, rel=1e-3)
+
+
 def test_nccl_log_across_hosts_is_refused(catalog, tmp_path) -> None:
     from mi400plan.api.calibrate import calibrate
     from mi400plan.errors import ProfileError
@@ -344,6 +374,13 @@ def test_cli_save_never_overwrites_without_force(cli, runs_file, tmp_path) -> No
         ("layout.toml", f'[[run]]\nmodel = "llama3.1-8b"\nsku = "{SKU}"\nseq_len = 4096\nglobal_batch = 8\n'
                         "tp = 3\nstep_time_s = 1.0\n", "layout.toml:1"),
         ("empty.log", "nothing here\n", "empty.log"),
+        ("one.log", "#  Rank  0 Group  0 Pid  1 on h device  0 [0x1] GPU\n", "one.log"),
+        ("model.toml", f'[[run]]\nmodel = "llama9-8b"\nsku = "{SKU}"\nseq_len = 4096\nglobal_batch = 8\n'
+                       "step_time_s = 1.0\n", "model.toml:1"),
+        ("ep.toml", f'[[run]]\nmodel = "llama3.1-8b"\nsku = "{SKU}"\nseq_len = 4096\nglobal_batch = 8\n'
+                    "dp = 2\nep = 2\nstep_time_s = 1.0\n", "ep.toml:1"),
+        ("gpus.csv", f"model,sku,seq_len,global_batch,tp,dp,gpus,step_time_s\nllama3.1-8b,{SKU},4096,8,2,2,8,1.0\n",
+         "gpus.csv:2"),
         ("all_reduce_perf.txt", ALL_REDUCE_LOG.replace("  5239.58", "  -5239.58"), "all_reduce_perf.txt:24 [time]"),
     ],
 )
@@ -357,6 +394,14 @@ def test_cli_bad_files_exit_3_naming_file_line_field(cli, tmp_path, name, text, 
     j = cli(["calibrate", str(p), "--sku", "h100", "--json"])
     env = json.loads(j.stdout)
     assert j.exit_code == 3 and env["status"] == "error" and env["errors"][0]["code"] == "bad_profile"
+
+
+def test_rate_above_peak_is_flagged(catalog, tmp_path) -> None:
+    from mi400plan.api.calibrate import calibrate
+
+    run = RUNS[0]
+    res = calibrate(catalog, [str(write_runs(tmp_path / "fast.toml", [run], [0.2]))])
+    assert any("above mi355x's dense bf16 peak" in w for w in res.warnings)
 
 
 def test_cli_usage_errors_exit_2(cli, tmp_path, runs_file) -> None:

@@ -20,7 +20,7 @@ from mi400plan import comms
 from mi400plan.calibrate import (
     Forward, PreparedRun, ProfileFit, fit_accelerator, fit_fabric, measured_step, with_fabric,
 )
-from mi400plan.errors import LayoutError, ProfileError, UsageError
+from mi400plan.errors import LayoutError, PlannerError, ProfileError, UsageError
 from mi400plan.measurements import NcclLog, RunEntry, classify, read_nccl_log, read_runs
 from mi400plan.results.calibrate import CalibrateResult, FitSummary, FittedParam, PointRow
 
@@ -107,6 +107,7 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
                   recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))
     opts = SearchOptions(overlap_tp=r.overlap_tp, overlap_ep=r.overlap_ep, overlap_dp=r.overlap_dp,
                          overlap_pp=r.overlap_pp, overlap_cp=r.overlap_cp, split_embedding_loss=r.split_embedding_loss)
+    _check_structure(r, spec)
     bad = layout_violations(layout, wl, r.world, opts)
     if bad:
         raise ProfileError(f"the layout breaks the rule {bad[0]!r} for {spec.name} (see 'mi400plan sweep --help')",
@@ -115,7 +116,21 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
         flops = evaluate_one(layout, wl, build_sku(cat, sku, r.precision).hw, r.world, opts)["flops_hw_per_token"]
     else:
         flops = model_terms(spec, wl.counts, r.seq_len, recipe).flops_model
-    return sku, PreparedRun(entry, wl, layout, opts, measured_step(r, flops))
+    model_flops = model_terms(spec, wl.counts, r.seq_len, recipe).flops_model
+    return sku, PreparedRun(entry, wl, layout, opts, measured_step(r, flops), model_flops)
+
+
+def _check_structure(r: Any, spec: Any) -> None:
+    """``fit``'s structural rules (TP divides heads, EP needs experts, ...): LayoutError naming the rule."""
+    from mi400plan.specs.layout import Layout, check_layout
+
+    lay = Layout(tp=r.tp, pp=r.pp, vpp=r.vpp, dp=r.dp, ep=r.ep, etp=r.etp, cp=r.cp, zero=r.zero,
+                 micro_batch=r.micro_batch, recompute=r.recompute, sequence_parallel=r.sequence_parallel)
+    try:
+        check_layout(lay, spec, seq_len=r.seq_len)
+    except LayoutError as exc:
+        if not (exc.rule == "pp-layers" and r.split_embedding_loss):  # layers + 2 may divide instead
+            raise
 
 
 def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
@@ -124,12 +139,34 @@ def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
     for entry in runs:
         try:
             sku, prepared = _prepare(cat, entry)
-        except (LayoutError, UsageError) as exc:
+        except PlannerError as exc:  # unknown name, missing model file, undisclosed peak
+            own = isinstance(exc, ProfileError) and exc.path is not None and Path(exc.path).is_file()
+            if own:  # the runs file itself, or a model file's own error: it names its file and line
+                raise
             raise ProfileError(exc.message, path=entry.path, line=entry.line, hint=exc.hint) from None
         by_sku[sku].append(prepared)
     overlay = {("fabrics", f.name): with_fabric(fabric_specs[f.name], f.fitted_values()) for f in fabric_fits}
-    return [fit_accelerator(Forward(cat, sku, cat.get("accelerators", sku).spec, overlay), group)
-            for sku, group in by_sku.items()]
+    fits = []
+    for sku, group in by_sku.items():
+        fit = fit_accelerator(Forward(cat, sku, cat.get("accelerators", sku).spec, overlay), group)
+        fit.warnings.extend(_above_peak(cat, sku, group))
+        fits.append(fit)
+    return fits
+
+
+def _above_peak(cat: Any, sku: str, runs: list[PreparedRun]) -> list[str]:
+    """Runs whose measured model FLOP rate exceeds the SKU's dense peak (a units or FLOP-count slip)."""
+    from mi400plan.api.sweep import build_sku
+
+    out = []
+    for run in runs:
+        r = run.entry.run
+        peak = build_sku(cat, sku, r.precision).hw.peak_flops / 1e12
+        if run.measured_tflops_per_gpu > peak:
+            out.append(f"{run.entry.where}: {run.measured_tflops_per_gpu:,.0f} TFLOP/s per GPU of model FLOPs is "
+                       f"above {sku}'s dense {r.precision} peak ({peak:,.0f}); check the step time, the batch and "
+                       "tflops_basis")
+    return out
 
 
 # --- result ----------------------------------------------------------------------------------
@@ -155,12 +192,8 @@ def _point_row(fit: ProfileFit, pt: Any) -> PointRow:
                         label=f"{log.op} {fmt_bytes(row.size_bytes)} x{log.ranks}", **common)
     run: PreparedRun = pt.detail["run"]
     r = run.entry.run
-    from mi400plan.search import model_terms
-
-    flops = model_terms(run.workload.model, run.workload.counts, r.seq_len, run.workload.recipe).flops_model
-    tflops = flops * r.global_batch * r.seq_len / (r.world * pt.measured_s) / 1e12
     return PointRow(source=run.entry.where, kind="training", label=r.label(), precision=r.precision, gpus=r.world,
-                    measured_tflops_per_gpu=tflops, **common)
+                    measured_tflops_per_gpu=run.measured_tflops_per_gpu, **common)
 
 
 def _summary(fit: ProfileFit) -> FitSummary:
