@@ -59,18 +59,31 @@ class FitParam:
         return replace(self, key=self.key.format(precision=precision))
 
 
-# What ``calibrate`` fits for an accelerator, most important first (fitted first when runs are few).
-# Keys are ``[efficiency]`` keys of the accelerator profile (``specs.efficiency.Efficiency``); the
-# step-time model reads them through ``api.sweep.build_sku``. ``NOT_FITTED`` names every other
-# ``Efficiency`` field and why (a test checks that the two cover the class).
-ACCELERATOR_PARAMS: tuple[FitParam, ...] = (
+# What ``calibrate`` can fit for an accelerator, most important first (fitted first when runs are
+# few). Keys are ``[efficiency]`` keys of the accelerator profile (``specs.efficiency.Efficiency``);
+# the step-time model reads them through ``api.sweep.build_sku``, so a key fits whatever that model
+# does with it. ``ACCELERATOR_PARAMS`` keeps those the installed ``Efficiency`` has; ``NOT_FITTED``
+# names every other ``Efficiency`` field and why (a test checks that the two cover the class).
+_CANDIDATES: tuple[FitParam, ...] = (
     FitParam("matmul_{precision}", "matmul efficiency", "of peak", 0.01, 1.0, 0.5),
     FitParam("gemm_overhead_us", "GEMM overhead", "us", 0.0, 1000.0, 5.0),
+    FitParam("attention", "attention efficiency", "of BF16 peak", 0.01, 1.0, 0.4),
 )
 NOT_FITTED: dict[str, str] = {
     "hbm_bandwidth": "streaming kernels are a few % of a training step; step times do not separate it from "
     "the matmul efficiency",
 }
+
+
+def _efficiency_fields() -> frozenset[str]:
+    from mi400plan.specs.efficiency import Efficiency
+
+    return frozenset(Efficiency.model_fields)
+
+
+ACCELERATOR_PARAMS: tuple[FitParam, ...] = tuple(
+    p for p in _CANDIDATES if p.key.format(precision="bf16") in _efficiency_fields()
+)
 FABRIC_PARAMS: tuple[FitParam, ...] = (
     FitParam("efficiency", "fabric efficiency", "of link bw", 1e-3, 1.0, 0.8),
     FitParam("hop_latency_us", "latency (alpha)", "us per step", 0.0, 1e4, 1.0),
@@ -448,50 +461,57 @@ def _profile_value(spec: Any, key: str) -> float | None:
     return est.nominal if est is not None and est.known else None
 
 
-def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
-    """Fit ``ACCELERATOR_PARAMS`` of one SKU to its runs (see the module docstring)."""
-    params = sku_params(runs)
-    start = {p.key: _profile_value(fwd.base_spec, p.key) for p in params}
-    for p in params:
-        if start[p.key] is None:  # not disclosed in the profile: start mid-range
-            start[p.key] = p.scale
-    fixed = dict(start)
-    free = params[: len(runs)]
-    held: dict[str, str] = {p.key: f"not identified: {len(runs)} run(s) fit at most {len(runs)} parameter(s); "
-                            "profile value kept" for p in params[len(runs):]}
+def _not_identified(weak: bool, free: list[FitParam]) -> str:
+    why = (f"the step times move by less than {MIN_SENSITIVITY:.1%} with it" if weak else
+           f"the runs do not separate it from {', '.join(p.key for p in free) or 'the other terms'} (vary the GEMM "
+           "sizes: hidden size, TP, micro-batch, sequence)")
+    return f"not identified: {why}; profile value kept"
+
+
+def _fit_free(fwd: Forward, runs: Sequence[PreparedRun], free: list[FitParam], fixed: dict[str, float],
+              start: dict[str, float], held: dict[str, str]) -> tuple[dict[str, float], np.ndarray | None]:
+    """Fit the ``free`` values (the others at ``fixed``), dropping the last one the runs cannot pin down
+    until the rest are identified. Returns the fitted values and their standard errors."""
     meas = np.array([r.measured_s for r in runs])
-    before = fwd.steps(runs, {p.key: start[p.key] for p in params})
-    for run, b in zip(runs, before):
-        if not (np.isfinite(b) and b > 0):
-            raise ProfileError("the step-time model gives no finite step time for this run", path=run.entry.path,
-                               line=run.entry.line)
-    sol, se = None, None
     while free:
         def resid(x: np.ndarray, free: list[FitParam] = free) -> np.ndarray:
-            vals = {**fixed, **{p.key: float(v) for p, v in zip(free, x)}}
-            return fwd.steps(runs, vals) / meas - 1.0
+            return fwd.steps(runs, {**fixed, **{p.key: float(v) for p, v in zip(free, x)}}) / meas - 1.0
 
         scale = np.array([p.scale for p in free])
         sol = least_squares(resid, [start[p.key] for p in free], [p.lo for p in free], [p.hi for p in free], scale)
         weak = [p for j, p in enumerate(free)
                 if float(np.max(np.abs(sol.jacobian[:, j]))) * max(abs(sol.x[j]), p.scale) < MIN_SENSITIVITY]
         if not weak and identified(sol.jacobian, scale):
-            se = std_errors(sol, scale)
-            break
+            return {p.key: float(v) for p, v in zip(free, sol.x)}, std_errors(sol, scale)
         last = weak[-1] if weak else free[-1]
         free.remove(last)
-        held[last.key] = (f"not identified: the step times move by less than {MIN_SENSITIVITY:.1%} with it"
-                          if weak else "not identified: the runs do not separate it from "
-                          f"{', '.join(p.key for p in free) or 'the other terms'} (vary the GEMM sizes: hidden "
-                          "size, TP, micro-batch)") + "; profile value kept"
-        sol = None
-    fitted = {p.key: float(v) for p, v in zip(free, sol.x)} if sol is not None else {}
+        held[last.key] = _not_identified(bool(weak), free)
+    return {}, None
+
+
+def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
+    """Fit ``ACCELERATOR_PARAMS`` of one SKU to its runs (see the module docstring).
+
+    A value the profile does not disclose is left to the step-time model's own rule until it is
+    fitted (the fit starts it at the parameter's typical size)."""
+    params = sku_params(runs)
+    known = {p.key: v for p in params if (v := _profile_value(fwd.base_spec, p.key)) is not None}
+    start = {p.key: known.get(p.key, p.scale) for p in params}
+    before = fwd.steps(runs, known)
+    for run, b in zip(runs, before):
+        if not (np.isfinite(b) and b > 0):
+            raise ProfileError("the step-time model gives no finite step time for this run", path=run.entry.path,
+                               line=run.entry.line)
+    free = params[: len(runs)]
+    held = {p.key: f"not identified: {len(runs)} run(s) fit at most {len(runs)} parameter(s); profile value kept"
+            for p in params[len(runs):]}
+    fitted, se = _fit_free(fwd, runs, free, known, start, held)
     out_params = [
-        ParamFit(p, _profile_value(fwd.base_spec, p.key), fitted.get(p.key),
+        ParamFit(p, known.get(p.key), fitted.get(p.key),
                  None if se is None or p.key not in fitted else float(se[free.index(p)]), held.get(p.key))
         for p in params
     ]
-    after = fwd.steps(runs, {**fixed, **fitted})
+    after = fwd.steps(runs, {**known, **fitted})
     points = [PointFit(r.measured_s, float(b), float(a), {"run": r}) for r, b, a in zip(runs, before, after)]
     warnings = [f"{fwd.sku}: {p.key} is at its bound ({v:g}); the model cannot reach the measured times otherwise"
                 for p in free if (v := fitted[p.key]) in (p.lo, p.hi)]
