@@ -10,7 +10,9 @@ other commands will do with them:
   found by least squares on the relative residuals ``t_model / t_measured - 1`` (so an 8 B row and an
   8 GB row count alike), the algorithm choice re-made at the fitted values until it no longer
   changes. ``alpha < 0`` is refitted at 0; ``eff > 1`` (faster than the profile's wire peak) is held
-  at 1 and reported.
+  at 1 and reported. Logs that cross hosts with several GPUs each are priced by
+  ``comms.placed_collective`` (two tiers, the scale-up one held) and fitted non-linearly
+  (``fit_fabric_placed``).
 * **Accelerator** (training runs): every run's step time is ``search.evaluate_one`` on the
   ``Hardware`` that ``api.sweep.build_sku`` builds from the accelerator profile with the candidate
   values (and the fitted fabrics) in place. The parameters are those in ``ACCELERATOR_PARAMS``, the
@@ -389,6 +391,77 @@ def _fabric_params(tier: comms.TierParams, lin: _Linear, se: dict[str, float]) -
     else:
         lat = ParamFit(lat_p, tier.latency * 1e6, None, note=f"not identified: {lin.why_alpha}{kept}")
     return [eff, lat]
+
+
+@dataclass(frozen=True)
+class PlacedLog:
+    """An nccl-tests log priced over two tiers: ``up`` is the scale-up tier of its hosts (domain = the
+    ranks per host), None for a log with one rank per host (scale-out only)."""
+
+    log: NcclLog
+    up: comms.TierParams | None
+
+
+def _placed_times(logs: Sequence[PlacedLog], out: comms.TierParams, algo: str | None) -> tuple[np.ndarray, list[str]]:
+    times, labels = [], []
+    for pl in logs:
+        S = np.array([r.size_bytes for r in pl.log.rows], dtype=float)
+        if pl.up is None:
+            t = comms.collective_time(pl.log.op, S, pl.log.ranks, out, algo)
+            times.append(t.time)
+            labels += [comms.algo_label(int(a)) for a in np.atleast_1d(t.algo)]
+            continue
+        p = comms.placed_collective(pl.log.op, S, pl.log.ranks, 1, pl.up, out, algo)
+        times.append(np.broadcast_to(p.time, S.shape))
+        ups, outs = np.broadcast_to(p.algo_up, S.shape), np.broadcast_to(p.algo_out, S.shape)
+        labels += [f"{comms.algo_label(int(u))}+{comms.algo_label(int(o))}" for u, o in zip(ups, outs)]
+    return np.concatenate(times), labels
+
+
+def fit_fabric_placed(name: str, logs: Sequence[PlacedLog], tier: comms.TierParams,
+                      algo: str | None = None) -> ProfileFit:
+    """Fit a scale-out fabric's ``efficiency`` and ``hop_latency_us`` to logs that cross hosts with
+    several GPUs each: every row is ``comms.placed_collective`` (reduce-scatter in the host,
+    cross-host step, all-gather back, or the flat scale-out collective, whichever the model finds
+    faster), so the fit is non-linear (Levenberg-Marquardt on the relative residuals, the scale-up
+    tier held). A value whose term moves no row's time by ``MIN_TERM_SHARE`` per 100 % is held."""
+    meas = np.concatenate([[r.time_s for r in pl.log.rows] for pl in logs])
+    eff_p, lat_p = FABRIC_PARAMS
+    keys = {"efficiency": tier.efficiency, "hop_latency_us": tier.latency * 1e6}
+    free, held = [eff_p, lat_p], {}
+
+    def times(vals: dict[str, float]) -> tuple[np.ndarray, list[str]]:
+        t = replace(tier, efficiency=vals["efficiency"], latency=vals["hop_latency_us"] * 1e-6)
+        return _placed_times(logs, t, algo)
+
+    fitted, se = {}, None
+    while free:
+        def resid(x: np.ndarray, free: list[FitParam] = free) -> np.ndarray:
+            return times({**keys, **{p.key: float(v) for p, v in zip(free, x)}})[0] / meas - 1.0
+
+        scale = np.array([p.scale for p in free])
+        sol = least_squares(resid, [keys[p.key] for p in free], [p.lo for p in free], [p.hi for p in free], scale)
+        weak = [p for j, p in enumerate(free)
+                if float(np.max(np.abs(sol.jacobian[:, j]))) * max(abs(sol.x[j]), p.scale) < MIN_TERM_SHARE]
+        if not weak and identified(sol.jacobian, scale):
+            fitted, se = {p.key: float(v) for p, v in zip(free, sol.x)}, std_errors(sol, scale)
+            break
+        last = weak[-1] if weak else free[-1]
+        free.remove(last)
+        held[last.key] = (f"not identified: its term is under {MIN_TERM_SHARE:.0%} of every row's time; "
+                          "profile value kept")
+    before, _ = times(keys)
+    after, labels = times({**keys, **fitted})
+    params = [ParamFit(p, keys[p.key], fitted.get(p.key),
+                       None if se is None or p.key not in fitted else float(se[free.index(p)]), held.get(p.key))
+              for p in (eff_p, lat_p)]
+    points, k = [], 0
+    for pl in logs:
+        for r in pl.log.rows:
+            points.append(PointFit(r.time_s, float(before[k]), float(after[k]),
+                                   {"log": pl.log, "row": r, "algorithm": labels[k]}))
+            k += 1
+    return ProfileFit("fabrics", name, params, points)
 
 
 # --- accelerator fit (training runs) ------------------------------------------------------------

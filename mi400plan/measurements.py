@@ -236,6 +236,7 @@ class NcclLog:
     ranks: int
     hosts: int
     rows: tuple[NcclRow, ...]
+    even: bool = True  # every host runs the same number of ranks
 
     @property
     def ranks_per_host(self) -> int:
@@ -297,7 +298,8 @@ def read_nccl_log(path: Path, text: str, op: str | None = None) -> NcclLog:
     rows = _nccl_rows(p, lines, head, cols)
     if not rows:
         raise ProfileError("no result lines after the column header", path=p, line=head + 1)
-    return NcclLog(p, op, len(hosts), len(set(hosts.values())), tuple(rows))
+    per_host = [list(hosts.values()).count(h) for h in set(hosts.values())]
+    return NcclLog(p, op, len(hosts), len(per_host), tuple(rows), even=len(set(per_host)) == 1)
 
 
 def _nccl_rows(path: str, lines: list[str], head: int, cols: dict[str, int]) -> list[NcclRow]:

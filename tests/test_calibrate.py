@@ -277,15 +277,47 @@ def test_nccl_rows_that_do_not_measure_a_term_leave_it_unidentified(catalog, tmp
     assert lat.value == pytest.approx(ALPHA_US, rel=1e-3)
 
 
-def test_nccl_log_across_hosts_is_refused(catalog, tmp_path) -> None:
+def test_nccl_log_with_uneven_hosts_is_refused(catalog, tmp_path) -> None:
     from mi400plan.api.calibrate import calibrate
     from mi400plan.errors import ProfileError
 
-    text = ALL_REDUCE_LOG.replace("on gpu-node-07 device  4", "on gpu-node-08 device  4")
+    text = ALL_REDUCE_LOG.replace("on gpu-node-07 device  4", "on gpu-node-08 device  4")  # 7 + 1 ranks
     p = tmp_path / "all_reduce_perf.txt"
     p.write_text(text, encoding="utf-8")
-    with pytest.raises(ProfileError, match="8 ranks on 2 hosts"):
+    with pytest.raises(ProfileError, match="8 ranks on 2 hosts do not fill"):
         calibrate(catalog, [str(p)], sku="h100")
+
+
+def test_two_node_log_fits_the_scale_out_fabric(catalog, tmp_path) -> None:
+    """16 ranks on 2 hosts of 8 H100: rows made with the two-tier model (``comms.placed_collective``)
+    at a known scale-out efficiency and latency, the NVLink tier at its profile values; the fit over
+    the two-tier model recovers them."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from mi400plan import comms
+    from mi400plan.api.calibrate import calibrate
+
+    up = comms.TierParams.from_fabric(catalog.get("fabrics", "nvlink4-hgx8").spec)
+    out = replace(comms.TierParams.from_fabric(catalog.get("fabrics", "ib-ndr-400").spec), efficiency=0.6,
+                  latency=5e-6)
+    ranks = "".join(f"#  Rank {r:2d} Group  0 Pid  {500 + r} on node-{r // 8:02d} device  {r % 8} [0x{r:02x}] "
+                    "NVIDIA H100 80GB HBM3\n" for r in range(16))
+    rows = ""
+    for size in (8, 4096, 262144, 16777216, 1073741824):
+        t = float(comms.placed_collective("all_reduce", np.array([float(size)]), 16, 1, up, out).time[0])
+        rows += f"{size:>12} {size // 4:>13}  float  sum  -1  {t * 1e6:9.2f}  0.00  0.00  0  {t * 1e6:9.2f}  0.00  0.00  0\n"
+    head = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+    p = tmp_path / "all_reduce_perf.txt"
+    p.write_text(f"# nThread 1 nGpus 8\n#\n# Using devices\n{ranks}#\n{head}{rows}", encoding="utf-8")
+    res = calibrate(catalog, [str(p)], sku="h100")
+    eff, lat = _param(res, "efficiency"), _param(res, "hop_latency_us")
+    assert eff.profile == "ib-ndr-400"
+    assert eff.value == pytest.approx(0.6, rel=2e-3) and lat.value == pytest.approx(5.0, rel=2e-2)
+    assert all("+" in r.algorithm for r in res.rows)  # in-host + cross-host algorithms
+    with pytest.raises(Exception, match="give --sku"):
+        calibrate(catalog, [str(p)], fabric="ib-ndr-400")
 
 
 # --- CLI -----------------------------------------------------------------------------------------

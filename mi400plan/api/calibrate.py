@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import datetime
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mi400plan import comms
 from mi400plan.calibrate import (
-    Forward, PreparedRun, ProfileFit, fit_accelerator, fit_fabric, measured_step, with_fabric,
+    Forward, PlacedLog, PreparedRun, ProfileFit, fit_accelerator, fit_fabric, fit_fabric_placed, measured_step,
+    with_fabric,
 )
 from mi400plan.errors import LayoutError, PlannerError, ProfileError, UsageError
 from mi400plan.measurements import NcclLog, RunEntry, classify, read_nccl_log, read_runs
@@ -47,13 +48,13 @@ def _read(files: list[str], op: str | None) -> _Inputs:
     return _Inputs(runs, logs)
 
 
+def _single_tier(log: NcclLog) -> bool:
+    return log.hosts == 1 or log.ranks_per_host == 1
+
+
 def _log_fabric(cat: Any, log: NcclLog, sku: str | None, fabric: str | None) -> Any:
-    """The fabric profile an nccl-tests log measured (``fabric``, or the SKU's scale-up / scale-out one)."""
-    if log.hosts > 1 and log.ranks_per_host > 1:
-        raise ProfileError(
-            f"{log.ranks} ranks on {log.hosts} hosts: the collective crosses both the scale-up and the scale-out "
-            "fabric, and one fit cannot tell them apart", path=log.path,
-            hint="calibrate from a log inside one node (scale-up) and one with a GPU per node (scale-out)")
+    """The fabric profile an nccl-tests log measured: ``fabric``, or the SKU's scale-up fabric (one
+    host) or scale-out fabric (several hosts)."""
     if fabric is not None:
         fab = cat.get("fabrics", fabric).spec
     elif sku is not None:
@@ -73,18 +74,40 @@ def _log_fabric(cat: Any, log: NcclLog, sku: str | None, fabric: str | None) -> 
     return fab
 
 
+def _host_tier(cat: Any, log: NcclLog, sku: str | None, fitted: dict[str, Any]) -> comms.TierParams:
+    """The scale-up tier inside each host of a log that crosses hosts with several GPUs each."""
+    if sku is None:
+        raise UsageError(f"{log.path}: {log.ranks} ranks on {log.hosts} hosts cross the scale-up fabric too; give "
+                         "--sku for it")
+    acc = cat.get("accelerators", sku).spec
+    fab = fitted.get(acc.interconnect.scale_up_fabric) or cat.get("fabrics", acc.interconnect.scale_up_fabric).spec
+    tier = comms.TierParams.from_fabric(fab, "nominal")
+    if log.ranks_per_host > tier.domain_size or not log.even:
+        raise ProfileError(f"{log.ranks} ranks on {log.hosts} hosts do not fill {fab.name}'s domains of "
+                           f"{tier.domain_size} evenly", path=log.path)
+    return replace(tier, domain_size=log.ranks_per_host)
+
+
 def _fabric_fits(cat: Any, logs: list[NcclLog], sku: str | None, fabric: str | None,
                  algo: str | None) -> tuple[list[ProfileFit], dict[str, Any]]:
+    """Single-tier logs by least squares per fabric; a scale-out fabric with logs that cross hosts with
+    several GPUs each is fitted over all its logs through the two-tier model, after the scale-up fits."""
     by_fab: dict[str, list[NcclLog]] = defaultdict(list)
     specs: dict[str, Any] = {}
     for log in logs:
         fab = _log_fabric(cat, log, sku, fabric)
+        if fab.tier == "scale_up" and not _single_tier(log):
+            raise ProfileError(f"{log.ranks} ranks on {log.hosts} hosts: {fab.name} is a scale-up fabric",
+                               path=log.path, hint="give --fabric with the scale-out fabric between the hosts")
         by_fab[fab.name].append(log)
         specs[fab.name] = fab
-    fits = []
-    for name, group in by_fab.items():
-        tier = comms.TierParams.from_fabric(specs[name], "nominal")
-        fits.append(fit_fabric(name, group, tier, algo))
+    two_tier = {n for n, group in by_fab.items() if not all(_single_tier(g) for g in group)}
+    fits = [fit_fabric(n, group, comms.TierParams.from_fabric(specs[n], "nominal"), algo)
+            for n, group in by_fab.items() if n not in two_tier]
+    fitted = {f.name: with_fabric(specs[f.name], f.fitted_values()) for f in fits}
+    for n in two_tier:
+        placed = [PlacedLog(g, None if _single_tier(g) else _host_tier(cat, g, sku, fitted)) for g in by_fab[n]]
+        fits.append(fit_fabric_placed(n, placed, comms.TierParams.from_fabric(specs[n], "nominal"), algo))
     return fits, specs
 
 
