@@ -41,17 +41,17 @@ class MeasuredRun(StrictModel):
     model: str = Field(min_length=1)
     sku: str = Field(min_length=1)
     precision: Literal["bf16", "fp8"] = "bf16"
-    seq_len: int = Field(ge=1)
-    global_batch: int = Field(ge=1)  # sequences per optimizer step
-    gpus: int | None = Field(default=None, ge=1)
-    tp: int = Field(default=1, ge=1)
-    pp: int = Field(default=1, ge=1)
-    cp: int = Field(default=1, ge=1)
-    ep: int = Field(default=1, ge=1)
-    etp: int = Field(default=1, ge=1)
-    dp: int = Field(default=1, ge=1)
-    vpp: int = Field(default=1, ge=1)
-    micro_batch: int = Field(default=1, ge=1)
+    seq_len: int = Field(ge=1, le=2**24)
+    global_batch: int = Field(ge=1, le=2**30)  # sequences per optimizer step
+    gpus: int | None = Field(default=None, ge=1, le=2**24)
+    tp: int = Field(default=1, ge=1, le=2**24)
+    pp: int = Field(default=1, ge=1, le=2**24)
+    cp: int = Field(default=1, ge=1, le=2**24)
+    ep: int = Field(default=1, ge=1, le=2**24)
+    etp: int = Field(default=1, ge=1, le=2**24)
+    dp: int = Field(default=1, ge=1, le=2**24)
+    vpp: int = Field(default=1, ge=1, le=2**24)
+    micro_batch: int = Field(default=1, ge=1, le=2**24)
     zero: int = Field(default=1, ge=0, le=3)
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = True
@@ -63,8 +63,8 @@ class MeasuredRun(StrictModel):
     overlap_pp: bool = True
     overlap_cp: bool = True
     split_embedding_loss: bool = False
-    step_time_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    tflops_per_gpu: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    step_time_s: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)
+    tflops_per_gpu: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)
     tflops_basis: Literal["model", "hardware"] = "model"
 
     @model_validator(mode="after")
@@ -119,7 +119,8 @@ def _run_error(path: str, line: int | None, exc: ValidationError, text: str, sta
     msg = "unknown key (typo?)" if first.get("type") == "extra_forbidden" else first.get("msg", "invalid value")
     given = first.get("input")
     if first.get("type") != "missing" and not isinstance(given, (dict, list)) and loc:
-        msg += f" (got {given!r})"
+        shown = repr(given)
+        msg += f" (got {shown if len(shown) <= 40 else shown[:37] + '...'})"
     if loc and start is not None:
         line = _key_line(text, loc[-1], start) or line
     known = None
@@ -302,10 +303,16 @@ def read_nccl_log(path: Path, text: str, op: str | None = None) -> NcclLog:
     return NcclLog(p, op, len(hosts), len(per_host), tuple(rows), even=len(set(per_host)) == 1)
 
 
+MAX_ROWS = 10_000  # result lines per log (nccl-tests prints a few dozen)
+MAX_SIZE_BYTES = 2**50  # 1 PiB: far beyond any GPU's memory
+
+
 def _nccl_rows(path: str, lines: list[str], head: int, cols: dict[str, int]) -> list[NcclRow]:
     ncols = max(cols.values()) + 1
-    rows = []
+    rows: list[NcclRow] = []
     for i in range(head + 1, len(lines)):
+        if len(rows) >= MAX_ROWS:
+            raise ProfileError(f"more than {MAX_ROWS:,} result lines", path=path, line=i + 1)
         toks = lines[i].split()
         if not toks or toks[0].startswith("#"):
             continue
@@ -322,6 +329,10 @@ def _nccl_rows(path: str, lines: list[str], head: int, cols: dict[str, int]) -> 
         if not (t_us > 0 and t_us < 1e12):
             raise ProfileError(f"time {toks[cols['time']]} us is not a positive number", path=path, line=i + 1,
                                field="time")
+        if size > MAX_SIZE_BYTES:
+            raise ProfileError(f"size is beyond {MAX_SIZE_BYTES:,} B (1 PiB)", path=path, line=i + 1, field="size")
+        if not (0 <= bus < 1e9):  # GB/s; busbw is only shown, never fitted
+            bus = 0.0
         if size > 0:
             rows.append(NcclRow(size, t_us * 1e-6, bus * 1e9, i + 1))
     return rows

@@ -402,6 +402,10 @@ def test_cli_save_never_overwrites_without_force(cli, runs_file, tmp_path) -> No
          "none.toml:1"),
         ("neg.csv", f"model,sku,seq_len,global_batch,step_time_s\nllama3.1-8b,{SKU},4096,8,-1\n",
          "neg.csv:2 [step_time_s]"),
+        ("fp8.csv", "model,sku,seq_len,global_batch,precision,step_time_s\nllama3.1-8b,a100,4096,8,fp8,1.0\n",
+         "fp8.csv:2"),
+        ("huge.csv", f"model,sku,seq_len,global_batch,dp,step_time_s\nllama3.1-8b,{SKU},4096,8,{'9' * 400},1.0\n",
+         "huge.csv:2 [dp]"),
         ("short.csv", f"model,sku,seq_len,global_batch,step_time_s\nllama3.1-8b,{SKU},4096\n", "short.csv:2"),
         ("layout.toml", f'[[run]]\nmodel = "llama3.1-8b"\nsku = "{SKU}"\nseq_len = 4096\nglobal_batch = 8\n'
                         "tp = 3\nstep_time_s = 1.0\n", "layout.toml:1"),
@@ -414,6 +418,7 @@ def test_cli_save_never_overwrites_without_force(cli, runs_file, tmp_path) -> No
         ("gpus.csv", f"model,sku,seq_len,global_batch,tp,dp,gpus,step_time_s\nllama3.1-8b,{SKU},4096,8,2,2,8,1.0\n",
          "gpus.csv:2"),
         ("all_reduce_perf.txt", ALL_REDUCE_LOG.replace("  5239.58", "  -5239.58"), "all_reduce_perf.txt:24 [time]"),
+        ("all_gather_perf.txt", ALL_REDUCE_LOG.replace("  1073741824", "9" * 400), "all_gather_perf.txt:24 [size]"),
     ],
 )
 def test_cli_bad_files_exit_3_naming_file_line_field(cli, tmp_path, name, text, where) -> None:

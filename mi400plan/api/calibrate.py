@@ -26,6 +26,7 @@ from mi400plan.measurements import NcclLog, RunEntry, classify, read_nccl_log, r
 from mi400plan.results.calibrate import CalibrateResult, FitSummary, FittedParam, PointRow
 
 MAX_FILES = 256
+MAX_RUNS = 1000  # each run is priced some 30 times by the fit (about 15 ms each)
 
 
 @dataclass
@@ -45,6 +46,9 @@ def _read(files: list[str], op: str | None) -> _Inputs:
             runs.extend(read_runs(path, text))
         else:
             logs.append(read_nccl_log(path, text, op))
+    if len(runs) > MAX_RUNS:
+        raise UsageError(f"{len(runs):,} training runs: at most {MAX_RUNS:,} per calibration",
+                         hint="calibrate on a representative subset (vary model size, TP, micro-batch, sequence)")
     return _Inputs(runs, logs)
 
 
@@ -124,6 +128,7 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
         model = str(near)
     spec = cat.get("models", model).spec
     sku = cat.get("accelerators", r.sku).spec.name
+    base_hw = build_sku(cat, sku, r.precision).hw  # an undisclosed peak stops here, naming the run
     recipe = train_recipe("megatron", precision=r.precision, grad_dtype=r.grad_dtype, flash_attention=r.flash_attention)
     wl = Workload(spec, count_params(spec), recipe, r.seq_len, r.global_batch)
     layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
@@ -136,7 +141,7 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
         raise ProfileError(f"the layout breaks the rule {bad[0]!r} for {spec.name} (see 'mi400plan sweep --help')",
                            path=entry.path, line=entry.line, field="layout")
     if r.tflops_basis == "hardware" and r.tflops_per_gpu is not None:
-        flops = evaluate_one(layout, wl, build_sku(cat, sku, r.precision).hw, r.world, opts)["flops_hw_per_token"]
+        flops = evaluate_one(layout, wl, base_hw, r.world, opts)["flops_hw_per_token"]
     else:
         flops = model_terms(spec, wl.counts, r.seq_len, recipe).flops_model
     model_flops = model_terms(spec, wl.counts, r.seq_len, recipe).flops_model
