@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
+from mi400plan.pipeline import chunk_layers
 from mi400plan.specs.layout import RECOMPUTE_CODES, RECOMPUTE_NAMES, InferRecipe, RuntimeReserve, TrainRecipe
 from mi400plan.specs.model import ModelSpec
 
@@ -198,20 +199,18 @@ class _StageSlots:
     exp: np.ndarray
     rep: np.ndarray
     moe: np.ndarray
+    layers: np.ndarray  # transformer layers on the stage (all its chunks)
     first: np.ndarray
     last: np.ndarray
 
 
 @functools.lru_cache(maxsize=4096)
-def _stage_slots(counts: ParamCounts, pp: int, vpp: int) -> _StageSlots:
+def _stage_slots(counts: ParamCounts, pp: int, vpp: int, split: int = 0) -> _StageSlots:
     t = _layer_table(counts)
     L = t.num_layers
-    chunks = pp * vpp
-    c = L // chunks  # layers per model chunk (validity of pp*vpp | L is checked by check_layout)
-    if c * chunks != L:  # uneven: spread the remainder over the first chunks
-        bounds = np.array([round(i * L / chunks) for i in range(chunks + 1)])
-    else:
-        bounds = np.arange(chunks + 1) * c
+    # Layers per model chunk under the pipeline split (``pipeline.chunk_layers``: even, embedding and
+    # loss counted as layers, or uneven first/last stages), in chunk order.
+    bounds = np.concatenate([[0], np.cumsum(chunk_layers(L, pp, vpp, split))]).astype(np.int64)
     s = np.arange(pp)
     # Stage s holds model chunks s, s+pp, s+2*pp, ... (Narayanan et al. 2021, interleaved schedule)
     chunk_idx = s[:, None] + np.arange(vpp)[None, :] * pp
@@ -220,38 +219,45 @@ def _stage_slots(counts: ParamCounts, pp: int, vpp: int) -> _StageSlots:
         return (cum[bounds[chunk_idx + 1]] - cum[bounds[chunk_idx]]).sum(axis=1)
 
     tp, kv, arep, ex, rep, moe = (stage_sum(x) for x in (t.c_tp, t.c_kv, t.c_arep, t.c_exp, t.c_rep, t.c_moe))
+    layers = (bounds[chunk_idx + 1] - bounds[chunk_idx]).sum(axis=1).astype(np.float64)
     first = (s == 0).astype(np.float64)
     last = (s == pp - 1).astype(np.float64)
-    key = np.stack([tp, kv, arep, ex, rep, moe, first, last], axis=1)
+    key = np.stack([tp, kv, arep, ex, rep, moe, layers, first, last], axis=1)
     keep = np.ones(pp, dtype=bool)
     keep[1:] = np.any(key[1:] != key[:-1], axis=1)
     idx = np.nonzero(keep)[0]
-    return _StageSlots(idx.astype(np.float64), tp[idx], kv[idx], arep[idx], ex[idx], rep[idx], moe[idx], first[idx],
-                       last[idx])
+    return _StageSlots(idx.astype(np.float64), tp[idx], kv[idx], arep[idx], ex[idx], rep[idx], moe[idx],
+                       layers[idx], first[idx], last[idx])
 
 
-def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray) -> dict[str, np.ndarray]:
+SLOT_FIELDS = ("stage", "tp", "kv", "arep", "exp", "rep", "moe", "layers", "first", "last")
+
+
+def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
+                  split: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Slot tables broadcast to the candidates: arrays of shape ``pp.shape + (S,)`` and a mask."""
-    # Group candidates by (pp, vpp) in O(N): small integer keys, a presence count and a lookup table.
+    # Group candidates by (pp, vpp, split) in O(N): small integer keys, a presence count and a lookup table.
+    if split is None:
+        split = np.zeros_like(pp)
+    split = np.broadcast_to(np.maximum(np.asarray(split, dtype=np.int64), 0), pp.shape)
     width = int(vpp.max()) + 1 if vpp.size else 1
-    key = (pp.ravel() * width + vpp.ravel()).astype(np.int64)
+    key = ((pp.ravel() * width + vpp.ravel()) * 3 + split.ravel()).astype(np.int64)
     present = np.nonzero(np.bincount(key))[0]
     lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
     lut[present] = np.arange(len(present))
     inverse = lut[key]
-    tabs = [_stage_slots(counts, int(k // width), int(k % width)) for k in present]
+    tabs = [_stage_slots(counts, int(k // 3 // width), int(k // 3 % width), int(k % 3)) for k in present]
     S = max(len(tb.stage) for tb in tabs)
-    out: dict[str, np.ndarray] = {}
-    for name in ("stage", "tp", "kv", "arep", "exp", "rep", "moe", "first", "last"):
-        m = np.zeros((len(tabs), S))
-        for g, tb in enumerate(tabs):
-            v = getattr(tb, name)
-            m[g, : len(v)] = v
-        out[name] = m[inverse.ravel()].reshape(pp.shape + (S,))
-    valid = np.zeros((len(tabs), S), dtype=bool)
+    F = len(SLOT_FIELDS)
+    table = np.zeros((len(tabs), F + 1, S))  # every field, then the validity mask, per group
     for g, tb in enumerate(tabs):
-        valid[g, : len(tb.stage)] = True
-    out["valid"] = valid[inverse.ravel()].reshape(pp.shape + (S,))
+        n = len(tb.stage)
+        for f, name in enumerate(SLOT_FIELDS):
+            table[g, f, :n] = getattr(tb, name)
+        table[g, F, :n] = 1.0
+    picked = table[inverse.ravel()]  # one gather for all fields
+    out = {name: picked[:, f, :].reshape(pp.shape + (S,)) for f, name in enumerate(SLOT_FIELDS)}
+    out["valid"] = picked[:, F, :].reshape(pp.shape + (S,)) > 0.0
     return out
 
 
@@ -391,11 +397,14 @@ def train_memory(
     recompute: ArrayLike = 0,
     sequence_parallel: ArrayLike = True,
     num_microbatches: ArrayLike | None = None,
+    pipeline_split: ArrayLike = 0,
 ) -> TrainMemory:
     """Training memory per GPU on the most loaded pipeline stage (bytes; arrays broadcast).
 
     ``recompute`` is an int code (``RECOMPUTE_CODES``) or an array of them. ``num_microbatches``
     (global batch / (micro_batch x dp)) caps the micro-batches in flight; ``None`` = no cap.
+    ``pipeline_split`` is a ``pipeline`` split code (0 even, 1 embedding and loss counted as layers,
+    2 uneven first/last stages): each stage's parameters and activations count its own layers.
     Layout validity (divisibility) is not checked here: see ``specs.layout.check_layout``.
 
     Per stage, with ``P`` parameters on the rank (TP/EP split as in the module docstring), ``G`` of
@@ -413,14 +422,18 @@ def train_memory(
     """
     if isinstance(recompute, str):
         recompute = RECOMPUTE_CODES[recompute]
-    b = np.broadcast_arrays(
+    # Inputs keep their own (broadcastable) shapes, so each term is computed at the shape of what it
+    # depends on (a sweep passes a grid: parameter terms per structure x ZeRO stage, activations per
+    # structure x micro-batch x recompute x SP) and only the sum is formed at the full shape.
+    b = (
         _arr(tp), _arr(pp), _arr(vpp), _arr(dp), _arr(ep), _arr(etp), _arr(cp), _arr(zero),
         _arr(micro_batch), _arr(seq_len), _arr(recompute), _arr(sequence_parallel, bool),
-        _arr(np.inf if num_microbatches is None else num_microbatches),
+        _arr(np.inf if num_microbatches is None else num_microbatches), _arr(pipeline_split, np.int64),
     )
-    tp, pp, vpp, dp, ep, etp, cp, zero, mb, seq, rc, sp, nmb = (np.array(x) for x in b)
-    shape = tp.shape
-    slots = _gather_slots(counts, pp.astype(np.int64), vpp.astype(np.int64))
+    tp, pp, vpp, dp, ep, etp, cp, zero, mb, seq, rc, sp, nmb, split = b
+    shape = np.broadcast_shapes(*(x.shape for x in b))
+    pps, vpps, splits = np.broadcast_arrays(pp.astype(np.int64), vpp.astype(np.int64), split)
+    slots = _gather_slots(counts, pps, vpps, splits)
     X = lambda x: x[..., None]  # noqa: E731 - broadcast a candidate array against the slot axis
     h = model.hidden_size
     # Parameters on this rank. Padded vocabulary rows (Megatron-LM) extend the embedding and head
@@ -444,26 +457,36 @@ def train_memory(
     pb = recipe.param_bytes
     fb = recipe.fp8_weight_bytes  # cached FP8 copies of the block GEMM weights (0 without FP8)
 
-    def sharded(p: np.ndarray, d: np.ndarray, on: np.ndarray) -> np.ndarray:
-        return np.where(on, p / d, p)
+    lt = _layer_table(counts)
+    has_exp = lt.max_exp > 0
+
+    def sharded(p_d: np.ndarray, stage: int) -> np.ndarray:
+        """Dense parameters ``p_d`` (and the experts) per rank with ZeRO ``>= stage`` sharding them.
+        The divisor is chosen per candidate first (shape ``(..., 1)``), so the slot-wide work is one
+        division: ``p / d`` where sharded, ``p / 1`` elsewhere."""
+        out = p_d / np.where(z >= stage, d_dense, 1.0)
+        return out + p_exp / np.where(z >= stage, d_exp, 1.0) if has_exp else out
 
     w_full = pb * (p_dense + p_exp) + fb * (p_gemm + p_exp)
-    w_shard = (pb * (sharded(p_dense, d_dense, z >= 3) + sharded(p_exp, d_exp, z >= 3))
-               + fb * (sharded(p_gemm, d_dense, z >= 3) + sharded(p_exp, d_exp, z >= 3)))
-    lt = _layer_table(counts)
+    w_shard = pb * sharded(p_dense, 3) + fb * sharded(p_gemm, 3)
     gemm_max = _tp_group_per_rank(model, lt.max_tp, lt.max_kv, lt.max_arep, X(tp)) + lt.max_exp / X(ep * etp)
     layer_max = pb * (gemm_max + lt.max_rep) + fb * gemm_max
     weights = np.where(z >= 3, np.minimum(w_full, w_shard + 2.0 * layer_max), w_full)
-    grads = recipe.grad_bytes * (sharded(p_dense, d_dense, z >= 2) + sharded(p_exp, d_exp, z >= 2))
+    # ZeRO-2/3 (FSDP) keep only a shard of the gradients, but a layer's gradients exist whole from its
+    # backward until their reduce-scatter completes: the layer being differentiated plus the one
+    # being reduce-scattered (PyTorch FSDP ``_post_backward_hook`` reduce-scatters per unit while the
+    # next unit's backward runs), so two layers' worth stays unsharded.
+    g_full = recipe.grad_bytes * (p_dense + p_exp)
+    g_shard = recipe.grad_bytes * sharded(p_dense, 2)
+    g_layer = recipe.grad_bytes * (gemm_max + lt.max_rep)
+    grads = np.where(z >= 2, np.minimum(g_full, g_shard + 2.0 * g_layer), g_full)
     ob = recipe.optimizer_state_bytes(h)
-    optim = ob * (sharded(p_dense, d_dense, z >= 1) + sharded(p_exp, d_exp, z >= 1))
+    optim = ob * sharded(p_dense, 1)
     # Activations.
     kw = dict(tp=tp, etp=etp, sequence_parallel=sp, recompute=rc, seq_len=seq)
     act_dense = layer_activation_bytes_per_token(model, recipe, moe=False, **kw)
     act_moe = layer_activation_bytes_per_token(model, recipe, moe=True, **kw) if model.moe else act_dense
-    L = float(model.num_layers)
-    n_layers = X(L / pp)
-    stage_act = (n_layers - slots["moe"]) * X(act_dense) + slots["moe"] * X(act_moe)
+    stage_act = (slots["layers"] - slots["moe"]) * X(act_dense) + slots["moe"] * X(act_moe)
     s_idx = slots["stage"]
     P, V = X(pp), X(vpp)
     inflight_1f1b = np.minimum(P - s_idx, X(nmb))
@@ -488,8 +511,7 @@ def train_memory(
     acts = tokens * (
         inflight * (stage_act + slots["first"] * first_extra) + slots["last"] * last_extra + working
     )
-    reserve = np.full(shape + (1,), recipe.reserve.fixed_bytes)
-    total = weights + grads + optim + acts + reserve
+    total = weights + grads + optim + acts + recipe.reserve.fixed_bytes
     total = np.where(slots["valid"], total, -np.inf)
     k = np.argmax(total, axis=-1)[..., None]
 

@@ -158,7 +158,7 @@ class SearchOptions:
     sequence_parallel: tuple[int, ...] = (0, 1)
     max_tp: int = 64
     max_cp: int = 32
-    max_vpp: int = 8
+    max_vpp: int | None = None  # None: every VPP that divides a stage's layers
     overlap_tp: bool = False
     overlap_ep: bool = False
     overlap_dp: bool = True  # False: gradient reduction and parameter gathers run after backward (Megatron-LM 2021)
@@ -182,6 +182,11 @@ class SearchOptions:
     # Llama 3 "reduce one Transformer layer each from the first and the last stages"), so PP x VPP
     # may divide layers + 2 instead of the layers. Off by default, as in Megatron-Core.
     split_embedding_loss: bool = False
+    # Uneven pipeline split (Megatron-Core ``--decoder-first-pipeline-num-layers`` /
+    # ``--decoder-last-pipeline-num-layers``): when PP x VPP does not divide the layers, the first and
+    # the last stage hold fewer layers than the others (``pipeline.uneven_stage_layers``), so layer
+    # counts with awkward factors (DeepSeek-V3's 61) still run at PP 8 or 16. On by default.
+    uneven_pp: bool = True
     chunk: int = 1 << 18  # candidates evaluated per numpy chunk (bounds memory)
 
 
@@ -206,14 +211,14 @@ def dimension_values(model: ModelSpec, seq_len: int, world: int, opts: SearchOpt
     """Values tried for each structural dimension (divisor generators, capped by the world size).
 
     TP: divisors of the head count and powers of two (up to ``max_tp``); PP: divisors of the layer
-    count and powers of two; VPP: 1..max_vpp divisors-friendly values; CP: powers of two up to
+    count and powers of two; VPP: every divisor of a stage's layers (``vpp_values``); CP: powers of two up to
     ``max_cp``; EP: divisors of the routed experts and powers of two; ETP: powers of two up to 8.
     Values that break a rule are still generated, so the rejection counts show why they lose.
     """
     a = model.attention
     tp = sorted(set(divisors(a.num_heads, opts.max_tp)) | set(powers_of_two(opts.max_tp)))
     pp = sorted(set(divisors(model.num_layers)) | set(powers_of_two(model.num_layers)))
-    vpp = [v for v in (1, 2, 3, 4, 5, 6, 8) if v <= opts.max_vpp]
+    vpp = vpp_values(model.num_layers, pp, opts)
     cp = powers_of_two(min(opts.max_cp, max(1, seq_len // 2)))
     if model.moe is not None:
         e = model.moe.num_experts
@@ -231,6 +236,30 @@ def dimension_values(model: ModelSpec, seq_len: int, world: int, opts: SearchOpt
     out["cp"] = [x for x in out["cp"] if x <= world]
     out["ep"] = [x for x in out["ep"] if x <= world]
     return out
+
+
+def vpp_values(layers: int, pps: list[int], opts: SearchOptions) -> list[int]:
+    """Virtual-stage counts tried: 1-6 and 8, plus every divisor of a stage's layers for each PP tried
+    (``L / PP``; ``(L + 2) / PP`` with ``split_embedding_loss``; the middle stages' ``ceil(L / PP)``
+    and the layers beyond it with an uneven split), so a 112-layer model at PP 16 tries VPP 7.
+    Capped by ``opts.max_vpp`` when set."""
+    import math
+
+    per_stage: set[int] = set()
+    for p in pps:
+        if p < 2:
+            continue
+        for n in (layers, layers + 2 if opts.split_embedding_loss else layers):
+            if n % p == 0:
+                per_stage.add(n // p)
+        if opts.uneven_pp:
+            k = math.ceil(layers / p)
+            per_stage.update(range(k, min(2 * k, k + 8) + 1))
+    out = {1, 2, 3, 4, 5, 6, 8}
+    for n in per_stage:
+        out.update(divisors(n))
+    cap = opts.max_vpp
+    return sorted(v for v in out if cap is None or v <= cap)
 
 
 def fold_factor(tp: np.ndarray, cp: np.ndarray, ep: np.ndarray, etp: np.ndarray) -> np.ndarray:
@@ -270,33 +299,43 @@ def structural_grid(
         rejected[rule] += int(hit.sum()) * inner_size
         alive[hit] = False
 
-    masks = structural_masks(model, seq_len, world, c, opts.split_embedding_loss)
+    masks = structural_masks(model, seq_len, world, c, opts.split_embedding_loss, opts.uneven_pp)
     for rule, bad in masks.items():
         apply(rule, bad)
     cols = {k: v[alive] for k, v in c.items()}
+    cols["split"] = split_codes(model, cols, opts)
     cols["fold"] = fold_factor(cols["tp"], cols["cp"], cols["ep"], cols["etp"])
     cols["dp"] = world // (cols["tp"] * cols["cp"] * cols["pp"])
     return Structures(cols, rejected, n * inner_size)
 
 
-def pp_layers_bad(layers: int, pp: Any, vpp: Any, split_embedding_loss: bool = False) -> Any:
-    """True where ``PP x VPP`` model chunks cannot hold the layers.
+def pp_layers_bad(layers: int, pp: Any, vpp: Any, split_embedding_loss: bool = False,
+                  uneven: bool = False) -> Any:
+    """True where no allowed pipeline split (``pipeline.pipeline_split_array``) holds the layers.
 
     Even split (Megatron-Core default): ``PP x VPP`` divides the layers. With
     ``split_embedding_loss`` the embedding and the loss count as one layer each, so a split of
     ``layers + 2`` also works (the first and last chunks hold one transformer layer fewer; Llama 3
-    405B: 126 + 2 = 128 = 16 stages x 8). The step-time model charges every stage the average
-    work either way (layer FLOPs and the LM head spread over ``PP`` stages).
+    405B: 126 + 2 = 128 = 16 stages x 8). With ``uneven`` the first and the last stage may hold fewer
+    layers (``pipeline.uneven_stage_layers``). The step-time model charges every stage the average
+    work either way (layer FLOPs and the LM head spread over ``PP`` stages): the stages that hold
+    fewer layers are the ones that also run the embedding and the loss.
     """
-    chunks = np.asarray(pp) * np.asarray(vpp)
-    bad = (layers % chunks) != 0
-    if split_embedding_loss:
-        bad &= ((layers + 2) % chunks) != 0
-    return bad
+    from mi400plan.pipeline import SPLIT_NONE, pipeline_split_array
+
+    return pipeline_split_array(layers, pp, vpp, split_embedding_loss, uneven) == SPLIT_NONE
+
+
+def split_codes(model: ModelSpec, c: dict[str, Any], opts: SearchOptions | None) -> Any:
+    """Pipeline split code of each layout (``pipeline``): -1 where no allowed split holds the layers."""
+    from mi400plan.pipeline import pipeline_split_array
+
+    o = opts or SearchOptions()
+    return pipeline_split_array(model.num_layers, c["pp"], c["vpp"], o.split_embedding_loss, o.uneven_pp)
 
 
 def structural_masks(model: ModelSpec, seq_len: int, world: int, c: dict[str, np.ndarray],
-                     split_embedding_loss: bool = False) -> dict[str, np.ndarray]:
+                     split_embedding_loss: bool = False, uneven: bool = False) -> dict[str, np.ndarray]:
     """``rule -> bad`` boolean arrays for the structural rules (in ``RULE_ORDER``)."""
     tp, pp, vpp, cp, ep, etp = (c[k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp"))
     a = model.attention
@@ -307,7 +346,7 @@ def structural_masks(model: ModelSpec, seq_len: int, world: int, c: dict[str, np
     if a.kind == "gqa":
         heads_bad |= (a.kv_heads % tp) != 0
     out["tp-heads"] = heads_bad
-    out["pp-layers"] = pp_layers_bad(model.num_layers, pp, vpp, split_embedding_loss)
+    out["pp-layers"] = pp_layers_bad(model.num_layers, pp, vpp, split_embedding_loss, uneven)
     out["vpp-needs-pp"] = (vpp > 1) & (pp < 2)
     out["cp-seq"] = (cp > 1) & ((seq_len % (2 * cp)) != 0)
     if model.moe is not None:
@@ -698,6 +737,7 @@ def memory_total(c: dict[str, Any], wl: Workload) -> Any:
         recompute=c["recompute"],
         sequence_parallel=np.asarray(c["sp"]).astype(bool),
         num_microbatches=np.asarray(wl.global_batch // (np.asarray(c["dp"]) * np.asarray(c["micro_batch"]))),
+        pipeline_split=c["split"] if "split" in c else 0,
     )
     return mem
 
@@ -886,8 +926,13 @@ def evaluate_structures(
     for k, v in g.items():
         axis = 0 if k not in INNER_KEYS else 1 + INNER_KEYS.index(k)
         c[k] = v.reshape(-1)[sub[axis]]
-    mem = memory_total(c, wl)
-    total = np.asarray(mem.total, dtype=np.float64)
+    # Memory runs on the broadcast grid too (each term at the shape of the dimensions it depends on);
+    # the candidates that pass the rules are then taken out of it.
+    with np.errstate(all="ignore"):
+        mem_grid = memory_total(g, wl)
+    mem = {k: np.broadcast_to(np.asarray(getattr(mem_grid, k), dtype=np.float64), shape).reshape(-1)[idx]
+           for k in MEM_KEYS}
+    total = mem["total"]
     fits = total <= usable_hbm(wl, hw)
     n_fit = int(np.count_nonzero(fits))
     rejected["memory"] += idx.size - n_fit
@@ -899,7 +944,7 @@ def evaluate_structures(
         for k, v in t.items():
             rows[k] = np.broadcast_to(np.asarray(v, dtype=np.float64), shape)[s2]
         for k in MEM_KEYS:
-            rows[f"mem_{k}"] = np.broadcast_to(np.asarray(getattr(mem, k), dtype=np.float64), total.shape)[sel]
+            rows[f"mem_{k}"] = mem[k][sel]
         return rows
 
     def best(mask: np.ndarray, k: int) -> dict[str, np.ndarray]:
@@ -1042,6 +1087,7 @@ def evaluate_one(layout: dict[str, int], wl: Workload, hw: Hardware, world: int,
     c: dict[str, Any] = {k: np.asarray([int(v)]) for k, v in layout.items()}
     c["fold"] = fold_factor(c["tp"], c["cp"], c["ep"], c["etp"])
     c["dp"] = np.asarray([world // int(c["tp"][0] * c["cp"][0] * c["pp"][0])])
+    c["split"] = np.maximum(split_codes(wl.model, c, opts), 0)
     t = step_time(c, wl, hw, terms, opts, coll)
     out = {k: float(np.asarray(v).ravel()[0]) for k, v in t.items()}
     mem = memory_total(c, wl)
@@ -1056,7 +1102,8 @@ def layout_violations(layout: dict[str, int], wl: Workload, world: int,
     c = {k: np.asarray([int(v)]) for k, v in layout.items()}
     c["fold"] = fold_factor(c["tp"], c["cp"], c["ep"], c["etp"])
     c["dp"] = np.asarray([max(1, world // int(c["tp"][0] * c["cp"][0] * c["pp"][0]))])
-    masks = structural_masks(wl.model, wl.seq_len, world, c, bool(opts and opts.split_embedding_loss))
+    o = opts or SearchOptions()
+    masks = structural_masks(wl.model, wl.seq_len, world, c, o.split_embedding_loss, o.uneven_pp)
     masks.update(inner_masks(c, wl))
     return [r for r in RULE_ORDER if r in masks and bool(np.asarray(masks[r]).ravel()[0])]
 

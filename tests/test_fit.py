@@ -167,7 +167,12 @@ def test_cli_impossible_layout_names_rule(cli) -> None:
     assert res.exit_code == 2, res.output
     assert "rule: tp-heads" in res.output and "64 attention heads" in res.output
     assert "Traceback" not in res.output
+    # 80 layers over PP 3: no even split; the default uneven split holds them (first 26, then 27 and 27),
+    # --no-uneven-pp rejects it
     res = cli(["fit", "llama3.1-70b", "--sku", "mi300x", "--pp", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["data"]["recipe"]["pipeline_split"] == "uneven: 26 + 27 + 27 layers"
+    res = cli(["fit", "llama3.1-70b", "--sku", "mi300x", "--pp", "3", "--no-uneven-pp", "--json"])
     assert res.exit_code == 2
     err = json.loads(res.stdout)["errors"][0]
     assert err["code"] == "invalid_layout" and "pp-layers" in err["message"]

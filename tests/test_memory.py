@@ -160,14 +160,16 @@ def test_train_state_bytes_and_zero_stages() -> None:
     # DP = 4: ZeRO-1 shards the 12 optimizer bytes: 2 + 4 + 12/4 = 9 B/param
     m1 = train_memory(model, counts, rec, dp=4, zero=1, **kw)
     assert float(m1.weights + m1.gradients + m1.optimizer) == (2 + 4 + 3) * P
-    # ZeRO-2 also shards gradients: 2 + 1 + 3 = 6 B/param
+    # ZeRO-2 also shards gradients: 2 + 1 + 3 = 6 B/param, but two layers' gradients (1e6 params each,
+    # 4 B) are whole between their backward and their reduce-scatter: + 2 x 4 x 1e6 = 8e6 B
     m2 = train_memory(model, counts, rec, dp=4, zero=2, **kw)
-    assert float(m2.weights + m2.gradients + m2.optimizer) == (2 + 1 + 3) * P
+    assert float(m2.gradients) == 1 * P + 2 * 4 * (P / 8)
+    assert float(m2.weights + m2.gradients + m2.optimizer) == (2 + 1 + 3) * P + 2 * 4 * (P / 8)
     # ZeRO-3 shards weights (2/4 = 0.5 B) but keeps 2 gathered layers of 1e6 params x 2 B:
-    # 0.5 x 8e6 + 2 x 2 x 1e6 = 8e6 B of weights; grads 1 x 8e6; optimizer 3 x 8e6
+    # 0.5 x 8e6 + 2 x 2 x 1e6 = 8e6 B of weights; grads as ZeRO-2; optimizer 3 x 8e6
     m3 = train_memory(model, counts, rec, dp=4, zero=3, **kw)
     assert float(m3.weights) == 0.5 * P + 2 * 2 * (P / 8)
-    assert float(m3.gradients + m3.optimizer) == (1 + 3) * P
+    assert float(m3.gradients + m3.optimizer) == (1 + 3) * P + 2 * 4 * (P / 8)
     # TP = 2 halves every TP-split parameter
     mt = train_memory(model, counts, rec, tp=2, dp=1, zero=0, **kw)
     assert float(mt.weights + mt.gradients + mt.optimizer) == 18 * P / 2
@@ -181,7 +183,12 @@ def test_zero_16_recipe_matches_paper_example() -> None:
     m = train_memory(model, counts, rec, dp=1, zero=0, seq_len=1)
     assert float(m.weights + m.gradients + m.optimizer) == 120e9
     m = train_memory(model, counts, rec, dp=64, zero=2, seq_len=1)  # Pos+g: 2 + 14/64 B/param
-    assert float(m.weights + m.gradients + m.optimizer) == pytest.approx(7.5e9 * (2 + 14 / 64))
+    # ... plus the gradients of the layer in backward and of the one being reduce-scattered, whole
+    # (the paper's figure leaves these transients out): here the model is one layer, so all of them.
+    assert float(m.weights + m.gradients + m.optimizer) == pytest.approx(7.5e9 * (2 + 2 + 12 / 64))
+    # As 75 layers of 1e8 parameters: 2 + 14/64 B/param + 2 layers x 1e8 x 2 B
+    m = train_memory(toy_gpt(num_layers=75), flat_counts(7_500_000_000, layers=75), rec, dp=64, zero=2, seq_len=1)
+    assert float(m.weights + m.gradients + m.optimizer) == pytest.approx(7.5e9 * (2 + 14 / 64) + 2 * 1e8 * 2)
 
 
 # --- activations (Korthikanti et al. 2022) ------------------------------------------------------------

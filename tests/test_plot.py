@@ -25,7 +25,7 @@ CASES = {
     "sweep-scaling": (["sweep", "llama3.1-8b", "--sku", "mi300x", "--sku", "h100", "--gpus", "64,128", "--top", "1"],
                       ["mi300x", "h100", "mi300x estimate range"]),
     "sweep-tradeoff": (["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64", "--top", "8", "--no-ranges"],
-                       ["mi300x", "mi300x usable HBM"]),
+                       ["mi300x", "mi300x HBM capacity"]),
     "serve": (["serve", "llama3.1-8b", "--sku", "mi300x", "--sku", "h100", "--no-ranges", "--interactivity", "50"],
               ["mi300x", "h100", "SLA: 50 tok/s/user"]),
     "comm": (["comm", "all-reduce", "--size", "1MiB..64MiB", "--group", "8", "--sku", "mi300x", "--sku", "h100"],

@@ -132,7 +132,7 @@ def test_table_shows_ranges_and_flip_warnings(cli) -> None:
     # 192 GiB = 206.2 GB, x 0.95 = 195.9 GB usable at nominal; 192 GB x 0.95 = 182.4 GB at the low end
     assert 192 * 2**30 * 0.95 / 1e9 == pytest.approx(195.9, abs=0.05)
     assert 192e9 * 0.95 / 1e9 == pytest.approx(182.4, abs=0.05)
-    assert "usable of the nominal 206.2 GB HBM but not the 182.4 GB usable of the low-end 192.0 GB" in flat
+    assert "(runtime reserve included): it fits the nominal 206.2 GB HBM but not the low-end 192.0 GB (182.4 GB after" in flat
     assert "flip inside the estimate ranges" in flat
 
 
@@ -212,12 +212,12 @@ def test_no_overlap_cp_exposes_the_kv_exchange(cli) -> None:
 
 
 def test_split_embedding_loss_admits_pp_that_divides_layers_plus_two(cli, tmp_path) -> None:
-    """Llama-3.1-405B has 126 layers: 126 % 16 = 14, so PP 16 is rejected (``pp-layers``) unless the
-    embedding and the loss count as one layer each: 128 = 16 x 8. The saved plan warns that
-    ``fit --plan`` (even split) will not take it."""
+    """Llama-3.1-405B has 126 layers: 126 % 16 = 14, so with an even split only (``--no-uneven-pp``)
+    PP 16 is rejected (``pp-layers``) unless the embedding and the loss count as one layer each:
+    128 = 16 x 8. The saved plan keeps the switch, so ``fit --plan`` takes the layout as the sweep did."""
     args = ["sweep", "llama3.1-405b", "--sku", "mi355x", "--gpus", "1024", "--global-batch", "512", "--seq", "8192",
             "--tp", "8", "--pp", "16", "--vpp", "1", "--cp", "1", "--zero", "1", "--micro-batch", "1",
-            "--recompute", "full"]
+            "--recompute", "full", "--no-uneven-pp"]
     plain = _best(cli, args)
     assert plain["rows"] == [] and plain["split_embedding_loss"] is False
     assert plain["rejected"]["pp-layers"] == plain["evaluated"]
@@ -225,8 +225,12 @@ def test_split_embedding_loss_admits_pp_that_divides_layers_plus_two(cli, tmp_pa
     split = _best(cli, args + ["--split-embedding-loss", "--save", str(plan)])
     assert split["split_embedding_loss"] is True
     assert split["rows"][0]["layout"]["pp"] == 16 and split["rows"][0]["layout"]["dp"] == 8
-    assert plan.exists()
-    assert any("--split-embedding-loss" in w and "fit --plan" in w for w in split["warnings"])
+    assert "split_embedding_loss = true" in plan.read_text() and "uneven_pp = false" in plan.read_text()
+    refit = json.loads(cli(["fit", "--plan", str(plan), "--json"]).stdout)["data"]
+    assert refit["rows"][0]["memory_bytes"]["total"] == pytest.approx(split["rows"][0]["memory_bytes"]["total"], abs=1)
+    # The default uneven split admits PP 16 too: 7 + 14 x 8 + 7 layers, the same stages.
+    uneven = _best(cli, args[:-1])
+    assert uneven["rows"][0]["memory_bytes"]["total"] == pytest.approx(split["rows"][0]["memory_bytes"]["total"])
 
 
 def test_table_states_the_overlap_settings(cli) -> None:
@@ -318,7 +322,7 @@ def test_domain_comparison_is_shown_whichever_side_wins(cli) -> None:
     and the output sets them side by side; with every send exposed the crossing layout is more than
     3 % slower (each of its sends pays the scale-out price)."""
     base = ["sweep", "gpt3-175b", "--sku", "mi455x", "--racks", "64", "--precision", "fp8", "--tp", "8,16",
-            "--pp", "8,16", "--global-batch", "4608", "--top", "1", "--no-ranges"]
+            "--pp", "8,16", "--vpp", "1,2,3,4,5,6,8", "--global-batch", "4608", "--top", "1", "--no-ranges"]
     data = json.loads(cli([*base, "--json"]).stdout)["data"]
     best, inside, cross = data["rows"][0], data["domain_inside"][0], data["rack_crossing"][0]
     assert inside["step_time_s"] == best["step_time_s"]

@@ -29,6 +29,7 @@ from mi400plan.specs.layout import (
     RECOMPUTE_CODES,
     InferRecipe,
     Layout,
+    TrainOptions,
     TrainRecipe,
     check_layout,
     dp_from_gpus,
@@ -45,7 +46,9 @@ MAX_SEARCH_GPUS = 4096
 
 def read_plan(path: str | Path) -> tuple[dict[str, Any], Layout]:
     """Read a plan file written by ``sweep --save``: ``[plan]`` (model, sku, gpus, seq_len, global_batch,
-    precision, ...) and ``[layout]`` (exactly ``Layout``'s fields). Errors name file, line and field."""
+    precision, ...), ``[layout]`` (exactly ``Layout``'s fields) and optionally ``[recipe]`` (the
+    ``TrainOptions`` switches that differ from the defaults; returned as ``meta["recipe"]``). Errors
+    name file, line and field."""
     from pydantic import ValidationError
 
     from mi400plan.profiles import parse_toml, read_text_file, validation_error
@@ -55,14 +58,22 @@ def read_plan(path: str | Path) -> tuple[dict[str, Any], Layout]:
     for table in ("plan", "layout"):
         if not isinstance(raw.get(table), dict):
             raise ProfileError(f"a plan file needs a [{table}] table", path=str(p), field=table)
-    try:
-        layout = Layout.model_validate(raw["layout"])
-    except ValidationError as exc:
-        err = validation_error(str(p), text, exc)
-        if err.field:
-            err.field = "layout." + err.field
-        raise err from None
-    return dict(raw["plan"]), layout
+    meta = dict(raw["plan"])
+    for table, cls in (("layout", Layout), ("recipe", TrainOptions)):
+        if table == "recipe" and not isinstance(raw.get("recipe"), dict):
+            continue
+        try:
+            obj = cls.model_validate(raw[table])
+        except ValidationError as exc:
+            err = validation_error(str(p), text, exc)
+            if err.field:
+                err.field = f"{table}." + err.field
+            raise err from None
+        if table == "layout":
+            layout = obj
+        else:
+            meta["recipe"] = obj
+    return meta, layout
 
 
 def fit(
@@ -97,6 +108,15 @@ def fit(
     capacity_factor: float | None = None,
     fp8_weight_copies: int | None = None,
     vocab_divisible_by: int | None = None,
+    dropout: bool | None = None,
+    options: TrainOptions | None = None,
+    overlap_tp: bool | None = None,
+    overlap_ep: bool | None = None,
+    overlap_pp: bool | None = None,
+    overlap_cp: bool | None = None,
+    overlap_dp: bool | None = None,
+    split_embedding_loss: bool | None = None,
+    uneven_pp: bool | None = None,
 ) -> FitResult:
     """Fit ``model_name`` on each SKU (``["all"]`` or ``None``: every accelerator in the catalog).
 
@@ -105,15 +125,19 @@ def fit(
     1.25: a load-imbalance margin over Megatron-Core's dropless routing), ``fp8_weight_copies`` the
     cached FP8 casts per GEMM weight with ``precision="fp8"`` (default 2, Transformer Engine's row-wise
     and transposed copies), ``vocab_divisible_by`` Megatron-LM's vocabulary padding unit (default 128,
-    padded to a multiple of it x TP). Raises ``LayoutError`` for a layout that breaks a structural
-    rule, ``UnknownNameError`` for unknown names, ``UsageError`` for bad values.
+    padded to a multiple of it x TP). ``options`` carries the whole training recipe (``TrainOptions``,
+    the object ``sweep`` takes too: pipeline split, overlap switches, ...); a plan's ``[recipe]`` table
+    comes under it and the single keyword arguments on top. Raises ``LayoutError`` for a layout that
+    breaks a structural rule, ``UnknownNameError`` for unknown names, ``UsageError`` for bad values.
     """
     from mi400plan.params import count_params
 
     warnings: list[str] = []
     plan_layout: Layout | None = None
+    plan_options: TrainOptions | None = None
     if plan is not None:
         meta, plan_layout = read_plan(plan)
+        plan_options = meta.get("recipe")
         if model_name is None:
             model_name = meta.get("model")
         elif meta.get("model") and str(meta["model"]) != model_name:
@@ -168,15 +192,25 @@ def fit(
     if mode == "train" and capacity_factor is not None and model.moe is None:
         warnings.append(f"--capacity-factor applies to MoE models; {model.name} is dense")
     if mode == "train":
+        base_opts = plan_options or TrainOptions()
+        if options is not None:
+            base_opts = base_opts.merged(**options.changed())
+        if precision is not None and precision not in ("bf16", "fp8", "fp32"):
+            train_recipe(precision=precision)  # the usual "unknown training precision" error
+        opts = base_opts.merged(
+            recipe=recipe, precision=precision, optimizer=optimizer, grad_dtype=grad_dtype,
+            flash_attention=flash_attention, dropout=dropout, reserve=reserve, fp8_weight_copies=fp8_weight_copies,
+            capacity_factor=capacity_factor, vocab_divisible_by=vocab_divisible_by, overlap_tp=overlap_tp,
+            overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
+            split_embedding_loss=split_embedding_loss, uneven_pp=uneven_pp,
+        )
+        if opts.fp8_weight_copies is not None and opts.precision != "fp8":
+            raise UsageError("FP8 weight copies apply to FP8 training; add --precision fp8")
         return _fit_train(
             catalog, model, counts, accels, fm, warnings, plan_layout,
             dict(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch,
                  recompute=recompute, sequence_parallel=sequence_parallel),
-            seq=seq, gpus=gpus, global_batch=global_batch,
-            recipe=train_recipe(recipe or "megatron", precision=precision, optimizer=optimizer,
-                                grad_dtype=grad_dtype, flash_attention=flash_attention, reserve=res,
-                                fp8_weight_copies=fp8_weight_copies, capacity_factor=capacity_factor,
-                                vocab_divisible_by=vocab_divisible_by),
+            seq=seq, gpus=gpus, global_batch=global_batch, recipe=opts.train_recipe(), options=opts,
         )
     if recipe is not None and recipe not in ("bf16",):
         warnings.append(f"recipe {recipe!r} applies to training; inference uses --precision and --kv-dtype")
@@ -211,9 +245,10 @@ def _divisors(n: int, limit: int) -> list[int]:
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
 
 
-def _valid(layout: Layout, model: Any, seq: int | None) -> bool:
+def _valid(layout: Layout, model: Any, seq: int | None, options: TrainOptions | None = None) -> bool:
+    o = options or TrainOptions()
     try:
-        check_layout(layout, model, seq_len=seq)
+        check_layout(layout, model, seq_len=seq, split_embedding_loss=o.split_embedding_loss, uneven_pp=o.uneven_pp)
     except LayoutError:
         return False
     return True
@@ -387,8 +422,15 @@ def pick_min_layout(grid: list[Cand], usable: float, dom: Domain, mode: str) -> 
 
 
 def _train_terms(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, seq: int, nmb: Any,
-                 **arrays: Any) -> Any:
+                 options: TrainOptions | None = None, **arrays: Any) -> Any:
+    """``memory.train_memory`` of ``layout`` (entries of ``arrays`` replace its fields); the pipeline
+    split follows ``options`` as ``sweep`` picks it (``pipeline.pipeline_split``)."""
+    import numpy as np
+
     from mi400plan.memory import train_memory
+    from mi400plan.pipeline import pipeline_split_array
+
+    o = options or TrainOptions()
 
     kw: dict[str, Any] = dict(
         tp=layout.tp, pp=layout.pp, vpp=layout.vpp, dp=layout.dp, ep=layout.ep, etp=layout.etp, cp=layout.cp,
@@ -396,12 +438,13 @@ def _train_terms(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, s
         sequence_parallel=layout.sequence_parallel,
     )
     kw.update(arrays)
-    return train_memory(model, counts, recipe, seq_len=seq, num_microbatches=nmb, **kw)
+    split = np.maximum(pipeline_split_array(model.num_layers, kw["pp"], kw["vpp"], o.split_embedding_loss, o.uneven_pp), 0)
+    return train_memory(model, counts, recipe, seq_len=seq, num_microbatches=nmb, pipeline_split=split, **kw)
 
 
 def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: FitModel, warnings: list[str],
                plan_layout: Layout | None, given: dict[str, Any], *, seq: int | None, gpus: int | None,
-               global_batch: int | None, recipe: TrainRecipe) -> FitResult:
+               global_batch: int | None, recipe: TrainRecipe, options: TrainOptions) -> FitResult:
     base = plan_layout.model_dump() if plan_layout else {}
     for k, v in given.items():
         if v is not None:
@@ -422,7 +465,8 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
             rule="dp-integer",
         )
     seq_len = int(seq or min(DEFAULT_TRAIN_SEQ, model.max_seq_len))
-    check_layout(layout, model, seq_len=seq_len)
+    check_layout(layout, model, seq_len=seq_len, split_embedding_loss=options.split_embedding_loss,
+                 uneven_pp=options.uneven_pp)
     nmb: int | None = None
     if global_batch is not None:
         per_step = layout.micro_batch * layout.dp
@@ -437,7 +481,7 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
         warnings.append(f"sequence length {seq_len} exceeds {model.name}'s max_seq_len {model.max_seq_len}")
     from mi400plan.memory import padded_vocab_size
 
-    mem = _train_terms(model, counts, recipe, layout, seq_len, nmb).item()
+    mem = _train_terms(model, counts, recipe, layout, seq_len, nmb, options).item()
     layout_dict: dict[str, int | str | bool] = dict(layout.model_dump())
     layout_dict["schedule"] = layout.schedule
     layout_dict["seq_len"] = seq_len
@@ -445,8 +489,8 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
         layout_dict["global_batch"] = int(global_batch)
 
     # Alternatives for suggestions: single changes, then the smallest model-parallel grid.
-    alts = _train_alternatives(model, counts, recipe, layout, seq_len, nmb, gpus)
-    grid = _train_grid(model, counts, recipe, layout, seq_len, global_batch)
+    alts = _train_alternatives(model, counts, recipe, layout, seq_len, nmb, gpus, options)
+    grid = _train_grid(model, counts, recipe, layout, seq_len, global_batch, options)
 
     rows = []
     cache: dict[str, Domain] = {}
@@ -463,13 +507,19 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
         k: v for k, v in recipe.model_dump().items() if k != "reserve"
     }
     rdict["bytes_per_param"] = recipe.bytes_per_param(model.hidden_size)
+    from mi400plan.pipeline import pipeline_split, split_text
+
+    rdict.update(options.search_flags())
+    code = pipeline_split(model.num_layers, layout.pp, layout.vpp, options.split_embedding_loss, options.uneven_pp)
+    rdict["pipeline_split"] = split_text(model.num_layers, layout.pp, layout.vpp, max(code, 0))
     rdict["fp8_weight_bytes"] = recipe.fp8_weight_bytes
     return FitResult(model=fm, mode="train", recipe=rdict, reserve=recipe.reserve.text(), rows=rows,
                      warnings=warnings)
 
 
 def _train_alternatives(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, seq: int,
-                        nmb: int | None, gpus: int | None) -> list[tuple[str, Layout, float, int]]:
+                        nmb: int | None, gpus: int | None,
+                        options: TrainOptions | None = None) -> list[tuple[str, Layout, float, int]]:
     """Single-step layout changes, smallest first: (flag text, layout, total bytes excl. capacity reserve,
     GPUs). With a fixed GPU count, raising TP or PP lowers DP. A row skips a TP wider than its SKU's
     scale-up domain (and wider than the TP given)."""
@@ -498,21 +548,21 @@ def _train_alternatives(model: Any, counts: Any, recipe: TrainRecipe, layout: La
     for field in ("tp", "pp", "ep"):
         for f in (2, 4, 8):
             lay = scaled(field, f)
-            if lay is not None and _valid(lay, model, seq):
+            if lay is not None and _valid(lay, model, seq, options):
                 cands.append((f"--{field} {lay.model_dump()[field]}" + (f" (dp {lay.dp})" if lay.dp != layout.dp else ""),
                               lay))
                 break
     out = []
     for text, lay in cands:
-        if not _valid(lay, model, seq):
+        if not _valid(lay, model, seq, options):
             continue
-        t = _train_terms(model, counts, recipe, lay, seq, nmb).item()["total"]
+        t = _train_terms(model, counts, recipe, lay, seq, nmb, options).item()["total"]
         out.append((text, lay, t, lay.gpus))
     return out
 
 
 def _train_grid(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, seq: int,
-                global_batch: int | None) -> list[Cand]:
+                global_batch: int | None, options: TrainOptions | None = None) -> list[Cand]:
     """Every valid (tp, pp, ep) with the other settings kept, fewest GPUs first (``_train_key``).
 
     MoE: EP may exceed TP x CP x DP only by laying the expert grid over more data-parallel replicas
@@ -547,13 +597,13 @@ def _train_grid(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, se
                         continue
                     nmb = global_batch // per
                 lay = Layout(**{**d, "tp": t, "pp": p, "ep": e, "dp": dp})
-                if _valid(lay, model, seq):
+                if _valid(lay, model, seq, options):
                     cand.append(lay)
                     nmbs.append(nmb)
     if not cand:
         return []
     tot = _train_terms(
-        model, counts, recipe, layout, seq, np.array(nmbs),
+        model, counts, recipe, layout, seq, np.array(nmbs), options,
         tp=np.array([c.tp for c in cand]), pp=np.array([c.pp for c in cand]), ep=np.array([c.ep for c in cand]),
         dp=np.array([c.dp for c in cand]),
     ).total

@@ -296,14 +296,23 @@ def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any,
     return SweepRow(
         rank=rank, sku=sku.name, gpus=gpus, layout=lay, replica_gpus=int(inner * pp),
         microbatches=int(round(r["m"])),
-        memory_bytes=MemoryBytes(
-            weights=r["mem_weights"], gradients=r["mem_gradients"], optimizer=r["mem_optimizer"],
-            activations=r["mem_activations"], reserve=r["mem_reserve"], total=r["mem_total"], capacity=usable,
-        ),
+        memory_bytes=_memory(r, wl, hw),
         step_time_s=r["step"], compute_only_s=r["compute_only"],
         time_s=TimeBreakdown(**{k: r[f"t_{k}"] for k in TimeBreakdown.model_fields}),
         placement=placement, tokens_per_s=tps, mfu=float(met["mfu"]), hfu=float(met["hfu"]),
         days=days, cost_usd=cst,
+    )
+
+
+def _memory(r: dict[str, Any], wl: Any, hw: Any) -> MemoryBytes:
+    """Per-GPU memory of a search row as ``fit`` reports it: the reserve is the whole runtime reserve
+    (fixed part + the capacity share, ``RuntimeReserve``), so ``total`` includes it and compares with
+    the SKU's HBM capacity (``memory.train_memory`` leaves the capacity share to the caller)."""
+    share = wl.recipe.reserve.fraction * hw.hbm_bytes
+    return MemoryBytes(
+        weights=r["mem_weights"], gradients=r["mem_gradients"], optimizer=r["mem_optimizer"],
+        activations=r["mem_activations"], reserve=r["mem_reserve"] + share, total=r["mem_total"] + share,
+        capacity=hw.hbm_bytes,
     )
 
 
@@ -450,9 +459,9 @@ def _size_flips(sr: SkuRange, best: SweepRow | None, wl: Any, corners: dict[str,
 
         out.append(SweepFlip(
             kind="fit", sku=sr.sku, gpus=sr.gpus, corner="pessimistic",
-            detail=f"{where}: the best layout {nom} needs {gb(best.memory_bytes.total)} per GPU: it fits the "
-            f"{gb(best.memory_bytes.capacity)} usable of the nominal {gb(cap_nom)} HBM but not the {gb(usable_lo)} "
-            f"usable of the low-end {gb(cap_lo)}; {there}",
+            detail=f"{where}: the best layout {nom} needs {gb(best.memory_bytes.total)} per GPU (runtime reserve "
+            f"included): it fits the nominal {gb(cap_nom)} HBM but not the low-end {gb(cap_lo)} "
+            f"({gb(usable_lo)} after the capacity share of the reserve); {there}",
         ))
     for c in CORNERS:
         cb = getattr(sr, c)
@@ -566,18 +575,18 @@ def sweep(
     racks: int | None = None,
     global_batch: str | None = None,
     seq_len: int | None = None,
-    precision: str = "bf16",
+    precision: str | None = None,
     tokens: str | None = None,
     gpu_hour_cost: float | None = None,
     top: int = 5,
     matmul_efficiency: float | None = None,
     hbm_efficiency: float | None = None,
     gemm_overhead_us: float | None = None,
-    overlap_tp: bool = False,
-    overlap_ep: bool = False,
-    overlap_pp: bool = True,
-    overlap_cp: bool = True,
-    split_embedding_loss: bool = False,
+    overlap_tp: bool | None = None,
+    overlap_ep: bool | None = None,
+    overlap_pp: bool | None = None,
+    overlap_cp: bool | None = None,
+    split_embedding_loss: bool | None = None,
     grad_dtype: str | None = None,
     pins: dict[str, list[int]] | None = None,
     save: str | None = None,
@@ -587,6 +596,8 @@ def sweep(
     site: str | None = None,
     cost_overrides: Any = None,
     pareto: bool = False,
+    options: Any = None,
+    **recipe_kw: Any,
 ) -> SweepResult:
     """Run the layout search. See ``mi400plan sweep --help`` for the meaning of each input.
 
@@ -606,6 +617,12 @@ def sweep(
     recipe's main grads, which Megatron-LM reduces in fp32 for BF16/FP8 training; ``bf16`` as with
     ``--grad-reduce-in-bf16``) sets the gradient bytes of the memory model and of the DP reduction.
 
+    ``options`` (``specs.layout.TrainOptions``, the object ``fit`` takes too) carries the whole
+    training recipe; the single keyword arguments above and ``recipe_kw`` (any other ``TrainOptions``
+    field: ``recipe``, ``optimizer``, ``flash_attention``, ``dropout``, ``reserve``,
+    ``fp8_weight_copies``, ``capacity_factor``, ``vocab_divisible_by``, ``uneven_pp``, ``overlap_dp``)
+    go on top of it.
+
     With ``tokens``, each SKU's best layout also gets the run's energy, emissions and cost
     (``api.cost.run_energy``): wall power from the SKU's cost profile at the site (``site``, default
     ``us-2025``; ``cost_overrides`` an ``api.cost.CostOverrides``), and the cost model's all-in cost
@@ -613,8 +630,19 @@ def sweep(
     """
     from mi400plan.params import count_params
     from mi400plan.search import RULES, TIE_BREAK, SearchOptions, Workload, iter_rows, model_terms, search, usable_hbm
-    from mi400plan.specs.layout import train_recipe
+    from mi400plan.specs.layout import TrainOptions
 
+    unknown = set(recipe_kw) - set(TrainOptions.model_fields)
+    if unknown:
+        raise TypeError(f"sweep() got unexpected keyword arguments {sorted(unknown)}")
+    if precision is not None and precision not in PRECISIONS:
+        raise UsageError(f"unknown --precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+    topts = (options or TrainOptions()).merged(
+        precision=precision, grad_dtype=grad_dtype, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
+        overlap_pp=overlap_pp, overlap_cp=overlap_cp, split_embedding_loss=split_embedding_loss, **recipe_kw)
+    precision = topts.precision
+    overlap_tp, overlap_ep, overlap_pp, overlap_cp = topts.overlap_tp, topts.overlap_ep, topts.overlap_pp, topts.overlap_cp
+    split_embedding_loss = topts.split_embedding_loss
     if not skus:
         raise UsageError("give at least one --sku")
     if save and Path(save).exists() and not overwrite:
@@ -645,9 +673,9 @@ def sweep(
         from mi400plan.api.cost import load_site
 
         site_prof, site_v, _ = load_site(cat, site, cost_overrides)
-    recipe = train_recipe("megatron", precision=precision, grad_dtype=grad_dtype)
+    recipe = topts.train_recipe()
     wl = Workload(spec, counts, recipe, seq, gb)
-    terms = model_terms(spec, counts, seq)
+    terms = model_terms(spec, counts, seq, recipe)
     pin_kw: dict[str, Any] = {}
     for k, v in (pins or {}).items():
         if v:
@@ -659,8 +687,7 @@ def sweep(
                 pin_kw[k] = tuple(int(x) for x in v)
             if any(int(x) < 0 for x in v):
                 raise UsageError(f"--{k.replace('_', '-')} values must be non-negative")
-    opts = SearchOptions(overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,
-                         split_embedding_loss=split_embedding_loss, **pin_kw)
+    opts = SearchOptions(**topts.search_flags(), **pin_kw)
 
     built = [build_sku(cat, s, precision, matmul_efficiency=matmul_efficiency,
                        hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us) for s in skus]
@@ -812,7 +839,7 @@ def sweep(
     result = SweepResult(
         model=spec.name, precision=precision, seq_len=seq, global_batch_seqs=gb, global_batch_tokens=gb * seq,
         train_tokens=train_tokens, gpu_hour_cost=gpu_hour_cost, tie_break=TIE_BREAK,
-        overlap={"tp": overlap_tp, "ep": overlap_ep, "pp": overlap_pp, "cp": overlap_cp, "dp": True},
+        overlap={"tp": overlap_tp, "ep": overlap_ep, "pp": overlap_pp, "cp": overlap_cp, "dp": topts.overlap_dp},
         split_embedding_loss=split_embedding_loss,
         evaluated=evaluated, valid=valid, rejected=rejected, rejected_rules=dict(RULES), rows=rows,
         skus=summaries if len(built) > 1 else [], scaling=scaling if len(scaling) > len(built) else [],
@@ -826,15 +853,8 @@ def sweep(
     if save:
         if not rows:
             raise UsageError("nothing to save: no layout is valid and fits")
-        write_plan(save, rows[0], spec.name, gb, seq, precision)
+        write_plan(save, rows[0], spec.name, gb, seq, precision, topts)
         update: dict[str, Any] = {"saved_plan": str(save)}
-        lay = rows[0].layout
-        if spec.num_layers % (lay.pp * lay.vpp):
-            update["warnings"] = result.warnings + [
-                f"the saved layout needs --split-embedding-loss (PP {lay.pp} x VPP {lay.vpp} divides the "
-                f"{spec.num_layers} layers + embedding + loss, not the {spec.num_layers} layers); "
-                "`fit --plan` checks an even split of the layers and will reject it"
-            ]
         result = result.model_copy(update=update)
     return result
 
@@ -866,8 +886,10 @@ def _why(rej: dict[str, int]) -> str:
     return ", ".join(f"{k}: {v:,}" for v, k in top) or "no candidates"
 
 
-def write_plan(path: str, row: SweepRow, model: str, global_batch: int, seq_len: int, precision: str) -> None:
-    """Write ``[plan]`` and ``[layout]`` (exactly ``Layout``'s fields) atomically."""
+def write_plan(path: str, row: SweepRow, model: str, global_batch: int, seq_len: int, precision: str,
+               options: Any = None) -> None:
+    """Write ``[plan]``, ``[layout]`` (exactly ``Layout``'s fields) and ``[recipe]`` (the ``TrainOptions``
+    switches that differ from the defaults, which ``fit --plan`` reads back) atomically."""
     from mi400plan.profiles import write_toml_atomic
     from mi400plan.specs.layout import Layout
 
@@ -879,6 +901,9 @@ def write_plan(path: str, row: SweepRow, model: str, global_batch: int, seq_len:
         },
         "layout": lay.model_dump(mode="json"),
     }
+    changed = options.changed() if options is not None else {}
+    if changed:
+        data["recipe"] = changed
     try:
         write_toml_atomic(path, data)
     except OSError as exc:

@@ -8,6 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from mi400plan.cli.recipe import (
+    DropoutOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, SplitOpt, UnevenOpt,
+)
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
     ForceOpt,
@@ -98,6 +101,14 @@ def fit_cmd(
         "--vocab-divisible-by", min=1,
         help="Train: Megatron-LM pads the vocabulary to a multiple of this x TP (default 128; Llama-3's 128,256 "
              "-> 129,024 at TP 8). The padded rows cost memory; parameter counts stay unpadded.")] = None,
+    dropout: DropoutOpt = None,
+    split_embedding_loss: SplitOpt = None,
+    uneven_pp: UnevenOpt = None,
+    overlap_tp: OverlapTpOpt = None,
+    overlap_ep: OverlapEpOpt = None,
+    overlap_pp: OverlapPpOpt = None,
+    overlap_cp: OverlapCpOpt = None,
+    overlap_dp: OverlapDpOpt = None,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -130,7 +141,9 @@ def fit_cmd(
             optimizer=optimizer.value if optimizer else None, grad_dtype=grad_dtype.value if grad_dtype else None,
             kv_dtype=kv_dtype.value if kv_dtype else None, flash_attention=flash, batch=batch, reserve=reserve,
             plan=str(plan) if plan else None, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-            vocab_divisible_by=vocab_divisible_by,
+            vocab_divisible_by=vocab_divisible_by, dropout=dropout, split_embedding_loss=split_embedding_loss,
+            uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
+            overlap_cp=overlap_cp, overlap_dp=overlap_dp,
         )
 
     run("fit", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

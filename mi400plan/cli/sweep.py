@@ -8,6 +8,10 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.cost import GridOpt, LoadOpt, PriceOpt, PueOpt, SiteOpt
+from mi400plan.cli.recipe import (
+    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, OptimizerOpt, OverlapDpOpt, RecipeOpt, ReserveOpt,
+    UnevenOpt, VocabOpt, recipe_flags,
+)
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
     PlotOpt,
@@ -82,6 +86,16 @@ def cmd(
         "--grad-dtype",
         help="Gradient accumulation and reduction dtype: fp32 (default; Megatron-LM reduces BF16 gradients in "
         "fp32) or bf16 (Megatron-Core --grad-reduce-in-bf16); also sizes the gradient memory.")] = None,
+    recipe: RecipeOpt = None,
+    optimizer: OptimizerOpt = None,
+    flash: FlashOpt = None,
+    dropout: DropoutOpt = None,
+    reserve: ReserveOpt = None,
+    capacity_factor: CapacityFactorOpt = None,
+    fp8_weight_copies: Fp8CopiesOpt = None,
+    vocab_divisible_by: VocabOpt = None,
+    uneven_pp: UnevenOpt = None,
+    overlap_dp: OverlapDpOpt = None,
     tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
     pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
     vpp: Annotated[Optional[str], typer.Option("--vpp", help="Only these virtual-stage counts.")] = None,
@@ -155,6 +169,9 @@ def cmd(
                 overlap_cp=overlap_cp, split_embedding_loss=split_embedding_loss, grad_dtype=grad_dtype, pins=pins, save=str(save) if save else None, progress=cb,
                 ranges=not no_ranges, overwrite=force, site=site,
                 pareto=pareto, cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
+                **recipe_flags(recipe=recipe, optimizer=optimizer, flash_attention=flash, dropout=dropout,
+                               reserve=reserve, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
+                               vocab_divisible_by=vocab_divisible_by, uneven_pp=uneven_pp, overlap_dp=overlap_dp),
             )
 
     run("sweep", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

@@ -134,7 +134,7 @@ def _sweep_tradeoff(result: SweepResult, fig: Figure) -> None:
         ax.annotate(f"#1 TP{best.layout.tp} PP{best.layout.pp}", (best.memory_bytes.total / GIB, best.step_time_s),
                     textcoords="offset points", xytext=(6, 6), fontsize=8)
         ax.axvline(rows[0].memory_bytes.capacity / GIB, color=pts.get_facecolor()[0], linestyle=":", linewidth=1,
-                   label=f"{sku} usable HBM")
+                   label=f"{sku} HBM capacity")
     gpus = sorted({r.gpus for r in result.rows})
     ax.set_xlabel("memory per GPU (GiB, 2^30 bytes)")
     ax.set_ylabel("step time (s)")

@@ -10,6 +10,9 @@ from mi400plan.results.sweep import Span, SweepResult, SweepRow
 from mi400plan.units import fmt_bytes, fmt_count, fmt_pct, fmt_time
 
 
+# Which memory figure the tables show (the same figure `fit` reports for the layout).
+MEM_NOTE = "mem/GPU: the most loaded rank, runtime reserve included (the figure `fit --plan` reports)."
+
 def _layout(r: SweepRow) -> str:
     from mi400plan.api.sweep import layout_text
 
@@ -107,7 +110,7 @@ def render(res: SweepResult, console: Any) -> None:
                     line.append(_money(r.cost_usd))
                 out.append(line)
             print_table(console, cols, out, title=f"Best layouts: {sku} x {gpus:,} GPUs - {head}",
-                        caption=f"Order: {res.tie_break}.")
+                        caption=f"Order: {res.tie_break}. {MEM_NOTE}")
     if res.skus:
         cols = ["SKU", ("GPUs", "right"), "best layout", ("step", "right"), ("tokens/s", "right"),
                 ("tok/s per GPU", "right"), ("GPUs/rack", "right"), ("tok/s per rack", "right"), ("MFU", "right"),

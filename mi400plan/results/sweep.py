@@ -56,9 +56,9 @@ class MemoryBytes(OutModel):
     gradients: float
     optimizer: float
     activations: float
-    reserve: float
-    total: float
-    capacity: float  # HBM usable by the layout (capacity minus the proportional reserve), bytes
+    reserve: float  # the whole runtime reserve: fixed part + capacity share (fragmentation), as `fit` counts it
+    total: float  # includes the reserve; the layout fits when total <= capacity
+    capacity: float  # the SKU's HBM capacity (driver-reported usable where published), bytes
 
 
 class Placement(OutModel):

@@ -90,15 +90,20 @@ class Layout(StrictModel):
         return " ".join(parts)
 
 
-def check_layout(layout: Layout, model: ModelSpec, *, seq_len: int | None = None) -> None:
-    """Raise ``LayoutError`` (its message ends with ``[rule: NAME]``); see :func:`_check_layout`."""
+def check_layout(layout: Layout, model: ModelSpec, *, seq_len: int | None = None,
+                 split_embedding_loss: bool = False, uneven_pp: bool = False) -> None:
+    """Raise ``LayoutError`` (its message ends with ``[rule: NAME]``); see :func:`_check_layout`.
+
+    ``split_embedding_loss`` / ``uneven_pp`` admit the pipeline splits of ``mi400plan.pipeline``
+    (embedding and loss counted as layers; fewer layers on the first and last stage)."""
     try:
-        _check_layout(layout, model, seq_len=seq_len)
+        _check_layout(layout, model, seq_len=seq_len, split_embedding_loss=split_embedding_loss, uneven_pp=uneven_pp)
     except LayoutError as exc:
         raise LayoutError(f"{exc.message} [rule: {exc.rule}]", rule=exc.rule, hint=exc.hint) from None
 
 
-def _check_layout(layout: Layout, model: ModelSpec, *, seq_len: int | None = None) -> None:
+def _check_layout(layout: Layout, model: ModelSpec, *, seq_len: int | None = None,
+                  split_embedding_loss: bool = False, uneven_pp: bool = False) -> None:
     """Raise ``LayoutError`` naming the first structural rule ``layout`` breaks for ``model``.
 
     Rules (Megatron-Core's argument checks, stated as the planner uses them):
@@ -128,11 +133,15 @@ def _check_layout(layout: Layout, model: ModelSpec, *, seq_len: int | None = Non
                 rule="tp-kv-heads",
             )
     layers = model.num_layers
-    if layers % (layout.pp * layout.vpp):
+    from mi400plan.pipeline import SPLIT_NONE, pipeline_split
+
+    if pipeline_split(layers, layout.pp, layout.vpp, split_embedding_loss, uneven_pp) == SPLIT_NONE:
         what = f"PP={layout.pp}" + (f" x VPP={layout.vpp}" if layout.vpp > 1 else "")
+        allowed = " or uneven first/last stages" if uneven_pp else ""
+        allowed += " or layers + 2 (embedding and loss as layers)" if split_embedding_loss else ""
         raise LayoutError(
             f"{what} does not divide the {layers} layers of {model.name} (each stage needs the same number "
-            "of layers)",
+            "of layers)" + (f"; no split{allowed} holds them either" if allowed else ""),
             rule="pp-layers",
             hint=f"PP x VPP must divide {layers}: {_divisors_text(layers)}",
         )
@@ -346,6 +355,7 @@ def train_recipe(
     fp8_weight_copies: int | None = None,
     capacity_factor: float | None = None,
     vocab_divisible_by: int | None = None,
+    dropout: bool | None = None,
 ) -> TrainRecipe:
     """A named preset with overrides. ``precision="fp8"`` keeps ``fp8_weight_copies`` cached FP8 casts
     of every transformer-block GEMM weight (default ``TE_FP8_WEIGHT_COPIES`` = 2, as Transformer
@@ -380,6 +390,8 @@ def train_recipe(
         fields["grad_bytes"] = sizes[grad_dtype]
     if flash_attention is not None:
         fields["flash_attention"] = flash_attention
+    if dropout is not None:
+        fields["dropout"] = dropout
     if reserve is not None:
         fields["reserve"] = reserve
     if capacity_factor is not None:
@@ -391,6 +403,71 @@ def train_recipe(
             raise UsageError(f"the vocabulary padding unit must be a positive integer, got {vocab_divisible_by}")
         fields["vocab_divisible_by"] = int(vocab_divisible_by)
     return TrainRecipe(**fields)  # type: ignore[arg-type]
+
+
+class TrainOptions(StrictModel):
+    """The training recipe and model switches ``fit`` and ``sweep`` share (one object for both).
+
+    Memory (``train_recipe``): ``recipe`` preset, ``precision``, ``optimizer``, ``grad_dtype``,
+    ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``,
+    ``capacity_factor``, ``vocab_divisible_by``. Pipeline split (both): ``split_embedding_loss``,
+    ``uneven_pp`` (``mi400plan.pipeline``). Step time (``search.SearchOptions``): ``overlap_tp``,
+    ``overlap_ep``, ``overlap_pp``, ``overlap_cp``, ``overlap_dp``. A plan saved by ``sweep --save``
+    keeps the switches that differ from these defaults in its ``[recipe]`` table and ``fit --plan``
+    reads them back, so the same layout gives the same memory in both commands.
+    """
+
+    recipe: Literal["megatron", "zero", "fp32"] = "megatron"
+    precision: Literal["bf16", "fp8", "fp32"] = "bf16"
+    optimizer: Optimizer | None = None
+    grad_dtype: Literal["fp32", "bf16", "fp16"] | None = None
+    flash_attention: bool = True
+    dropout: bool = False
+    reserve: str | None = None
+    fp8_weight_copies: int | None = Field(default=None, ge=0, le=2)
+    capacity_factor: float | None = Field(default=None, gt=0)
+    vocab_divisible_by: int | None = Field(default=None, ge=1)
+    overlap_tp: bool = False
+    overlap_ep: bool = False
+    overlap_pp: bool = True
+    overlap_cp: bool = True
+    overlap_dp: bool = True
+    split_embedding_loss: bool = False
+    uneven_pp: bool = True
+
+    def train_recipe(self) -> TrainRecipe:
+        """The memory recipe these switches describe (``train_recipe``)."""
+        return train_recipe(
+            self.recipe, precision=self.precision, optimizer=self.optimizer, grad_dtype=self.grad_dtype,
+            flash_attention=self.flash_attention, dropout=self.dropout,
+            reserve=parse_reserve(self.reserve) if self.reserve is not None else None,
+            fp8_weight_copies=self.fp8_weight_copies, capacity_factor=self.capacity_factor,
+            vocab_divisible_by=self.vocab_divisible_by,
+        )
+
+    def search_flags(self) -> dict[str, bool]:
+        """The ``search.SearchOptions`` switches."""
+        return {k: getattr(self, k) for k in ("overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp", "overlap_dp",
+                                              "split_embedding_loss", "uneven_pp")}
+
+    def changed(self) -> dict[str, object]:
+        """The switches that differ from the defaults (what a plan file's ``[recipe]`` table keeps)."""
+        return {k: v for k, v in self.model_dump().items() if v != type(self).model_fields[k].default}
+
+    def merged(self, **given: object) -> "TrainOptions":
+        """These options with the non-None values of ``given`` on top (``UsageError`` for a bad value)."""
+        from pydantic import ValidationError
+
+        new = {**self.model_dump(), **{k: v for k, v in given.items() if v is not None}}
+        try:
+            return TrainOptions(**new)
+        except ValidationError as exc:
+            # train_recipe words the usual mistakes (unknown dtype, non-positive factor, ...) for users
+            train_recipe(new["recipe"] if new["recipe"] in TRAIN_PRESETS else "megatron", precision=new["precision"],
+                         optimizer=new["optimizer"], grad_dtype=new["grad_dtype"],
+                         capacity_factor=new["capacity_factor"], vocab_divisible_by=new["vocab_divisible_by"])
+            e = exc.errors()[0]
+            raise UsageError(f"invalid training option {'.'.join(str(x) for x in e['loc'])}: {e['msg']}") from None
 
 
 # --- inference recipe --------------------------------------------------------------------------

@@ -1,0 +1,80 @@
+"""Training-recipe flags shared by ``fit`` and ``sweep`` (``specs.layout.TrainOptions``).
+
+Every recipe switch exists in both commands with the same name, meaning and default; unset flags
+stay ``None`` so a plan file's ``[recipe]`` table (``fit --plan``) is not overridden by defaults.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Optional
+
+import typer
+
+
+class RecipeChoice(str, Enum):
+    megatron = "megatron"
+    zero = "zero"
+    fp32 = "fp32"
+
+
+class OptimizerChoice(str, Enum):
+    adamw = "adamw"
+    adam = "adam"
+    sgd = "sgd"
+    adafactor = "adafactor"
+
+
+RecipeOpt = Annotated[Optional[RecipeChoice], typer.Option(
+    "--recipe", help="Training bytes-per-parameter preset: megatron (18 B/param) or zero (16 B/param).")]
+OptimizerOpt = Annotated[Optional[OptimizerChoice], typer.Option("--optimizer", help="Optimizer (train).")]
+FlashOpt = Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="Flash attention (default on).")]
+DropoutOpt = Annotated[Optional[bool], typer.Option(
+    "--dropout/--no-dropout", help="Dropout masks kept for backward (Korthikanti et al. 2022; default off, as in "
+    "modern LLM pre-training).")]
+ReserveOpt = Annotated[Optional[str], typer.Option(
+    "--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default: context and communicators + allocator "
+    "fragmentation), '4GiB', '0'.")]
+CapacityFactorOpt = Annotated[Optional[float], typer.Option(
+    "--capacity-factor",
+    help="MoE (train): routed-token buffers hold top_k x this many copies of each local token. Default 1.25: "
+         "Megatron-Core's default MoE is dropless, so this is a load-imbalance allowance for the busiest "
+         "expert rank's dispatch buffers, not a token-dropping capacity.")]
+Fp8CopiesOpt = Annotated[Optional[int], typer.Option(
+    "--fp8-weight-copies", min=0, max=2,
+    help="With --precision fp8 (train): cached FP8 casts per GEMM weight. Default 2, as Transformer Engine "
+         "keeps them: a row-wise copy for the forward GEMM and a transposed one for the backward pass.")]
+VocabOpt = Annotated[Optional[int], typer.Option(
+    "--vocab-divisible-by", min=1,
+    help="Train: Megatron-LM pads the vocabulary to a multiple of this x TP (default 128; Llama-3's 128,256 "
+         "-> 129,024 at TP 8). The padded rows cost memory; parameter counts stay unpadded.")]
+UnevenOpt = Annotated[Optional[bool], typer.Option(
+    "--uneven-pp/--no-uneven-pp",
+    help="When PP x VPP does not divide the layers, let the first and the last pipeline stage hold fewer "
+         "layers (Megatron-Core --decoder-first/last-pipeline-num-layers; default on): DeepSeek-V3's 61 "
+         "layers at PP 16 = 2 + 14 x 4 + 3.")]
+OverlapDpOpt = Annotated[Optional[bool], typer.Option(
+    "--overlap-dp/--no-overlap-dp",
+    help="Gradient reduction and parameter gathers overlap the backward/forward passes (default on); "
+         "--no-overlap-dp runs them after the backward, as Megatron-LM 2021 did.")]
+OverlapTpOpt = Annotated[Optional[bool], typer.Option(
+    "--overlap-tp/--no-overlap-tp", help="Hide TP/SP collectives behind GEMMs (default: exposed).")]
+OverlapEpOpt = Annotated[Optional[bool], typer.Option(
+    "--overlap-ep/--no-overlap-ep", help="Hide EP all-to-all behind GEMMs (default: exposed).")]
+OverlapPpOpt = Annotated[Optional[bool], typer.Option(
+    "--overlap-pp/--no-overlap-pp",
+    help="Interleaved schedule (VPP > 1): pipeline send/recv runs behind the next chunk's compute (default on, "
+         "Megatron-LM's overlap_p2p_comm).")]
+OverlapCpOpt = Annotated[Optional[bool], typer.Option(
+    "--overlap-cp/--no-overlap-cp",
+    help="Hide context-parallel key/value exchanges behind attention compute (default on: ring attention).")]
+SplitOpt = Annotated[Optional[bool], typer.Option(
+    "--split-embedding-loss/--no-split-embedding-loss",
+    help="Count the input embedding and the loss as one layer each in the pipeline split, so PP x VPP may "
+         "divide layers + 2 (Megatron-Core --account-for-embedding-in-pipeline-split "
+         "--account-for-loss-in-pipeline-split; Llama 3 405B: 126 + 2 = 16 stages x 8).")]
+
+
+def recipe_flags(**flags: Any) -> dict[str, Any]:
+    """The flags as ``TrainOptions`` keyword arguments (enum choices as their values, ``None`` kept)."""
+    return {k: (v.value if isinstance(v, Enum) else v) for k, v in flags.items()}

@@ -1,0 +1,178 @@
+"""Published training layouts fit, a layout over capacity does not, and fit == sweep.
+
+Llama 3 405B pre-training (Llama Team, "The Llama 3 Herd of Models", arXiv 2407.21783, 2024):
+Table 4 lists three layouts on 80 GB H100s, BF16, 16M tokens per step:
+
+* 8,192 GPUs: TP 8, CP 1, PP 16, DP 64, sequence 8,192, 32 sequences per DP rank;
+* 16,384 GPUs: TP 8, CP 1, PP 16, DP 128, sequence 8,192, 16 sequences per DP rank;
+* 16,384 GPUs: TP 8, CP 16, PP 16, DP 8, sequence 131,072, 16 sequences per DP rank.
+
+Section 3.3.2 states what the runs hold: FSDP shards "optimizer states and gradients" but does not
+reshard the parameters after the forward pass (the planner's ZeRO-2: whole BF16 weights, sharded
+FP32 gradients and optimizer states); one transformer layer fewer on the first and the last stage
+(126 + 2 = 128 = 16 x 8: ``--split-embedding-loss``); no activation recomputation at 8K; micro-batch
+of one sequence (each DP rank's 16 or 32 sequences run as that many micro-batches).
+
+The expected bytes below are written out from the architecture (hidden 16,384, FFN 53,248, 128
+heads, 8 KV heads of 128, vocabulary 128,256 padded to 129,024 = a multiple of 128 x TP 8, 126
+layers), not taken from the tool.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+GiB = 2**30
+MiB = 2**20
+H100_CAPACITY = 81_559 * MiB  # nvidia-smi total of an H100 80GB HBM3 (the catalog's hbm_usable)
+
+# Per TP rank (TP 8) of one Llama 3 405B layer: attention Q, O 16,384^2 each, K, V 16,384 x 1,024 each;
+# SwiGLU 3 x 16,384 x 53,248; all split 8 ways (8 KV heads over TP 8: one each). Two RMSNorm vectors whole.
+LAYER_SPLIT = (2 * 16384 * 16384 + 2 * 16384 * 1024 + 3 * 16384 * 53248) // 8  # 398,458,880
+LAYER_NORMS = 2 * 16384
+LAYER = LAYER_SPLIT + LAYER_NORMS
+EMBEDDING = 129024 * 16384 // 8  # vocab-parallel rows of the padded vocabulary
+STAGE0_PARAMS = 7 * LAYER + EMBEDDING  # 7 layers + embedding (one layer fewer than the middle stages)
+
+# Activation bytes per token per layer per rank (Korthikanti et al. 2022, term by term; BF16, SP on,
+# flash attention, no dropout): 4 hidden-sized inputs split by SP (4 x 2 x 16,384 / 8), Q and the
+# output-projection input (2 x 2 x 128 heads x 128 / 8 each... = 4,096 each), K and V of the one KV
+# head (2 x 2 x 128), SwiGLU gate, up and down inputs (2 x 3 x 53,248 / 8), the fp32 log-sum-exp of
+# the 16 local heads (4 x 16).
+ACT_PER_TOKEN_LAYER = 4 * 2 * 16384 // 8 + 2 * 4096 + 2 * 2 * 128 + 2 * 3 * 53248 // 8 + 4 * 16
+TOKEN_IDS = 8  # int64 input ids held by the first stage
+
+
+def stage_bytes(params: int, layers: int, in_flight: int, dp_cp: int, tokens_per_rank: int,
+                first: bool) -> dict[str, float]:
+    """One pipeline stage of a Table 4 layout, by hand: ZeRO-2, micro-batch 1, no recompute."""
+    weights = 2 * params
+    grads = 4 * params / dp_cp + 2 * 4 * LAYER  # shard + the two layers whole around a reduce-scatter
+    optimizer = 12 * params / dp_cp  # fp32 master + Adam m, v, sharded over DP x CP
+    activations = in_flight * tokens_per_rank * (layers * ACT_PER_TOKEN_LAYER + (TOKEN_IDS if first else 0))
+    reserve = 2 * GiB + 0.05 * H100_CAPACITY
+    return dict(weights=weights, gradients=grads, optimizer=optimizer, activations=activations, reserve=reserve,
+                total=weights + grads + optimizer + activations + reserve)
+
+
+def table4_expected(dp_cp: int, tokens_per_rank: int) -> dict[str, float]:
+    """The most loaded stage. 1F1B on PP 16: stage i holds 16 - i micro-batches in flight. Stage 0
+    (7 layers + embedding, 16 in flight: 112 layer-micro-batches) is lighter than stage 1 (8 layers,
+    15 in flight: 120), so stage 1 is the one that must fit."""
+    s0 = stage_bytes(STAGE0_PARAMS, 7, 16, dp_cp, tokens_per_rank, first=True)
+    s1 = stage_bytes(8 * LAYER, 8, 15, dp_cp, tokens_per_rank, first=False)
+    assert s1["total"] > s0["total"]
+    return s1
+
+
+TABLE_4 = [  # gpus, tp, cp, pp, dp, seq, sequences per DP rank
+    (8192, 8, 1, 16, 64, 8192, 32),
+    (16384, 8, 1, 16, 128, 8192, 16),
+    (16384, 8, 16, 16, 8, 131072, 16),
+]
+
+
+@pytest.mark.parametrize("row", TABLE_4, ids=["8K-8192gpus", "8K-16384gpus", "128K-cp16-16384gpus"])
+def test_llama3_405b_table4_layouts_fit_on_h100(catalog, row) -> None:
+    from mi400plan.api.fit import fit
+
+    gpus, tp, cp, pp, dp, seq, per_dp = row
+    assert ACT_PER_TOKEN_LAYER == 65088 and LAYER_SPLIT == 398_458_880
+    r = fit(catalog, "llama3.1-405b", ["h100"], "train", tp=tp, cp=cp, pp=pp, gpus=gpus, seq=seq, zero=2,
+            micro_batch=1, recompute="none", global_batch=dp * per_dp, split_embedding_loss=True)
+    row_ = r.rows[0]
+    assert row_.capacity_bytes == H100_CAPACITY
+    want = table4_expected(dp * cp, seq // cp)
+    got = row_.memory_bytes.model_dump()
+    for k in ("weights", "gradients", "optimizer", "activations", "reserve", "total"):
+        assert got[k] == pytest.approx(want[k], abs=8), k  # whole bytes per term
+    assert row_.stage == 1
+    assert row_.verdict == "fits" and want["total"] < H100_CAPACITY
+    print(f"\n{gpus} GPUs TP{tp} CP{cp} PP{pp} DP{dp} seq {seq}: {want['total'] / GiB:.1f} GiB of "
+          f"{H100_CAPACITY / GiB:.1f} GiB ({want['total'] / 1e9:.1f} GB of 80 GB class HBM)")
+
+
+def test_llama3_405b_128k_without_context_parallelism_does_not_fit(catalog) -> None:
+    """The 128K row without CP: each micro-batch holds 131,072 tokens on every rank instead of 8,192,
+    so stage 1's activations alone are 15 x 131,072 x 8 x 65,088 B = 1,024 GB, far beyond 85.5 GB."""
+    from mi400plan.api.fit import fit
+
+    r = fit(catalog, "llama3.1-405b", ["h100"], "train", tp=8, cp=1, pp=16, gpus=16384, seq=131072, zero=2,
+            micro_batch=1, recompute="none", global_batch=128 * 16, split_embedding_loss=True)
+    acts = 15 * 131072 * 8 * ACT_PER_TOKEN_LAYER
+    assert acts > 10 * H100_CAPACITY
+    assert r.rows[0].memory_bytes.activations == pytest.approx(acts, abs=8)
+    assert r.rows[0].verdict == "does_not_fit"
+
+
+def test_llama3_405b_without_sharded_optimizer_does_not_fit(catalog) -> None:
+    """The 8K layout with plain data parallelism (ZeRO 0: every rank keeps fp32 master weights, Adam
+    moments and fp32 gradients of its stage): 18 B x 3.05e9 = 55 GB of state + 60 GB of activations."""
+    from mi400plan.api.fit import fit
+
+    r = fit(catalog, "llama3.1-405b", ["h100"], "train", tp=8, cp=1, pp=16, gpus=8192, seq=8192, zero=0,
+            micro_batch=1, recompute="none", global_batch=2048, split_embedding_loss=True)
+    state = 18 * STAGE0_PARAMS
+    assert state > 54e9
+    assert r.rows[0].memory_bytes.total > state + 59e9 > H100_CAPACITY
+    assert r.rows[0].verdict == "does_not_fit"
+
+
+def test_sweep_finds_the_table4_layout_without_lifting_capacity(catalog) -> None:
+    """The search, pinned to Table 4's TP/CP/PP and no recompute, finds a fitting layout on real H100 HBM."""
+    from mi400plan.api.sweep import build_sku
+    from mi400plan.params import count_params
+    from mi400plan.search import SearchOptions, Workload, iter_rows, search
+    from mi400plan.specs.layout import train_recipe
+
+    model = catalog.get("models", "llama3.1-405b").spec
+    wl = Workload(model, count_params(model), train_recipe("megatron"), 8192, 2048)
+    hw = build_sku(catalog, "h100", "bf16").hw
+    res = search(wl, hw, 8192, SearchOptions(tp=(8,), cp=(1,), pp=(16,), zero=(1, 2), recompute=(0,),
+                                             split_embedding_loss=True), top_k=1)
+    best = next(iter_rows(res.top))
+    assert (best["tp"], best["pp"], best["dp"], best["recompute"]) == (8, 16, 64, 0)
+
+
+# --- fit and sweep are one model -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra", [
+    [],
+    ["--grad-dtype", "bf16", "--dropout", "--no-flash", "--reserve", "3GiB+4%", "--split-embedding-loss",
+     "--optimizer", "adam", "--vocab-divisible-by", "64"],
+])
+def test_sweep_saved_plan_refits_with_identical_memory(cli, tmp_path, extra) -> None:
+    """sweep --save, then fit --plan: the same layout, the same recipe, the same bytes (reserve included)."""
+    plan = tmp_path / "plan.toml"
+    args = ["sweep", "llama3.1-405b", "--sku", "h100", "--gpus", "1024", "--seq", "8192", "--global-batch", "512",
+            "--tp", "8", "--pp", "16", "--cp", "1", "--vpp", "1,2", "--no-ranges", "--top", "1", "--json",
+            "--save", str(plan), *extra]
+    r = cli(args)
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)["data"]["rows"][0]
+    f = cli(["fit", "--plan", str(plan), "--json"])
+    assert f.exit_code == 0, f.output
+    frow = json.loads(f.stdout)["data"]["rows"][0]
+    for k in ("weights", "gradients", "optimizer", "activations", "reserve", "total"):
+        assert frow["memory_bytes"][k] == pytest.approx(row["memory_bytes"][k], abs=1), k
+    assert frow["capacity_bytes"] == row["memory_bytes"]["capacity"] == H100_CAPACITY
+    assert frow["fits"] is True
+
+
+def test_every_recipe_switch_of_one_command_exists_in_the_other(cli) -> None:
+    import re
+
+    def flags(cmd: str) -> set[str]:
+        return set(re.findall(r"--[a-z0-9-]+", cli([cmd, "--help"], env={"COLUMNS": "300"}).stdout))
+
+    recipe = {"--precision", "--recipe", "--optimizer", "--grad-dtype", "--flash", "--no-flash", "--dropout",
+              "--reserve", "--capacity-factor", "--fp8-weight-copies", "--vocab-divisible-by", "--split-embedding-loss",
+              "--uneven-pp", "--no-uneven-pp", "--overlap-tp", "--overlap-ep", "--overlap-pp", "--no-overlap-pp",
+              "--overlap-cp", "--no-overlap-cp", "--overlap-dp", "--no-overlap-dp", "--zero", "--recompute",
+              "--micro-batch", "--vpp"}
+    for cmd in ("fit", "sweep"):
+        missing = recipe - flags(cmd)
+        assert not missing, (cmd, missing)
