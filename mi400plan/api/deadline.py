@@ -94,7 +94,7 @@ def sweep_deadline(cat: Any, model: str, skus: list[str], *, tokens: str | None,
                        site_prof, site_v, search_kw) for s in skus]
     if len({a.sku for a in answers}) != len(answers):
         raise UsageError("the same --sku is given twice")
-    warnings = [f"{a.sku}: {a.limit}" for a in answers if a.limit]
+    warnings: list[str] = []
     return DeadlineResult(
         mode="deadline" if days_target is not None else "budget", model=spec_name, precision=precision,
         seq_len=wl.seq_len, global_batch_seqs=wl.global_batch, train_tokens=train_tokens, deadline_days=days_target,
@@ -155,10 +155,10 @@ def _answer(cat: Any, sku_name: str, wl: Any, opts: Any, precision: str, train_t
                              hint="give --gpu-hour-cost, or a cost profile for this SKU")
         out = dl.fastest_within(sizes, step, pricer, cost_of, usd or 0.0)
     valid = [p for p in out.priced if p.valid]
-    ref = valid[0] if valid else None
+    ref = _smallest_valid(sizes, pricer) if valid else None
 
     def pick(p: Any) -> ClusterPick | None:
-        return None if p is None else _pick(p, sku, wl, terms, days_of(p), price, ref)
+        return None if p is None else _pick(p, sku, wl, terms, days_of(p), price, ref, train_tokens)
 
     chosen = pick(out.found)
     meets = chosen is not None and (usd is None or (chosen.cost_usd is not None and chosen.cost_usd <= usd))
@@ -178,6 +178,19 @@ def _answer(cat: Any, sku_name: str, wl: Any, opts: Any, precision: str, train_t
     )
 
 
+# Sizes tried upward from the smallest candidate for the scaling-efficiency reference.
+REFERENCE_TRIES = 6
+
+
+def _smallest_valid(sizes: list[int], pricer: Any) -> Any:
+    """The smallest candidate size with a valid layout (the scaling-efficiency reference), or None."""
+    for s in sizes[:REFERENCE_TRIES]:
+        p = pricer(s)
+        if p.valid:
+            return p
+    return next((p for p in sorted(pricer.seen.values(), key=lambda q: q.gpus) if p.valid), None)
+
+
 def _priced(p: Any, days_of: Any, cost_of: Any, price: _Price) -> PricedSize:
     if not p.valid:
         return PricedSize(gpus=p.gpus, tokens_per_s=None, days=None)
@@ -185,8 +198,10 @@ def _priced(p: Any, days_of: Any, cost_of: Any, price: _Price) -> PricedSize:
                       cost_usd=cost_of(p) if price.usd_per_gpu_hour is not None else None)
 
 
-def _pick(p: Any, sku: Any, wl: Any, terms: Any, days: float, price: _Price, ref: Any) -> ClusterPick:
+def _pick(p: Any, sku: Any, wl: Any, terms: Any, days: float, price: _Price, ref: Any,
+          train_tokens: float | None = None) -> ClusterPick:
     from mi400plan.api.sweep import layout_text
+    from mi400plan.api.totals import plan_totals
     from mi400plan.results.sweep import SweepLayout, TimeBreakdown
     from mi400plan.search import RECOMPUTE_LABELS
 
@@ -205,6 +220,7 @@ def _pick(p: Any, sku: Any, wl: Any, terms: Any, days: float, price: _Price, ref
         tokens_per_s=p.tokens_per_s, mfu=terms.flops_model * p.tokens_per_s / (p.gpus * sku.hw.peak_flops),
         days=days, cost_usd=None if price.usd_per_gpu_hour is None else days * DAY / HOUR * p.gpus * price.usd_per_gpu_hour,
         megawatts=mw, scaling_efficiency=eff, scaling_reference_gpus=None if ref is None else ref.gpus,
+        totals=plan_totals(r, wl, terms, sku.name, p.gpus, layout_text(lay), train_tokens),
     )
 
 

@@ -720,6 +720,7 @@ def sweep(
         for s in skus if (r := cat.get("accelerators", s).spec.roadmap)
     ]
     energy: list[Any] = []
+    totals: list[Any] = []  # the best layout's totals per SKU (single-size sweeps)
     for sku in built:
         sku_cost = gpu_hour_cost
         if sku_cost is None and site_prof is not None:
@@ -758,6 +759,10 @@ def sweep(
                 front.extend(_row(r, i + 1, sku, size, wl, terms, usable, train_tokens, sku_cost)
                              for i, r in enumerate(iter_rows(res.front)))
             best = these[0] if these else None
+            if best is not None and len(sizes) == 1:
+                from mi400plan.api.totals import plan_totals
+
+                totals.append(plan_totals(raw[0], wl, terms, sku.name, size, layout_text(best.layout), train_tokens))
             if best is None:
                 near = nearest_working_sizes(wl, sku.hw, size, opts)
                 no_layout.append(NoLayout(sku=sku.name, gpus=size, why=_why(res.rejected), nearest_gpus=near))
@@ -850,6 +855,7 @@ def sweep(
         energy=energy, site=None if site_prof is None else site_prof.name, pareto=front, pareto_checked=pareto,
         no_layout=no_layout,
     )
+    result = result.model_copy(update={"totals": totals})
     if save:
         if not rows:
             raise UsageError("nothing to save: no layout is valid and fits")

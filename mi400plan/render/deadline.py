@@ -45,8 +45,14 @@ def render_deadline(res: DeadlineResult, console: Any) -> None:
     print_table(console, cols, out, title=title,
                 caption="Sizes step by whole scale-up domains (8-GPU nodes where a domain is not a power of two); "
                 "racks = ceil(GPUs / GPUs per rack); MW = GPUs x wall W per GPU x PUE (site "
-                f"{res.site}); scaling = tokens/s per GPU vs the smallest size priced. "
+                f"{res.site}); scaling = tokens/s per GPU vs the smallest size that holds the model. "
                 + "; ".join(notes + costs) + ".")
+    for a in res.answers:
+        if a.limit:
+            console.print(f"{a.sku}: {a.limit}.", markup=False, highlight=False)
+    from mi400plan.render.totals import render_totals
+
+    render_totals([a.pick.totals for a in res.answers if a.pick is not None and a.pick.totals is not None], console)
     for a in res.answers:
         priced = ", ".join(f"{p.gpus:,}: {'no layout' if p.days is None else f'{p.days:,.1f} d'}" for p in a.priced)
         console.print(f"{a.sku}: {a.candidates:,} candidate sizes up to {res.max_gpus:,} GPUs; priced {priced}.",

@@ -145,6 +145,9 @@ def render(res: SweepResult, console: Any) -> None:
     _pareto(res, console, head)
     _domain_comparison(res, console)
     _energy(res, console)
+    from mi400plan.render.totals import render_totals
+
+    render_totals(res.totals, console)
     if res.ranges:
         _ranges(res, console)
     rej = ", ".join(f"{k} {v:,}" for k, v in res.rejected.items() if v)

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from mi400plan.results.common import OutModel, Result, flatten
 from mi400plan.results.sweep import SweepLayout, TimeBreakdown
+from mi400plan.results.totals import PlanTotals
 
 
 class PricedSize(OutModel):
@@ -41,6 +42,7 @@ class ClusterPick(OutModel):
     megawatts: float | None = None  # facility power at the site's GPU load and PUE
     scaling_efficiency: float | None = None  # tokens/s per GPU vs the smallest valid size priced
     scaling_reference_gpus: int | None = None
+    totals: PlanTotals | None = None  # FLOPs split and total, collective bytes per GPU per step
 
 
 class SkuAnswer(OutModel):

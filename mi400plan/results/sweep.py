@@ -12,6 +12,7 @@ from pydantic import Field
 
 from mi400plan.results.common import OutModel, Result, flatten
 from mi400plan.results.cost import RunEnergy
+from mi400plan.results.totals import PlanTotals
 
 
 class SweepLayout(OutModel):
@@ -297,6 +298,9 @@ class SweepResult(Result):
     pareto: list[SweepRow] = Field(default_factory=list)
     pareto_checked: bool = False  # True with --pareto (an empty list then means no layout fits)
     no_layout: list[NoLayout] = Field(default_factory=list)  # SKU x GPU counts with nothing valid that fits
+    # The best layout's totals per SKU (single-size sweeps): FLOPs per token split, total training FLOPs
+    # (with --tokens) and bytes per GPU per step of each collective (``results.totals``).
+    totals: list[PlanTotals] = Field(default_factory=list)
 
     def check_failed(self) -> bool:
         return not self.rows
