@@ -17,6 +17,8 @@ _EXPORTS = {
     "fit": "mi400plan.api.fit",
     "read_plan": "mi400plan.api.fit",
     "sweep": "mi400plan.api.sweep",
+    "sweep_deadline": "mi400plan.api.deadline",
+    "budget": "mi400plan.api.budget",
     "serve": "mi400plan.api.serve",
     "comm": "mi400plan.api.comm",
     "rack": "mi400plan.api.rack",

@@ -109,6 +109,14 @@ def fit_cmd(
     overlap_pp: OverlapPpOpt = None,
     overlap_cp: OverlapCpOpt = None,
     overlap_dp: OverlapDpOpt = None,
+    largest: Annotated[bool, typer.Option(
+        "--largest",
+        help="Instead of a model: the largest model of a family (--family) that fits --gpus GPUs of each --sku "
+             "(train: some layout of the sweep's search fits; infer: one replica holds --batch x --seq), with "
+             "its layout and the next larger step, which does not fit.")] = False,
+    family: Annotated[str, typer.Option("--family", help="With --largest: dense (Llama-3 shape) or moe.")] = "dense",
+    experts: Annotated[int, typer.Option("--experts", help="With --largest --family moe: routed experts per layer.")] = 0,
+    top_k: Annotated[int, typer.Option("--top-k", help="With --largest --family moe: experts each token runs.")] = 0,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -129,6 +137,20 @@ def fit_cmd(
     seq_n = seq_tokens(seq)
     mode = alias(mode, MODE_ALIASES, "--mode", "train|infer")
     precision = alias(precision, PRECISION_ALIASES, "--precision")
+
+    if largest:
+        if model is not None or plan is not None:
+            raise typer.BadParameter("--largest picks the model: drop the model name and --plan", param_hint="--largest")
+
+        def find_largest():  # noqa: ANN202
+            from mi400plan.api.largest import largest as find
+
+            return find(catalog(profiles), list(sku or []), mode=mode, gpus=gpus, family=family.strip().lower(),
+                        experts=experts, top_k=top_k, seq_len=seq_n, batch=batch, global_batch=global_batch,
+                        precision=precision, kv_dtype=kv_dtype.value if kv_dtype else None)
+
+        run("fit", f, find_largest, check=check, ascii=ascii_, wide=wide)
+        return
 
     def compute():  # noqa: ANN202
         from mi400plan.api.fit import fit

@@ -18,6 +18,7 @@ def cmd(
     model: Annotated[str, typer.Argument(help="Model profile name or alias (llama3-70b, deepseek-r1), or a TOML path.")],
     sku: Annotated[list[str], typer.Option("--sku", help="Accelerator profile; repeat to compare SKUs.")],
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs available (default 8: one node); a replica's TP x PP divides it.")] = None,
+    racks: Annotated[Optional[int], typer.Option("--racks", help="Fleet of this many racks of each SKU's rack profile: its tokens/s and users at the SLA (replicas from --gpus).")] = None,
     input_len: Annotated[str, typer.Option("--input-len", help="Prompt tokens (1024, 1k = 1,024, 8k = 8,192).")] = "1k",
     output_len: Annotated[str, typer.Option("--output-len", help="Output tokens per request.")] = "1k",
     precision: Annotated[Optional[str], typer.Option("--precision", help="Weights: bf16|fp8|mxfp8|mxfp6|mxfp4|nvfp4|int4 (default fp8).")] = None,
@@ -59,11 +60,11 @@ def cmd(
     tps, pps, eps = (_ints(v, flag) or None for v, flag in ((tp, "--tp"), (pp, "--pp"), (ep, "--ep")))
 
     def compute():  # noqa: ANN202
-        from mi400plan.api.serve import serve
+        from mi400plan.api.fleet import serve_fleet
         from mi400plan.cli.cost import site_overrides
 
-        return serve(
-            catalog(profiles), model, sku, gpus=gpus, input_len=input_len, output_len=output_len, precision=precision,
+        return serve_fleet(
+            catalog(profiles), model, sku, racks=racks, gpus=gpus, input_len=input_len, output_len=output_len, precision=precision,
             kv_dtype=kv_dtype, concurrency=concurrency, tpot=tpot, ttft=ttft, interactivity=interactivity,
             disagg=disagg, gpu_hour_cost=gpu_hour_cost, top=top, tp=tps, pp=pps, ep=eps, dp_attention=dp_attention,
             spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, reserve=reserve,

@@ -61,6 +61,11 @@ def _verdict(row: FitRow) -> str:
 
 @table_renderer("fit")
 def render_fit(result: FitResult, console: Any) -> None:
+    if type(result).__name__ == "LargestResult":  # fit --largest
+        from mi400plan.render.largest import render_largest
+
+        render_largest(result, console)
+        return
     m = result.model
     head = (f"{m.display_name} ({m.name}): {fmt_count(m.params_total)} parameters, "
             f"{fmt_count(m.params_active)} active per token; {_mode(result.mode)}")

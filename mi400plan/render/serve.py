@@ -8,7 +8,7 @@ from typing import Any
 from mi400plan.render import table_renderer
 from mi400plan.render.table import print_table
 from mi400plan.results.serve import ServeResult, ServeRow
-from mi400plan.units import fmt_bytes
+from mi400plan.units import fmt_bytes, fmt_count
 
 
 def _layout(r: ServeRow) -> str:
@@ -118,6 +118,7 @@ def render(res: ServeResult, console: Any) -> None:
             line.append(f"{c.leader}{ratio}" + (" (flips)" if c.flips else "") if c.leader else "-")
             out.append(line)
         print_table(console, cols, out, title="Output tokens/s per GPU at equal interactivity (best layout of each SKU)")
+    _fleet(res, console)
     console.print(f"Order: {res.order}.", markup=False, highlight=False)
     rej = ", ".join(f"{k} {v:,}" for k, v in res.rejected.items() if v)
     console.print(f"Evaluated {res.evaluated:,} layout x concurrency points: {res.valid:,} fit"
@@ -137,3 +138,17 @@ def render(res: ServeResult, console: Any) -> None:
         return
     console.print(f"{n} conclusion{'s' if n != 1 else ''} flip inside the estimate ranges (see warnings)." if n
                   else "No ranking or SLA verdict flips inside the estimate ranges.", markup=False, highlight=False)
+
+
+def _fleet(res: ServeResult, console: Any) -> None:
+    """``--racks`` / ``--gpus``: whole replicas of each SKU's chosen point over the fleet."""
+    if not res.fleet:
+        return
+    cols = ["SKU", ("GPUs", "right"), ("racks", "right"), "point", ("replicas", "right"), ("users", "right"),
+            ("tok/s/user", "right"), ("output tok/s", "right"), ("requests/s", "right")]
+    out = [[f.sku, f"{f.fleet_gpus:,}", "-" if f.racks is None else f"{f.racks:,}", f.point, f"{f.replicas:,}",
+            f"{f.users:,}", f"{f.tokens_per_s_per_user:,.1f}", fmt_count(f.output_tokens_per_s),
+            f"{f.requests_per_s:,.1f}"] for f in res.fleet]
+    print_table(console, cols, out, title="Fleet: whole replicas of each SKU's point",
+                caption=f"Point: {res.fleet[0].basis}. users = replicas x sequences in flight; output tok/s = "
+                "tok/s/GPU x GPUs in replicas.")

@@ -9,7 +9,7 @@ from mi400plan.results.totals import PlanTotals
 from mi400plan.units import fmt_bytes
 
 
-def _e(x: float | None) -> str:
+def fmt_sci(x: float | None) -> str:
     if x is None:
         return "-"
     if x == 0:
@@ -29,9 +29,9 @@ def render_totals(totals: list[PlanTotals], console: Any) -> None:
     out = []
     for t in totals:
         f = t.flops_per_token
-        line = [t.sku, f"{t.gpus:,}", _e(f.dense_gemm), _e(f.attention), _e(f.recompute), _e(f.model)]
+        line = [t.sku, f"{t.gpus:,}", fmt_sci(f.dense_gemm), fmt_sci(f.attention), fmt_sci(f.recompute), fmt_sci(f.model)]
         if with_tokens:
-            line += [_e(t.total_model_flops), _e(t.total_hardware_flops)]
+            line += [fmt_sci(t.total_model_flops), fmt_sci(t.total_hardware_flops)]
         out.append(line)
     print_table(console, cols, out, title="Training FLOPs of the best layout (per token, forward + backward)",
                 caption="dense GEMM = 6 x matmul weights; attention = 3 x forward score and context FLOPs; "

@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from mi400plan.results.common import OutModel, Result
+from mi400plan.results.fleet import FleetRow
 
 
 class ServeLayout(OutModel):
@@ -158,6 +159,7 @@ class ServeResult(Result):
     ranges: bool = True  # the corners of the estimate ranges were evaluated
     curves: list[Curve] = Field(default_factory=list)  # every SKU's Pareto front over all fitting points (nominal)
     flips: list[str] = Field(default_factory=list)
+    fleet: list[FleetRow] = Field(default_factory=list)  # --racks / --gpus: fleet tokens/s and users per SKU
 
     def check_failed(self) -> bool:
         """``--check``: some SKU has no layout that meets the SLA (or nothing fits at all)."""

@@ -1,0 +1,29 @@
+"""Fleet totals of ``serve --racks N`` / ``--gpus N`` (``data.fleet``): replicas of one serving point."""
+
+from __future__ import annotations
+
+from mi400plan.results.common import OutModel
+
+
+class FleetRow(OutModel):
+    """One SKU's fleet: whole replicas of its chosen serving point in ``fleet_gpus`` GPUs.
+
+    ``users`` = replicas x sequences in flight per replica (each at ``tokens_per_s_per_user``);
+    ``output_tokens_per_s`` = output tokens/s per GPU x GPUs in replicas.
+    """
+
+    sku: str
+    fleet_gpus: int
+    racks: int | None = None
+    gpus_per_rack: int | None = None
+    point: str  # the serving point: layout and concurrency
+    basis: str  # why this point: best meeting the SLA, or the highest throughput without one
+    meets_sla: bool | None = None
+    gpus_per_replica: float
+    replicas: int
+    gpus_in_replicas: float
+    users: int
+    tokens_per_s_per_user: float
+    output_tokens_per_s: float
+    total_tokens_per_s: float  # input + output
+    requests_per_s: float

@@ -1,0 +1,50 @@
+"""Result of ``mi400plan fit --largest``: the JSON contract of ``data`` (schema_version 1).
+
+Per SKU, the largest model of the family that fits and the next larger step (checked not to fit).
+``*_bytes`` bytes, ``step_time_s`` seconds, ``max_context`` tokens.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from mi400plan.results.common import OutModel, Result
+
+
+class StepFit(OutModel):
+    name: str  # e.g. dense-d8192-l64
+    hidden_size: int
+    num_layers: int
+    params_total: int
+    params_active: int
+    fits: bool
+    layout: dict[str, int | str | bool] | None = None  # the layout that makes it fit
+    layout_text: str | None = None
+    step_time_s: float | None = None  # train: the fastest fitting layout's step
+    memory_bytes: float | None = None  # train: that layout's memory per GPU
+    max_context: int | None = None  # infer: longest context per sequence at the batch (fit's --max-context rule)
+
+
+class LargestRow(OutModel):
+    sku: str
+    largest: StepFit | None  # None: not even the family's smallest step fits
+    next_larger: StepFit | None  # None: the ladder's largest step fits
+    steps_checked: int
+
+
+class LargestResult(Result):
+    command: ClassVar[str] = "fit"
+
+    mode: str  # train | infer
+    family: str
+    gpus: int
+    seq_len: int | None = None  # train: sequence; infer: context per sequence
+    batch: int | None = None  # infer: concurrent sequences; train: global batch in sequences
+    precision: str
+    rule: str  # what "fits" means here
+    rows: list[LargestRow] = Field(default_factory=list)
+
+    def check_failed(self) -> bool:
+        return not any(r.largest is not None for r in self.rows)

@@ -1,0 +1,87 @@
+"""``fit --largest``: the largest family model that fits, and the next larger step that does not."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mi400plan.api import open_catalog
+from mi400plan.api.largest import largest
+from mi400plan.api.sweep import build_sku
+from mi400plan.family import FamilyTemplate
+from mi400plan.largest import infer_layouts
+from mi400plan.memory import infer_memory, max_context
+from mi400plan.params import count_params
+from mi400plan.search import SearchOptions, Workload, search
+from mi400plan.specs.layout import infer_recipe, train_recipe
+
+
+@pytest.fixture(scope="module")
+def cat():  # noqa: ANN201
+    return open_catalog()
+
+
+def _spec(name: str):  # noqa: ANN202
+    t = FamilyTemplate()
+    width = int(name.split("-d")[1].split("-")[0])
+    return t.model(width)
+
+
+def test_training_largest_fits_and_next_step_does_not(cat) -> None:  # noqa: ANN001
+    res = largest(cat, ["mi300x"], mode="train", gpus=64)
+    row = res.rows[0]
+    assert row.largest is not None and row.next_larger is not None
+    assert row.next_larger.hidden_size == row.largest.hidden_size + 1024
+    hw = build_sku(cat, "mi300x", "bf16").hw
+    recipe = train_recipe("megatron", precision="bf16")
+
+    def valid(name: str) -> int:
+        spec = _spec(name)
+        wl = Workload(spec, count_params(spec), recipe, res.seq_len, res.batch)
+        return search(wl, hw, 64, SearchOptions(), top_k=1).valid
+
+    assert valid(row.largest.name) > 0  # some layout fits on 64 GPUs
+    assert valid(row.next_larger.name) == 0  # no layout of the next step does
+    assert row.largest.memory_bytes <= hw.hbm_bytes
+
+
+def test_inference_largest_agrees_with_max_context(cat) -> None:  # noqa: ANN001
+    res = largest(cat, ["mi355x"], mode="infer", gpus=8, seq_len=8192, batch=4)
+    row = res.rows[0]
+    cap = cat.get("accelerators", "mi355x").spec.hbm_bytes.nominal
+    recipe = infer_recipe("bf16")
+    big, nxt = _spec(row.largest.name), _spec(row.next_larger.name)
+    lay = row.largest.layout
+    mc = max_context(big, count_params(big), recipe, capacity_bytes=cap, batch=4, tp=lay["tp"], pp=lay["pp"],
+                     ep=lay["ep"])
+    assert float(mc) >= 8192 and row.largest.max_context == int(mc)
+    # and the memory model agrees: batch 4 x 8,192 tokens of KV cache fit in the HBM at that layout
+    mem = infer_memory(big, count_params(big), recipe, tp=lay["tp"], pp=lay["pp"], ep=lay["ep"], batch=4, context=8192)
+    assert float(mem.total) <= cap
+    # the next step holds less than 8,192 tokens per sequence at every 8-GPU layout
+    for tp, pp, ep in infer_layouts(nxt, 8):
+        m = max_context(nxt, count_params(nxt), recipe, capacity_bytes=cap, batch=4, tp=tp, pp=pp, ep=ep)
+        assert float(np.asarray(m)) < 8192
+
+
+def test_moe_family_largest(cat) -> None:  # noqa: ANN001
+    res = largest(cat, ["mi355x"], mode="infer", gpus=8, family="moe", experts=64, top_k=8, seq_len=8192)
+    big = res.rows[0].largest
+    assert big is not None and big.params_active < big.params_total
+    assert res.rows[0].next_larger is not None and not res.rows[0].next_larger.fits
+
+
+def test_cli_table_and_json(cli) -> None:
+    r = cli(["fit", "--largest", "--sku", "mi355x", "--gpus", "8", "--mode", "infer", "--seq", "8k", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)["data"]
+    assert d["rows"][0]["largest"]["fits"] and not d["rows"][0]["next_larger"]["fits"]
+    r = cli(["fit", "--largest", "--sku", "mi355x", "--gpus", "8", "--mode", "infer", "--seq", "8k"])
+    assert r.exit_code == 0 and "Largest dense" in r.output
+
+
+def test_largest_needs_gpus_and_no_model(cli) -> None:
+    assert cli(["fit", "--largest", "--sku", "mi355x"]).exit_code == 2
+    assert cli(["fit", "llama3.1-8b", "--largest", "--sku", "mi355x", "--gpus", "8"]).exit_code == 2
