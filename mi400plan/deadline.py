@@ -138,6 +138,8 @@ def smallest_meeting(sizes: list[int], step: int, price: Pricer, min_tps: float,
             hit = g
             break
     found = None
+    if hit is None and sizes:
+        price(sizes[-1])  # the largest cluster: the best achievable date
     if hit is not None:
         found = _first_meeting(hit, price, meets)
         below = [s for s in sizes if s < found.gpus and s >= floor_gpus]

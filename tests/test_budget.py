@@ -84,3 +84,9 @@ def test_cli_json_and_bad_input(cli) -> None:
 def test_bad_family_is_a_usage_error(cat) -> None:  # noqa: ANN001
     with pytest.raises(UsageError):
         budget(cat, "mi355x", gpus=8, flops="1e22", family="sparse")
+
+
+def test_tiny_budget_says_it_is_below_the_family_and_one_step(cat) -> None:  # noqa: ANN001
+    res = budget(cat, "mi355x", gpus=64, flops="1e15")
+    assert any("below the family's smallest model" in w for w in res.warnings)
+    assert any("less than one optimizer step" in w for w in res.warnings)

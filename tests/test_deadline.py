@@ -137,3 +137,16 @@ def test_parse_budget() -> None:
 def test_deadline_with_gpus_is_a_usage_error(cli) -> None:
     r = cli(["sweep", "llama3.1-8b", "--sku", "mi355x", "--gpus", "64", "--tokens", "1T", "--deadline", "30d"])
     assert r.exit_code == 2
+
+
+def test_deadline_below_the_compute_bound_of_every_size(cat) -> None:  # noqa: ANN001
+    # 1e18 tokens in a day would need far more than 131,072 GPUs even at peak: still a best date
+    res = sweep_deadline(cat, "llama3.1-8b", ["mi355x"], tokens="1e18", deadline="1d")
+    a = res.answers[0]
+    assert a.pick is None and not a.meets and a.best is not None and a.best.gpus == 131072
+    assert "best achievable" in (a.limit or "")
+
+
+def test_deadline_needs_tokens(cat) -> None:  # noqa: ANN001
+    with pytest.raises(UsageError):
+        sweep_deadline(cat, "llama3.1-8b", ["mi355x"], tokens=None, deadline="30d")

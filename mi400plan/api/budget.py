@@ -56,6 +56,7 @@ def budget(cat: Any, sku: str, *, gpus: int, days: str | None = None, flops: str
     tokens = c / (6.0 * matched)
     plan, why = price.plan(step, tokens, n_days)
     i = steps.index(step)
+    warnings = _edge_warnings(opt.params, tokens, steps, template.family, plan)
     return BudgetResult(
         sku=hw.name, gpus=gpus, days=n_days, precision=precision, compute_flops=c, compute_basis=basis,
         mfu_used=mfu_used, law=LawInfo(name=the_law.name, formula=the_law.describe(), source=the_law.source),
@@ -64,8 +65,24 @@ def budget(cat: Any, sku: str, *, gpus: int, days: str | None = None, flops: str
                           num_layers=step.model.num_layers, ffn_dim=step.model.ffn_dim,
                           params_total=step.params_total, params_active=step.params_active, tokens=tokens),
         next_smaller=_neighbour(steps, i - 1), next_larger=_neighbour(steps, i + 1),
-        plan=plan, iterations=iterations, why_not=why,
+        plan=plan, iterations=iterations, why_not=why, warnings=warnings,
     )
+
+
+def _edge_warnings(params: float, tokens: float, steps: list[Any], family: str, plan: Any) -> list[str]:
+    """The optimum outside the family's ladder, or a budget below one optimizer step."""
+    out = []
+    lo, hi = steps[0].matched(family), steps[-1].matched(family)
+    if params < lo / 2:
+        out.append(f"the compute-optimal size ({fmt_count(params)}) is below the family's smallest model "
+                   f"({fmt_count(lo)}): the budget is too small for this family")
+    if params > hi * 2:
+        out.append(f"the compute-optimal size ({fmt_count(params)}) is above the family's largest model "
+                   f"({fmt_count(hi)})")
+    if plan is not None and plan.totals is not None and tokens < plan.totals.step_tokens:
+        out.append(f"the budget trains {fmt_count(tokens)} tokens, less than one optimizer step "
+                   f"({fmt_count(plan.totals.step_tokens)} tokens)")
+    return out
 
 
 def _neighbour(steps: list[Any], i: int) -> str | None:

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
-from mi400plan.results.common import OutModel, Result
+from mi400plan.results.common import OutModel, Result, flatten
 from mi400plan.results.sweep import SweepLayout
 from mi400plan.results.totals import PlanTotals
 
@@ -69,3 +69,6 @@ class BudgetResult(Result):
 
     def check_failed(self) -> bool:
         return self.plan is None or not self.plan.feasible
+
+    def csv_rows(self) -> list[dict[str, Any]]:
+        return [flatten(self.model_dump(mode="json", exclude={"iterations", "warnings"}))]
