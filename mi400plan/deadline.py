@@ -58,7 +58,7 @@ def candidate_sizes(wl: Workload, opts: SearchOptions, step: int, max_gpus: int 
     names = ("tp", "pp", "vpp", "cp", "ep", "etp")
     grids = np.meshgrid(*[np.asarray(vals[n], dtype=np.int64) for n in names], indexing="ij")
     c = {n: g.ravel() for n, g in zip(names, grids)}
-    masks = structural_masks(wl.model, wl.seq_len, max_gpus, c, opts.split_embedding_loss)
+    masks = structural_masks(wl.model, wl.seq_len, max_gpus, c, opts.split_embedding_loss, opts.uneven_pp)
     masks.pop("world-replica", None)
     ok = np.ones(c["tp"].size, dtype=bool)
     for bad in masks.values():

@@ -108,8 +108,6 @@ def _workload(cat: Any, model: str, global_batch: str | None, seq_len: int | Non
     from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, parse_global_batch
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload
-    from mi400plan.specs.layout import train_recipe
-
     if precision not in PRECISIONS:
         raise UsageError(f"unknown --precision {precision!r}; choose from {', '.join(PRECISIONS)}")
     spec = cat.get("models", model).spec
@@ -117,9 +115,13 @@ def _workload(cat: Any, model: str, global_batch: str | None, seq_len: int | Non
     if seq < 1:
         raise UsageError("--seq must be positive")
     gb = parse_global_batch(global_batch, seq) if global_batch else max(1, DEFAULT_GLOBAL_BATCH_TOKENS // seq)
-    recipe = train_recipe("megatron", precision=precision, grad_dtype=kw.get("grad_dtype"))
-    opts = SearchOptions(**{k: kw[k] for k in ("overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp",
+    from mi400plan.specs.layout import TrainOptions
+
+    topts = TrainOptions(precision=precision, grad_dtype=kw.get("grad_dtype"),
+                         **{k: kw[k] for k in ("overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp",
                                                "split_embedding_loss") if k in kw})
+    recipe = topts.train_recipe()
+    opts = SearchOptions(**topts.search_flags())
     return Workload(spec, count_params(spec), recipe, seq, gb), opts, spec.name, precision
 
 
