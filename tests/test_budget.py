@@ -90,3 +90,9 @@ def test_tiny_budget_says_it_is_below_the_family_and_one_step(cat) -> None:  # n
     res = budget(cat, "mi355x", gpus=64, flops="1e15")
     assert any("below the family's smallest model" in w for w in res.warnings)
     assert any("less than one optimizer step" in w for w in res.warnings)
+
+
+def test_budget_bounds_the_cluster(cli) -> None:
+    assert cli(["budget", "--sku", "mi355x", "--gpus", "1000000", "--days", "30"]).exit_code == 2
+    assert cli(["budget", "--sku", "mi355x", "--gpus", "0", "--days", "30"]).exit_code == 2
+    assert cli(["budget", "--sku", "mi355x", "--gpus", "8", "--days", "nan"]).exit_code == 2

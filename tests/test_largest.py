@@ -85,3 +85,8 @@ def test_cli_table_and_json(cli) -> None:
 def test_largest_needs_gpus_and_no_model(cli) -> None:
     assert cli(["fit", "--largest", "--sku", "mi355x"]).exit_code == 2
     assert cli(["fit", "llama3.1-8b", "--largest", "--sku", "mi355x", "--gpus", "8"]).exit_code == 2
+
+
+def test_largest_bounds_the_cluster(cli) -> None:
+    assert cli(["fit", "--largest", "--sku", "mi355x", "--gpus", "100000000"]).exit_code == 2
+    assert cli(["fit", "--largest", "--sku", "mi355x", "--gpus", "5000", "--mode", "infer"]).exit_code == 2

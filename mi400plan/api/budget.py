@@ -27,8 +27,10 @@ def budget(cat: Any, sku: str, *, gpus: int, days: str | None = None, flops: str
 
     if (days is None) == (flops is None):
         raise UsageError("give exactly one of --days (with --gpus) or --flops")
-    if gpus < 1:
-        raise UsageError("--gpus must be at least 1")
+    from mi400plan.deadline import MAX_CLUSTER_GPUS
+
+    if not 1 <= gpus <= MAX_CLUSTER_GPUS:
+        raise UsageError(f"--gpus must be in 1..{MAX_CLUSTER_GPUS:,}, got {gpus:,}")
     if mfu is not None and not (math.isfinite(mfu) and 0 < mfu <= 1):
         raise UsageError(f"--mfu must be a fraction in (0, 1], got {mfu}")
     the_law = get_law(law)

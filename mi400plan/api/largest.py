@@ -7,6 +7,7 @@ from typing import Any
 from mi400plan.errors import UsageError
 from mi400plan.results.largest import LargestResult, LargestRow, StepFit
 
+MAX_REPLICA_GPUS = 4096  # one inference replica, as serve bounds it
 TRAIN_RULE = ("some training layout on exactly --gpus GPUs is valid and fits (the sweep's search); the "
               "layout shown is the fastest that fits")
 INFER_RULE = ("one replica of --gpus GPUs (max(TP, EP) x PP) holds --batch sequences of the context: fit's "
@@ -19,8 +20,13 @@ def largest(cat: Any, skus: list[str], *, mode: str = "train", gpus: int | None 
     """Per SKU, the largest family model that fits ``gpus`` GPUs and the next larger step (which does not)."""
     from mi400plan.family import FamilyTemplate
 
+    from mi400plan.deadline import MAX_CLUSTER_GPUS
+
     if gpus is None or gpus < 1:
         raise UsageError("--largest needs --gpus (the cluster, or one inference replica)")
+    limit = MAX_CLUSTER_GPUS if mode == "train" else MAX_REPLICA_GPUS
+    if gpus > limit:
+        raise UsageError(f"--gpus with --largest --mode {mode} is at most {limit:,}, got {gpus:,}")
     if not skus or any(s.strip().lower() == "all" for s in skus):
         raise UsageError("--largest needs --sku (one or more named SKUs)")
     if mode not in ("train", "infer"):
