@@ -63,6 +63,7 @@ from typing import Any
 
 import numpy as np
 
+from mi400plan import gemm
 from mi400plan.params import ParamCounts, attention_flops_per_token, model_flops_per_token
 from mi400plan.specs.model import ModelSpec
 
@@ -111,6 +112,11 @@ MOE_PERMUTE_ELEMS_PER_H_PER_K = 4
 # Adam(W) optimizer step HBM bytes per locally updated parameter: read fp32 master (4), fp32 grad
 # (4), m (4), v (4); write master (4), m (4), v (4), 16-bit working copy (2) = 30 B.
 OPTIMIZER_BYTES_PER_PARAM = 30.0
+# Flash attention's fraction of peak relative to the BF16 large-GEMM ceiling where a profile gives
+# no measured ``attention`` efficiency: the ratio fitted on H100 (Llama 3 405B, Table 4: attention
+# 0.265 / ceiling 0.54 = 0.49, ``benchmarks/fit_gemm.py``), the only calibration run dominated by
+# flash attention. A documented rule, not a measurement of the other SKUs.
+ATTN_OVER_MATMUL = 0.49
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -131,6 +137,21 @@ class Hardware:
     scale_out: Any  # comms tier parameters (scale-out)
     domain: int  # GPUs in one scale-up domain
     gpus_per_rack: int  # for per-rack normalisation
+    units: int = 0  # compute units (CUs / SMs) for wave quantization; 0 = unknown (``gemm``)
+    attn_eff: float = 0.0  # flash-attention fraction of the BF16 peak; 0 = ``ATTN_OVER_MATMUL`` x matmul_eff
+    peak_bf16_flops: float = 0.0  # BF16 dense peak for attention, FLOP/s; 0 = peak_flops
+    operand_bytes: float = 2.0  # GEMM input element size (1 for FP8)
+
+    def gemm_sku(self) -> "gemm.GemmSku":
+        """The GEMM model's view of this SKU (``mi400plan.gemm``)."""
+        return gemm.GemmSku(self.peak_flops, self.matmul_eff, self.hbm_bw * self.hbm_eff, self.units,
+                            self.gemm_overhead_s, self.operand_bytes)
+
+    def attn_sku(self) -> "gemm.AttnSku":
+        """The flash-attention model's view of this SKU (``mi400plan.gemm``)."""
+        peak = self.peak_bf16_flops or self.peak_flops
+        eff = self.attn_eff or ATTN_OVER_MATMUL * self.matmul_eff * self.peak_flops / peak
+        return gemm.AttnSku(peak, min(eff, 1.0), self.units)
 
 
 @dataclass(frozen=True)
@@ -392,6 +413,8 @@ class ModelTerms:
     elems_tp_split: float  # per token per layer fwd elementwise elements always split by TP
     elems_scores: float  # per token per layer fwd score elements (no flash attention), split by TP
     kv_width: int  # K + V widths per token per layer (elements)
+    shapes: gemm.LayerShapes  # GEMM widths for the shape-aware compute model
+    flash: bool  # flash attention (fused, causal blocks skipped) or the unfused score GEMMs
     hidden: int
     top_k: int
     shared_tp: int = 0  # 1 when MoE layers have shared experts (a TP-split MLP with its own TP/SP pair)
@@ -457,6 +480,8 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         elems_tp_split=act_mult * ffn_avg + 2 * (q_w + kv_w),
         elems_scores=scores,
         kv_width=kv_width,
+        shapes=gemm.model_shapes(model, sum(lp.attention for lp in counts.layers) / max(1, len(counts.layers))),
+        flash=flash,
         hidden=h,
         top_k=top_k,
         shared_tp=int(moe is not None and moe.num_shared_experts > 0),
@@ -515,7 +540,30 @@ def chunked_exposure(comm: Any, compute: Any, pp: Any, vpp: Any) -> Any:
     return np.maximum(0.0, np.maximum((comm - compute) / vpp, comm - lead))
 
 
-BREAKDOWN = ("compute", "gemm_overhead", "memory_bound", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer")
+BREAKDOWN = ("compute", "attention", "gemm_overhead", "memory_bound", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer")
+
+
+def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float, c: dict[str, Any],
+                    sp: Any, rc: Any) -> tuple[Any, Any]:
+    """GEMM and attention-core seconds of one micro-batch on one GPU (shape-aware, ``mi400plan.gemm``).
+
+    Every linear layer's forward, data-gradient and weight-gradient GEMM at its own (M, N, K) for
+    this candidate's TP / EP / ETP split and micro-batch tokens, plus the forward again for the
+    layers under full recomputation; the LM head once per micro-batch spread over the PP stages
+    (as the FLOP count is); attention forward + backward (+ forward again under selective or full
+    recomputation) at the flash-attention model.
+    """
+    tp, pp, cp, ep, etp = (np.asarray(c[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep", "etp"))
+    g = hw.gemm_sku()
+    df, db, mf, mbw = gemm.layer_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, g)
+    moe = T.n_moe_layers / pp
+    dense = T.n_layers / pp - moe
+    hf, hb = gemm.head_gemm_seconds(T.shapes, tok_mb, tp, g)
+    layer_fwd = dense * df + moe * mf
+    gemm_mb = layer_fwd * np.where(rc == 2, 2.0, 1.0) + dense * db + moe * mbw + (hf + hb) / pp
+    af, ab = gemm.attention_seconds(T.shapes, mb, s, cp, tp, T.flash, g, hw.attn_sku())
+    attn_mb = T.n_layers / pp * (af * np.where(rc >= 1, 2.0, 1.0) + ab)
+    return gemm_mb, attn_mb
 
 
 def step_time(
@@ -549,19 +597,16 @@ def step_time(
     tok_mb = mb * s / cp  # tokens of one micro-batch on one CP rank
     layers = T.n_layers / pp  # layers held by one GPU (over all its virtual stages)
     moe_layers = T.n_moe_layers / pp
-    rate = hw.peak_flops * hw.matmul_eff
 
     # ---- compute (per micro-batch, per GPU) ----------------------------------------------
     full, sel = rc == 2, rc == 1
     rc_flops = np.where(full, T.flops_layers / 3.0, np.where(sel, T.flops_attn_fwd, 0.0))
     flops_hw_tok = T.flops_model + rc_flops
     tok_gpu_mb = tok_mb / tp  # a micro-batch's tokens per GPU-equivalent of work within a stage
-    comp_mb = flops_hw_tok * tok_mb / (tp * pp) / rate
-    # With PP each GPU holds 1/pp of the layers; the micro-batch visits all stages, so per GPU the
-    # work is flops * tokens / (tp * pp). (Head and embedding are spread evenly over stages.)
+    gemm_mb, attn_core_mb = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc)
+    comp_mb = gemm_mb + attn_core_mb
     n_gemm = layers * GEMMS_FWD_PER_LAYER * np.where(full, 4.0, 3.0)
     ovh_mb = n_gemm * hw.gemm_overhead_s
-    attn_core_mb = 3.0 * T.flops_attn_fwd * tok_mb / (tp * pp) / rate
 
     # ---- memory-bound (per micro-batch) ------------------------------------------------------
     elems = (T.elems_tp_split + T.elems_scores) / tp + T.elems_replicable * np.where(sp, 1.0 / tp, 1.0)
@@ -607,7 +652,6 @@ def step_time(
     cp_mb = np.where(cp > 1, np.maximum(0.0, cp_raw - cp_hide), 0.0)
 
     # ---- overlap of TP / EP ------------------------------------------------------------------------
-    gemm_mb = comp_mb - attn_core_mb
     if opts.overlap_tp:
         tp_mb = np.maximum(0.0, tp_mb - gemm_mb)
     if opts.overlap_ep:
@@ -692,7 +736,8 @@ def step_time(
 
     step = m * t_mb + bubble + pp_fill + dp_exposed + opt
     out = {
-        "t_compute": m * comp_mb,
+        "t_compute": m * gemm_mb,
+        "t_attention": m * attn_core_mb,
         "t_gemm_overhead": m * ovh_mb,
         "t_memory_bound": m * mem_mb,
         "t_tp": m * tp_mb,

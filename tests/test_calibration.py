@@ -14,7 +14,9 @@ default now follows current Megatron-LM and overlaps them, so these runs pin ``o
 no distributed optimizer (ZeRO 0). The layout search picks the micro-batch size and
 virtual stages (the paper tuned them per run; they are not in Table 1).
 
-Tolerance: every row within 10 %, mean absolute error within 5 %.
+Tolerance (issue 9's calibration targets): every row within 7 %, mean absolute error within 3 %. The
+efficiencies are fitted by ``benchmarks/fit_gemm.py`` (A100: large-GEMM ceiling 0.665 and HBM
+efficiency 0.90 of the shape-aware GEMM model, ``mi400plan/gemm.py``).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ TABLE_1 = [
     (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163),
     (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163),
 ]
-ROW_TOL = 0.10
-MEAN_TOL = 0.05
+ROW_TOL = 0.07
+MEAN_TOL = 0.03
 ERRORS: dict[float, tuple[float, float, float]] = {}  # params_B -> (published, ours, relative error)
 
 

@@ -123,7 +123,7 @@ def test_mfu_at_most_one_and_step_at_least_compute(catalog, model, sku, gpus, se
     res = search(wl, hw, gpus, top_k=50)
     assert res.valid > 0
     terms = model_terms(wl.model, wl.counts, seq, wl.recipe)
-    breakdown = ("t_compute", "t_gemm_overhead", "t_memory_bound", "t_tp", "t_cp", "t_ep", "t_pp", "t_bubble", "t_dp", "t_optimizer")
+    breakdown = ("t_compute", "t_attention", "t_gemm_overhead", "t_memory_bound", "t_tp", "t_cp", "t_ep", "t_pp", "t_bubble", "t_dp", "t_optimizer")
     for r in iter_rows(res.top):
         assert r["step"] >= r["compute_only"] > 0
         assert sum(r[k] for k in breakdown) == pytest.approx(r["step"], rel=1e-9)
@@ -175,7 +175,7 @@ def test_helios_keeps_tp_and_pp_in_the_rack(catalog) -> None:
     path, each at the scale-out price instead of the UALink one. That is about what the deeper
     pipeline saves (half the parameters per GPU, so half the fp32 gradient reduce-scatter and
     parameter all-gather, and a smaller micro-batch with a shorter bubble), so the best in-rack and
-    the best rack-crossing layout are a near-tie (within 0.1 %, far below the sweep's 1 % flip
+    the best rack-crossing layout are a near-tie (within 0.25 %, far below the sweep's 1 % flip
     threshold): the step-time model cannot tell them apart, and the tool shows the crossing's cost
     as the fill/drain term. (The fill/drain count is an upper bound on the crossing cost: only the
     hops between racks are really scale-out, but the comm model prices the whole group at its
@@ -207,7 +207,7 @@ def test_helios_keeps_tp_and_pp_in_the_rack(catalog) -> None:
     cross = next(iter_rows(res.best_crossing))
     assert cross["tp"] * cross["pp"] > 72
     assert str(tier_of(cross["pp"], cross["tp"], 72)) == "hierarchical"
-    assert abs(cross["step"] / best_in["step"] - 1.0) < 0.001  # a near-tie
+    assert abs(cross["step"] / best_in["step"] - 1.0) < 0.0025  # a near-tie
     assert min(best_in["step"], cross["step"]) == rows[0]["step"]
     # the deeper pipeline halves the parameters per GPU, so it moves less DP traffic
     assert cross["pp"] == 2 * best_in["pp"] and cross["t_dp"] < best_in["t_dp"]
@@ -281,8 +281,8 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
       (CP 4 x 2 folded DP ranks) over xGMI, then 64 nodes on 1/8 of it: 0.026 s both ways. With
       VPP 3 each model chunk's collective starts when its last backward (forward) runs, so it hides
       behind (3-1) x 32 + 1 = 65 chunk-times of one micro-batch (``chunked_exposure``): 65/3 x
-      13.8 ms = 0.30 s of compute (2/3 backward, 1/3 forward). About 0.74 s stays exposed against
-      a 5.0 s step: 15 %.
+      16.3 ms = 0.35 s of compute (2/3 backward, 1/3 forward; GEMMs at their shapes). About 0.69 s stays exposed against
+      a 5.6 s step: 12 %.
     * The location does not depend on the baseline here: against 1,024 GPUs (which runs VPP),
       8,192 is still at 0.91 and 16,384 below.
     * 768 = 2 x 384: the whitepaper's own replica (EP 8 x CP 8 x PP 48, DP 2) is expressible and
@@ -330,8 +330,8 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
                                             hw.scale_up, hw.scale_out))
 
     assert b["t_pp"] == pytest.approx(b["m"] * 2 * p2p(b), rel=1e-9)
-    assert b["t_pp"] / b["step"] > 0.03
-    for g in sizes[1:]:
+    assert b["t_pp"] / b["step"] > 0.025
+    for g in sizes[1:-1]:  # at 32,768 GPUs (per-replica batch 1Mi tokens) EP 16 can win instead
         r = best[g]
         assert (r["tp"], r["pp"], r["vpp"], r["ep"]) == (1, 32, 3, 8), g
         assert r["tp"] * r["cp"] * r["fold"] * r["pp"] == 256
@@ -362,11 +362,12 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
     rs, ag = one_way(4), one_way(2)  # fp32 gradients, 16-bit parameters
     assert rs == pytest.approx(0.696, abs=0.001) and ag == pytest.approx(0.348, abs=0.001)
     assert r["dp_raw"] == pytest.approx(rs + ag, rel=1e-3)
-    chunk_times = ((3 - 1) * 32 + 1) / 3 * r["t_compute"] / r["m"]  # 65 chunk-times of one micro-batch
+    comp_mb = (r["t_compute"] + r["t_attention"]) / r["m"]  # GEMMs + attention core of one micro-batch
+    chunk_times = ((3 - 1) * 32 + 1) / 3 * comp_mb  # 65 chunk-times of one micro-batch
     hidden = chunk_times * 2 / 3 + chunk_times / 3  # gradients behind backward, parameters behind forward
-    assert hidden == pytest.approx(0.30, abs=0.01)
+    assert hidden == pytest.approx(0.35, abs=0.01)
     assert r["t_dp"] == pytest.approx(rs + ag - hidden, rel=1e-3)
-    assert r["t_dp"] / r["step"] > 0.14  # the loss that takes efficiency under 0.9
+    assert r["t_dp"] / r["step"] > 0.11  # the loss that takes efficiency under 0.9
 
     # The whitepaper's 384-GPU replica at 768 GPUs: EP 8 x CP 8 inside a node, PP 48 across nodes, DP 2.
     wp = search(wl, hw, 768, SearchOptions(overlap_ep=True, tp=(1,), cp=(8,), ep=(8,), etp=(1,), pp=(48,)), top_k=1)
@@ -459,7 +460,7 @@ def test_zero_stages_move_gradients_as_the_runtimes_do(catalog) -> None:
     assert r[3]["dp_raw"] == pytest.approx(8 * (2 * ag + rs), rel=1e-9)
     # Overlap: once-per-step traffic hides behind one micro-batch's backward (gradients) or forward
     # (parameters); per-micro-batch traffic behind that micro-batch's whole compute, 8 times.
-    comp = r[1]["t_compute"] / 8
+    comp = (r[1]["t_compute"] + r[1]["t_attention"]) / 8  # GEMMs + attention core of one micro-batch
     assert r[0]["t_dp"] == pytest.approx(max(0.0, r[0]["dp_raw"] - comp * 2 / 3), rel=1e-9)
     assert r[1]["t_dp"] == pytest.approx(max(0.0, rs - comp * 2 / 3) + max(0.0, ag - comp / 3), rel=1e-9)
     assert r[2]["t_dp"] == pytest.approx(max(0.0, ag - comp / 3) + 8 * max(0.0, rs - comp), rel=1e-9)

@@ -151,6 +151,21 @@ def _span_text(label: str, est: Any, scale: float, unit: str, digits: int = 2) -
     return f"{label} {est.lo / scale:.{digits}f}..{est.hi / scale:.{digits}f}{unit} ({est.status})"
 
 
+def _gemm_fields(acc: Any, precision: str, case: str) -> dict[str, Any]:
+    """Shape-aware GEMM / attention inputs of ``search.Hardware`` (``mi400plan.gemm``): compute units
+    (0 where not disclosed: no wave quantization), the BF16 peak and the measured flash-attention
+    efficiency (0 where the profile has none: ``search.ATTN_OVER_MATMUL`` rule), operand width."""
+    units = acc.silicon.compute_units
+    bf16 = acc.compute.peak_flops("bf16")
+    att = acc.efficiency.attention
+    return {
+        "units": int(units.nominal) if units.known else 0,
+        "peak_bf16_flops": _pick(bf16, f"{acc.name} dense bf16 peak", case, higher_is_better=True) if bf16.known else 0.0,
+        "attn_eff": _pick(att, f"{acc.name} attention efficiency", case, higher_is_better=True) if att.known else 0.0,
+        "operand_bytes": 1.0 if precision == "fp8" else 2.0,
+    }
+
+
 def build_sku(
     cat: Any,
     name: str,
@@ -240,6 +255,7 @@ def build_sku(
         scale_out=out,
         domain=domain,
         gpus_per_rack=per_rack,
+        **_gemm_fields(acc, precision, case),
     )
     info = SkuEfficiency(
         sku=acc.name, peak_flops=peak, matmul=mm, matmul_status=mm_status, matmul_source=mm_src,

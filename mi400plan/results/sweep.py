@@ -34,13 +34,15 @@ class SweepLayout(OutModel):
 class TimeBreakdown(OutModel):
     """Seconds per optimizer step. The terms add up to ``step_time_s``.
 
-    ``compute``: model + recompute FLOPs at the calibrated matmul rate; ``gemm_overhead``: fixed
+    ``compute``: GEMMs (model + recompute) at the shape-aware GEMM model (``mi400plan.gemm``);
+    ``attention``: the attention core (flash attention at its own efficiency); ``gemm_overhead``: fixed
     cost per GEMM kernel; ``memory_bound``: norms, residuals, activation functions at HBM speed;
     ``tp``/``cp``/``ep``/``pp``: exposed collective time of each group; ``bubble``: pipeline
     bubble; ``dp``: exposed data-parallel / ZeRO traffic; ``optimizer``: optimizer step.
     """
 
     compute: float
+    attention: float
     gemm_overhead: float
     memory_bound: float
     tp: float

@@ -7,12 +7,15 @@ measurements (``mi400plan sweep --matmul-efficiency 0.45 --hbm-efficiency 0.8``)
 
 How ``sweep`` uses them (``mi400plan/search.py``):
 
-* ``matmul_<precision>``: achieved fraction of the dense peak of that precision on large GEMMs
-  (the whole model-FLOP count runs at ``peak x matmul``).
+* ``matmul_<precision>``: the large-GEMM ceiling, the fraction of the dense peak of that precision
+  that a large GEMM reaches. Each GEMM of a candidate layout is priced at its own shape by
+  ``mi400plan/gemm.py`` (roofline on arithmetic intensity, tile and wave quantization over the
+  SKU's ``silicon.compute_units``), which saturates to this ceiling and never exceeds it.
 * ``gemm_overhead_us``: fixed time (microseconds) each GEMM kernel costs on top of its FLOPs
-  (launch, tail wave, prologue/epilogue). It is the small-GEMM falloff: a GEMM of ``W`` FLOP reaches
-  ``matmul x W / (W + peak x matmul x overhead)`` of peak, so small per-GPU GEMMs (large TP, small
-  micro-batches, fine-grained experts) lose efficiency and large ones do not.
+  (launch, prologue/epilogue).
+* ``attention``: fraction of the dense BF16 peak that flash attention reaches on the causal work it
+  does (masked blocks skipped). Where it is not given, ``search.ATTN_OVER_MATMUL`` x the BF16
+  ceiling is used (documented rule).
 * ``hbm_bandwidth``: achieved fraction of the HBM peak for streaming (memory-bound) kernels: norms,
   residual adds, activation functions, optimizer step.
 """
@@ -30,6 +33,7 @@ class Efficiency(StrictModel):
     matmul_fp8: Est = ND  # achievable fraction of dense FP8 peak on large GEMMs
     hbm_bandwidth: Est = ND  # achievable fraction of HBM peak for streaming kernels
     gemm_overhead_us: Est = ND  # fixed cost per GEMM kernel, microseconds (small-GEMM falloff)
+    attention: Est = ND  # flash-attention fraction of the dense BF16 peak (causal work actually done)
 
     def matmul(self, precision: str) -> Estimate:
         """The matmul efficiency estimate for ``precision`` (``bf16``/``fp16`` or ``fp8``)."""

@@ -1,0 +1,252 @@
+"""Shape-aware GEMM and flash-attention time model (numpy-vectorised; used by ``sweep`` and ``serve``).
+
+A GEMM ``C[M, N] = A[M, K] @ B[K, N]`` (``batch`` independent copies, one kernel) costs
+
+    t = max(t_math, t_hbm) + overhead
+
+* ``t_math = 2 M N K batch / (peak x ceiling x wave_fill)``: the library tiles ``C`` into
+  ``tile_m x tile_n`` output tiles, one per compute unit (CU / SM) at a time; the last wave and the
+  padded edge tiles leave CUs idle (tile and wave quantization, as in NVIDIA's "Matrix
+  Multiplication Background User's Guide", sections "Tile quantization" and "Wave quantization").
+  ``wave_fill = useful output elements / (waves x CUs x tile area)`` is at most 1. ``ceiling`` is
+  the measured large-GEMM fraction of the dense peak of the precision (the fitted per-SKU figure).
+* ``t_hbm = bytes moved / (HBM bandwidth x HBM efficiency)``, bytes = inputs ``(M K + K N)`` at the
+  operand width plus the 16-bit output ``M N`` (roofline on arithmetic intensity, Williams et al.
+  2009, "Roofline: an insightful visual performance model").
+* ``overhead``: fixed per-kernel time (launch, prologue/epilogue), the profile's ``gemm_overhead_us``.
+
+So the achieved fraction of peak ``2 M N K / (t x peak)`` never exceeds ``ceiling``: small or skinny
+GEMMs (large TP, small micro-batches, fine-grained experts, short sequences) fall below it, large
+ones saturate at it.
+
+Flash attention (Dao et al. 2022, "FlashAttention"; Dao 2023, "FlashAttention-2") is one fused
+kernel per layer and pass whose matmul FLOPs run at its own measured fraction of the BF16 peak
+(``attention`` efficiency, lower than the GEMM ceiling: softmax and masking share the CUs), with
+the same wave quantization over (batch x heads x query blocks of ``ATTN_BLOCK_Q``) work items.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# Output tile of a large BF16/FP8 GEMM kernel (M x N). 256 x 128 is the macro tile that hipBLASLt's
+# tuned MI300X kernels (MT256x128) and CUTLASS's Hopper warp-specialised kernels (128x256 /
+# 256x128 clusters) use for large LLM GEMMs; one tile per CU/SM at a time. Assumed, documented.
+TILE_M = 256
+TILE_N = 128
+# The smaller tile a library falls back to when the large one leaves CUs idle, and its throughput
+# relative to the large tile on a full wave (less operand reuse). Fitted (``benchmarks/fit_gemm.py``)
+# on the calibration runs, one value for every SKU.
+SMALL_TILE_M = 128
+# Smallest tile edge: the 16-row/column granularity of the matrix instructions (CDNA MFMA 16x16,
+# NVIDIA mma 16x8); a GEMM narrower than a tile runs in a tile cut down to this multiple.
+MIN_TILE = 16
+SMALL_TILE_EFF = 1.0
+TILES = ((TILE_M, TILE_N, 1.0), (SMALL_TILE_M, TILE_N, SMALL_TILE_EFF))
+# Query rows per flash-attention work item (FlashAttention-2 forward block size, 128).
+ATTN_BLOCK_Q = 128
+# Below this many compute units the part is not a CU/SM array (TPU TensorCores, NeuronCores):
+# wave quantization over 256 x 128 tiles does not describe it and is not applied.
+MIN_UNITS_FOR_WAVES = 32
+# FLOPs of flash attention's backward pass relative to its forward: 5 matmuls (recompute QK^T, dV,
+# dP, dQ, dK) against 2 (QK^T, PV) = 2.5 (Dao 2023, FlashAttention-2, section 3.1.2).
+ATTN_BWD_OVER_FWD = 2.5
+
+
+@dataclass(frozen=True)
+class GemmSku:
+    """What the GEMM model needs of one SKU at one precision (base units)."""
+
+    peak_flops: float  # dense peak of the GEMM precision, FLOP/s
+    ceiling: float  # large-GEMM fraction of that peak (measured / fitted)
+    hbm_bytes_per_s: float  # achievable HBM bandwidth (peak x streaming efficiency), B/s
+    units: int  # compute units (CUs / SMs); 0 = unknown (no wave quantization)
+    overhead_s: float  # fixed cost per kernel, s
+    operand_bytes: float = 2.0  # bytes per input element (2 BF16, 1 FP8)
+
+
+def tile_fill(m: Any, n: Any, batch: Any, units: int, tile_m: int, tile_n: int) -> Any:
+    """Useful fraction of the issued ``tile_m x tile_n`` tile slots over ``units`` CUs (tile and wave
+    quantization, NVIDIA "Matrix Multiplication Background User's Guide"). A dimension smaller than
+    the tile gets a tile cut down to it, rounded up to the ``MIN_TILE`` matrix-instruction granularity
+    (the skinny kernels libraries pick for small M, e.g. decode)."""
+    tile_m = np.minimum(tile_m, np.ceil(m / MIN_TILE) * MIN_TILE)
+    tile_n = np.minimum(tile_n, np.ceil(n / MIN_TILE) * MIN_TILE)
+    tiles = np.ceil(m / tile_m) * np.ceil(n / tile_n) * batch
+    waves = np.maximum(1.0, np.ceil(tiles / units))
+    return (m * n * batch) / (waves * units * tile_m * tile_n)
+
+
+def wave_fill(m: Any, n: Any, batch: Any, units: int) -> Any:
+    """Best quantization-adjusted fraction over the library's tile menu (``TILES``): the large tile, or
+    the half-height tile at its lower per-tile efficiency when that wastes fewer CU slots (what
+    hipBLASLt / cuBLAS heuristics do for GEMMs a few waves deep)."""
+    if units < MIN_UNITS_FOR_WAVES:
+        return np.ones_like(np.asarray(m * n * batch, dtype=np.float64))
+    best = None
+    for tm, tn, eff in TILES:
+        f = eff * tile_fill(m, n, batch, units, tm, tn)
+        best = f if best is None else np.maximum(best, f)
+    return best
+
+
+def gemm_seconds(m: Any, n: Any, k: Any, sku: GemmSku, batch: Any = 1.0) -> Any:
+    """Roofline time of a GEMM without the per-kernel overhead, seconds (module docstring)."""
+    m, n, k = (np.maximum(np.asarray(x, dtype=np.float64), 1.0) for x in (m, n, k))
+    flops = 2.0 * m * n * k * batch
+    t_math = flops / (sku.peak_flops * sku.ceiling * wave_fill(m, n, batch, sku.units))
+    bytes_moved = ((m * k + k * n) * sku.operand_bytes + 2.0 * m * n) * batch
+    return np.maximum(t_math, bytes_moved / sku.hbm_bytes_per_s)
+
+
+def gemm_time(m: Any, n: Any, k: Any, sku: GemmSku, batch: Any = 1.0) -> Any:
+    """Time of one GEMM kernel ``[M, K] x [K, N]`` (``batch`` copies), overhead included, seconds."""
+    return gemm_seconds(m, n, k, sku, batch) + sku.overhead_s
+
+
+def gemm_efficiency(m: Any, n: Any, k: Any, sku: GemmSku, batch: Any = 1.0) -> Any:
+    """Achieved fraction of the dense peak, ``2 M N K batch / (t x peak)`` (always <= ``ceiling``)."""
+    m, n, k = (np.maximum(np.asarray(x, dtype=np.float64), 1.0) for x in (m, n, k))
+    return 2.0 * m * n * k * batch / (gemm_time(m, n, k, sku, batch) * sku.peak_flops)
+
+
+def train_gemm_seconds(m: Any, n: Any, k: Any, sku: GemmSku, batch: Any = 1.0) -> tuple[Any, Any]:
+    """Forward and backward (data + weight gradient) time of a linear layer, seconds, no overhead.
+
+    Forward ``Y[M,N] = X[M,K] W[K,N]``; backward ``dX[M,K] = dY[M,N] W^T`` (dgrad: M x K, inner N)
+    and ``dW[K,N] = X^T dY`` (wgrad: K x N, inner M), the two GEMMs every framework launches.
+    """
+    fwd = gemm_seconds(m, n, k, sku, batch)
+    bwd = gemm_seconds(m, k, n, sku, batch) + gemm_seconds(k, n, m, sku, batch)
+    return fwd, bwd
+
+
+@dataclass(frozen=True)
+class AttnSku:
+    """What the flash-attention model needs (base units)."""
+
+    peak_flops: float  # dense BF16 peak, FLOP/s (attention runs in BF16 also in FP8 recipes)
+    efficiency: float  # measured fraction of that peak on long causal sequences
+    units: int  # compute units; 0 = unknown
+
+
+def attention_fill(items: Any, units: int) -> Any:
+    """Useful fraction of the issued (batch x head x query-block) work-item slots (wave quantization)."""
+    items = np.maximum(np.asarray(items, dtype=np.float64), 1.0)
+    if units < MIN_UNITS_FOR_WAVES:
+        return np.ones_like(items)
+    return items / (np.ceil(items / units) * units)
+
+
+def flash_attention_seconds(flops_fwd: Any, items: Any, sku: AttnSku) -> tuple[Any, Any]:
+    """Forward and backward time of flash attention doing ``flops_fwd`` forward matmul FLOPs, seconds.
+
+    ``items`` = sequences x heads x query blocks on this GPU (the kernel's grid). Backward does
+    ``ATTN_BWD_OVER_FWD`` times the forward FLOPs (FlashAttention-2, section 3.1.2).
+    """
+    t = np.asarray(flops_fwd, dtype=np.float64) / (sku.peak_flops * sku.efficiency * attention_fill(items, sku.units))
+    return t, ATTN_BWD_OVER_FWD * t
+
+
+# --- the GEMMs of one transformer training micro-batch -------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerShapes:
+    """Unsplit GEMM widths of a model (elements per token); TP/EP/ETP splits are applied per candidate."""
+
+    hidden: int
+    attn_in: float  # QKV projection output width (MLA: the down/up-projection chain, same FLOPs)
+    attn_out_k: float  # output projection input width (heads x v_head_dim)
+    ffn_in: float  # dense FFN first GEMM output width (2 x ffn when gated)
+    ffn_out_k: float  # dense FFN second GEMM input width (ffn)
+    shared_in: float  # shared experts, first GEMM width (0: none), TP-split
+    shared_out_k: float
+    expert_in: float  # one routed expert, first GEMM width (ETP-split)
+    expert_out_k: float
+    experts: int  # routed experts (0: dense model)
+    top_k: int
+    vocab: int
+    heads: int
+    qk_dim: int  # per-head query/key width
+    v_dim: int  # per-head value width
+
+
+def model_shapes(model: Any, attention_params_per_layer: float) -> LayerShapes:
+    """GEMM widths from the architecture (``ModelSpec``); the attention input width is taken from the
+    per-layer attention weight count (``params``) so MLA's projection chain keeps its FLOPs."""
+    h, a, moe = model.hidden_size, model.attention, model.moe
+    gated = 2 if model.ffn_kind == "swiglu" else 1
+    if a.kind == "mla":
+        qk, vd = (a.qk_nope_head_dim or 0) + (a.qk_rope_head_dim or 0), a.v_head_dim or 0
+    else:
+        qk = vd = a.head_size(h)
+    out_k = a.num_heads * vd
+    shared = (moe.num_shared_experts * (moe.shared_expert_ffn_dim or moe.expert_ffn_dim)) if moe else 0
+    return LayerShapes(
+        hidden=h, attn_in=max(1.0, attention_params_per_layer / h - out_k), attn_out_k=out_k,
+        ffn_in=gated * model.ffn_dim, ffn_out_k=model.ffn_dim, shared_in=gated * shared, shared_out_k=shared,
+        expert_in=gated * (moe.expert_ffn_dim if moe else 0), expert_out_k=moe.expert_ffn_dim if moe else 0,
+        experts=moe.num_experts if moe else 0, top_k=moe.top_k if moe else 0, vocab=model.vocab_size,
+        heads=a.num_heads, qk_dim=qk, v_dim=vd,
+    )
+
+
+def _mlp(tok: Any, w_in: float, w_out_k: float, split: Any, h: int, sku: GemmSku, batch: Any = 1.0) -> tuple[Any, Any]:
+    """Forward and backward seconds of a two-GEMM MLP block (column- then row-parallel over ``split``)."""
+    f1, b1 = train_gemm_seconds(tok, w_in / split, h, sku, batch)
+    f2, b2 = train_gemm_seconds(tok, h, w_out_k / split, sku, batch)
+    return f1 + f2, b1 + b2
+
+
+def layer_gemm_seconds(sh: LayerShapes, tok: Any, tp: Any, ep: Any, etp: Any, sp: Any, sku: GemmSku) -> tuple[Any, Any, Any, Any]:
+    """Forward/backward GEMM seconds of one dense layer and of one MoE layer for ``tok`` tokens per TP group.
+
+    Megatron-style splits: QKV and FFN-in column-parallel, attention-out and FFN-out row-parallel
+    over TP (Shoeybi et al. 2019, section 3); routed experts as one grouped GEMM per projection over
+    the ``E / EP`` local experts, each receiving ``EP x ETP x routed tokens x top_k / E`` tokens
+    (balanced routing; routed tokens per rank = ``tok / TP`` with sequence parallelism), width split
+    by ETP; shared experts TP-split like a dense MLP.
+    """
+    h = sh.hidden
+    qf, qb = train_gemm_seconds(tok, sh.attn_in / tp, h, sku)
+    of, ob = train_gemm_seconds(tok, h, sh.attn_out_k / tp, sku)
+    mf, mb = _mlp(tok, sh.ffn_in, sh.ffn_out_k, tp, h, sku)
+    dense_f, dense_b = qf + of + mf, qb + ob + mb
+    if sh.experts == 0:
+        return dense_f, dense_b, dense_f, dense_b
+    routed = tok / np.where(sp, tp, 1.0)
+    tok_e = ep * etp * routed * sh.top_k / sh.experts
+    ef, eb = _mlp(tok_e, sh.expert_in, sh.expert_out_k, etp, h, sku, batch=sh.experts / ep)
+    sf, sb = _mlp(tok, sh.shared_in, sh.shared_out_k, tp, h, sku) if sh.shared_in else (0.0, 0.0)
+    return dense_f, dense_b, qf + of + ef + sf, qb + ob + eb + sb
+
+
+def head_gemm_seconds(sh: LayerShapes, tok: Any, tp: Any, sku: GemmSku) -> tuple[Any, Any]:
+    """Forward/backward seconds of the LM-head GEMM (vocabulary split over TP, Megatron-LM)."""
+    return train_gemm_seconds(tok, sh.vocab / tp, sh.hidden, sku)
+
+
+def attention_seconds(sh: LayerShapes, mb: Any, seq: float, cp: Any, tp: Any, flash: bool,
+                      gsku: GemmSku, asku: AttnSku) -> tuple[Any, Any]:
+    """Forward/backward seconds of one layer's attention core for ``mb`` sequences on one GPU.
+
+    Flash (causal): half of the ``2 s^2 heads (qk + v)`` score/context FLOPs per sequence are done
+    (the masked blocks are skipped), split over CP ranks (load-balanced) and TP (heads), at the
+    attention efficiency. Without flash: the two batched GEMMs ``Q K^T`` (s x s, inner qk) and
+    ``P V`` (s x v, inner s) over ``mb x heads / TP`` copies, the full (unmasked) matrix, at the GEMM
+    model (Megatron-LM 2021's unfused path).
+    """
+    heads = sh.heads / tp
+    q_len = seq / cp
+    if flash:
+        flops = mb * heads * q_len * seq * (sh.qk_dim + sh.v_dim)  # 2 s_q s (qk + v) / 2 (causal)
+        items = mb * heads * np.ceil(q_len / ATTN_BLOCK_Q)
+        return flash_attention_seconds(flops, items, asku)
+    batch = mb * heads
+    sf, sb = train_gemm_seconds(q_len, seq, sh.qk_dim, gsku, batch)
+    cf, cb = train_gemm_seconds(q_len, sh.v_dim, seq, gsku, batch)
+    return sf + cf, sb + cb
