@@ -96,3 +96,34 @@ def test_efficiency_never_above_the_ceiling(m, n, k, batch, units, ceiling, over
 def test_attention_fill_is_a_fraction(items, units) -> None:
     f = float(gemm.attention_fill(items, units))
     assert 0.0 < f <= 1.0
+
+
+@settings(max_examples=12, deadline=None)
+@given(model=st.sampled_from(["llama3.1-8b", "llama3.1-70b", "mixtral-8x7b", "qwen3-235b-a22b"]),
+       sku_name=st.sampled_from(["a100", "h100", "mi300x", "mi355x", "mi455x", "b200"]),
+       gpus_log2=st.integers(3, 10), seq_log2=st.integers(11, 17), precision=st.sampled_from(["bf16", "fp8"]))
+def test_step_properties_over_random_workloads(catalog, model, sku_name, gpus_log2, seq_log2, precision) -> None:
+    """Over random bundled models, SKUs, sizes and sequence lengths: MFU <= HFU <= 1, the step is at
+    least its compute-only time (GEMMs + attention), and the breakdown adds up to the step."""
+    from mi400plan.api.sweep import build_sku
+    from mi400plan.errors import MissingValueError
+    from mi400plan.params import count_params
+    from mi400plan.search import BREAKDOWN, Workload, iter_rows, metrics, model_terms, search
+    from mi400plan.specs.layout import train_recipe
+
+    if precision == "fp8" and sku_name == "a100":
+        precision = "bf16"  # no FP8 on Ampere
+    spec = catalog.get("models", model).spec
+    seq, gpus = 2**seq_log2, 2**gpus_log2
+    wl = Workload(spec, count_params(spec), train_recipe("megatron", precision=precision), seq, max(gpus, 2**23 // seq))
+    try:
+        hw = build_sku(catalog, sku_name, precision).hw
+    except MissingValueError:
+        return
+    res = search(wl, hw, gpus, top_k=5)
+    terms = model_terms(spec, wl.counts, seq, wl.recipe)
+    for r in iter_rows(res.top):
+        assert r["step"] >= r["compute_only"] > 0
+        assert sum(r[f"t_{k}"] for k in BREAKDOWN) == pytest.approx(r["step"], rel=1e-9)
+        met = metrics(r["step"], wl, hw, gpus, terms, r["flops_hw_per_token"])
+        assert 0 < met["mfu"] <= met["hfu"] <= 1.0
