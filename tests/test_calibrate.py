@@ -1,21 +1,26 @@
 """``mi400plan calibrate``: fitted efficiencies recovered from measurements made with known values.
 
-Training runs are generated with the planner's own forward model at known efficiencies (the same
-path ``sweep --matmul-efficiency --gemm-overhead-us`` takes: ``api.sweep.build_sku`` overrides, then
-``search.evaluate_one``), written to a runs file, and calibrated back. nccl-tests logs are excerpts in
-the real output format with times worked out by hand from a known latency and bandwidth (below).
+Training runs are generated with the planner's own forward model at known efficiencies: a user
+profile directory holds the SKU with the true ``[efficiency]`` values, and each run's step time is
+``search.evaluate_one`` on the hardware ``api.sweep.build_sku`` builds from it (what ``sweep
+--profiles DIR`` would do); the runs file is then calibrated back against the bundled profile. nccl-tests
+logs are excerpts in the real output format with times worked out by hand from a known latency and
+bandwidth (below).
 """
 
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
 
 SKU = "mi355x"
 TRUE_MATMUL = 0.42
+TRUE_MATMUL_FP8 = 0.33
 TRUE_OVERHEAD_US = 18.0
+TRUE_ATTENTION = 0.30  # only where the installed profile schema has an attention efficiency
 
 RUNS = [  # layouts that vary the per-GPU GEMM sizes (hidden size, TP, micro-batch, sequence)
     dict(model="llama3.1-8b", tp=1, pp=1, dp=8, micro_batch=1, seq_len=8192, global_batch=64),
@@ -26,18 +31,43 @@ RUNS = [  # layouts that vary the per-GPU GEMM sizes (hidden size, TP, micro-bat
 ]
 
 
-def true_step(catalog, run: dict, matmul: float = TRUE_MATMUL, overhead_us: float = TRUE_OVERHEAD_US,
-              precision: str = "bf16") -> float:
-    """Step time of ``run`` on SKU at the given efficiencies, through sweep's override path."""
+def _has_attention() -> bool:
+    from mi400plan.specs.efficiency import Efficiency
+
+    return "attention" in Efficiency.model_fields
+
+
+@pytest.fixture(scope="module")
+def truth(catalog, tmp_path_factory):
+    """A catalog whose SKU profile carries the true efficiencies (a user profile directory)."""
+    import tomli_w
+
+    from mi400plan.profiles import Catalog
+
+    path, _ = catalog.entry_path("accelerators", SKU)
+    raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    values = {"matmul_bf16": TRUE_MATMUL, "matmul_fp8": TRUE_MATMUL_FP8, "gemm_overhead_us": TRUE_OVERHEAD_US}
+    if _has_attention():
+        values["attention"] = TRUE_ATTENTION
+    raw["efficiency"] = {**raw["efficiency"], **{k: {"nominal": v, "status": "measured"} for k, v in values.items()}}
+    root = tmp_path_factory.mktemp("truth")
+    (root / "accelerators").mkdir()
+    (root / "accelerators" / f"{SKU}.toml").write_text(tomli_w.dumps(raw), encoding="utf-8")
+    return Catalog.default([root])
+
+
+def true_step(truth, run: dict) -> float:
+    """Step time of ``run`` on SKU at the true efficiencies."""
     from mi400plan.api.sweep import build_sku
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one
     from mi400plan.specs.layout import train_recipe
 
-    spec = catalog.get("models", run["model"]).spec
+    spec = truth.get("models", run["model"]).spec
+    precision = run.get("precision", "bf16")
     wl = Workload(spec, count_params(spec), train_recipe("megatron", precision=precision), run["seq_len"],
                   run["global_batch"])
-    hw = build_sku(catalog, SKU, precision, matmul_efficiency=matmul, gemm_overhead_us=overhead_us).hw
+    hw = build_sku(truth, SKU, precision).hw
     layout = dict(tp=run["tp"], pp=run["pp"], vpp=run.get("vpp", 1), cp=1, ep=1, etp=1, zero=1,
                   micro_batch=run["micro_batch"], recompute=0, sp=int(run["tp"] > 1))
     world = run["tp"] * run["pp"] * run["dp"]
@@ -54,8 +84,8 @@ def write_runs(path: Path, runs: list[dict], steps: list[float], header: str = f
 
 
 @pytest.fixture(scope="module")
-def runs_file(catalog, tmp_path_factory) -> Path:
-    steps = [true_step(catalog, r) for r in RUNS]
+def runs_file(truth, tmp_path_factory) -> Path:
+    steps = [true_step(truth, r) for r in RUNS]
     return write_runs(tmp_path_factory.mktemp("runs") / "runs.toml", RUNS, steps)
 
 
@@ -72,6 +102,8 @@ def test_round_trip_recovers_known_efficiencies(catalog, runs_file) -> None:
     res = calibrate(catalog, [str(runs_file)])
     assert _param(res, "matmul_bf16").value == pytest.approx(TRUE_MATMUL, rel=1e-4)
     assert _param(res, "gemm_overhead_us").value == pytest.approx(TRUE_OVERHEAD_US, rel=1e-3)
+    if _has_attention():
+        assert _param(res, "attention").value == pytest.approx(TRUE_ATTENTION, rel=1e-3)
     assert len(res.rows) == len(RUNS)
     assert all(abs(r.residual) < 1e-5 for r in res.rows)
     # the bundled profile's values are far off, and the residuals say so before fitting
@@ -79,13 +111,26 @@ def test_round_trip_recovers_known_efficiencies(catalog, runs_file) -> None:
     assert all(r.residual_before < -0.1 for r in res.rows)
 
 
-def test_round_trip_with_measurement_noise(catalog, tmp_path) -> None:
+def test_round_trip_two_precisions(catalog, truth, tmp_path) -> None:
+    """BF16 and FP8 runs of one SKU: one matmul efficiency per precision, one GEMM overhead shared."""
+    from mi400plan.api.calibrate import calibrate
+
+    fp8 = [dict(r, precision="fp8") for r in RUNS[:3]]
+    steps = [true_step(truth, r) for r in RUNS + fp8]
+    res = calibrate(catalog, [str(write_runs(tmp_path / "both.toml", RUNS + fp8, steps))])
+    assert _param(res, "matmul_bf16").value == pytest.approx(TRUE_MATMUL, rel=1e-3)
+    assert _param(res, "matmul_fp8").value == pytest.approx(TRUE_MATMUL_FP8, rel=1e-3)
+    assert _param(res, "gemm_overhead_us").value == pytest.approx(TRUE_OVERHEAD_US, rel=1e-2)
+    assert {r.precision for r in res.rows} == {"bf16", "fp8"}
+
+
+def test_round_trip_with_measurement_noise(catalog, truth, tmp_path) -> None:
     """+-2 % deterministic noise on the step times: the fit stays within a few % of the truth and
     the residuals report the noise."""
     from mi400plan.api.calibrate import calibrate
 
     noise = [0.02, -0.02, 0.01, -0.01, 0.0]
-    steps = [true_step(catalog, r) * (1 + e) for r, e in zip(RUNS, noise)]
+    steps = [true_step(truth, r) * (1 + e) for r, e in zip(RUNS, noise)]
     res = calibrate(catalog, [str(write_runs(tmp_path / "noisy.toml", RUNS, steps))])
     assert _param(res, "matmul_bf16").value == pytest.approx(TRUE_MATMUL, rel=0.03)
     assert _param(res, "gemm_overhead_us").value == pytest.approx(TRUE_OVERHEAD_US, rel=0.25)
@@ -93,7 +138,7 @@ def test_round_trip_with_measurement_noise(catalog, tmp_path) -> None:
     assert _param(res, "matmul_bf16").std_error > 0
 
 
-def test_tflops_per_gpu_is_the_same_measurement(catalog, tmp_path) -> None:
+def test_tflops_per_gpu_is_the_same_measurement(catalog, truth, tmp_path) -> None:
     """A run given as TFLOP/s per GPU (model FLOPs, the MFU convention) calibrates like its step time.
     Llama-3.1 8B model FLOPs per token at sequence s (PaLM appendix B's 6 N + 12 L H Q T, causal
     mask not halved): N = matmul weights = 8,030,261,248 parameters - 128,256 x 4,096 embedding rows
@@ -103,7 +148,7 @@ def test_tflops_per_gpu_is_the_same_measurement(catalog, tmp_path) -> None:
     run = RUNS[0]
     n_params, layers, hidden, s = 8_030_261_248 - 128_256 * 4096 - 65 * 4096, 32, 4096, run["seq_len"]
     flops_per_token = 6 * n_params + 12 * layers * hidden * s
-    step = true_step(catalog, run)
+    step = true_step(truth, run)
     tflops = flops_per_token * run["global_batch"] * s / (8 * step) / 1e12
     csv = tmp_path / "runs.csv"
     csv.write_text("model,sku,tp,pp,dp,micro_batch,seq_len,global_batch,tflops_per_gpu\n"
@@ -114,11 +159,11 @@ def test_tflops_per_gpu_is_the_same_measurement(catalog, tmp_path) -> None:
     assert _param(res, "matmul_bf16").value == pytest.approx(_param(same, "matmul_bf16").value, rel=1e-3)
 
 
-def test_one_run_fits_the_first_parameter_and_says_the_rest_is_not_identified(catalog, tmp_path) -> None:
+def test_one_run_fits_the_first_parameter_and_says_the_rest_is_not_identified(catalog, truth, tmp_path) -> None:
     from mi400plan.api.calibrate import calibrate
 
     run = RUNS[2]
-    res = calibrate(catalog, [str(write_runs(tmp_path / "one.toml", [run], [true_step(catalog, run)]))])
+    res = calibrate(catalog, [str(write_runs(tmp_path / "one.toml", [run], [true_step(truth, run)]))])
     mm, ovh = _param(res, "matmul_bf16"), _param(res, "gemm_overhead_us")
     assert mm.value is not None and abs(res.rows[0].residual) < 1e-6
     assert ovh.value is None and "not identified" in ovh.note and "1 run" in ovh.note

@@ -40,8 +40,8 @@ def _params(result: Any, console: Any) -> None:
          ("points", "right")],
         rows,
         title="Fitted values (calibrate)",
-        caption="efficiencies are fractions (matmul: of dense peak; fabric: of per-GPU bandwidth per direction); "
-        "latency per algorithm step; '-' = not identified, the profile value stays",
+        caption="efficiencies are fractions (matmul, attention: of the dense peak; fabric: of the per-GPU "
+        "bandwidth per direction); latency per algorithm step; '-' = not identified, the profile value stays",
     )
     notes = [f"{p.profile} {p.key}: {p.note}" for p in result.params if p.note]
     if notes:
