@@ -104,12 +104,20 @@ class UnitError(ValueError):
 def parse_size(text: str) -> int:
     """Parse a byte size such as ``32MB`` (32e6 B), ``32MiB`` (32 * 2**20 B) or ``4096`` (bytes).
 
-    Decimal prefixes are powers of 1000, binary prefixes (KiB, MiB, ...) powers of 1024.
+    Decimal prefixes are powers of 1000, binary prefixes (KiB, MiB, ...) powers of 1024. A decimal
+    prefix followed by a lowercase ``b`` (``32Mb``, ``4gb``) is refused as ambiguous: in networking
+    it means bits, and a size here is always bytes.
     """
     m = re.fullmatch(_NUM + r"\s*([A-Za-z]*)", text.strip())
     if not m:
         raise UnitError(f"cannot read size {text!r}: expected a number and a unit such as 32MB, 32MiB or 1GiB")
     value, unit = float(m.group(1)), m.group(2).lower() or "b"
+    if m.group(2).endswith("b") and unit in _SIZE_UNITS and unit != "b" and not unit.endswith("ib"):
+        # "32Mb" is megabits in networking and megabytes to some users: refuse rather than guess.
+        raise UnitError(
+            f"size {text!r} is ambiguous: a lowercase b means bits (32Mb = 4MB); sizes are bytes, "
+            f"so write {m.group(1)}{m.group(2)[:-1].upper()}B for bytes, or divide a bit count by 8"
+        )
     if unit not in _SIZE_UNITS:
         raise UnitError(
             f"unknown size unit {m.group(2)!r} in {text!r}: use B, KB/MB/GB/TB (powers of 1000) "

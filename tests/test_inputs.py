@@ -61,3 +61,47 @@ def test_sweep_precision_alias_and_seq_suffix(cli):
     assert a["rows"] == b["rows"] and a["seq_len"] == 8192
     r = cli([*args, "--precision", "fp4"])
     assert r.exit_code == 2
+
+
+@pytest.mark.parametrize("text", ["32Mb", "4gb", "1kb", "2Tb"])
+def test_size_with_lowercase_b_after_a_decimal_prefix_is_ambiguous(text):
+    from mi400plan.units import parse_size
+
+    with pytest.raises(UnitError, match="ambiguous"):
+        parse_size(text)
+
+
+@pytest.mark.parametrize("text,size", [("32MB", 32_000_000), ("32MiB", 32 * 2**20), ("32mib", 32 * 2**20), ("4096", 4096)])
+def test_size_bytes_spellings_still_read(text, size):
+    from mi400plan.units import parse_size
+
+    assert parse_size(text) == size
+
+
+def test_comm_size_in_megabits_is_a_usage_error(cli):
+    r = cli(["comm", "all-reduce", "--size", "32Mb", "--group", "8", "--sku", "mi300x"])
+    assert r.exit_code == 2 and "ambiguous" in r.output and "32MB" in r.output
+
+
+def test_reserve_bare_fraction_is_vllm_utilization(cli):
+    # vLLM --gpu-memory-utilization 0.9 lets the engine use 90 % of HBM: the reserve is the other 10 %.
+    _, a = _fit(cli, "--mode", "infer", "--reserve", "0.9")
+    _, b = _fit(cli, "--mode", "infer", "--reserve", "10%")
+    assert a["data"]["rows"][0]["memory_bytes"] == b["data"]["rows"][0]["memory_bytes"]
+
+
+def test_unbounded_comm_domain_is_null_in_json(cli):
+    # --bw describes a switched tier with no domain limit: null, not the largest 32-bit integer.
+    r = cli(["comm", "all-reduce", "--size", "1GiB", "--group", "64", "--bw", "400Gb/s", "--json"])
+    assert "2147483647" not in r.stdout
+    tiers = [t for s in json.loads(r.stdout)["data"]["systems"] for t in (s["scale_up"], s["scale_out"]) if t]
+    assert [t["domain_size"] for t in tiers] == [None]
+
+
+@pytest.mark.parametrize("mode,flag,value", [
+    ("infer", "--zero", "3"), ("infer", "--micro-batch", "2"), ("infer", "--recompute", "full"),
+    ("train", "--batch", "8"), ("train", "--kv-dtype", "fp8"),
+])
+def test_flag_that_does_not_apply_to_the_mode_is_a_usage_error(cli, mode, flag, value):
+    r = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--mode", mode, flag, value])
+    assert r.exit_code == 2 and flag in r.output

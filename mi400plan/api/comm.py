@@ -47,7 +47,7 @@ def _tier_out(p: comms.TierParams, spec: Any) -> TierOut:
         fabric=p.name,
         kind=p.kind,  # type: ignore[arg-type]
         topology=p.topology,
-        domain_size=int(p.domain_size),
+        domain_size=int(p.domain_size) if p.domain_size < 2**31 - 1 else None,
         bw_per_dir_bytes_per_s=float(p.bw_per_dir),
         efficiency=float(p.efficiency),
         latency_s=float(p.latency),

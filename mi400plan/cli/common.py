@@ -112,6 +112,14 @@ def seq_tokens(text: str | None) -> int | None:
         raise typer.BadParameter(str(exc), param_hint="--seq") from None
 
 
+def refuse_inapplicable(mode: str, given: dict[str, object], applies: str) -> None:
+    """A flag that does nothing in ``mode`` is a usage error naming it (``--zero`` with inference),
+    rather than silently ignored. ``given`` maps each such flag to its value (None = not given)."""
+    for flag, value in given.items():
+        if value is not None:
+            raise typer.BadParameter(f"applies to {applies} only, not --mode {mode}; drop it", param_hint=flag)
+
+
 class RecomputeChoice(str, Enum):
     """Activation recomputation (Korthikanti et al. 2022): none, selective (attention core), full."""
 

@@ -26,6 +26,7 @@ from mi400plan.cli.common import (
     MODE_ALIASES,
     PRECISION_ALIASES,
     alias,
+    refuse_inapplicable,
     run,
     seq_tokens,
 )
@@ -86,7 +87,7 @@ def fit_cmd(
     kv_dtype: Annotated[Optional[KvDtype], typer.Option("--kv-dtype", help="KV-cache dtype (infer).")] = None,
     flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="Flash attention (default on).")] = None,
     batch: Annotated[IntOpt, typer.Option("--batch", help="Concurrent sequences (infer).")] = None,
-    reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default), '4GiB', '0'.")] = None,
+    reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default), '4GiB', '0'; a bare fraction is vLLM's gpu-memory-utilization (0.9 = reserve 10%).")] = None,
     plan: Annotated[Optional[Path], typer.Option("--plan", help="Plan file saved by 'sweep --save'.")] = None,
     capacity_factor: Annotated[Optional[float], typer.Option(
         "--capacity-factor",
@@ -137,6 +138,15 @@ def fit_cmd(
     seq_n = seq_tokens(seq)
     mode = alias(mode, MODE_ALIASES, "--mode", "train|infer")
     precision = alias(precision, PRECISION_ALIASES, "--precision")
+    if mode == "infer":
+        refuse_inapplicable(mode, {
+            "--vpp": vpp, "--dp": dp, "--etp": etp, "--cp": cp, "--zero": zero, "--micro-batch": micro_batch,
+            "--recompute": recompute, "--sp/--no-sp": sp, "--global-batch": global_batch, "--recipe": recipe,
+            "--optimizer": optimizer, "--grad-dtype": grad_dtype, "--flash/--no-flash": flash,
+            "--capacity-factor": capacity_factor, "--fp8-weight-copies": fp8_weight_copies,
+            "--vocab-divisible-by": vocab_divisible_by}, "training")
+    else:
+        refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
 
     if largest:
         if model is not None or plan is not None:

@@ -36,7 +36,7 @@ def _path(r: Any) -> str:
 
 def _tier_line(t: Any) -> str:
     s = (
-        f"{t.fabric}: {t.kind}, {t.topology}, domain {t.domain_size if t.domain_size < 2**31 - 1 else 'unbounded'}, "
+        f"{t.fabric}: {t.kind}, {t.topology}, domain {t.domain_size if t.domain_size is not None else 'unbounded'}, "
         f"{fmt_rate(t.bw_per_dir_bytes_per_s)} per GPU per direction x efficiency {t.efficiency:.2f}, "
         f"latency {fmt_time(t.latency_s, 2)} per step"
     )

@@ -20,7 +20,7 @@ class TierOut(OutModel):
     fabric: str  # profile name, or "custom" for --bw
     kind: Literal["scale_up", "scale_out"]
     topology: str
-    domain_size: int
+    domain_size: int | None  # GPUs in one domain of this tier; None = unbounded (a switched scale-out)
     bw_per_dir_bytes_per_s: float  # peak per GPU, one direction
     efficiency: float
     latency_s: float

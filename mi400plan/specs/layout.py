@@ -22,6 +22,7 @@ No numpy here (specs are cheap to import).
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -216,9 +217,19 @@ class RuntimeReserve(StrictModel):
 
 
 def parse_reserve(text: str) -> RuntimeReserve:
-    """Parse ``"2GiB+5%"``, ``"4GiB"``, ``"10%"`` or ``"0"`` into a ``RuntimeReserve``."""
+    """Parse ``"2GiB+5%"``, ``"4GiB"``, ``"10%"`` or ``"0"`` into a ``RuntimeReserve``.
+
+    A bare decimal fraction such as ``"0.9"`` is read as vLLM's ``--gpu-memory-utilization``: the
+    share of HBM the engine may use, so the reserve is the rest (``0.9`` -> 10 % of capacity).
+    """
     from mi400plan.units import UnitError, parse_size
 
+    bare = text.strip()
+    if re.fullmatch(r"0?\.[0-9]+|1\.0*", bare):
+        util = float(bare)
+        if not 0 < util <= 1:
+            raise UsageError(f"reserve {text!r}: a utilization fraction must be in (0, 1]")
+        return RuntimeReserve(fixed_bytes=0.0, fraction=round(1.0 - util, 12))
     fixed, frac = 0.0, 0.0
     for part in [p.strip() for p in text.replace(" ", "").split("+") if p.strip()]:
         if part.endswith("%"):
