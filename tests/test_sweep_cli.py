@@ -334,3 +334,37 @@ def test_domain_comparison_is_shown_whichever_side_wins(cli) -> None:
     exposed = json.loads(cli([*base, "--no-overlap-pp", "--json"]).stdout)["data"]
     assert exposed["rack_crossing"][0]["step_time_s"] > 1.03 * exposed["rows"][0]["step_time_s"]
     assert "Why the best layout stays inside the scale-up domain" in cli([*base, "--no-overlap-pp"]).stdout
+
+
+def test_a_sku_lacking_a_value_is_an_nd_row_and_the_sweep_goes_on(cli) -> None:
+    """A100 discloses no FP8 peak: alongside H100 it becomes an n/d row naming the gap, not a stop."""
+    base = ["sweep", "llama3.1-8b", "--sku", "a100", "--sku", "h100", "--gpus", "64", "--precision", "fp8",
+            "--top", "1", "--no-ranges"]
+    r = cli([*base, "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)["data"]
+    by = {s["sku"]: s for s in data["skus"]}
+    assert by["a100"]["missing"] and "fp8" in by["a100"]["missing"] and by["a100"]["step_time_s"] is None
+    assert by["h100"]["missing"] is None and by["h100"]["step_time_s"] > 0
+    assert {row["sku"] for row in data["rows"]} == {"h100"}
+    table = cli(base).stdout
+    assert "n/d" in table
+
+
+def test_sku_all_in_sweep_compares_every_sku(cli, catalog) -> None:
+    r = cli(["sweep", "llama3.1-8b", "--sku", "all", "--gpus", "64", "--top", "1", "--no-ranges", "--json"])
+    assert r.exit_code == 0, r.output
+    skus = json.loads(r.stdout)["data"]["skus"]
+    assert len(skus) == len(catalog.names("accelerators"))
+
+
+def test_domain_comparison_of_several_skus_has_a_sku_column(cli) -> None:
+    base = ["sweep", "gpt3-175b", "--sku", "mi455x", "--sku", "mi355x", "--racks", "8", "--precision", "fp8",
+            "--global-batch", "4608", "--top", "1", "--no-ranges", "--no-overlap-pp", "--wide"]
+    data = json.loads(cli([*base, "--json"]).stdout)["data"]
+    shown = {r["sku"] for r in data["rack_crossing"] + data["domain_inside"]}
+    assert len(shown) == 2
+    lines = cli(base).stdout.splitlines()
+    i = next(i for i, line in enumerate(lines) if "scale-up domain" in line and "tiers" not in line)
+    header = lines[i + 1]
+    assert header.split()[0] == "SKU"

@@ -265,6 +265,34 @@ def build_sku(
     return Sku(acc.name, hw, info, tuple(v for v in varied if v))
 
 
+def expand_all(cat: Any, skus: list[str]) -> list[str]:
+    """``--sku all`` (alone or among others): every accelerator in the catalog, in catalog order."""
+    if any(s.strip().lower() == "all" for s in skus):
+        return list(cat.names("accelerators"))
+    return list(skus)
+
+
+def _build_all(cat: Any, skus: list[str], precision: str, **kw: Any) -> tuple[list[Sku], list[SkuSummary]]:
+    """Build each SKU; with several, one that lacks a value (an undisclosed peak, no fabric) becomes an
+    n/d summary row naming what is missing instead of stopping the sweep."""
+    built: list[Sku] = []
+    missing: list[SkuSummary] = []
+    for s in skus:
+        try:
+            built.append(build_sku(cat, s, precision, **kw))
+        except MissingValueError as exc:
+            if len(skus) == 1:
+                raise
+            name = cat.get("accelerators", s).spec.name
+            missing.append(SkuSummary(sku=name, gpus=0, step_time_s=None, tokens_per_s=None,
+                                      tokens_per_s_per_gpu=None, tokens_per_s_per_rack=None, gpus_per_rack=None,
+                                      mfu=None, missing=exc.message))
+    if not built:
+        raise MissingValueError("no SKU has the values a sweep needs: " + "; ".join(
+            f"{m.sku}: {m.missing}" for m in missing))
+    return built, missing
+
+
 def layout_text(lay: SweepLayout) -> str:
     parts = [f"TP{lay.tp}", f"PP{lay.pp}"]
     if lay.vpp > 1:
@@ -705,9 +733,10 @@ def sweep(
                 raise UsageError(f"--{k.replace('_', '-')} values must be non-negative")
     opts = SearchOptions(**topts.search_flags(), **pin_kw)
 
-    built = [build_sku(cat, s, precision, matmul_efficiency=matmul_efficiency,
-                       hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us) for s in skus]
-    names = [b.name for b in built]
+    skus = expand_all(cat, skus)
+    built, missing = _build_all(cat, skus, precision, matmul_efficiency=matmul_efficiency,
+                                hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us)
+    names = [b.name for b in built] + [m.sku for m in missing]
     if len(set(names)) != len(names):
         raise UsageError("the same --sku is given twice")
     corners_of = {
@@ -843,6 +872,9 @@ def sweep(
                 days=best.days if best else None, cost_usd=best.cost_usd if best else None,
                 layout=layout_text(best.layout) if best else None,
             ))
+    for m in missing:
+        warnings.append(f"{m.missing} (n/d in the SKU comparison)")
+        summaries.extend(m.model_copy(update={"gpus": g}) for g in (parse_gpus(gpus) if gpus is not None else [0]))
     best_pg = max((s.tokens_per_s_per_gpu or 0.0) for s in summaries) if summaries else 0.0
     summaries = [s.model_copy(update={"relative": (s.tokens_per_s_per_gpu / best_pg) if (s.tokens_per_s_per_gpu and best_pg) else None}) for s in summaries]
     for e in built:
@@ -863,7 +895,7 @@ def sweep(
         overlap={"tp": overlap_tp, "ep": overlap_ep, "pp": overlap_pp, "cp": overlap_cp, "dp": topts.overlap_dp},
         split_embedding_loss=split_embedding_loss,
         evaluated=evaluated, valid=valid, rejected=rejected, rejected_rules=dict(RULES), rows=rows,
-        skus=summaries if len(built) > 1 else [], scaling=scaling if len(scaling) > len(built) else [],
+        skus=summaries if len(skus) > 1 else [], scaling=scaling if len(scaling) > len(built) else [],
         scaling_below_90_at=below if len(scaling) > len(built) else {},
         efficiencies=[b.eff for b in built], rack_crossing=crossing, domain_inside=inside, warnings=warnings,
         ranges_checked=ranges, ranges=sku_ranges, flips=flips,

@@ -42,7 +42,7 @@ def _ints(text: Optional[str], flag: str) -> list[int]:
 @app.command("sweep")
 def cmd(
     model: Annotated[str, typer.Argument(help="Model profile name or alias (llama3-70b), or a TOML / config.json path.")],
-    sku: Annotated[list[str], typer.Option("--sku", help="Accelerator profile; repeat to compare SKUs.")],
+    sku: Annotated[list[str], typer.Option("--sku", help="Accelerator profile; repeat to compare SKUs; 'all' compares every SKU (one lacking a value shows as n/d).")],
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="GPU count, a list (512,1024) or a doubling range (512..65536).")] = None,
     deadline: Annotated[Optional[str], typer.Option("--deadline", help="Instead of --gpus: the smallest cluster per SKU that trains --tokens in this time (30d, 6w, 72h).")] = None,
     budget: Annotated[Optional[str], typer.Option("--budget", help="US dollars (5M): with --deadline, also check the cost; alone, the fastest cluster per SKU whose cost to train stays within it.")] = None,

@@ -119,9 +119,9 @@ def render(res: SweepResult, console: Any) -> None:
             cols.append(("days", "right"))
         out = []
         for s in res.skus:
-            line = [s.sku, f"{s.gpus:,}", s.layout or "no valid layout",
+            line = [s.sku, f"{s.gpus:,}" if s.gpus else "-", "n/d" if s.missing else s.layout or "no valid layout",
                     fmt_time(s.step_time_s, 2) if s.step_time_s else "-", fmt_count(s.tokens_per_s) if s.tokens_per_s else "-",
-                    f"{s.tokens_per_s_per_gpu:,.0f}" if s.tokens_per_s_per_gpu else "-", s.gpus_per_rack,
+                    f"{s.tokens_per_s_per_gpu:,.0f}" if s.tokens_per_s_per_gpu else "-", s.gpus_per_rack or "-",
                     fmt_count(s.tokens_per_s_per_rack) if s.tokens_per_s_per_rack else "-",
                     fmt_pct(s.mfu) if s.mfu is not None else "-", fmt_pct(s.relative) if s.relative else "-"]
             if res.train_tokens:
@@ -279,29 +279,37 @@ def _ranges(res: SweepResult, console: Any) -> None:
 
 
 def _domain_comparison(res: SweepResult, console: Any) -> None:
-    """The best layout next to the fastest one on the other side of the scale-up-domain boundary."""
-    if not res.rows:
-        return
-    best = res.rows[0]
-    crossing = res.rack_crossing[0] if res.rack_crossing else None
-    inside = res.domain_inside[0] if res.domain_inside else None
-    if crossing is not None and crossing.layout != best.layout:
-        other, label, title = crossing, "best crossing", "Why the best layout stays inside the scale-up domain"
-    elif inside is not None and inside.layout != best.layout:
-        other, label, title = inside, "best inside", "The best layout crosses the scale-up domain"
-    else:
-        return
-    cols = ["", "layout", "TP tier", "PP tier", ("step", "right"), ("vs best", "right"), ("tp", "right"),
-            ("pp", "right"), ("bubble", "right"), ("dp", "right")]
-    out = []
+    """Each SKU's best layout next to the fastest one on the other side of the scale-up-domain boundary
+    (a SKU column when several SKUs are compared)."""
+    skus = list(dict.fromkeys(r.sku for r in res.rows))
+    multi = len(skus) > 1
+    out, titles = [], []
 
     def t(x: float) -> str:
         return fmt_time(x, 2) if x else "-"
 
-    for lab, r in (("best", best), (label, other)):
-        delta = "" if r is best else f"{(r.step_time_s / best.step_time_s - 1) * 100:+.2f}%"
-        out.append([lab, _layout(r), r.placement.tp, r.placement.pp, fmt_time(r.step_time_s, 2), delta,
-                    t(r.time_s.tp), t(r.time_s.pp), t(r.time_s.bubble), t(r.time_s.dp)])
+    for sku in skus:
+        best = next(r for r in res.rows if r.sku == sku)
+        crossing = next((r for r in res.rack_crossing if r.sku == sku), None)
+        inside = next((r for r in res.domain_inside if r.sku == sku), None)
+        if crossing is not None and crossing.layout != best.layout:
+            other, label, title = crossing, "best crossing", "Why the best layout stays inside the scale-up domain"
+        elif inside is not None and inside.layout != best.layout:
+            other, label, title = inside, "best inside", "The best layout crosses the scale-up domain"
+        else:
+            continue
+        titles.append(title)
+        for lab, r in (("best", best), (label, other)):
+            delta = "" if r is best else f"{(r.step_time_s / best.step_time_s - 1) * 100:+.2f}%"
+            out.append(([sku] if multi else []) + [
+                lab, _layout(r), r.placement.tp, r.placement.pp, fmt_time(r.step_time_s, 2), delta,
+                t(r.time_s.tp), t(r.time_s.pp), t(r.time_s.bubble), t(r.time_s.dp)])
+    if not out:
+        return
+    cols = (["SKU"] if multi else []) + [
+        "", "layout", "TP tier", "PP tier", ("step", "right"), ("vs best", "right"), ("tp", "right"),
+        ("pp", "right"), ("bubble", "right"), ("dp", "right")]
+    title = titles[0] if len(set(titles)) == 1 else "Best layout vs the fastest on the other side of the scale-up domain"
     print_table(console, cols, out, title=title,
                 caption="exposed time per step; tiers: scale_up inside the domain, scale_out or hierarchical across it")
 

@@ -147,12 +147,13 @@ class SkuSummary(OutModel):
     tokens_per_s: float | None
     tokens_per_s_per_gpu: float | None
     tokens_per_s_per_rack: float | None
-    gpus_per_rack: int
+    gpus_per_rack: int | None  # None: the SKU could not be searched (see missing)
     mfu: float | None
     days: float | None = None
     cost_usd: float | None = None
     relative: float | None = None  # tokens/s per GPU relative to the best SKU (1.0 = best)
     layout: str | None = None
+    missing: str | None = None  # n/d: the value this SKU's profile lacks (the sweep went on without it)
 
 
 class ScalingPoint(OutModel):
