@@ -150,19 +150,47 @@ def read_text_file(path: str | os.PathLike[str], what: str = "file") -> tuple[Pa
 
 def load_file(kind: str, path: str | os.PathLike[str]) -> Loaded[Any]:
     """Load one profile from an explicit path. A ``.json`` model is read as a Hugging Face config."""
-    p, text = read_text_file(path)
-    if p.suffix.lower() == ".json":
+    p = Path(path)
+    if kind == "models" and p.is_dir():
+        # A Hugging Face model directory (a snapshot or a local clone): its config.json describes it.
+        if not (p / "config.json").is_file():
+            raise ProfileError("a model directory must hold a Hugging Face config.json", path=str(p))
+        p = p.resolve() / "config.json"
+    p, text = read_text_file(p)
+    return load_text(kind, str(p), text, as_json=p.suffix.lower() == ".json")
+
+
+def load_text(kind: str, path: str, text: str, *, as_json: bool) -> Loaded[Any]:
+    """One profile from its text: TOML, or (a model only) a Hugging Face ``config.json``."""
+    if as_json:
         if kind != "models":
-            raise ProfileError(f"a JSON file can only describe a model, not a {KIND_SINGULAR[kind]}", path=str(p))
+            raise ProfileError(f"a JSON file can only describe a model, not a {KIND_SINGULAR[kind]}", path=path)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ProfileError(f"malformed JSON: {exc.msg}", path=str(p), line=exc.lineno) from None
+            raise ProfileError(f"malformed JSON: {exc.msg}", path=path, line=exc.lineno) from None
+        if not isinstance(data, dict):
+            raise ProfileError("a Hugging Face config must be a JSON object", path=path)
         from mi400plan.hfconfig import model_from_hf_config
 
-        return Loaded(model_from_hf_config(data, path=str(p)), str(p), "file")
-    raw = parse_toml(str(p), text)
-    return Loaded(validate_dict(kind, raw, str(p), text), str(p), "file")
+        return Loaded(model_from_hf_config(data, path=path), path, "file")
+    raw = parse_toml(path, text)
+    return Loaded(validate_dict(kind, raw, path, text), path, "file")
+
+
+def load_stdin(kind: str) -> Loaded[Any]:
+    """A model piped on standard input (``-``): a Hugging Face config.json, or a TOML profile."""
+    import sys
+
+    if kind != "models":
+        raise ProfileError(f"only a model can be read from standard input, not a {KIND_SINGULAR[kind]}", path="-")
+    try:
+        text = sys.stdin.read()
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ProfileError(f"cannot read standard input: {exc}", path="<stdin>") from None
+    if not text.strip():
+        raise ProfileError("standard input is empty (pipe a config.json or a model TOML into '-')", path="<stdin>")
+    return load_text(kind, "<stdin>", text, as_json=text.lstrip().startswith("{"))
 
 
 def looks_like_path(name: str) -> bool:
@@ -258,7 +286,14 @@ class Catalog:
         raise UnknownNameError(KIND_SINGULAR[kind], name, matches, self.names(kind))
 
     def get(self, kind: str, name: str) -> Loaded[Any]:
-        """A validated profile by name, alias or (for any kind) a file path."""
+        """A validated profile by name, alias or (for any kind) a file path; a model also from a
+        Hugging Face model directory or ``-`` (standard input, read once)."""
+        if kind == "models" and name == "-":
+            if (kind, "-") not in self._cache:
+                self._cache[(kind, "-")] = load_stdin(kind)
+            return self._cache[(kind, "-")]
+        if kind == "models" and name and Path(name).is_dir() and (Path(name) / "config.json").is_file():
+            return load_file(kind, name)
         if looks_like_path(name):
             if Path(name).exists():
                 return load_file(kind, name)

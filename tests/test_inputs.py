@@ -105,3 +105,67 @@ def test_unbounded_comm_domain_is_null_in_json(cli):
 def test_flag_that_does_not_apply_to_the_mode_is_a_usage_error(cli, mode, flag, value):
     r = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--mode", mode, flag, value])
     assert r.exit_code == 2 and flag in r.output
+
+
+HF = __import__("pathlib").Path(__file__).parent / "data" / "hf"
+
+
+def test_model_from_stdin_equals_the_file(cli):
+    text = (HF / "llama-3.1-8b.json").read_text()
+    piped = cli(["fit", "-", "--sku", "mi300x", "--json"], input=text)
+    assert piped.exit_code == 0, piped.output
+    from_file = cli(["fit", str(HF / "llama-3.1-8b.json"), "--sku", "mi300x", "--json"])
+    a, b = json.loads(piped.stdout)["data"], json.loads(from_file.stdout)["data"]
+    assert a["rows"][0]["memory_bytes"] == b["rows"][0]["memory_bytes"]
+    assert a["model"]["params_total"] == b["model"]["params_total"]
+
+
+def test_empty_stdin_is_a_file_error(cli):
+    r = cli(["fit", "-", "--sku", "mi300x"], input="")
+    assert r.exit_code == 3 and "standard input is empty" in r.output
+
+
+def test_hugging_face_model_directory(cli, tmp_path):
+    d = tmp_path / "Llama-3.1-8B"
+    d.mkdir()
+    (d / "config.json").write_text((HF / "llama-3.1-8b.json").read_text())
+    r = cli(["fit", str(d), "--sku", "mi300x", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["data"]["model"]["name"] == "llama-3.1-8b"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = cli(["fit", str(empty), "--sku", "mi300x"])
+    assert r.exit_code == 3 and "config.json" in r.output
+
+
+def test_global_batch_not_whole_sequences_names_the_nearest(cli):
+    # 4M tokens / 8192 = 488.28 sequences: the hint offers 488 (3,997,696 tokens) and 489 (4,005,888).
+    r = cli(["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64", "--seq", "8192", "--global-batch", "4M",
+             "--no-ranges"])
+    assert r.exit_code == 2
+    text = " ".join(r.output.split())
+    assert "488 (3,997,696 tokens)" in text and "489 (4,005,888 tokens)" in text
+
+
+def test_several_precisions_in_one_fit_table(cli):
+    both = json.loads(cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--sku", "h100", "--precision", "bf16,fp8",
+                           "--json"]).stdout)["data"]
+    assert both["precisions"] == ["bf16", "fp8"] and set(both["recipes"]) == {"bf16", "fp8"}
+    assert [(r["sku"], r["precision"]) for r in both["rows"]] == [
+        ("mi300x", "bf16"), ("mi300x", "fp8"), ("h100", "bf16"), ("h100", "fp8")]
+    for p in ("bf16", "fp8"):
+        one = json.loads(cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--sku", "h100", "--precision", p,
+                              "--json"]).stdout)["data"]
+        assert [r["memory_bytes"] for r in one["rows"]] == [r["memory_bytes"] for r in both["rows"] if r["precision"] == p]
+    table = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--precision", "bf16", "--precision", "float8"]).stdout
+    assert "precision" in table and "fp8" in table
+
+
+def test_format_md_prints_pipe_tables(cli):
+    out = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--sku", "h100", "--format", "md"]).stdout
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| sku"))
+    assert lines[header + 1].startswith("|---") and "---:" in lines[header + 1]
+    rows = [line for line in lines[header + 2:] if line.startswith("| ")]
+    assert [r.split("|")[1].strip() for r in rows] == ["mi300x", "h100"]
+    assert all(line.count("|") == lines[header].count("|") for line in rows)

@@ -139,14 +139,23 @@ def test_comparison_header_says_dense_fp8(cli) -> None:  # noqa: ANN001
     assert "dense FP8 PF/kW" in r.stdout
 
 
-def test_csv_columns_are_the_json_row_fields(cli, csv_matches_json) -> None:  # noqa: ANN001
+def test_csv_columns_are_the_json_row_fields(cli) -> None:  # noqa: ANN001
     # helios has a reference power check and mi355x-dlc-128 has none: the CSV used to get both a
-    # "reference" column and "reference.*" columns, and it dropped "components" that JSON rows have.
+    # "reference" column and "reference.*" columns. Components are rows of their own (component.*),
+    # one per component line of each rack, after the rack's columns.
+    import csv
+    import io
+
     for racks in (["helios", "mi355x-dlc-128"], ["mi355x-dlc-128"], ["helios", "--racks", "2"]):
-        header, json_keys, got = csv_matches_json(["rack", *racks])
-        # a null nested model is one JSON key ("reference": null) but its empty columns in CSV
-        assert set(json_keys) - set(header) <= {"reference", "facility"}
-        assert all(k.startswith(("reference.", "facility.")) for k in set(header) - set(json_keys))
-        assert "reference" not in header and "facility" not in header
+        rows = json.loads(cli(["rack", *racks, "--json"]).stdout)["data"]["rows"]
+        reader = csv.DictReader(io.StringIO(cli(["rack", *racks, "--format", "csv"]).stdout))
+        got, header = list(reader), reader.fieldnames
+        assert len(got) == sum(len(r["components"]) for r in rows)
+        assert "components" not in header and "reference" not in header and "facility" not in header
         assert "reference.verdict" in header and "facility.racks" in header
-        assert json.loads(got[0]["components"])[0]["count"] > 0
+        assert {"component.component", "component.count", "component.total_w.nominal"} <= set(header)
+        first = rows[0]
+        mine = [g for g in got if g["rack"] == first["rack"]]
+        assert [g["component.component"] for g in mine] == [c["component"] for c in first["components"]]
+        assert [int(g["component.count"]) for g in mine] == [c["count"] for c in first["components"]]
+        assert all(g["wall_power_w"] == mine[0]["wall_power_w"] for g in mine)

@@ -102,9 +102,12 @@ def parse_global_batch(text: str, seq_len: int) -> int:
     if is_tokens:
         seqs = value / seq_len
         if abs(seqs - round(seqs)) > 1e-9 or round(seqs) < 1:
+            lo, hi = max(1, math.floor(seqs)), max(1, math.ceil(seqs))
+            near = " or ".join(f"{n} ({n * seq_len:,} tokens)" for n in sorted({lo, hi}))
             raise UsageError(
-                f"--global-batch {text!r} is {value:.0f} tokens, not a whole number of {seq_len}-token sequences",
-                hint="use a power-of-two token count such as 4Mi or 128Mi, or give sequences",
+                f"--global-batch {text!r} is {value:,.0f} tokens = {seqs:,.2f} sequences of {seq_len:,} tokens, "
+                "not a whole number",
+                hint=f"give sequences: --global-batch {near}; or a power-of-two token count such as 4Mi",
             )
         return int(round(seqs))
     if abs(value - round(value)) > 1e-9 or value < 1:

@@ -49,7 +49,7 @@ def _root(
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print only the versioned JSON envelope on stdout.")]
 FormatOpt = Annotated[
-    Optional[OutputFormat], typer.Option("--format", help="Output format (--json is short for --format json).")
+    Optional[OutputFormat], typer.Option("--format", help="table, json, csv, or md (Markdown tables to paste into documents); --json is short for --format json.")
 ]
 ProfilesOpt = Annotated[
     Optional[list[Path]],

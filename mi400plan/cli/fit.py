@@ -81,7 +81,7 @@ def fit_cmd(
     gpus: Annotated[IntOpt, typer.Option("--gpus", help="Total GPUs (train: sets DP; infer: sets TP).")] = None,
     global_batch: Annotated[IntOpt, typer.Option("--global-batch", help="Sequences per step (caps micro-batches in flight).")] = None,
     recipe: Annotated[Optional[RecipeChoice], typer.Option("--recipe", help="Training bytes-per-parameter preset: megatron (18 B/param) or zero (16 B/param).")] = None,
-    precision: Annotated[Optional[str], typer.Option("--precision", help="train: bf16|fp8|fp32; infer weights: bf16|fp8|mxfp8|fp6|fp4|nvfp4|int4 (bfloat16, float32, float8 too).")] = None,
+    precision: Annotated[Optional[list[str]], typer.Option("--precision", metavar="PRECISION", help="train: bf16|fp8|fp32; infer weights: bf16|fp8|mxfp8|fp6|fp4|nvfp4|int4 (bfloat16, float32, float8 too). Repeat or comma-separate (bf16,fp8) to compare them in one table.")] = None,
     optimizer: Annotated[Optional[OptimizerChoice], typer.Option("--optimizer", help="Optimizer (train).")] = None,
     grad_dtype: Annotated[Optional[GradDtype], typer.Option("--grad-dtype", help="Gradient accumulation dtype (train).")] = None,
     kv_dtype: Annotated[Optional[KvDtype], typer.Option("--kv-dtype", help="KV-cache dtype (infer).")] = None,
@@ -137,7 +137,7 @@ def fit_cmd(
     f = pick_format(json_, fmt)
     seq_n = seq_tokens(seq)
     mode = alias(mode, MODE_ALIASES, "--mode", "train|infer")
-    precision = alias(precision, PRECISION_ALIASES, "--precision")
+    precisions = [alias(p, PRECISION_ALIASES, "--precision") for t in (precision or []) for p in t.split(",") if p.strip()]
     if mode == "infer":
         refuse_inapplicable(mode, {
             "--vpp": vpp, "--dp": dp, "--etp": etp, "--cp": cp, "--zero": zero, "--micro-batch": micro_batch,
@@ -165,11 +165,19 @@ def fit_cmd(
     def compute():  # noqa: ANN202
         from mi400plan.api.fit import fit
 
-        return fit(
+        one = fit
+        if len(precisions) > 1:
+            from functools import partial
+
+            from mi400plan.api.fit_precisions import fit_precisions
+
+            one = partial(fit_precisions, precisions=precisions)
+        return one(
             catalog(profiles), model, sku, mode,
             tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch, seq=seq_n,
             recompute=recompute.value if recompute else None, sequence_parallel=sp, gpus=gpus,
-            global_batch=global_batch, recipe=recipe.value if recipe else None, precision=precision,
+            global_batch=global_batch, recipe=recipe.value if recipe else None,
+            **({} if len(precisions) > 1 else {"precision": precisions[0] if precisions else None}),
             optimizer=optimizer.value if optimizer else None, grad_dtype=grad_dtype.value if grad_dtype else None,
             kv_dtype=kv_dtype.value if kv_dtype else None, flash_attention=flash, batch=batch, reserve=reserve,
             plan=str(plan) if plan else None, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,

@@ -34,6 +34,7 @@ class OutputFormat(str, Enum):
     table = "table"
     json = "json"
     csv = "csv"
+    md = "md"  # tables as Markdown pipe tables, for pasting into documents
 
 
 def table_renderer(command: str) -> Callable[[Callable[[Any, Any], None]], Callable[[Any, Any], None]]:
@@ -65,5 +66,5 @@ def emit(result: Result, fmt: OutputFormat, stream: IO[str], *, ascii: bool = Fa
     else:
         from mi400plan.render.table import make_console
 
-        console = make_console(stream, ascii=ascii, wide=wide)
+        console = make_console(stream, ascii=ascii, wide=wide, markdown=fmt is OutputFormat.md)
         _load_renderer(result.command)(result, console)

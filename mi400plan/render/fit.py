@@ -171,7 +171,13 @@ def _comparison(result: FitResult, console: Any) -> None:
     if first is not None:
         print_lines(console, [_asked(result, first)])
         console.print(f"layout as given: {_gpus(first.gpus)}, {_layout_text(first)}", highlight=False, markup=False)
-    console.print(_recipe_text(result), highlight=False, markup=False)
+    if result.precisions:
+        for p in result.precisions:
+            console.print(f"{p}: " + _recipe_text(result.model_copy(update={"recipe": result.recipes[p]})),
+                          highlight=False, markup=False)
+    else:
+        console.print(_recipe_text(result), highlight=False, markup=False)
+    by_precision = bool(result.precisions)
     rows = []
     notes = []
     model_max = result.model.max_seq_len
@@ -190,7 +196,7 @@ def _comparison(result: FitResult, console: Any) -> None:
         else:
             where = f" ({_domains_text(r.min_domains, r.domain_label)})" if r.min_domains is not None else ""
             fewest, at = f"{r.min_gpus:,}{where} {compact_layout(r.min_layout or '')}", _gb_num(r.min_memory_bytes)
-        row = [r.sku, verdict, _gb_num(mb.total), cap, hr, pct, fewest, at]
+        row = [r.sku] + ([r.precision] if by_precision else []) + [verdict, _gb_num(mb.total), cap, hr, pct, fewest, at]
         if infer:
             if not r.fits or r.max_context is None:
                 row.append("-")
@@ -201,13 +207,18 @@ def _comparison(result: FitResult, console: Any) -> None:
         rows.append(row)
         note = _note_for(r)
         if note:
-            notes.append(f"  {r.sku}: {note}")
+            notes.append(f"  {r.sku}{f' {r.precision}' if by_precision else ''}: {note}")
     # Units in the headers (GB = 10^9 B) keep the rows on one line at 100 columns.
-    cols: list[Any] = ["sku", "fits?", ("need/GPU\nGB", "right"), ("HBM/GPU\nGB", "right"), ("headroom\nGB", "right"),
+    cols: list[Any] = ["sku"] + (["precision"] if by_precision else []) + ["fits?", ("need/GPU\nGB", "right"), ("HBM/GPU\nGB", "right"), ("headroom\nGB", "right"),
                        ("of\nHBM", "right"), "fewest GPUs that fit\n(scale-up domains)", ("need\nthere GB", "right")]
     if infer:
         cols.append(("max\ncontext", "right"))
-    print_table(console, cols, rows, title=f"per-GPU memory on {len(result.rows)} SKUs ({_mode(result.mode)})")
+    n_skus = len({r.sku for r in result.rows})
+    title = f"per-GPU memory on {n_skus} SKUs ({_mode(result.mode)})"
+    if by_precision:
+        title = (f"per-GPU memory on {n_skus} SKU{'s' if n_skus > 1 else ''} at "
+                 f"{', '.join(result.precisions)} ({_mode(result.mode)})")
+    print_table(console, cols, rows, title=title)
     if notes:
         console.print("notes:", highlight=False, markup=False)
         for n in notes:

@@ -30,13 +30,22 @@ ASCII_SIMPLE = box.Box(
 )
 
 
+# --format md: text lines are not wrapped (a Markdown reader reflows them).
+MARKDOWN_WIDTH = 10_000
+
+
 def make_console(
-    stream: IO[str] | None = None, *, ascii: bool = False, stderr: bool = False, wide: bool = False
+    stream: IO[str] | None = None, *, ascii: bool = False, stderr: bool = False, wide: bool = False,
+    markdown: bool = False,
 ) -> Console:
     width = None
     if os.environ.get("COLUMNS", "").isdigit():
         width = int(os.environ["COLUMNS"])
-    c = Console(file=stream, stderr=stderr, width=width, highlight=False, soft_wrap=False)
+    if markdown:
+        width = MARKDOWN_WIDTH
+    c = Console(file=stream, stderr=stderr, width=width, highlight=False, soft_wrap=False,
+                **({"color_system": None, "force_terminal": False} if markdown else {}))
+    c._mi400plan_markdown = markdown  # type: ignore[attr-defined]
     c._mi400plan_ascii = ascii  # type: ignore[attr-defined]
     c._mi400plan_wide = wide or os.environ.get("MI400PLAN_WIDE") == "1"  # type: ignore[attr-defined]
     return c
@@ -152,6 +161,9 @@ def print_wide(console: Console, t: Table) -> None:
     """Print ``t``. When even its minimum width exceeds the console, print one record per row
     (``print_records``); with ``--wide`` the lines run past the edge instead (a terminal wraps them,
     a file keeps them whole). No value is cut."""
+    if getattr(console, "_mi400plan_markdown", False):
+        print_markdown(console, t)
+        return
     need = getattr(t, "_mi400plan_need", 0)
     if need <= console.width:
         console.print(t)
@@ -165,6 +177,30 @@ def print_wide(console: Console, t: Table) -> None:
         console.print(t)
     finally:
         console.width = saved
+
+
+def _md_cell(text: str) -> str:
+    """One Markdown table cell: lines joined by spaces, pipes escaped."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def print_markdown(console: Console, t: Table) -> None:
+    """``--format md``: a GitHub-flavoured Markdown pipe table (right-aligned columns as ``---:``),
+    the title in bold above it and the caption below, each set off by blank lines."""
+    columns = t.columns
+    nrows = max((len(c._cells) for c in columns), default=0)
+    out = [""]
+    if t.title:
+        out += [f"**{_md_cell(str(t.title))}**", ""]
+    out.append("| " + " | ".join(_md_cell(str(c.header)) or " " for c in columns) + " |")
+    out.append("|" + "|".join("---:" if c.justify == "right" else "---" for c in columns) + "|")
+    for i in range(nrows):
+        out.append("| " + " | ".join(_md_cell(str(c._cells[i])) if i < len(c._cells) else "" for c in columns) + " |")
+    out.append("")
+    if t.caption:
+        out += [line for line in str(t.caption).splitlines()] + [""]
+    for line in out:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _label(header: str) -> str:

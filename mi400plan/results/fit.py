@@ -36,6 +36,7 @@ class FitModel(OutModel):
 
 class FitRow(OutModel):
     sku: str
+    precision: str | None = None  # set when several --precision values are compared (FitResult.precisions)
     display_name: str
     profile: str  # file the accelerator was read from
     mode: Literal["train", "infer"]
@@ -85,6 +86,9 @@ class FitResult(Result):
     recipe: dict[str, float | int | str | bool]
     reserve: str  # the runtime reserve rule, e.g. "2.0 GiB + 5% of HBM"
     rows: list[FitRow] = Field(default_factory=list)
+    # Several --precision values compared: their order, and each one's recipe (``recipe`` is the first's).
+    precisions: list[str] = Field(default_factory=list)
+    recipes: dict[str, dict[str, float | int | str | bool]] = Field(default_factory=dict)
 
     def check_failed(self) -> bool:
         return not any(r.fits for r in self.rows)

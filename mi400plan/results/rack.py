@@ -6,11 +6,11 @@ A ``Range`` is (low, nominal, high) of one quantity across the estimate range of
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
-from mi400plan.results.common import OutModel, Result
+from mi400plan.results.common import OutModel, Result, flatten_model
 
 
 class Range(OutModel):
@@ -175,6 +175,16 @@ class RackRow(OutModel):
 class RackResult(Result):
     command: ClassVar[str] = "rack"
     rows: list[RackRow]
+
+    def csv_rows(self) -> list[dict[str, Any]]:
+        """One CSV row per component of each rack (``component.*`` columns) after the rack's own
+        columns, so a spreadsheet can sum or filter the breakdown; no JSON text in a cell."""
+        out: list[dict[str, Any]] = []
+        for r in self.rows:
+            rack = {k: v for k, v in flatten_model(RackRow, r.model_dump(mode="json")).items() if k != "components"}
+            for c in r.components:
+                out.append({**rack, **flatten_model(ComponentLine, c.model_dump(mode="json"), "component.")})
+        return out
 
     def check_failed(self) -> bool:
         """Over budget: feeds cannot carry the nominal wall power, or the air part exceeds the limit."""
