@@ -9,7 +9,7 @@ import sys
 from mi400plan.cli.common import app
 
 # Each module adds its command(s) to ``app`` when imported.
-_COMMAND_MODULES = ("fit", "sweep", "serve", "comm", "rack", "cost", "profiles", "budget", "calibrate")
+_COMMAND_MODULES = ("fit", "sweep", "serve", "comm", "rack", "cost", "profiles", "budget", "calibrate", "schema")
 
 
 def _register() -> None:

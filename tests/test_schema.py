@@ -1,0 +1,46 @@
+"""``mi400plan schema``: each envelope's JSON Schema, generated from the result models, accepts the
+envelopes the commands print (ok and error) and describes the fields."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+SAMPLES = {
+    "fit": ["fit", "llama3.1-8b", "--sku", "mi300x", "--sku", "h100", "--precision", "bf16,fp8"],
+    "sweep": ["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64", "--top", "1", "--no-ranges"],
+    "serve": ["serve", "llama3.1-8b", "--sku", "mi300x", "--gpus", "8"],
+    "comm": ["comm", "all-reduce", "--size", "1MiB..4MiB", "--group", "8", "--sku", "mi300x"],
+    "rack": ["rack", "helios"],
+    "cost": ["cost", "mi300x"],
+    "profiles": ["profiles", "list"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(SAMPLES))
+def test_schema_accepts_the_commands_envelope(cli, command):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(cli(["schema", command]).stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    r = cli([*SAMPLES[command], "--json"])
+    assert r.exit_code == 0, r.output
+    jsonschema.validate(json.loads(r.stdout), schema)
+    from mi400plan.errors import UsageError
+    from mi400plan.render.jsonout import error_envelope
+
+    jsonschema.validate(error_envelope(command, UsageError("bad", hint="h")).model_dump(mode="json"), schema)
+
+
+def test_schema_describes_fields_from_the_models():
+    from mi400plan.results.schema import envelope_schema
+
+    fit = envelope_schema("fit")["$defs"]
+    assert "most loaded rank" in fit["MemoryBytes"]["description"]
+    assert "scale-up domain" in fit["FitRow"]["properties"]["domain_size"]["description"]
+
+
+def test_schema_without_a_command_lists_every_command(cli):
+    every = json.loads(cli(["schema"]).stdout)
+    assert {"fit", "sweep", "serve", "comm", "rack", "cost", "profiles", "calibrate"} <= set(every)
+    assert cli(["schema", "nope"]).exit_code == 2
