@@ -12,20 +12,21 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from mi400plan.cli.helpfmt import PlannerTyper
 from mi400plan.errors import ExitCode, PlannerError
 from mi400plan.render import OutputFormat, emit
 
 if TYPE_CHECKING:  # pydantic is imported only when a command computes a result
     from mi400plan.results.common import Result
 
-app = typer.Typer(
+app = PlannerTyper(
     name="mi400plan",
     help="Capacity planner for AI accelerator clusters: memory fit, parallelism search, "
     "collective wire times, rack power and cooling.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
-    add_completion=False,
+    add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

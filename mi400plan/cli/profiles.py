@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mi400plan.cli.helpfmt import PlannerTyper
 from mi400plan.cli.common import AsciiOpt, WideOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
 from mi400plan.errors import ExitCode
 
@@ -21,7 +22,7 @@ class Kind(str, Enum):
 
 KindOpt = Annotated[Optional[Kind], typer.Option("--kind", help="Profile kind.")]
 
-profiles_app = typer.Typer(
+profiles_app = PlannerTyper(
     name="profiles",
     help="List, show and validate the profile catalog (accelerators, fabrics, racks, models, costs).",
     no_args_is_help=True,

@@ -39,6 +39,18 @@ def _ints(text: Optional[str], flag: str) -> list[int]:
         raise typer.BadParameter(f"expected comma-separated integers, got {text!r}", param_hint=flag) from None
 
 
+def _searches(cat, skus: list[str], gpus: str | None, ranges: bool) -> int:  # noqa: ANN001
+    """How many layout searches a sweep runs (SKUs x sizes, x 3 with the range corners), for progress."""
+    from mi400plan.api.sweep import expand_all, parse_gpus
+    from mi400plan.errors import PlannerError
+
+    try:
+        sizes = len(parse_gpus(gpus)) if gpus else 1
+    except PlannerError:
+        sizes = 1
+    return len(expand_all(cat, list(skus))) * sizes * (3 if ranges else 1)
+
+
 @app.command("sweep")
 def cmd(
     model: Annotated[str, typer.Argument(help="Model profile name or alias (llama3-70b), or a TOML / config.json path.")],
@@ -160,9 +172,10 @@ def cmd(
         from mi400plan.api.sweep import sweep
         from mi400plan.cli.cost import site_overrides
 
-        with _progress(enabled=f.value != "json") as cb:
+        cat = catalog(profiles)
+        with _progress(enabled=f.value != "json", searches=_searches(cat, sku, gpus, not no_ranges)) as cb:
             return sweep(
-                catalog(profiles), model, list(sku), gpus=gpus, racks=racks, global_batch=global_batch, seq_len=seq_n,
+                cat, model, list(sku), gpus=gpus, racks=racks, global_batch=global_batch, seq_len=seq_n,
                 precision=precision, tokens=tokens, gpu_hour_cost=gpu_hour_cost, top=top,
                 matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
                 overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
@@ -178,40 +191,48 @@ def cmd(
 
 
 class _progress:
-    """A rich progress bar on stderr, shown only once a sweep has run for more than a moment."""
+    """One self-rewriting line on stderr (a TTY only, after a moment): the overall count of searches,
+    the current one, percent done and an ETA from the elapsed time. Cleared when the sweep ends."""
 
     DELAY_S = 0.5
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, searches: int = 1) -> None:
         self.enabled = enabled
-        self._bar = None
-        self._task = None
+        self.searches = max(searches, 1)
+        self._labels: list[str] = []
         self._t0 = 0.0
+        self._shown = False
 
     def __enter__(self):  # noqa: ANN204
-        import time
-
-        self._t0 = time.monotonic()
-        return self.update if self.enabled else None
-
-    def update(self, label: str, done: int, total: int) -> None:
         import sys
         import time
 
-        if self._bar is None:
-            if time.monotonic() - self._t0 < self.DELAY_S or not sys.stderr.isatty():
-                return
-            from rich.progress import Progress
+        self._t0 = time.monotonic()
+        return self.update if self.enabled and sys.stderr.isatty() else None
 
-            from mi400plan.cli.common import stderr_console
+    def update(self, label: str, done: int, total: int) -> None:
+        import shutil
+        import sys
+        import time
 
-            self._bar = Progress(console=stderr_console(), transient=True)
-            self._bar.start()
-        if self._task is None or self._label != label:
-            self._label = label
-            self._task = self._bar.add_task(f"sweep {label}", total=max(total, 1))
-        self._bar.update(self._task, completed=done)
+        if not self._labels or self._labels[-1] != label:
+            self._labels.append(label)
+        elapsed = time.monotonic() - self._t0
+        if elapsed < self.DELAY_S:
+            return
+        k = len(self._labels)
+        frac = min(1.0, ((k - 1) + done / max(total, 1)) / max(self.searches, k))
+        eta = f", ETA {elapsed / frac - elapsed:.0f} s" if frac > 0.02 else ""
+        line = (f"sweep: search {k}/{max(self.searches, k)} ({label}) {frac * 100:.0f}% done, "
+                f"{elapsed:.0f} s{eta}")
+        width = shutil.get_terminal_size((80, 24)).columns - 1
+        sys.stderr.write("\r" + line[:width].ljust(min(width, len(line))) + "\033[K")
+        sys.stderr.flush()
+        self._shown = True
 
     def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
+        import sys
+
+        if self._shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()

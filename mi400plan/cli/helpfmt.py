@@ -1,0 +1,180 @@
+"""``--help`` layout and shell completion, shared by every command.
+
+Help is click's plain formatter (fast to import: no rich, no markdown parser), with the options
+grouped into sections by what they set and one example per command under "Example". Completion
+offers profile names from the catalog's file names (no profile is parsed).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+# Section of each option, by its long name; anything not listed stays under "Options" (first).
+_PANEL_OPTIONS = {
+    "Layout": "--tp --pp --vpp --dp --ep --etp --cp --zero --micro-batch --recompute --sp --plan --dp-attention",
+    "Workload and recipe": "--mode --seq --global-batch --batch --precision --recipe --optimizer --grad-dtype "
+    "--kv-dtype --flash --reserve --capacity-factor --fp8-weight-copies --vocab-divisible-by --input-len "
+    "--output-len --concurrency --tokens --spec-tokens --spec-acceptance --tpot --ttft --interactivity --disagg",
+    "Model switches and measured values": "--matmul-efficiency --hbm-efficiency --gemm-overhead-us --overlap-tp "
+    "--overlap-ep --overlap-pp --overlap-cp --split-embedding-loss --no-ranges",
+    "Cost, site and budget": "--site --electricity-price --pue --cost-of-capital --depreciation-years --gpu-load "
+    "--grid-intensity --facility --colocation-per-kw-month --facility-capex-per-mw --network-capex-per-gpu "
+    "--capex-per-gpu --tokens-per-s --gpu-hour-cost --deadline --budget --max-gpus --price-per-kwh",
+    "Output": "--json --format --check --ascii --wide --plot --force --save --top --pareto --profiles --help",
+}
+PANEL_OF = {opt: panel for panel, opts in _PANEL_OPTIONS.items() for opt in opts.split()}
+PANEL_ORDER = ["Options", *_PANEL_OPTIONS]
+
+# One example per command (shown under "Example" in its --help).
+EXAMPLES = {
+    "fit": "mi400plan fit llama3-70b --sku mi355x --tp 8 --pp 2 --dp 4",
+    "sweep": "mi400plan sweep llama3-70b --sku mi355x --sku b200 --gpus 1024 --tokens 15T",
+    "serve": "mi400plan serve llama3-70b --sku mi355x --gpus 8 --tpot 50ms",
+    "comm": "mi400plan comm all-reduce --size 1KiB..8GiB --group 8 --sku mi355x",
+    "rack": "mi400plan rack helios gb200-nvl72",
+    "cost": "mi400plan cost mi355x b200 --site us-2025",
+    "calibrate": "mi400plan calibrate runs.toml --save my-profiles",
+    "schema": "mi400plan schema fit > fit.schema.json",
+    "list": "mi400plan profiles list --kind accelerators",
+    "show": "mi400plan profiles show mi355x",
+    "validate": "mi400plan profiles validate ./my-profiles",
+}
+
+
+def _long_name(param: Any) -> str:
+    names = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+    return names[0] if names else ""
+
+
+def _panel(param: Any) -> str:
+    return getattr(param, "rich_help_panel", None) or PANEL_OF.get(_long_name(param), "Options")
+
+
+class PlannerCommand(TyperCommand):
+    """A command whose --help groups options into sections and ends with an example."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            _plain_metavar(param)
+            completer = _completer_for(self.name or "", param)
+            if completer is not None:
+                param._custom_shell_complete = completer  # click's hook for a parameter's completions
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args, sections = [], {}
+        for param in self.get_params(ctx):
+            rv = param.get_help_record(ctx)
+            if rv is None:
+                continue
+            if param.param_type_name == "argument":
+                args.append((re.sub(r"\s+<[^>]*>$", "", rv[0]), rv[1]))  # "MODEL", not "MODEL <str>"
+            else:
+                sections.setdefault(_panel(param), []).append(rv)
+        if args:
+            with formatter.section("Arguments"):
+                formatter.write_dl(args)
+        for name in sorted(sections, key=lambda s: PANEL_ORDER.index(s) if s in PANEL_ORDER else len(PANEL_ORDER)):
+            with formatter.section(name):
+                formatter.write_dl(sections[name])
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        super().format_epilog(ctx, formatter)
+        example = EXAMPLES.get(self.name or "")
+        if example:
+            with formatter.section("Example"):
+                formatter.write_text(example)
+
+
+_TYPE_METAVAR = {"integer": "N", "integer range": "N", "float": "NUM", "float range": "NUM", "path": "PATH"}
+
+
+def _plain_metavar(param: Any) -> None:
+    """``--gpus N``, ``--sku SKU``, ``MODEL`` instead of Python types (``<list[str]>``, ``<int>``)."""
+    if param.metavar is not None or getattr(param, "is_flag", False) or getattr(param, "count", False):
+        return
+    desc = getattr(param, "type_descriptor", None)  # typer >= 0.29 describes the type itself
+    if desc is not None:
+        if desc.is_choice:
+            param.metavar = "|".join(str(getattr(c, "value", c)) for c in desc.choices or ())
+            return
+        text = repr(desc.annotation)
+        kind = "integer" if "int" in text else "float" if "float" in text else "path" if "Path" in text else ""
+    else:
+        kind = getattr(getattr(param, "type", None), "name", "")
+        if kind == "choice":
+            param.metavar = "|".join(str(getattr(c, "value", c)) for c in param.type.choices)
+            return
+    name = (_long_name(param) or param.name or "").lstrip("-").replace("-", "_").upper()
+    param.metavar = _TYPE_METAVAR.get(kind, name or "TEXT")
+
+
+class PlannerGroup(TyperGroup):
+    """The command group: plain help (click's formatter), commands listed, an example."""
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        super().format_epilog(ctx, formatter)
+        if ctx.parent is None:
+            with formatter.section("Example"):
+                formatter.write_text("mi400plan fit llama3-70b --sku all")
+
+
+class PlannerTyper(typer.Typer):
+    """``typer.Typer`` whose commands and groups use the plain, grouped help above."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("cls", PlannerGroup)
+        kwargs.setdefault("rich_markup_mode", None)
+        super().__init__(**kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", PlannerCommand)
+        return super().command(*args, **kwargs)
+
+
+# --- completion ------------------------------------------------------------------------------
+
+# (command, parameter name) -> profile kind whose names complete it; "*" = any command.
+_COMPLETE = {
+    ("*", "sku"): "accelerators",
+    ("*", "model"): "models",
+    ("*", "fabric"): "fabrics",
+    ("*", "scale_out"): "fabrics",
+    ("rack", "names"): "racks",
+    ("cost", "names"): "costs",
+    ("show", "name"): "*",
+}
+
+
+def _completer_for(command: str, param: Any) -> Any:
+    kind = _COMPLETE.get((command, param.name)) or _COMPLETE.get(("*", param.name))
+    if kind is None:
+        return None
+
+    def complete(ctx: Any, _param: Any, incomplete: str) -> list[str]:
+        extra = ["all"] if param.name == "sku" and command in ("fit", "sweep") else []
+        kinds = ["accelerators", "fabrics", "racks", "models", "costs"] if kind == "*" else [kind]
+        names = sorted({n for k in kinds for n in profile_names(k)})
+        return [n for n in extra + names if n.startswith(incomplete)]
+
+    return complete
+
+
+def profile_names(kind: str) -> list[str]:
+    """Profile names of a kind from file names (bundled and user directories), without parsing."""
+    from mi400plan.profiles import ENV_VAR, bundled_root
+
+    roots = [Path(d) / kind for d in os.environ.get(ENV_VAR, "").split(os.pathsep) if d.strip()]
+    out: list[str] = []
+    for root in [*roots, bundled_root() / kind]:
+        try:
+            out += [f.name[: -len(".toml")] for f in root.iterdir() if f.name.endswith(".toml")]
+        except OSError:
+            continue
+    return out

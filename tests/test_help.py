@@ -1,0 +1,52 @@
+"""``--help``: options grouped into sections, an example per command, every line within 80 columns,
+no Python type names; shell completion offers profile names."""
+
+from __future__ import annotations
+
+import pytest
+
+COMMANDS = [[], ["fit"], ["sweep"], ["serve"], ["comm"], ["rack"], ["cost"], ["calibrate"], ["schema"],
+            ["profiles"], ["profiles", "list"], ["profiles", "show"], ["profiles", "validate"]]
+
+
+@pytest.mark.parametrize("width", ["80", "100"])
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a) or "root")
+def test_help_fits_80_columns_with_sections_and_an_example(cli, monkeypatch, args, width):
+    monkeypatch.setenv("COLUMNS", width)
+    r = cli([*args, "--help"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    assert "Example:" in r.stdout or args == ["profiles"]
+    for leak in ("<list[", "<str>", "<int>", "<float>", "<path>", "\u2026"):
+        assert leak not in r.stdout
+
+
+def test_fit_help_groups_options(cli):
+    out = cli(["fit", "--help"]).stdout
+    sections = [line.rstrip(":") for line in out.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
+    assert sections[:2] == ["Arguments", "Options"]
+    assert {"Layout", "Workload and recipe", "Output", "Example"} <= set(sections)
+    layout = out.split("\nLayout:\n", 1)[1].split("\n\n", 1)[0]
+    assert "--tp N" in layout and "--zero" in layout and "--json" not in layout
+
+
+def _complete(cli, words: str) -> list[str]:
+    from typer.testing import CliRunner
+
+    from mi400plan.cli import app
+
+    parts = words.split(" ")
+    env = {"_MI400PLAN_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(parts) - 1)}
+    r = CliRunner().invoke(app, [], env=env, prog_name="mi400plan")
+    return r.stdout.split()
+
+
+def test_completion_offers_profile_names(cli):
+    skus = _complete(cli, "mi400plan fit llama3-70b --sku mi3")
+    assert "mi300x" in skus and "mi355x" in skus and all(s.startswith("mi3") for s in skus)
+    assert "all" in _complete(cli, "mi400plan sweep llama3-70b --sku a")
+    assert "llama3.1-70b" in _complete(cli, "mi400plan fit llama3")
+    assert "helios" in _complete(cli, "mi400plan rack hel")
+    fabrics = _complete(cli, "mi400plan comm all-reduce --fabric xgmi")
+    assert fabrics and all(f.startswith("xgmi") for f in fabrics)
