@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-COMMANDS = [[], ["fit"], ["sweep"], ["serve"], ["comm"], ["rack"], ["cost"], ["calibrate"], ["schema"],
+COMMANDS = [[], ["fit"], ["sweep"], ["serve"], ["comm"], ["rack"], ["cost"], ["calibrate"], ["schema"], ["budget"],
             ["profiles"], ["profiles", "list"], ["profiles", "show"], ["profiles", "validate"]]
 
 

@@ -40,6 +40,21 @@ def test_schema_describes_fields_from_the_models():
     assert "scale-up domain" in fit["FitRow"]["properties"]["domain_size"]["description"]
 
 
+def test_every_result_model_is_in_its_commands_schema():
+    import importlib
+    import pkgutil
+
+    import mi400plan.results as pkg
+    from mi400plan.results.common import Result
+    from mi400plan.results.schema import RESULTS
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        module = importlib.import_module(f"mi400plan.results.{mod.name}")
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, Result) and obj is not Result and obj.__module__ == module.__name__:
+                assert f"{mod.name}:{obj.__name__}" in RESULTS[obj.command], obj
+
+
 def test_schema_without_a_command_lists_every_command(cli):
     every = json.loads(cli(["schema"]).stdout)
     assert {"fit", "sweep", "serve", "comm", "rack", "cost", "profiles", "calibrate"} <= set(every)

@@ -20,7 +20,7 @@ _PANEL_OPTIONS = {
     "Layout": "--tp --pp --vpp --dp --ep --etp --cp --zero --micro-batch --recompute --sp --plan --dp-attention",
     "Workload and recipe": "--mode --seq --global-batch --batch --precision --recipe --optimizer --grad-dtype "
     "--kv-dtype --flash --reserve --capacity-factor --fp8-weight-copies --vocab-divisible-by --input-len "
-    "--output-len --concurrency --tokens --spec-tokens --spec-acceptance --tpot --ttft --interactivity --disagg",
+    "--output-len --concurrency --largest --family --experts --top-k --days --flops --law --mfu --tokens --spec-tokens --spec-acceptance --tpot --ttft --interactivity --disagg",
     "Model switches and measured values": "--matmul-efficiency --hbm-efficiency --gemm-overhead-us --overlap-tp "
     "--overlap-ep --overlap-pp --overlap-cp --split-embedding-loss --no-ranges",
     "Cost, site and budget": "--site --electricity-price --pue --cost-of-capital --depreciation-years --gpu-load "
@@ -41,6 +41,7 @@ EXAMPLES = {
     "cost": "mi400plan cost mi355x b200 --site us-2025",
     "calibrate": "mi400plan calibrate runs.toml --save my-profiles",
     "schema": "mi400plan schema fit > fit.schema.json",
+    "budget": "mi400plan budget --sku mi355x --gpus 4096 --days 90",
     "list": "mi400plan profiles list --kind accelerators",
     "show": "mi400plan profiles show mi355x",
     "validate": "mi400plan profiles validate ./my-profiles",

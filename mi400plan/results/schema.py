@@ -19,7 +19,7 @@ from mi400plan.results.common import SCHEMA_VERSION, ErrorItem
 
 # command -> the result models its envelope's ``data`` can hold ("module:Class").
 RESULTS: dict[str, tuple[str, ...]] = {
-    "fit": ("fit:FitResult",),
+    "fit": ("fit:FitResult", "largest:LargestResult"),
     "sweep": ("sweep:SweepResult", "deadline:DeadlineResult"),
     "serve": ("serve:ServeResult",),
     "comm": ("comm:CommResult",),
@@ -27,6 +27,7 @@ RESULTS: dict[str, tuple[str, ...]] = {
     "cost": ("cost:CostResult",),
     "profiles": ("profiles:ProfilesList", "profiles:ProfileShow", "profiles:ProfilesValidate"),
     "calibrate": ("calibrate:CalibrateResult",),
+    "budget": ("budget:BudgetResult",),
 }
 
 _FIELD = re.compile(r"^\s+(\w+)\s*:[^#]*?(?:#\s*(.*))?$")
