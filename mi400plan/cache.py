@@ -28,7 +28,7 @@ from typing import Any
 
 CACHE_ENV = "MI400PLAN_CACHE_DIR"
 OFF_ENV = "MI400PLAN_NO_CACHE"
-_MAGIC = b"mi4pc\x00\x01\n"
+_MAGIC = b"mi4pc\x00\x02\n"  # 2: each value pickled on its own, unpickled when first asked for
 _DIGEST = 32
 # Past this many texts, a write keeps only the ones this process used (edited files leave old hashes).
 MAX_ENTRIES = 1000
@@ -65,7 +65,10 @@ def text_key(text: str) -> str:
 
 
 class ProfileCache:
-    """Parsed TOML dicts and validated specs by profile text hash; one pickle file on disk."""
+    """Parsed TOML dicts and validated specs by profile text hash; one pickle file on disk.
+
+    Each value is stored as its own pickle inside the file, so a run unpickles only the profiles it
+    uses (unpickling a validated spec imports its model's module and restores a pydantic object)."""
 
     def __init__(self, root: Path | None) -> None:
         self._root = root
@@ -97,11 +100,11 @@ class ProfileCache:
     def parsed(self, text: str, parse: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The parsed TOML of ``text``: from the cache, or ``parse()`` (then remembered)."""
         entry = self._entry(text)
-        raw = entry.get("raw")
+        raw = _unpickle(entry.get("raw"))
         if isinstance(raw, dict):
             return raw
         raw = parse()
-        entry["raw"] = raw
+        entry["raw"] = _pickle(raw)
         self._dirty = True
         return raw
 
@@ -109,11 +112,11 @@ class ProfileCache:
         """The validated spec of ``text`` as ``kind``: from the cache if it is a ``cls``, else
         ``validate()`` (then remembered). Validation errors are never cached."""
         entry = self._entry(text)
-        spec = entry.get(f"spec:{kind}")
+        spec = _unpickle(entry.get(f"spec:{kind}"))
         if isinstance(spec, cls):
             return spec
         spec = validate()
-        entry[f"spec:{kind}"] = spec
+        entry[f"spec:{kind}"] = _pickle(spec)
         self._dirty = True
         return spec
 
@@ -140,6 +143,23 @@ class ProfileCache:
                 raise
         except Exception:  # noqa: BLE001 - a read-only or full cache directory is not an error
             return
+
+
+def _pickle(value: Any) -> bytes | None:
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - an unpicklable value is simply not cached
+        return None
+
+
+def _unpickle(blob: Any) -> Any:
+    """A cached value, or None when absent or unreadable (the caller recomputes it)."""
+    if not isinstance(blob, bytes):
+        return None
+    try:
+        return pickle.loads(blob)  # noqa: S301 - the planner's own file, checksummed
+    except Exception:  # noqa: BLE001 - unreadable means absent
+        return None
 
 
 def _read(path: Path | None) -> dict[str, dict[str, Any]]:

@@ -66,7 +66,7 @@ def test_an_edited_profile_is_seen(cache_dir, tmp_path, write_profile):
     assert Catalog.default([root]).get("accelerators", "testgpu").spec.memory.capacity_bytes.nominal == 150e9
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "wrong-types"])
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "wrong-types", "bad-pickles"])
 def test_a_damaged_cache_file_is_ignored(cache_dir, tmp_path, write_profile, damage):
     root = _user_dir(tmp_path, write_profile)
     Catalog.default([root]).get("accelerators", "testgpu")
@@ -78,9 +78,11 @@ def test_a_damaged_cache_file_is_ignored(cache_dir, tmp_path, write_profile, dam
         path.write_bytes(blob[:-10] + bytes(b ^ 0xFF for b in blob[-10:]))
     elif damage == "garbage":
         path.write_bytes(b"not a cache at all")
-    else:  # a well-formed, checksummed file whose entries hold the wrong types
+    else:  # a well-formed, checksummed file whose entries hold the wrong types, or unreadable pickles
         text = SKU.format(hbm="100")
         bad = {cache_mod.text_key(text): {"raw": "not a dict", "spec:accelerators": "not a spec"}}
+        if damage == "bad-pickles":
+            bad = {cache_mod.text_key(text): {"raw": b"\x80junk", "spec:accelerators": pickle.dumps("not a spec")}}
         payload = pickle.dumps(bad)
         path.write_bytes(cache_mod._MAGIC + hashlib.sha256(payload).digest() + payload)
     spec = Catalog.default([root]).get("accelerators", "testgpu").spec

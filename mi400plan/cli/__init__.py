@@ -4,24 +4,41 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
-
-from mi400plan.cli.common import app
+from typing import Any
 
 # Each module adds its command(s) to ``app`` when imported.
 _COMMAND_MODULES = ("fit", "sweep", "serve", "comm", "rack", "cost", "profiles", "budget", "calibrate", "schema")
 
 
-def _register() -> None:
-    for name in _COMMAND_MODULES:
+def _register(only: str | None = None) -> Any:
+    """Import the command modules (``only``: just that command's, so typer builds one command rather
+    than all of them at every start) and return the app."""
+    from mi400plan.cli.common import app
+
+    for name in (only,) if only else _COMMAND_MODULES:
         try:
             importlib.import_module(f"mi400plan.cli.{name}")
         except ModuleNotFoundError as exc:  # a command still being built is simply absent
             if exc.name != f"mi400plan.cli.{name}":
                 raise
+    return app
 
 
-_register()
+def __getattr__(name: str) -> Any:
+    """``mi400plan.cli.app``: the app with every command registered."""
+    if name == "app":
+        return _register()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The command a command line runs, when it names one (else every command is needed: root help,
+    an unknown or misspelt command, shell completion)."""
+    if any(k.endswith("_COMPLETE") for k in os.environ) or not argv or argv[0] not in _COMMAND_MODULES:
+        return None
+    return argv[0]
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -38,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown choice, contradictory flags) is reported as a JSON error envelope on stdout, exit 2.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    app = _register(_command_of(args))
     if not _wants_json(args):
         app(args=args)
         return
