@@ -27,6 +27,26 @@ Sources
 * FP8 training: ``recipe.fp8_weight_copies`` cached FP8 casts (Transformer Engine: row-wise + transposed)
   of the transformer-block GEMM weights only; embedding, output layer, norms and router have none.
 
+What the frameworks hold, and what they free early
+------------------------------------------------
+* Megatron-Core's distributed optimizer (ZeRO-1): BF16 weights and an fp32 gradient buffer
+  (``grad_bytes``, ``param_and_grad_buffer``) whole on every DP rank; fp32 master weights and Adam
+  moments sharded over DP x CP. ZeRO-2 / FSDP with parameters kept after forward (Llama 3's FSDP,
+  arXiv 2407.21783 sec. 3.3.2): gradients sharded too, except the two layers whose gradients exist
+  whole between their backward and their reduce-scatter. ZeRO-3 / FSDP: parameters sharded, two
+  gathered layers (current + prefetched).
+* Pipeline stages: each stage holds its own layers under the split in use (``pipeline``: even,
+  embedding and loss as layers, uneven first/last stages); stage ``i`` of 1F1B holds ``pp - i``
+  micro-batches, capped by the step's micro-batches. A stage's output tensor is not held after it is
+  sent (Megatron-Core ``deallocate_output_tensor``; Llama 3 frees the stage inputs and outputs it no
+  longer needs): the next stage's first layer holds it as its input, counted once. The last stage
+  holds one micro-batch's fp32 logits (1F1B runs its backward at once).
+* Allocator fragmentation: the PyTorch caching allocator rounds blocks up and cannot always reuse
+  freed segments, so ``reserved`` exceeds ``allocated``; the planner counts it as the capacity share
+  of the runtime reserve (``RuntimeReserve.fraction``, default 5% of HBM), with the CUDA/HIP context
+  and communicator buffers as its fixed part. ``fit`` and ``sweep`` both report totals with the
+  whole reserve included.
+
 Sharding conventions (documented choices)
 -----------------------------------------
 * Attention, dense FFN and shared experts: ``/tp``, except the GQA K/V projections, ``/min(tp,

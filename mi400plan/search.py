@@ -38,9 +38,10 @@ Step-time model (per GPU, one optimizer step; every term is reported):
   all-reduce / reduce-scatter runs once per step, chunk by chunk during the last backwards, and
   ZeRO-1/2 parameter all-gathers once per step, chunk by chunk ahead of the first forwards
   (``chunked_exposure``: one micro-batch's backward/forward without interleaving, up to
-  ``(v-1)*pp + 1`` chunk-times with it); ZeRO-2 reduce-scatters every micro-batch's gradients and
-  ZeRO-3/FSDP additionally gathers parameters twice per micro-batch, hidden behind that
-  micro-batch's compute; CP ring exchanges hide
+  ``(v-1)*pp + 1`` chunk-times with it); ZeRO-2 reduce-scatters every micro-batch's gradients,
+  hidden behind that micro-batch's compute; ZeRO-3/FSDP gathers each layer's parameters before its
+  forward and its backward and reduce-scatters its gradients, with prefetch hiding them behind the
+  neighbouring layer's compute (``fsdp``); CP ring exchanges hide
   behind the attention-core compute (``overlap_cp``, on: Megatron-Core / TE ring attention; off:
   Llama 3's all-gather CP); TP and EP traffic is exposed unless ``overlap_tp`` /
   ``overlap_ep`` is set (then it hides behind the micro-batch's GEMM time); PP transfers of the
@@ -64,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from mi400plan import gemm
+from mi400plan.fsdp import fsdp_step_terms
 from mi400plan.params import ParamCounts, attention_flops_per_token, model_flops_per_token
 from mi400plan.specs.model import ModelSpec
 
@@ -720,8 +722,10 @@ def step_time(
     # accumulating locally would need the unsharded buffer ZeRO-2 removes); ZeRO-3 / FSDP also
     # gathers the parameters before forward and again before backward. Hidden behind that
     # micro-batch's compute; the exposed rest stretches every micro-batch slot, bubble included.
-    per_mb = np.where(zero == 2, grad_rs, np.where(zero == 3, 2.0 * param_ag + grad_rs, 0.0))
-    per_mb_exposed = np.maximum(0.0, per_mb - comp_mb * hide) * (m + (pp - 1.0) / vpp)
+    # ZeRO-3 / FSDP: per-layer gathers and reduce-scatters with prefetch (``fsdp.fsdp_step_terms``).
+    fsdp = fsdp_step_terms(dp_coll, p_dense_local, p_exp_local, w_bytes, g_bytes, layers, comp_mb, opts.overlap_dp)
+    per_mb = np.where(zero == 2, grad_rs, np.where(zero == 3, fsdp.raw, 0.0))
+    per_mb_exposed = np.where(zero == 3, fsdp.exposed, np.maximum(0.0, per_mb - comp_mb * hide)) * (m + (pp - 1.0) / vpp)
     dp_exposed = dp_exposed + per_mb_exposed
     # No mask on DP = 1: the groups above are 1 (and cost 0) exactly when nothing is replicated;
     # with DP = 1, CP > 1 still reduces non-expert gradients and TP x CP > EP x ETP still reduces

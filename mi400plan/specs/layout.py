@@ -197,10 +197,13 @@ class RuntimeReserve(StrictModel):
     """Memory a real process cannot use for the model: ``fixed_bytes + fraction * capacity``.
 
     ``fixed_bytes`` covers the HIP/CUDA context and kernel images (~0.5-1 GiB per process) plus
-    RCCL/NCCL communicator buffers (~0.5-1 GiB with a few communicators); ``fraction`` covers caching
-    allocator fragmentation, which grows with the pool. Default 2 GiB + 5% of HBM: PyTorch's
+    RCCL/NCCL communicator buffers (~0.5-1 GiB with a few communicators); ``fraction`` is the
+    allocator-fragmentation term: the PyTorch caching allocator's reserved-but-unallocated memory
+    (block rounding, segments that cannot be split or reused; ``torch.cuda.memory_reserved`` minus
+    ``memory_allocated``), which grows with the pool. Default 2 GiB + 5% of HBM: PyTorch's
     fragmentation in long training runs is typically a few percent, and vLLM leaves 10% of HBM
     unused by default (``gpu_memory_utilization = 0.9``), which 2 GiB + 5% approaches on a 80 GB part.
+    The capacity is the SKU's usable HBM (``hbm_usable``, the driver-reported total, where published).
     Users change it with ``--reserve`` (e.g. ``"4GiB+8%"``, ``"0"``).
     """
 
