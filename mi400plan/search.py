@@ -25,10 +25,13 @@ that spans more than the scale-up domain pays scale-out (or hierarchical) prices
 
 Step-time model (per GPU, one optimizer step; every term is reported):
 
-* compute: model FLOPs (``params.model_flops_per_token``: 6N + attention, the Megatron/PaLM
-  definition) plus recompute FLOPs, at ``peak(precision) x matmul efficiency``;
-* GEMM overhead: ``gemm_overhead_us`` per GEMM kernel (the small-GEMM falloff, see
-  ``specs/efficiency.py``);
+* compute: every GEMM of a layer at its own (M, N, K) for the candidate's TP/EP/ETP split and
+  micro-batch tokens, forward, data and weight gradient (+ forward again under full recompute),
+  priced by the shape-aware GEMM model (``mi400plan/gemm.py``: roofline, tile and wave
+  quantization, saturating to ``peak(precision) x matmul efficiency``); see ``compute_seconds``;
+* attention: the attention core, flash attention at its own efficiency on the causal work done
+  (unfused score GEMMs without flash attention);
+* GEMM overhead: ``gemm_overhead_us`` per GEMM kernel (launch, prologue/epilogue);
 * memory-bound work (norms, residual adds, activation functions, rotary, MoE token permutation)
   at ``HBM bandwidth x hbm efficiency``; optimizer step likewise;
 * TP/SP collectives per layer, CP key/value exchanges, EP all-to-all dispatch + combine (forward
@@ -53,7 +56,10 @@ Step-time model (per GPU, one optimizer step; every term is reported):
 
 ``step = (m + (pp-1)/vpp) * t_microbatch + exposed DP + optimizer``, where ``t_microbatch`` is the
 sum of the per-micro-batch terms; hence ``step >= compute-only time`` always, and
-``MFU = model FLOPs / (step x GPUs x peak) <= matmul efficiency <= 1``.
+``MFU = model FLOPs / (step x GPUs x peak) <= 1``: each GEMM runs at most at the ceiling, and flash
+attention does 3.5/2 of the half (causal) of the 3x forward FLOPs the MFU convention counts, so its
+counted rate is 3 / 1.75 = 1.71 x its efficiency, under the peak for any attention efficiency up to
+0.58 (the bundled profiles and the 0.49 x ceiling rule give at most about 0.37).
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ FSDP; measured tokens/s per GPU). The fitted efficiencies come only from the cal
 nothing here is tuned to these rows.
 
 How a run is reproduced: the bundled model (Llama 3 8B/70B runs use the ``llama3.1`` profiles,
-whose architectures are the same), the ``megatron`` recipe at the run's precision, the published
-layout pinned (DDP runs with the distributed optimizer = ZeRO-1, FSDP = ZeRO-3), no
-recomputation, sequence parallelism searched, the embedding and loss counted as pipeline layers
+whose architectures are the same; MosaicML's MPT models are built from their llm-foundry configs,
+``MPT``), the ``megatron`` recipe at the run's precision, the published layout pinned (DDP runs with
+the distributed optimizer = ZeRO-1, FSDP = ZeRO-3), recomputation as published (MPT's activation
+checkpointing = full recomputation), sequence parallelism searched, the embedding and loss counted as pipeline layers
 where the published PP x VP needs it. The capacity check is lifted (the memory model is not what
 this test validates). Runs whose layout the search cannot represent (DeepSeek-V3's 61 layers on PP 2,
 4, 8 or 16 need uneven pipeline stages) are listed and skipped, not dropped silently.
@@ -29,6 +30,25 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).parent / "data" / "train_validation.csv"
+# MosaicML MPT (llm-foundry ``scripts/train/yamls/pretrain/mpt-*.yaml``): d_model, n_heads, n_layers;
+# expansion ratio 4 (GELU), vocabulary 50,368, no biases, LayerNorm, learned positions (the
+# benchmark table's parameter counts grow with the sequence length), tied embeddings. The counts
+# check against the table's NumParams (``test_mpt_models_match_the_published_parameter_counts``).
+MPT = {"mpt-1b": (2048, 16, 24), "mpt-3b": (2560, 20, 32), "mpt-7b": (4096, 32, 32),
+       "mpt-13b": (5120, 40, 40), "mpt-30b": (7168, 64, 48), "mpt-70b": (8192, 64, 80)}
+
+
+def model_spec(catalog, name: str, seq: int):
+    """A bundled model, or an MPT model from its published configuration (``MPT``) with ``seq``
+    learned positions (the benchmark trains each sequence length with its own position table)."""
+    from mi400plan.specs.model import Attention, ModelSpec
+
+    if name not in MPT:
+        return catalog.get("models", name).spec
+    d, heads, layers = MPT[name]
+    return ModelSpec(name=name, display_name=name.upper(), hidden_size=d, num_layers=layers, vocab_size=50368,
+                     ffn_dim=4 * d, ffn_kind="gelu", linear_bias=False, norm="layernorm", position_embedding="learned",
+                     max_seq_len=seq, tie_embeddings=True, attention=Attention(num_heads=heads))
 TARGET_MEAN, TARGET_MAX = 0.06, 0.12
 
 
@@ -44,14 +64,14 @@ def predict(catalog, r: dict[str, str]) -> float | None:
     from mi400plan.search import SearchOptions, Workload, iter_rows, search
     from mi400plan.specs.layout import train_recipe
 
-    n = {k: int(r[k]) for k in ("gpus", "seq", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep", "fsdp")}
-    model = catalog.get("models", r["model"]).spec
+    n = {k: int(r[k]) for k in ("gpus", "seq", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep", "fsdp", "recompute")}
+    model = model_spec(catalog, r["model"], n["seq"])
     wl = Workload(model, count_params(model), train_recipe("megatron", precision=r["precision"]), n["seq"], n["gbs"])
     hw = build_sku(catalog, r["sku"], r["precision"]).hw
     hw = dataclasses.replace(hw, hbm_bytes=8 * hw.hbm_bytes)  # capacity check lifted (docstring)
     for split in (False, True):
         opts = SearchOptions(tp=(n["tp"],), pp=(n["pp"],), vpp=(n["vp"],), cp=(n["cp"],), ep=(n["ep"],), etp=(1,),
-                             zero=(3,) if n["fsdp"] else (1,), micro_batch=(n["mbs"],), recompute=(0,),
+                             zero=(3,) if n["fsdp"] else (1,), micro_batch=(n["mbs"],), recompute=(n["recompute"],),
                              split_embedding_loss=split)
         res = search(wl, hw, n["gpus"], opts, top_k=1)
         if res.top["tp"].size:
@@ -95,6 +115,22 @@ def test_rows_are_consistent_with_their_layout() -> None:
         assert int(r["gbs"]) % (dp * int(r["mbs"])) == 0, r["id"]
 
 
+def test_mpt_models_match_the_published_parameter_counts(catalog) -> None:
+    """The MPT specs against the benchmark table's NumParams at 2,048 tokens (learned positions:
+    2,048 x d of them): 1b 1,315,950,592; 7b 6,658,859,008; 30b 29,975,214,080; 70b 64,862,437,376.
+    Hand count: 12 L d^2 (attention 4 d^2 + MLP 8 d^2) + 50,368 d (tied) + 2,048 d, within 0.1 %
+    (norm weights and the tokenizer's padded vocabulary make up the rest)."""
+    from mi400plan.params import count_params
+
+    published = {"mpt-1b": 1315950592, "mpt-7b": 6658859008, "mpt-30b": 29975214080, "mpt-70b": 64862437376}
+    for name, n in published.items():
+        d, _, layers = MPT[name]
+        hand = 12 * layers * d * d + 50368 * d + 2048 * d
+        assert hand == pytest.approx(n, rel=1e-3)
+        spec = model_spec(catalog, name, 2048)
+        assert count_params(spec).total == pytest.approx(hand, rel=2e-3)
+
+
 def test_validation_errors(catalog) -> None:
     errs, skipped = errors(catalog)
     for r, e in errs:
@@ -109,13 +145,16 @@ def test_validation_errors(catalog) -> None:
     assert mean <= PINNED_MEAN and mx <= PINNED_MAX
 
 
-# Pinned at the figures reached, which MISS issue 9's targets (6 % / 12 %): 22.8 % mean, 128.5 % max
-# over 24 runs. The largest misses: the MoE runs on B200 at EP 8 (Qwen3-235B +89 %, +129 %;
-# DeepSeek-V3 +103 %: the published B200 MoE runs are about half as fast per GPU as the GB200 ones at
-# EP 32-64, which the model does not reproduce), every Hopper FP8 run 10-18 % too slow (the FP8
-# ceiling rule, 0.90 x the BF16 ceiling, comes from AMD's figures; no H100 FP8 measurement is in the
-# calibration set). Tighten as the model improves.
-PINNED_MEAN, PINNED_MAX = 0.235, 1.30
+# Pinned at the figures reached, which MISS issue 9's targets (6 % / 12 %): 16.9 % mean, 128.5 % max
+# over 44 runs (Ampere 7.6 % / 17.7 %, Hopper 12.5 % / 34.3 %, Blackwell 26.5 % / 128.5 %). The
+# largest misses: the MoE runs on B200 at EP 8 (Qwen3-235B +89 %, +129 %; DeepSeek-V3 +103 %: the
+# published B200 MoE runs are about half as fast per GPU as the GB200 ones at EP 32-64, which the
+# model does not reproduce); MPT-1B at 32k tokens on H100 (+34 %: MPT's Triton attention kernel is
+# slower than the flash attention Llama 3 ran, which set the H100 attention efficiency); every Hopper
+# FP8 run 10-18 % too slow (the FP8 ceiling rule, 0.90 x the BF16 ceiling, comes from AMD's figures;
+# no H100 FP8 measurement is in the calibration set); runs with activation checkpointing 9-18 % too
+# slow. Tighten as the model improves.
+PINNED_MEAN, PINNED_MAX = 0.175, 1.30
 
 
 if __name__ == "__main__":  # print the README table: python tests/test_validation_train.py
