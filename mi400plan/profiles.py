@@ -127,19 +127,65 @@ def parse_toml(path: str, text: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _tomllib_error(path, exc) from None
+    except RecursionError:
+        raise ProfileError("arrays or tables nested too deeply", path=path) from None
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+MAX_NESTING = 32  # no profile needs deeper tables or arrays; deeper ones are refused, not recursed into
+
+
+def visible_text(value: Any, path: str, depth: int = 0) -> Any:
+    """``value`` with control characters in every string (ANSI escapes, bells, carriage returns)
+    written as visible ``\\x1b``-style escapes, so profile text never drives the terminal."""
+    if depth > MAX_NESTING:
+        raise ProfileError(f"arrays or tables nested more than {MAX_NESTING} deep", path=path)
+    if isinstance(value, str):
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    if isinstance(value, dict):
+        return {visible_text(k, path, depth + 1): visible_text(v, path, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [visible_text(v, path, depth + 1) for v in value]
+    return value
 
 
 def validate_dict(kind: str, raw: dict[str, Any], path: str, text: str = "") -> BaseModel:
     cls = spec_class(kind)
     try:
-        return cls.model_validate(raw)
+        return cls.model_validate(visible_text(raw, path))
     except ValidationError as exc:
         raise validation_error(path, text, exc) from None
+    except RecursionError:
+        raise ProfileError("arrays or tables nested too deeply", path=path) from None
+    except (TypeError, ValueError, AttributeError) as exc:  # a validator meeting a shape it did not expect
+        raise ProfileError(f"invalid value: {exc}", path=path) from None
+
+
+def _regular_file_problem(f: Any) -> str | None:
+    """Why a catalog entry named ``*.toml`` cannot be read as a profile (a FIFO, a directory, a
+    dangling or looping link), or None for a regular file. Checked with ``stat``, never by opening."""
+    if not isinstance(f, Path):  # bundled resources are regular files
+        return None
+    try:
+        st = f.stat()
+    except OSError as exc:  # dangling link, link loop, permission
+        return f"cannot be read ({exc.strerror or exc})"
+    import stat as _stat
+
+    if _stat.S_ISDIR(st.st_mode):
+        return "is a directory"
+    if not _stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a FIFO, socket or device)"
+    return None
 
 
 def read_text_file(path: str | os.PathLike[str], what: str = "file") -> tuple[Path, str]:
-    """A user file's path and UTF-8 text, or a ProfileError naming it ("no such plan file", ...)."""
+    """A user file's path and UTF-8 text, or a ProfileError naming it ("no such plan file", ...).
+    A FIFO, device or directory is refused before it is opened (reading one could block forever)."""
     p = Path(path)
+    problem = _regular_file_problem(p)
+    if problem is not None and p.exists():
+        raise ProfileError(f"cannot read {what}: {problem}", path=str(p))
     if not p.is_file():
         raise ProfileError(f"no such {what}", path=str(p))
     try:
@@ -169,8 +215,11 @@ def load_text(kind: str, path: str, text: str, *, as_json: bool) -> Loaded[Any]:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ProfileError(f"malformed JSON: {exc.msg}", path=path, line=exc.lineno) from None
+        except RecursionError:
+            raise ProfileError("malformed JSON: nested too deeply", path=path) from None
         if not isinstance(data, dict):
             raise ProfileError("a Hugging Face config must be a JSON object", path=path)
+        data = visible_text(data, path)
         from mi400plan.hfconfig import model_from_hf_config
 
         return Loaded(model_from_hf_config(data, path=path), path, "file")
@@ -208,6 +257,10 @@ class Catalog:
     # Parsed and validated profiles by text hash, kept across runs (``mi400plan.cache``); off unless
     # the catalog is built by ``default()``.
     disk_cache: ProfileCache = field(default_factory=lambda: ProfileCache(None), repr=False)
+    # Called with a message for each catalog file skipped (a FIFO or directory named *.toml, a
+    # dangling link); the command line shows it on stderr. Core code never prints.
+    on_warning: Any = field(default=None, repr=False)
+    skipped: list[str] = field(default_factory=list, repr=False)
 
     @classmethod
     def default(cls, extra_dirs: list[str | os.PathLike[str]] | None = None) -> "Catalog":
@@ -238,23 +291,16 @@ class Catalog:
         by_key: dict[str, _Entry] = {}
         by_name: dict[str, _Entry] = {}
         for root, origin in self._sources(kind):
-            files = sorted((f for f in root.iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
+            try:
+                files = sorted((f for f in root.iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
+            except OSError as exc:
+                self._warn(f"{root}: profile directory cannot be listed ({exc.strerror or exc}); skipped")
+                continue
             for f in files:
-                path = str(f)
-                text = _read_text(f)
-                raw: dict[str, Any] | None
-                err: ProfileError | None = None
-                try:
-                    raw = self.disk_cache.parsed(text, lambda: parse_toml(path, text))
-                except ProfileError as exc:
-                    raw, err = None, exc
-                stem = f.name[: -len(".toml")]
-                name = str(raw.get("name", stem)) if raw else stem
-                aliases = [str(a) for a in (raw.get("aliases", []) if raw else [])]
-                entry = _Entry(name, aliases, path, origin, text, raw, err)
-                if name in by_name:  # an earlier (user) directory already defines it
+                entry = self._entry(f, origin)
+                if entry is None or entry.name in by_name:  # skipped, or an earlier (user) directory defines it
                     continue
-                by_name[name] = entry
+                by_name[entry.name] = entry
         # Names first, then aliases, so an alias never shadows a real name.
         for name, entry in by_name.items():
             by_key[name] = entry
@@ -265,6 +311,38 @@ class Catalog:
         self._by_name[kind] = by_name
         self.disk_cache.flush()
         return by_key
+
+    def _warn(self, message: str) -> None:
+        self.skipped.append(message)
+        if self.on_warning is not None:
+            self.on_warning(message)
+
+    def _entry(self, f: Any, origin: Literal["bundled", "user"]) -> _Entry | None:
+        """One catalog file as an entry (parse errors kept for when it is needed), or None (with a
+        warning) when it cannot be read at all. A wrong ``name``/``aliases`` falls back to the file
+        stem so that only a command needing this profile fails on it."""
+        path = str(f)
+        problem = _regular_file_problem(f)
+        if problem is not None:
+            self._warn(f"{path}: {problem}; skipped")
+            return None
+        raw: dict[str, Any] | None = None
+        err: ProfileError | None = None
+        try:
+            text = _read_text(f)
+        except (OSError, UnicodeDecodeError) as exc:
+            text, err = "", ProfileError(f"cannot read profile: {exc}", path=path)
+        if err is None:
+            try:
+                raw = self.disk_cache.parsed(text, lambda: parse_toml(path, text))
+            except ProfileError as exc:
+                raw, err = None, exc
+        stem = f.name[: -len(".toml")]
+        name = raw.get("name") if raw else None
+        name = name if isinstance(name, str) and name.strip() else stem
+        aliases = raw.get("aliases") if raw else None
+        aliases = [a for a in aliases if isinstance(a, str)] if isinstance(aliases, list) else []
+        return _Entry(name, aliases, path, origin, text, raw, err)
 
     def names(self, kind: str) -> list[str]:
         """Canonical names of a kind, sorted."""

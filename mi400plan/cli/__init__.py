@@ -48,12 +48,45 @@ def _wants_json(argv: list[str]) -> bool:
     return False
 
 
+# Typographic characters the tables and notes use, as ASCII for a terminal that cannot show them.
+_ASCII_FOR = {"\u2192": "->", "\u2190": "<-", "\u00d7": "x", "\u2264": "<=", "\u2265": ">=", "\u2248": "~",
+              "\u2026": "...", "\u2014": "--", "\u2013": "-", "\u00b1": "+/-", "\u2212": "-", "\u00b7": ".",
+              "\u2500": "-", "\u2501": "-", "\u2502": "|", "\u2503": "|", "\u00b5": "u", "\u03bc": "u"}
+
+
+def _to_ascii(exc: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: a known character as its ASCII spelling, anything else as '?'."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    bad = exc.object[exc.start : exc.end]
+    return "".join(_ASCII_FOR.get(ch, "?") for ch in bad), exc.end
+
+
+def _guard_streams() -> None:
+    """A real process only: a closed pipe (``| head -1``) ends it quietly the Unix way (killed by
+    SIGPIPE, shell status 141) instead of an error; a terminal or pipe whose encoding cannot show
+    Unicode (``PYTHONIOENCODING=ascii``, a C locale) gets ASCII tables and '?' for the rest."""
+    import codecs
+    import signal
+
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    codecs.register_error("mi400plan_ascii", _to_ascii)
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-")
+        if not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="mi400plan_ascii")
+            os.environ["MI400PLAN_ASCII"] = "1"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point.
 
     With --json (or --format json) even a command-line usage error (missing option, bad integer,
     unknown choice, contradictory flags) is reported as a JSON error envelope on stdout, exit 2.
     """
+    if argv is None:
+        _guard_streams()
     args = list(sys.argv[1:] if argv is None else argv)
     app = _register(_command_of(args))
     if not _wants_json(args):

@@ -138,7 +138,9 @@ def pick_format(json_flag: bool, fmt: OutputFormat | None) -> OutputFormat:
 def catalog(profiles: list[Path] | None):  # noqa: ANN201 - returns mi400plan.profiles.Catalog
     from mi400plan.profiles import Catalog
 
-    return Catalog.default(list(profiles or []))
+    cat = Catalog.default(list(profiles or []))
+    cat.on_warning = lambda message: stderr_console().print(f"warning: {message}", markup=False, highlight=False)
+    return cat
 
 
 def stderr_console():  # noqa: ANN201
