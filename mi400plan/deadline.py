@@ -64,7 +64,9 @@ def candidate_sizes(wl: Workload, opts: SearchOptions, step: int, max_gpus: int 
     for bad in masks.values():
         ok &= ~np.asarray(bad, dtype=bool)
     replicas = np.unique((c["tp"] * c["cp"] * c["pp"] * fold_factor(c["tp"], c["cp"], c["ep"], c["etp"]))[ok])
-    dps = np.asarray([d for d in range(1, wl.global_batch + 1) if wl.global_batch % d == 0], dtype=np.int64)
+    from mi400plan.intmath import divisors
+
+    dps = np.asarray(divisors(wl.global_batch), dtype=np.int64)
     sizes = np.unique(np.outer(replicas, dps).ravel())
     sizes = sizes[(sizes <= max_gpus) & (sizes % step == 0)]
     return [int(s) for s in sizes]

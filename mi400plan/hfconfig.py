@@ -61,6 +61,20 @@ _DEFAULT_MAX_POS = {
 }
 
 
+# Plausible upper bounds of config integers (the model profile's bounds, specs/model.py): a value past
+# them is a typo or an attack, refused naming the key before any loop runs over it.
+_HF_MAX: dict[str, int] = {
+    "num_attention_heads": 2**16, "num_key_value_heads": 2**16, "head_dim": 2**14, "hidden_size": 2**20,
+    "num_hidden_layers": 2**14, "vocab_size": 2**24, "intermediate_size": 2**22, "moe_intermediate_size": 2**22,
+    "shared_expert_intermediate_size": 2**22, "num_experts": 2**16, "num_local_experts": 2**16,
+    "n_routed_experts": 2**16, "num_experts_per_tok": 2**10, "n_shared_experts": 2**10,
+    "max_position_embeddings": 2**27, "kv_lora_rank": 2**20, "q_lora_rank": 2**20, "qk_nope_head_dim": 2**14,
+    "qk_rope_head_dim": 2**14, "v_head_dim": 2**14, "first_k_dense_replace": 2**14, "moe_layer_freq": 2**14,
+    "decoder_sparse_step": 2**14, "num_nextn_predict_layers": 2**10,
+}
+_HF_MAX_DEFAULT = 2**31
+
+
 class _Reader:
     """Typed access to config keys with errors that name the file and key."""
 
@@ -95,6 +109,9 @@ class _Reader:
                 raise self._fail(key, f"expected an integer >= {min_value}, got {v!r}")
         if v < min_value:
             raise self._fail(key, f"expected an integer >= {min_value}, got {v!r}")
+        top = _HF_MAX.get(key, _HF_MAX_DEFAULT)
+        if v > top:
+            raise self._fail(key, f"expected an integer from {min_value} to {top:,}, got {v!r} (not a plausible model)")
         return int(v)
 
     def opt_bool(self, key: str, default: bool) -> bool:
@@ -110,7 +127,9 @@ class _Reader:
         if v is None:
             return []
         if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-            raise self._fail(key, f"expected a list of layer indices, got {v!r}")
+            raise self._fail(key, f"expected a list of layer indices, got {str(v)[:60]!r}")
+        if len(v) > 2**14 or any(not 0 <= x < 2**14 for x in v):
+            raise self._fail(key, "expected layer indices from 0 to 16,383, at most 16,384 of them")
         return list(v)
 
 

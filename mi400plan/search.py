@@ -224,8 +224,9 @@ class SearchOptions:
 
 def divisors(n: int, limit: int | None = None) -> list[int]:
     """Positive divisors of ``n`` up to ``limit`` (ascending)."""
-    lim = n if limit is None else min(n, limit)
-    return [d for d in range(1, lim + 1) if n % d == 0]
+    from mi400plan.intmath import divisors as bounded_divisors
+
+    return bounded_divisors(n, limit)
 
 
 def powers_of_two(limit: int) -> list[int]:

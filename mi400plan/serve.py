@@ -348,7 +348,9 @@ def layout_grid(model: ModelSpec, gpus: int, concurrency: int, *, tp: list[int] 
     EP is 1 or TP (experts spread over the whole TP group, as vLLM's and SGLang's expert parallelism
     does) and DP-attention on or off, both only for MoE models. Rejected candidates are counted per rule
     (first rule broken), once per concurrency value, so the counts add up with the concurrency grid."""
-    divs = [d for d in range(1, gpus + 1) if gpus % d == 0]
+    from mi400plan.intmath import divisors
+
+    divs = divisors(gpus)
     tps, pps = tp or divs, pp or divs
     moe = model.moe is not None
     eps = ep or [1, 0]  # 0 stands for "EP = TP"

@@ -242,7 +242,9 @@ def _capacity(acc: Any) -> tuple[float | None, float | None, float | None, str]:
 
 
 def _divisors(n: int, limit: int) -> list[int]:
-    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+    from mi400plan.intmath import divisors
+
+    return divisors(n, limit)
 
 
 def _valid(layout: Layout, model: Any, seq: int | None, options: TrainOptions | None = None) -> bool:

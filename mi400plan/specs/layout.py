@@ -183,7 +183,9 @@ def dp_from_gpus(gpus: int, tp: int, pp: int, cp: int) -> int:
 
 
 def _divisors_text(n: int) -> str:
-    ds = [d for d in range(1, n + 1) if n % d == 0]
+    from mi400plan.intmath import divisors
+
+    ds = divisors(n)
     if len(ds) > 12:
         ds = ds[:11] + [n]
         return ", ".join(str(d) for d in ds[:-1]) + f", ..., {n}"
