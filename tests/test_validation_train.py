@@ -145,8 +145,8 @@ def test_validation_errors(catalog) -> None:
     assert mean <= PINNED_MEAN and mx <= PINNED_MAX
 
 
-# Pinned at the figures reached, which MISS issue 9's targets (6 % / 12 %): 16.9 % mean, 128.5 % max
-# over 44 runs (Ampere 7.6 % / 17.7 %, Hopper 12.5 % / 34.3 %, Blackwell 26.5 % / 128.5 %). The
+# Pinned at the figures reached, which MISS issue 9's targets (6 % / 12 %): 16.8 % mean, 128.5 % max
+# over 44 runs (Ampere 7.6 % / 17.7 %, Hopper 12.4 % / 34.3 %, Blackwell 26.4 % / 128.5 %). The
 # largest misses: the MoE runs on B200 at EP 8 (Qwen3-235B +89 %, +129 %; DeepSeek-V3 +103 %: the
 # published B200 MoE runs are about half as fast per GPU as the GB200 ones at EP 32-64, which the
 # model does not reproduce); MPT-1B at 32k tokens on H100 (+34 %: MPT's Triton attention kernel is
