@@ -87,6 +87,9 @@ def main(argv: list[str] | None = None) -> None:
     """
     if argv is None:
         _guard_streams()
+    # pydantic otherwise scans every installed distribution for plugins on the first model (~10 ms);
+    # the planner uses none. A user who sets the variable keeps their choice.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args = list(sys.argv[1:] if argv is None else argv)
     app = _register(_command_of(args))
     if not _wants_json(args):
