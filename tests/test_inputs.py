@@ -83,10 +83,17 @@ def test_comm_size_in_megabits_is_a_usage_error(cli):
     assert r.exit_code == 2 and "ambiguous" in r.output and "32MB" in r.output
 
 
-def test_reserve_bare_fraction_is_vllm_utilization(cli):
-    # vLLM --gpu-memory-utilization 0.9 lets the engine use 90 % of HBM: the reserve is the other 10 %.
-    _, a = _fit(cli, "--mode", "infer", "--reserve", "0.9")
-    _, b = _fit(cli, "--mode", "infer", "--reserve", "10%")
+def test_reserve_bare_fraction_is_refused_naming_both_readings(cli):
+    # '0.9' could be 0.9 GiB or vLLM's --gpu-memory-utilization 0.9 (engine uses 90 %, reserve 10 %).
+    r = cli(["fit", "llama3-70b", "--sku", "mi300x", "--mode", "infer", "--reserve", "0.9"])
+    assert r.exit_code == 2 and "ambiguous" in r.output
+    assert "0.9GiB" in r.output and "10%" in r.output and "gpu-memory-utilization" in r.output
+
+
+def test_reserve_percentage_is_the_vllm_utilization_complement(cli):
+    # gpu-memory-utilization 0.9 leaves 10 % of HBM: '10%' and '0GiB+10%' are the same reserve.
+    _, a = _fit(cli, "--mode", "infer", "--reserve", "10%")
+    _, b = _fit(cli, "--mode", "infer", "--reserve", "0GiB+10%")
     assert a["data"]["rows"][0]["memory_bytes"] == b["data"]["rows"][0]["memory_bytes"]
 
 

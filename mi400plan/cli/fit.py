@@ -87,7 +87,7 @@ def fit_cmd(
     kv_dtype: Annotated[Optional[KvDtype], typer.Option("--kv-dtype", help="KV-cache dtype (infer).")] = None,
     flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="Flash attention (default on).")] = None,
     batch: Annotated[IntOpt, typer.Option("--batch", help="Concurrent sequences (infer).")] = None,
-    reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default), '4GiB', '0'; a bare fraction is vLLM's gpu-memory-utilization (0.9 = reserve 10%).")] = None,
+    reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default), '4GiB', '0'; vLLM's gpu-memory-utilization 0.9 is '10%'.")] = None,
     plan: Annotated[Optional[Path], typer.Option("--plan", help="Plan file saved by 'sweep --save'.")] = None,
     capacity_factor: Annotated[Optional[float], typer.Option(
         "--capacity-factor",

@@ -221,20 +221,27 @@ class RuntimeReserve(StrictModel):
         return f"{fmt_bytes(self.fixed_bytes)} + {self.fraction * 100:g}% of HBM"
 
 
+def _rest_pct(util: str) -> str:
+    """The reserve that leaves ``util`` of HBM to the engine, as a percentage ('0.9' -> '10%')."""
+    rest = 100.0 - 100.0 * float(util)
+    return f"{rest:.4g}%" if 0 <= rest < 100 else "N%"
+
+
 def parse_reserve(text: str) -> RuntimeReserve:
     """Parse ``"2GiB+5%"``, ``"4GiB"``, ``"10%"`` or ``"0"`` into a ``RuntimeReserve``.
 
-    A bare decimal fraction such as ``"0.9"`` is read as vLLM's ``--gpu-memory-utilization``: the
-    share of HBM the engine may use, so the reserve is the rest (``0.9`` -> 10 % of capacity).
+    A bare decimal fraction such as ``"0.9"`` is refused as ambiguous: it could be 0.9 GiB, or vLLM's
+    ``--gpu-memory-utilization`` (the share of HBM the engine may use, so a 10 % reserve).
     """
     from mi400plan.units import UnitError, parse_size
 
     bare = text.strip()
     if re.fullmatch(r"0?\.[0-9]+|1\.0*", bare):
-        util = float(bare)
-        if not 0 < util <= 1:
-            raise UsageError(f"reserve {text!r}: a utilization fraction must be in (0, 1]")
-        return RuntimeReserve(fixed_bytes=0.0, fraction=round(1.0 - util, 12))
+        raise UsageError(
+            f"reserve {text!r} is ambiguous: a bare fraction has no unit",
+            hint=f"write '{bare}GiB' for {bare} GiB reserved, or, for vLLM's gpu-memory-utilization {bare}"
+            f" (the engine uses {bare} of HBM), write the reserve as a percentage: '{_rest_pct(bare)}'",
+        )
     fixed, frac = 0.0, 0.0
     for part in [p.strip() for p in text.replace(" ", "").split("+") if p.strip()]:
         if part.endswith("%"):
