@@ -50,3 +50,17 @@ def test_completion_offers_profile_names(cli):
     assert "helios" in _complete(cli, "mi400plan rack hel")
     fabrics = _complete(cli, "mi400plan comm all-reduce --fabric xgmi")
     assert fabrics and all(f.startswith("xgmi") for f in fabrics)
+
+
+@pytest.mark.parametrize("args", [[], ["--help"], ["-h"]])
+def test_root_help_from_the_light_app_is_the_full_help(args):
+    """The root help is printed from stubs of the commands (fast start-up); it must read exactly as
+    the help of the app with every command built."""
+    from typer.testing import CliRunner
+
+    from mi400plan.cli import app, help_app
+
+    full = CliRunner().invoke(app, args, prog_name="mi400plan")
+    light = CliRunner().invoke(help_app(app), args, prog_name="mi400plan")
+    assert light.stdout == full.stdout and "Commands:" in full.stdout and "profiles" in full.stdout
+    assert light.exit_code == full.exit_code

@@ -33,6 +33,32 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _noop() -> None:
+    """Stands in for a command's function when only its name and help are shown."""
+
+
+def help_app(full: Any) -> Any:
+    """A copy of ``full`` whose commands keep their names and help but take no parameters: the root
+    ``--help`` lists the commands, and typer would otherwise build every one of them (reading each
+    function's signature and evaluating its annotations) only to print its first line."""
+    import copy
+    import inspect
+
+    light = copy.copy(full)
+    light.registered_commands = []
+    for info in full.registered_commands:
+        stub = copy.copy(info)
+        stub.help = info.help if info.help is not None else inspect.getdoc(info.callback)
+        stub.callback = _noop
+        light.registered_commands.append(stub)
+    light.registered_groups = []
+    for group in full.registered_groups:
+        stub_group = copy.copy(group)
+        stub_group.typer_instance = help_app(group.typer_instance)
+        light.registered_groups.append(stub_group)
+    return light
+
+
 def _command_of(argv: list[str]) -> str | None:
     """The command a command line runs, when it names one (else every command is needed: root help,
     an unknown or misspelt command, shell completion)."""
@@ -92,6 +118,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args = list(sys.argv[1:] if argv is None else argv)
     app = _register(_command_of(args))
+    if args in ([], ["-h"], ["--help"]) and not any(k.endswith("_COMPLETE") for k in os.environ):
+        app = help_app(app)
     if not _wants_json(args):
         app(args=args)
         return
