@@ -62,5 +62,5 @@ def test_root_help_from_the_light_app_is_the_full_help(args):
 
     full = CliRunner().invoke(app, args, prog_name="mi400plan")
     light = CliRunner().invoke(help_app(app), args, prog_name="mi400plan")
-    assert light.stdout == full.stdout and "Commands:" in full.stdout and "profiles" in full.stdout
+    assert light.output == full.output and "Commands:" in full.output and "profiles" in full.output
     assert light.exit_code == full.exit_code
