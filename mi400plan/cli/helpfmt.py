@@ -64,6 +64,7 @@ class PlannerCommand(TyperCommand):
         super().__init__(*args, **kwargs)
         for param in self.params:
             _plain_metavar(param)
+            _skip_coercing_absent(param)
             completer = _completer_for(self.name or "", param)
             if completer is not None:
                 param._custom_shell_complete = completer  # click's hook for a parameter's completions
@@ -91,6 +92,21 @@ class PlannerCommand(TyperCommand):
         if example:
             with formatter.section("Example"):
                 formatter.write_text(example)
+
+
+def _skip_coercing_absent(param: Any) -> None:
+    """An option left out (value None) is None: typer >= 0.29 would still build a pydantic
+    TypeAdapter for it at every start, one per option, only to pass None through."""
+    if getattr(param, "type_descriptor", None) is None or param.required:
+        return
+    original = param.process_value
+
+    def process_value(ctx: Any, value: Any) -> Any:
+        if value is None and param.callback is None:
+            return None
+        return original(ctx, value)
+
+    param.process_value = process_value
 
 
 _TYPE_METAVAR = {"integer": "N", "integer range": "N", "float": "NUM", "float range": "NUM", "path": "PATH"}

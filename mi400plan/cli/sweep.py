@@ -181,7 +181,10 @@ def cmd(
                 overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
                 overlap_cp=overlap_cp, split_embedding_loss=split_embedding_loss, grad_dtype=grad_dtype, pins=pins, save=str(save) if save else None, progress=cb,
                 ranges=not no_ranges, overwrite=force, site=site,
-                pareto=pareto, cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
+                pareto=pareto,
+                # The cost model is imported only when a flag changes it (or --tokens asks for it).
+                cost_overrides=None if (electricity_price, pue, gpu_load, grid_intensity) == (None,) * 4
+                else site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
                 **recipe_flags(recipe=recipe, optimizer=optimizer, flash_attention=flash, dropout=dropout,
                                reserve=reserve, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
                                vocab_divisible_by=vocab_divisible_by, uneven_pp=uneven_pp, overlap_dp=overlap_dp),
