@@ -101,6 +101,30 @@ class UnitError(ValueError):
     """A quantity string could not be parsed; the message says what was expected."""
 
 
+_MAX_TEXT = 64  # a quantity longer than this is not a quantity (and int() of 5,000 digits raises)
+
+
+def _finite(value: float, text: str, what: str) -> float:
+    """``value`` if finite and not negative, else UnitError: ``1e999`` is not a {what}."""
+    if not math.isfinite(value):
+        raise UnitError(f"{what} {_clip(text)!r} is not a finite number")
+    if value < 0:
+        raise UnitError(f"{what} {_clip(text)!r} is negative")
+    return value
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
+
+
+def _text(text: object, what: str) -> str:
+    """The stripped text of a quantity, refused when absurdly long (before any regex or int())."""
+    t = str(text).strip()
+    if len(t) > _MAX_TEXT:
+        raise UnitError(f"cannot read {what} {_clip(t)!r}: too long")
+    return t
+
+
 def parse_size(text: str) -> int:
     """Parse a byte size such as ``32MB`` (32e6 B), ``32MiB`` (32 * 2**20 B) or ``4096`` (bytes).
 
@@ -108,7 +132,7 @@ def parse_size(text: str) -> int:
     prefix followed by a lowercase ``b`` (``32Mb``, ``4gb``) is refused as ambiguous: in networking
     it means bits, and a size here is always bytes.
     """
-    m = re.fullmatch(_NUM + r"\s*([A-Za-z]*)", text.strip())
+    m = re.fullmatch(_NUM + r"\s*([A-Za-z]*)", _text(text, "size"))
     if not m:
         raise UnitError(f"cannot read size {text!r}: expected a number and a unit such as 32MB, 32MiB or 1GiB")
     value, unit = float(m.group(1)), m.group(2).lower() or "b"
@@ -123,9 +147,7 @@ def parse_size(text: str) -> int:
             f"unknown size unit {m.group(2)!r} in {text!r}: use B, KB/MB/GB/TB (powers of 1000) "
             "or KiB/MiB/GiB/TiB (powers of 1024)"
         )
-    size = value * _SIZE_UNITS[unit]
-    if size < 0:
-        raise UnitError(f"size {text!r} is negative")
+    size = _finite(value * _SIZE_UNITS[unit], text, "size")
     return int(round(size))
 
 
@@ -154,29 +176,29 @@ def parse_rate(text: str) -> float:
     The case of ``b`` decides bits vs bytes. The rate is whatever direction the caller means;
     the planner's flags document it as per direction.
     """
-    m = re.fullmatch(_NUM + r"\s*([A-Za-zµ/]+)", text.strip())
+    m = re.fullmatch(_NUM + r"\s*([A-Za-zµ/]+)", _text(text, "bandwidth"))
     if not m or m.group(2) not in _RATE_UNITS:
         raise UnitError(
             f"cannot read bandwidth {text!r}: expected e.g. 400Gb/s (bits) or 50GB/s (bytes), "
             "per direction"
         )
-    return float(m.group(1)) * _RATE_UNITS[m.group(2)]
+    return _finite(float(m.group(1)) * _RATE_UNITS[m.group(2)], text, "bandwidth")
 
 
 def parse_duration(text: str) -> float:
     """Parse a time such as ``2us``, ``1.5ms`` or ``3s`` into seconds."""
-    m = re.fullmatch(_NUM + r"\s*([a-zµ]+)", text.strip())
+    m = re.fullmatch(_NUM + r"\s*([a-zµ]+)", _text(text, "time"))
     if not m or m.group(2) not in _TIME_UNITS:
-        raise UnitError(f"cannot read time {text!r}: expected a number with ns, us, ms or s")
-    return float(m.group(1)) * _TIME_UNITS[m.group(2)]
+        raise UnitError(f"cannot read time {_clip(text)!r}: expected a number with ns, us, ms or s")
+    return _finite(float(m.group(1)) * _TIME_UNITS[m.group(2)], text, "time")
 
 
 def parse_count(text: str) -> float:
     """Parse a count with a decimal suffix: ``15T`` = 1.5e13, ``128M`` = 1.28e8, ``4096``."""
-    m = re.fullmatch(_NUM + r"\s*([kKMGBT]?)", text.strip())
+    m = re.fullmatch(_NUM + r"\s*([kKMGBT]?)", _text(text, "count"))
     if not m:
-        raise UnitError(f"cannot read count {text!r}: expected a number with an optional k/M/B/T suffix")
-    return float(m.group(1)) * _COUNT_SUFFIX[m.group(2)]
+        raise UnitError(f"cannot read count {_clip(text)!r}: expected a number with an optional k/M/B/T suffix")
+    return _finite(float(m.group(1)) * _COUNT_SUFFIX[m.group(2)], text, "count")
 
 
 def parse_seq_len(text: str) -> int:
@@ -186,7 +208,7 @@ def parse_seq_len(text: str) -> int:
     ``max_position_embeddings``), so k/K/Ki are 1024 here and M/Mi are 1024^2; a decimal count is
     given as a plain integer.
     """
-    m = re.fullmatch(r"\s*(\d+)\s*(?:(k|K|Ki)|(M|Mi))?\s*", text)
+    m = re.fullmatch(r"\s*(\d+)\s*(?:(k|K|Ki)|(M|Mi))?\s*", _text(text, "sequence length"))
     if not m:
         raise UnitError(f"cannot read sequence length {text!r}: expected tokens as an integer or with k/K "
                         "(x 1024) or M (x 1024^2), e.g. 8192, 32k, 128K, 1M")

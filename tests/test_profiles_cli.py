@@ -150,7 +150,8 @@ def test_validate_bad_file_reports_line(cli, tmp_path, write_profile):
     rj = cli(["profiles", "validate", str(p), "--json"])
     assert rj.exit_code == 3
     env = _json(rj)
-    assert env["status"] == "ok"  # the command ran; failures are in data and the exit code
+    assert env["status"] == "error"  # a failed validation is a failed request (README: envelope)
+    assert env["errors"] and env["errors"][0]["code"] == "bad_profile"
     assert env["data"]["failed"] == 1
     issue = env["data"]["rows"][0]["issues"][0]
     assert issue["line"] == 3 and issue["path"] == str(p)

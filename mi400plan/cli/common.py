@@ -108,9 +108,15 @@ def seq_tokens(text: str | None) -> int | None:
     from mi400plan.units import UnitError, parse_seq_len
 
     try:
-        return parse_seq_len(text)
+        tokens = parse_seq_len(text)
     except UnitError as exc:
         raise typer.BadParameter(str(exc), param_hint="--seq") from None
+    if not 1 <= tokens <= SEQ_MAX_TOKENS:
+        raise typer.BadParameter(f"{text!r} must be 1 to {SEQ_MAX_TOKENS:,} tokens", param_hint="--seq")
+    return tokens
+
+
+SEQ_MAX_TOKENS = 2**27  # 128 Mi tokens: 10x the longest context any model card states
 
 
 def refuse_inapplicable(mode: str, given: dict[str, object], applies: str) -> None:
@@ -166,11 +172,13 @@ def run(
     and the picture is written before the result is printed (a failed plot prints no result).
     """
     try:
+        _check_flags()
         if plot is not None:
             from mi400plan.render.plot import check_target
 
             check_target(plot, force)
         result = compute()
+        _check_result(result)
     except PlannerError as exc:
         fail(command, fmt, exc)
         return  # unreachable; fail() exits
@@ -188,6 +196,26 @@ def run(
     if check and result.check_failed():
         raise typer.Exit(ExitCode.CHECK_FAILED)
     raise typer.Exit(ExitCode.OK)
+
+
+def _check_flags() -> None:
+    """Every numeric flag of the running command against its domain (mi400plan.cli.flags)."""
+    from typer._click.globals import get_current_context
+
+    from mi400plan.cli.flags import check_flags
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return
+    opts = {p.name: (p.opts[0] if p.opts else p.name) for p in ctx.command.params if p.name}
+    check_flags(ctx.params, opts, ctx.info_name or "")
+
+
+def _check_result(result: Result) -> None:
+    """The core's promise: no NaN or infinity in any number of a result (an internal error if broken)."""
+    from mi400plan.results.invariants import check_finite
+
+    check_finite(result)
 
 
 def _unexpected(command: str, fmt: OutputFormat, exc: Exception) -> None:

@@ -107,8 +107,8 @@ def validate_cmd(
     """Check profile files: TOML syntax, fields, name vs file name, and each kind's consistency rules.
 
     A file's kind comes from its directory name (accelerators/, fabrics/, racks/, models/) or --kind.
-    Exit code 3 if any file has a problem; with --json the envelope's status stays "ok" and
-    data.failed / data.rows[].issues list the problems.
+    Exit code 3 if any file has a problem; with --json the envelope's status is then "error", its
+    errors list the problems, and data.failed / data.rows[].issues say which files have them.
     """
     f = pick_format(json_, fmt)
     outcome: dict[str, bool] = {}

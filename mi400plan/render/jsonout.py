@@ -10,7 +10,9 @@ from mi400plan.results.common import Envelope, ErrorItem, Result
 
 
 def envelope_for(command: str, result: Result) -> Envelope:
-    return Envelope(command=command, status="ok", data=result.model_dump(mode="json"), errors=[])
+    errors = [ErrorItem(code=code, message=message) for code, message in result.request_errors()]
+    status = "error" if errors else "ok"
+    return Envelope(command=command, status=status, data=result.model_dump(mode="json"), errors=errors)
 
 
 def error_envelope(command: str, exc: PlannerError | Exception) -> Envelope:

@@ -47,6 +47,11 @@ class Result(OutModel):
     def check_failed(self) -> bool:
         return False
 
+    def request_errors(self) -> list[tuple[str, str]]:
+        """(code, message) of each failure that makes the request itself fail (exit 3): the JSON
+        envelope then has ``"status": "error"`` with these in ``errors`` and the result in ``data``."""
+        return []
+
     def csv_rows(self) -> list[dict[str, Any]]:
         """Rows for ``--format csv``: the same fields as ``data.rows`` in JSON, flattened."""
         rows = getattr(self, "rows", None)

@@ -156,8 +156,8 @@ class ValidateRow(OutModel):
 
 
 class ProfilesValidate(Result):
-    """``failed > 0`` makes the command exit 3 (the envelope's ``status`` stays "ok": the
-    command ran; ``data.failed`` and the exit code say the profiles are not valid)."""
+    """``failed > 0`` makes the command exit 3 and the envelope's ``status`` "error", with one
+    ``errors`` item per problem; ``data`` still lists every file checked."""
 
     command = "profiles"
     action: Literal["validate"] = "validate"
@@ -167,3 +167,6 @@ class ProfilesValidate(Result):
 
     def check_failed(self) -> bool:
         return self.failed > 0
+
+    def request_errors(self) -> list[tuple[str, str]]:
+        return [("bad_profile", issue.message) for row in self.rows for issue in row.issues]

@@ -232,7 +232,7 @@ class Accelerator(ProfileBase):
     vendor: str
     architecture: str | None = None
     form_factor: str | None = None
-    year: int | None = None
+    year: int | None = Field(default=None, ge=1990, le=2100)
     silicon: AcceleratorSilicon = Field(default_factory=AcceleratorSilicon)
     memory: AcceleratorMemory
     compute: AcceleratorCompute = Field(default_factory=AcceleratorCompute)

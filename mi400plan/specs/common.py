@@ -28,7 +28,7 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
 
 from mi400plan.errors import MissingValueError
 
@@ -58,6 +58,30 @@ class StrictModel(BaseModel):
     # defer_build: a model's validator is built on first use, so a command pays only for the specs it reads.
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, defer_build=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        """TOML ``true`` is not the number 1: a boolean in a numeric field is an error naming the field."""
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if isinstance(value, bool) and isinstance(key, str) and not _admits_bool(cls, key):
+                    raise ValueError(f"{key} must be a number, got the boolean {str(value).lower()}")
+        return data
+
+
+def _admits_bool(cls: type[BaseModel], key: str) -> bool:
+    """Whether field ``key`` of ``cls`` is typed to hold a bool (unknown keys are left to extra=forbid)."""
+    info = cls.model_fields.get(key)
+    if info is None:
+        info = next((f for f in cls.model_fields.values() if f.alias == key), None)
+    return info is None or _has_bool(info.annotation)
+
+
+def _has_bool(annotation: Any) -> bool:
+    from typing import get_args
+
+    return annotation is bool or annotation is Any or any(_has_bool(a) for a in get_args(annotation))
+
 
 def _norm_status(v: Any) -> Any:
     if isinstance(v, str):
@@ -82,6 +106,10 @@ class Estimate(StrictModel):
     def _coerce(cls, data: Any) -> Any:
         if isinstance(data, dict):
             data = dict(data)
+            for key in ("nominal", "low", "high"):
+                value = data.get(key)
+                if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                    raise ValueError(f"{key} must be a number, got {type(value).__name__} {_short(value)}")
             if "status" in data:
                 data["status"] = _norm_status(data["status"])
             if isinstance(data.get("source"), str):
@@ -184,8 +212,49 @@ def _coerce_estimate(v: Any) -> Any:
     return v
 
 
-Est = Annotated[Estimate, BeforeValidator(_coerce_estimate)]
-"""Field type for a number in a profile: plain number, estimate table, or "n/d"."""
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# A number no hardware, model or price figure reaches: past it a value is a typo or an attack.
+PLAUSIBLE_MAX = 1e12
+
+
+def _domain_check(lo: float, hi: float, lo_open: bool) -> Any:
+    def check(est: Estimate, info: ValidationInfo) -> Estimate:
+        for x in (est.nominal, est.low, est.high):
+            if x is None:
+                continue
+            if (x <= lo if lo_open else x < lo) or x > hi:
+                name = info.field_name or "value"
+                raise ValueError(f"{name} must be in {domain_text(lo, hi, lo_open)}")
+        return est
+
+    return check
+
+
+def domain_text(lo: float, hi: float, lo_open: bool) -> str:
+    """``(0, 1e+12]``: the interval a profile number must lie in, as the README lists it."""
+    return f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+
+
+def est_in(lo: float = 0.0, hi: float = PLAUSIBLE_MAX, lo_open: bool = True) -> Any:
+    """Field type of a profile number whose nominal, low and high lie in ``lo..hi`` (finite always)."""
+    return Annotated[Estimate, BeforeValidator(_coerce_estimate), AfterValidator(_domain_check(lo, hi, lo_open))]
+
+
+Est = est_in()
+"""Field type for a number in a profile: plain number, estimate table, or "n/d"; positive, finite,
+at most PLAUSIBLE_MAX (the default domain of a profile number)."""
+Fraction = est_in(0.0, 1.0, lo_open=False)
+"""A fraction in [0, 1] (liquid fraction, cost of capital)."""
+PosFraction = est_in(0.0, 1.0)
+"""A fraction in (0, 1] that multiplies a rate (efficiencies, power factor, GPU load)."""
+NonNeg = est_in(0.0, PLAUSIBLE_MAX, lo_open=False)
+"""A quantity that may be zero (a price, an overhead, an intensity)."""
+Latency = est_in(0.0, 1e6, lo_open=False)
+"""A per-step or per-kernel latency in microseconds, [0, 1e6] (one second)."""
 
 ND = Estimate(status="not_disclosed")
 

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from mi400plan.specs.common import Est, Estimate, ProfileBase, StrictModel
+from mi400plan.specs.common import Est, Estimate, Fraction, NonNeg, PosFraction, ProfileBase, StrictModel, est_in
 
 # ISO 4217 codes the planner accepts. Figures are never converted between them.
 CURRENCIES = frozenset({"USD", "EUR", "GBP", "JPY", "CNY", "KRW", "TWD", "CAD", "AUD", "CHF", "INR", "SGD"})
@@ -50,8 +50,8 @@ class SystemCost(StrictModel):
 
     sku: str  # accelerator profile name
     rack: str | None = None  # rack profile whose wall power the GPUs draw; None: wall_power_per_gpu_w
-    server_capex_per_gpu: Est  # servers / rack with GPUs, hosts, scale-up switches; per GPU
-    network_capex_per_gpu: Est | None = None  # scale-out network per GPU; None: the site's default
+    server_capex_per_gpu: NonNeg  # servers / rack with GPUs, hosts, scale-up switches; per GPU
+    network_capex_per_gpu: NonNeg | None = None  # scale-out network per GPU; None: the site's default
     network_included: bool = False  # the capex figure already includes the scale-out network
     wall_power_per_gpu_w: Est | None = None  # system wall power per GPU at full load, W (no rack profile)
     note: str | None = None
@@ -72,17 +72,17 @@ class SiteCost(StrictModel):
     """Owning and running GPUs at one site."""
 
     depreciation_years: Est  # server and network life, years
-    cost_of_capital: Est  # fraction per year (0.10 = 10%)
+    cost_of_capital: Fraction  # fraction per year (0.10 = 10%)
     electricity_price_per_kwh: Est
-    pue: Est  # total facility energy / IT energy, >= 1
+    pue: est_in(1.0, 10.0, lo_open=False)  # total facility energy / IT energy, >= 1
     facility: Literal["owned", "colocation"] = "owned"
-    facility_capex_per_mw: Est  # per MW of critical IT power (owned facility)
+    facility_capex_per_mw: NonNeg  # per MW of critical IT power (owned facility)
     facility_life_years: Est  # owned facility life, years
-    operating_cost_per_kw_month: Est  # owned facility O&M per kW of critical IT per month
+    operating_cost_per_kw_month: NonNeg  # owned facility O&M per kW of critical IT per month
     colocation_per_kw_month: Est  # colocation rent per kW of critical IT per month (covers the facility)
-    network_capex_per_gpu: Est  # scale-out network per GPU when a system does not state its own
-    gpu_load: Est  # average GPU power / TDP while running
-    grid_kg_co2e_per_kwh: Est  # grid carbon intensity, kg CO2e per kWh drawn
+    network_capex_per_gpu: NonNeg  # scale-out network per GPU when a system does not state its own
+    gpu_load: PosFraction  # average GPU power / TDP while running
+    grid_kg_co2e_per_kwh: est_in(0.0, 10.0, lo_open=False)  # grid carbon intensity, kg CO2e per kWh drawn
 
     @model_validator(mode="after")
     def _check(self) -> "SiteCost":

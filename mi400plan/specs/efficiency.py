@@ -22,18 +22,18 @@ How ``sweep`` uses them (``mi400plan/search.py``):
 
 from __future__ import annotations
 
-from mi400plan.specs.common import ND, Est, Estimate, StrictModel
+from mi400plan.specs.common import ND, Est, Estimate, Latency, PosFraction, StrictModel
 
 # Precisions a training matmul can run at in ``sweep`` (dense peaks; 2:4 sparsity is not used).
 TRAIN_PRECISIONS = ("bf16", "fp8")
 
 
 class Efficiency(StrictModel):
-    matmul_bf16: Est = ND  # achievable fraction of dense BF16 peak on large GEMMs
-    matmul_fp8: Est = ND  # achievable fraction of dense FP8 peak on large GEMMs
-    hbm_bandwidth: Est = ND  # achievable fraction of HBM peak for streaming kernels
-    gemm_overhead_us: Est = ND  # fixed cost per GEMM kernel, microseconds (small-GEMM falloff)
-    attention: Est = ND  # flash-attention fraction of the dense BF16 peak (causal work actually done)
+    matmul_bf16: PosFraction = ND  # achievable fraction of dense BF16 peak on large GEMMs
+    matmul_fp8: PosFraction = ND  # achievable fraction of dense FP8 peak on large GEMMs
+    hbm_bandwidth: PosFraction = ND  # achievable fraction of HBM peak for streaming kernels
+    gemm_overhead_us: Latency = ND  # fixed cost per GEMM kernel, microseconds (small-GEMM falloff)
+    attention: PosFraction = ND  # flash-attention fraction of the dense BF16 peak (causal work actually done)
 
     def matmul(self, precision: str) -> Estimate:
         """The matmul efficiency estimate for ``precision`` (``bf16``/``fp16`` or ``fp8``)."""

@@ -13,12 +13,15 @@ tie them together (links x per-link rate, lanes x lane rate, ASICs x ASIC capaci
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from mi400plan.specs.common import ND, Est, Estimate, ProfileBase, StrictModel
+from mi400plan.specs.common import ND, Est, Estimate, Latency, PosFraction, ProfileBase, StrictModel
 from mi400plan.units import GB_PER_S, US
+
+# One torus dimension: 1 to 4,096 chips (TPU v5p pods are 16 x 20 x 28); at most 8 dimensions.
+TorusDim = Annotated[int, Field(ge=1, le=4096)]
 
 Topology = Literal["switched", "full_mesh", "p2p_mesh", "ring", "torus"]
 TierKind = Literal["scale_up", "scale_out"]
@@ -53,8 +56,8 @@ class TorusSlice(StrictModel):
     see ``mi400plan.comms.torus_slice``.
     """
 
-    shape: list[int]
-    wrap: list[bool]
+    shape: list[TorusDim] = Field(min_length=1, max_length=8)
+    wrap: list[bool] = Field(max_length=8)
     source: list[str] = Field(default_factory=list)
     note: str | None = None
 
@@ -83,9 +86,9 @@ class Fabric(ProfileBase):
     vendor: str | None = None
     technology: str | None = None
     topology: Topology
-    torus_dims: list[int] | None = None  # GPUs along each torus dimension (torus only)
-    torus_unit_dims: list[int] | None = None  # smallest rewirable block (e.g. a 4x4x4 TPU cube)
-    torus_slices: list[TorusSlice] | None = None  # slice shapes groups get (torus only); see TorusSlice
+    torus_dims: list[TorusDim] | None = Field(default=None, min_length=1, max_length=8)  # GPUs along each torus dimension (torus only)
+    torus_unit_dims: list[TorusDim] | None = Field(default=None, min_length=1, max_length=8)  # smallest rewirable block (e.g. a 4x4x4 TPU cube)
+    torus_slices: list[TorusSlice] | None = Field(default=None, max_length=256)  # slice shapes groups get (torus only); see TorusSlice
     domain_size: Est  # GPUs in one domain; for scale-out the largest cluster the network builds
 
     links_per_gpu: Est = ND
@@ -100,8 +103,8 @@ class Fabric(ProfileBase):
     bw_per_gpu_bidir_gb_per_s: Est = ND
     bidir_converted: bool = False  # true when the per-dir figure was derived by halving a bidir quote
 
-    hop_latency_us: Est = ND  # alpha: one message step between two GPUs on this tier, microseconds
-    efficiency: Est = ND  # achievable fraction of the per-direction bandwidth for large transfers
+    hop_latency_us: Latency = ND  # alpha: one message step between two GPUs on this tier, microseconds
+    efficiency: PosFraction = ND  # achievable fraction of the per-direction bandwidth for large transfers
 
     switch: SwitchPlane | None = None
     conflicts: list[Conflict] = Field(default_factory=list)
@@ -113,6 +116,8 @@ class Fabric(ProfileBase):
                 raise ValueError("a torus needs torus_dims (GPUs along each dimension)")
             if any(d < 2 for d in self.torus_dims):
                 raise ValueError("every torus dimension needs at least 2 GPUs")
+            if math.prod(self.torus_dims) > 2**24:
+                raise ValueError(f"torus_dims {self.torus_dims} make more than 2**24 GPUs; not a plausible pod")
         elif self.torus_dims is not None:
             raise ValueError("torus_dims is only meaningful for topology = 'torus'")
         if self.torus_slices is not None:

@@ -22,18 +22,18 @@ class Attention(StrictModel):
     """
 
     kind: Literal["gqa", "mla"] = "gqa"
-    num_heads: int = Field(gt=0)
-    num_kv_heads: int | None = Field(default=None, gt=0)  # None: = num_heads (MHA); MLA: unused
-    head_dim: int | None = Field(default=None, gt=0)  # None: hidden_size // num_heads
+    num_heads: int = Field(gt=0, le=2**16)
+    num_kv_heads: int | None = Field(default=None, gt=0, le=2**16)  # None: = num_heads (MHA); MLA: unused
+    head_dim: int | None = Field(default=None, gt=0, le=2**14)  # None: hidden_size // num_heads
     qkv_bias: bool = False  # biases on the Q/K/V projections only (Qwen2); linear_bias implies it
     # Per-head RMSNorm (weight of head_dim, shared by all heads) on queries and keys: Qwen3, OLMo-2 style.
     qk_norm: bool = False
     # MLA only
-    q_lora_rank: int | None = Field(default=None, gt=0)
-    kv_lora_rank: int | None = Field(default=None, gt=0)
-    qk_nope_head_dim: int | None = Field(default=None, gt=0)
-    qk_rope_head_dim: int | None = Field(default=None, gt=0)
-    v_head_dim: int | None = Field(default=None, gt=0)
+    q_lora_rank: int | None = Field(default=None, gt=0, le=2**20)
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=2**20)
+    qk_nope_head_dim: int | None = Field(default=None, gt=0, le=2**14)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=2**14)
+    v_head_dim: int | None = Field(default=None, gt=0, le=2**14)
 
     @model_validator(mode="after")
     def _check(self) -> "Attention":
@@ -61,13 +61,13 @@ class Attention(StrictModel):
 class MoE(StrictModel):
     """Mixture-of-experts FFN (GShard / Switch / DeepSeekMoE vocabulary)."""
 
-    num_experts: int = Field(gt=0)  # routed experts per MoE layer
-    top_k: int = Field(gt=0)  # routed experts per token
-    expert_ffn_dim: int = Field(gt=0)  # intermediate size of one routed expert
-    num_shared_experts: int = Field(default=0, ge=0)
-    shared_expert_ffn_dim: int | None = Field(default=None, gt=0)  # per shared expert; None: expert_ffn_dim
-    first_k_dense: int = Field(default=0, ge=0)  # leading layers with a dense FFN (DeepSeek-V3: 3)
-    layer_freq: int = Field(default=1, gt=0)  # every n-th layer (after first_k_dense) is MoE
+    num_experts: int = Field(gt=0, le=2**16)  # routed experts per MoE layer
+    top_k: int = Field(gt=0, le=2**10)  # routed experts per token
+    expert_ffn_dim: int = Field(gt=0, le=2**22)  # intermediate size of one routed expert
+    num_shared_experts: int = Field(default=0, ge=0, le=2**10)
+    shared_expert_ffn_dim: int | None = Field(default=None, gt=0, le=2**22)  # per shared expert; None: expert_ffn_dim
+    first_k_dense: int = Field(default=0, ge=0, le=2**14)  # leading layers with a dense FFN (DeepSeek-V3: 3)
+    layer_freq: int = Field(default=1, gt=0, le=2**14)  # every n-th layer (after first_k_dense) is MoE
     # A per-expert bias on the router scores. DeepSeek-V3's ``e_score_correction_bias`` (one value per
     # routed expert, adjusted by the auxiliary-loss-free balancing rule rather than by gradients) is
     # stored in the checkpoint; profiles set router_bias = true for it and it is counted as a router
@@ -86,16 +86,16 @@ class MoE(StrictModel):
 
 class ModelSpec(ProfileBase):
     family: str | None = None
-    hidden_size: int = Field(gt=0)
-    num_layers: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    ffn_dim: int = Field(gt=0)  # intermediate size of the dense FFN
+    hidden_size: int = Field(gt=0, le=2**20)
+    num_layers: int = Field(gt=0, le=2**14)
+    vocab_size: int = Field(gt=0, le=2**24)
+    ffn_dim: int = Field(gt=0, le=2**22)  # intermediate size of the dense FFN
     ffn_kind: Literal["swiglu", "gelu"] = "swiglu"  # swiglu: 3 matrices; gelu: 2
     linear_bias: bool = False  # biases on attention and MLP projections (GPT-3: yes)
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
     tie_embeddings: bool = False
     position_embedding: Literal["rope", "learned"] = "rope"
-    max_seq_len: int = Field(default=8192, gt=0)
+    max_seq_len: int = Field(default=8192, gt=0, le=2**27)
     attention: Attention
     moe: MoE | None = None
     # Published counts, for checking the architecture arithmetic (billions of parameters).

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from mi400plan.specs.common import ND, Est, Estimate, ProfileBase, StrictModel
+from mi400plan.specs.common import ND, Est, Estimate, Fraction, NonNeg, PosFraction, ProfileBase, StrictModel, est_in
 
 ComponentKind = Literal[
     "gpu", "cpu", "dimm", "nic", "dpu", "drive", "fan", "switch_asic", "board", "memory", "other"
@@ -42,9 +42,9 @@ class Component(StrictModel):
 
     kind: ComponentKind
     name: str
-    count: int = Field(ge=0)
-    power_w: Est | None = None  # per item, W; required except for GPUs (taken from the SKU TDP)
-    liquid_fraction: Est = Field(default_factory=lambda: Estimate.exact(0.0, "assumed"))
+    count: int = Field(ge=0, le=10**5)
+    power_w: NonNeg | None = None  # per item, W; required except for GPUs (taken from the SKU TDP)
+    liquid_fraction: Fraction = Field(default_factory=lambda: Estimate.exact(0.0, "assumed"))
     note: str | None = None
 
     @model_validator(mode="after")
@@ -60,8 +60,8 @@ class Tray(StrictModel):
 
     name: str
     role: TrayRole = "compute"
-    count: int = Field(ge=0)
-    height_u: float | None = None  # rack units (OU or U), descriptive
+    count: int = Field(ge=0, le=10**5)
+    height_u: float | None = Field(default=None, gt=0, le=100)  # rack units (OU or U), descriptive
     components: list[Component] = Field(default_factory=list)
 
     @property
@@ -87,13 +87,13 @@ class PowerShelves(StrictModel):
     (half the PSUs are spares).
     """
 
-    shelves: int = Field(ge=1)
-    psus_per_shelf: int = Field(ge=1)
+    shelves: int = Field(ge=1, le=10**3)
+    psus_per_shelf: int = Field(ge=1, le=10**3)
     psu_rating_w: Est  # DC output rating per PSU, W
-    psu_efficiency: Est  # AC in -> DC out, 0..1
+    psu_efficiency: PosFraction  # AC in -> DC out, 0..1
     redundancy: PsuRedundancy = "N+1"
-    dc_distribution_efficiency: Est = Field(default_factory=lambda: Estimate.exact(1.0, "assumed"))
-    output_voltage_v: float | None = None  # busbar voltage, descriptive
+    dc_distribution_efficiency: PosFraction = Field(default_factory=lambda: Estimate.exact(1.0, "assumed"))
+    output_voltage_v: float | None = Field(default=None, gt=0, le=1e5)  # busbar voltage, descriptive
     note: str | None = None
 
     @model_validator(mode="after")
@@ -125,11 +125,11 @@ FeedRedundancy = Literal["N", "2N"]
 class Feeds(StrictModel):
     """Facility feeds to the rack. ``voltage_v`` is line-to-line for three-phase."""
 
-    count: int = Field(ge=1)
-    voltage_v: float = Field(gt=0)
+    count: int = Field(ge=1, le=10**3)
+    voltage_v: float = Field(gt=0, le=1e5)
     phases: Literal[1, 3] = 3
-    current_a: float = Field(gt=0)  # breaker / circuit rating, A
-    power_factor: Est = Field(default_factory=lambda: Estimate.exact(1.0, "assumed"))
+    current_a: float = Field(gt=0, le=1e5)  # breaker / circuit rating, A
+    power_factor: PosFraction = Field(default_factory=lambda: Estimate.exact(1.0, "assumed"))
     redundancy: FeedRedundancy = "2N"  # A/B feeds: one side must carry the whole rack
     status: str = "assumed"  # where this feed plan comes from
     source: list[str] = Field(default_factory=list)
@@ -149,10 +149,10 @@ class Cooling(StrictModel):
     """Coolant and air temperatures (degC / K). Liquid capture is per component."""
 
     method: Literal["liquid", "air", "hybrid"] = "liquid"
-    coolant_supply_c: Est | None = None  # facility / CDU secondary supply, degC
-    coolant_delta_t_k: Est = Field(default_factory=lambda: Estimate.exact(10.0, "assumed"))
-    air_delta_t_k: Est = Field(default_factory=lambda: Estimate.exact(15.0, "assumed"))
-    conversion_loss_liquid_fraction: Est = Field(default_factory=lambda: Estimate.exact(0.0, "assumed"))
+    coolant_supply_c: est_in(-50.0, 150.0, lo_open=False) | None = None  # facility / CDU secondary supply, degC
+    coolant_delta_t_k: est_in(0.0, 200.0) = Field(default_factory=lambda: Estimate.exact(10.0, "assumed"))
+    air_delta_t_k: est_in(0.0, 200.0) = Field(default_factory=lambda: Estimate.exact(15.0, "assumed"))
+    conversion_loss_liquid_fraction: Fraction = Field(default_factory=lambda: Estimate.exact(0.0, "assumed"))
     note: str | None = None
 
     @model_validator(mode="after")
@@ -218,11 +218,11 @@ class Rack(ProfileBase):
     sku: str  # accelerator profile name
     variant_of: str | None = None  # another rack profile this one is a variant of
     form_factor: str | None = None
-    gpus: int = Field(ge=1)  # declared; must equal the sum over trays
-    cpus: int | None = None  # declared; checked if given
-    switch_asics: int | None = None  # declared scale-up switch ASICs; checked if given
-    scale_up_world: int | None = None  # GPUs in one scale-up domain
-    racks_per_domain: int = Field(default=1, ge=1)  # IFoE128: one domain spans 2 racks; a profile is one rack
+    gpus: int = Field(ge=1, le=10**5)  # declared; must equal the sum over trays
+    cpus: int | None = Field(default=None, ge=0, le=10**5)  # declared; checked if given
+    switch_asics: int | None = Field(default=None, ge=0, le=10**5)  # declared scale-up switch ASICs; checked if given
+    scale_up_world: int | None = Field(default=None, ge=1, le=10**6)  # GPUs in one scale-up domain
+    racks_per_domain: int = Field(default=1, ge=1, le=10**3)  # IFoE128: one domain spans 2 racks; a profile is one rack
     trays: list[Tray]
     power: PowerShelves
     feeds: Feeds

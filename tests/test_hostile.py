@@ -1,0 +1,133 @@
+"""Hostile and malformed input (issue 12): one regression test per class of the reproducers.
+
+Each bad input ends with a clear message naming the flag, file or field and the documented exit
+code (2 usage, 3 profile or file), never exit 1, a traceback, a hang or a printed NaN/inf.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mi400plan.cli import main
+
+# Class 5: command-line numbers. (argv, the flag the message must name.)
+FLAG_CASES = [
+    (["comm", "all-reduce", "--size", "1e999", "--group", "8", "--sku", "mi300x"], "--size"),
+    (["comm", "all-reduce", "--size", "1MB", "--group", "1e999", "--sku", "mi300x"], "--group"),
+    (["comm", "all-reduce", "--size", "1MB", "--group", "8", "--stride", "1e999", "--sku", "mi300x"], "--stride"),
+    (["comm", "all-reduce", "--size", "1MB", "--group", "8", "--bw", "1e999GB/s"], "--bw"),
+    (["comm", "all-reduce", "--size", "1MB", "--group", "9223372036854775808", "--sku", "mi300x"], "--group"),
+    (["comm", "all-reduce", "--size", "1MB", "--group", "abc", "--sku", "mi300x"], "--group"),
+    (["comm", "all-reduce", "--size", "1MB", "--group", "8", "--sku", "mi300x", "--check"], "--check"),
+    (["fit", "llama3-8b", "--sku", "mi300x", "--reserve", "1e999GiB"], "reserve"),
+    (["fit", "llama3-8b", "--sku", "mi300x", "--capacity-factor", "inf"], "--capacity-factor"),
+    (["fit", "llama3-8b", "--sku", "mi300x", "--capacity-factor", "nan"], "--capacity-factor"),
+    (["fit", "llama3-8b", "--sku", "mi300x", "--zero", "4"], "--zero"),
+    (["fit", "llama3-8b", "--sku", "mi300x", "--grad-dtype", "fp16"], "--grad-dtype"),
+    (["fit", "llama3-8b", "--sku", "mi300x", "--gpus", "8.5"], "--gpus"),
+    (["fit", "llama3-8b", "--sku", "mi300x", "--tp", "99999999999999999999"], "--tp"),
+    (["fit", "llama3-8b", "--sku", "mi300x", "--seq", "0"], "--seq"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8", "--pp", "0"], "--pp"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8", "--micro-batch", "0"], "--micro-batch"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8", "--tp", "0"], "--tp"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8", "--cp", "0"], "--cp"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8", "--ep", "0"], "--ep"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8", "--seq", "0"], "--seq"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8.5"], "--gpus"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8", "--tokens", "0"], "--tokens"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8", "--tokens", "1e999"], "--tokens"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8", "--gpu-hour-cost", "nan"], "--gpu-hour-cost"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8", "--gemm-overhead-us", "-1"], "--gemm-overhead-us"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8", "--grad-dtype", "fp16"], "--grad-dtype"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "8", "--zero", "4"], "--zero"),
+    (["sweep", "llama3-8b", "--sku", "mi300x", "--gpus", "9223372036854775808"], "--gpus"),
+    (["rack", "helios", "--sku", ""], "--sku"),
+    (["rack", "helios", "--gpu-load", "1.5"], "--gpu-load"),
+    (["serve", "llama3-8b", "--sku", "mi300x", "--spec-acceptance", "2"], "--spec-acceptance"),
+]
+
+
+@pytest.mark.parametrize(("argv", "flag"), FLAG_CASES, ids=[" ".join(a) for a, _ in FLAG_CASES])
+def test_class5_cli_numbers_are_usage_errors_naming_the_flag(argv, flag, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--json"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 2, out
+    env = json.loads(out)
+    assert env["status"] == "error"
+    assert flag in env["errors"][0]["message"], env["errors"][0]["message"]
+
+
+# Class 4: every profile number has a domain. A user profile file, then `profiles validate FILE`.
+SKU = """\
+name = "x"
+display_name = "X"
+vendor = "Test"
+
+[memory]
+hbm_capacity_gb = {capacity}
+hbm_bandwidth_tb_per_s = {bandwidth}
+
+[compute]
+bf16_dense_tflops = {tflops}
+
+[power]
+tdp_w = {tdp}
+"""
+GOOD_SKU = {"capacity": "192", "bandwidth": "5.3", "tflops": "1307", "tdp": "750"}
+BAD_SKU = [
+    ("tflops", "-1"), ("tflops", "0"), ("bandwidth", "-1"), ("capacity", "0"), ("tdp", "-1e9"),
+    ("tflops", "1e308"), ("tflops", "true"), ("capacity", "{ low = [1], high = 2, status = \"estimate\" }"),
+    ("tflops", "{ nominal = 1, low = -5, high = 2 }"), ("tflops", "nan"), ("tflops", "inf"),
+]
+
+
+def _validate(cli, path) -> tuple[int, dict]:
+    r = cli(["profiles", "validate", str(path), "--kind", "accelerators", "--json"])
+    return r.exit_code, json.loads(r.stdout)
+
+
+def test_class4_good_profile_validates(cli, tmp_path):
+    f = tmp_path / "x.toml"
+    f.write_text(SKU.format(**GOOD_SKU))
+    code, env = _validate(cli, f)
+    assert code == 0, env
+
+
+@pytest.mark.parametrize(("key", "value"), BAD_SKU)
+def test_class4_profile_numbers_outside_domain_are_refused(cli, tmp_path, key, value):
+    f = tmp_path / "x.toml"
+    f.write_text(SKU.format(**{**GOOD_SKU, key: value}))
+    code, env = _validate(cli, f)
+    assert code == 3, env
+    assert env["status"] == "error"  # class 8: a failed validation is not "ok"
+    assert "x.toml" in json.dumps(env)
+
+
+@pytest.mark.parametrize(
+    ("path_key", "toml"),
+    [
+        ("gemm_overhead_us", "[efficiency]\ngemm_overhead_us = -1e9\n"),
+        ("matmul_bf16", "[efficiency]\nmatmul_bf16 = 1.5\n"),
+    ],
+)
+def test_class4_efficiency_domains(cli, tmp_path, path_key, toml):
+    f = tmp_path / "x.toml"
+    f.write_text(SKU.format(**GOOD_SKU) + toml)
+    code, env = _validate(cli, f)
+    assert code == 3 and path_key in json.dumps(env), env
+
+
+def test_class4_huge_torus_and_bool_voltage_refused(catalog):
+    from pydantic import ValidationError
+
+    from mi400plan.specs.fabric import Fabric
+    from mi400plan.specs.rack import Feeds
+
+    fabric = catalog.get("fabrics", "ici-v5p").spec.model_dump()
+    with pytest.raises(ValidationError):
+        Fabric.model_validate({**fabric, "torus_dims": [4096] * 8})
+    with pytest.raises(ValidationError, match="boolean"):
+        Feeds.model_validate({"count": 2, "voltage_v": True, "current_a": 100})
