@@ -131,3 +131,45 @@ def test_class4_huge_torus_and_bool_voltage_refused(catalog):
         Fabric.model_validate({**fabric, "torus_dims": [4096] * 8})
     with pytest.raises(ValidationError, match="boolean"):
         Feeds.model_validate({"count": 2, "voltage_v": True, "current_a": 100})
+
+
+# Class 6: plan files are validated with field names.
+PLAN = """\
+[plan]
+model = "llama3.1-8b"
+sku = "mi300x"
+gpus = {gpus}
+seq_len = {seq}
+
+[layout]
+tp = 1
+pp = 1
+dp = 8
+"""
+
+
+@pytest.mark.parametrize(
+    ("gpus", "seq", "field"),
+    [('"eight"', "4096", "gpus"), ("8", "nan", "seq_len"), ("8", "4096.5", "seq_len"), ("16", "4096", "gpus"),
+     ("8", "{a=1}", "seq_len"), ("true", "4096", "gpus")],
+)
+def test_class6_bad_plan_fields_are_exit_3_naming_the_field(cli, tmp_path, gpus, seq, field):
+    f = tmp_path / "plan.toml"
+    f.write_text(PLAN.format(gpus=gpus, seq=seq))
+    r = cli(["fit", "--plan", str(f), "--json"])
+    assert r.exit_code == 3, r.output
+    assert f"plan.{field}" in json.loads(r.stdout)["errors"][0]["message"]
+
+
+def test_class6_plan_model_table_is_refused(cli, tmp_path):
+    f = tmp_path / "plan.toml"
+    f.write_text(PLAN.format(gpus="8", seq="4096").replace('model = "llama3.1-8b"', "model = {a=1}"))
+    r = cli(["fit", "--plan", str(f), "--json"])
+    assert r.exit_code == 3 and "plan.model" in r.stdout, r.output
+
+
+def test_class6_good_plan_fits(cli, tmp_path):
+    f = tmp_path / "plan.toml"
+    f.write_text(PLAN.format(gpus="8", seq="4096"))
+    r = cli(["fit", "--plan", str(f), "--json"])
+    assert r.exit_code == 0, r.output

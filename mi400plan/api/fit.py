@@ -52,27 +52,39 @@ def read_plan(path: str | Path) -> tuple[dict[str, Any], Layout]:
     from pydantic import ValidationError
 
     from mi400plan.profiles import parse_toml, read_text_file, validation_error
+    from mi400plan.specs.plan import PlanMeta
 
     p, text = read_text_file(path, "plan file")
     raw = parse_toml(str(p), text)
     for table in ("plan", "layout"):
         if not isinstance(raw.get(table), dict):
             raise ProfileError(f"a plan file needs a [{table}] table", path=str(p), field=table)
-    meta = dict(raw["plan"])
-    for table, cls in (("layout", Layout), ("recipe", TrainOptions)):
+    meta: dict[str, Any] = {}
+    for table, cls in (("plan", PlanMeta), ("layout", Layout), ("recipe", TrainOptions)):
         if table == "recipe" and not isinstance(raw.get("recipe"), dict):
             continue
         try:
             obj = cls.model_validate(raw[table])
         except ValidationError as exc:
             err = validation_error(str(p), text, exc)
-            if err.field:
-                err.field = f"{table}." + err.field
+            if err.field:  # name the field with its table: [plan.gpus], [layout.tp]
+                body = err.message.split("]: ", 1)[-1]
+                raise ProfileError(body, path=err.path, line=err.line, field=f"{table}.{err.field}") from None
             raise err from None
-        if table == "layout":
+        if table == "plan":
+            meta = obj.model_dump(exclude_none=True)
+        elif table == "layout":
             layout = obj
         else:
             meta["recipe"] = obj
+    if layout.gpus > 2**24 or max(layout.ep, layout.etp, layout.vpp, layout.micro_batch) > 2**16:
+        raise ProfileError("the layout is larger than any cluster (more than 2**24 GPUs or a dimension past 65,536)",
+                           path=str(p), field="layout")
+    if meta.get("gpus") is not None and meta["gpus"] != layout.gpus:
+        raise ProfileError(
+            f"gpus = {meta['gpus']} disagrees with the layout, which takes {layout.gpus} GPUs (TP x PP x CP x DP)",
+            path=str(p), field="plan.gpus",
+        )
     return meta, layout
 
 

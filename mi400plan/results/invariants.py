@@ -25,6 +25,11 @@ def check_finite(result: Any) -> None:
     _walk(result.model_dump(), "data")
 
 
+def check_data(data: Any) -> None:
+    """The same check on plain data (a JSON envelope's ``data``)."""
+    _walk(data, "data")
+
+
 def _walk(value: Any, path: str) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
