@@ -36,9 +36,12 @@ def run_example(cmd: str, width: str = WIDTH) -> tuple[int, str]:
     env = {"COLUMNS": width, "MI400PLAN_ASCII": "1", "NO_COLOR": "1", "TERM": "dumb"}
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
+    cwd = os.getcwd()
+    os.chdir(README.parent)  # the README's paths are relative to the repository root
     try:
         result = CliRunner().invoke(app, args[1:], catch_exceptions=False)
     finally:
+        os.chdir(cwd)
         for k, v in old.items():
             if v is None:
                 os.environ.pop(k, None)
