@@ -23,7 +23,9 @@ from mi400plan.calibrate import (
 )
 from mi400plan.errors import LayoutError, PlannerError, ProfileError, UsageError
 from mi400plan.measurements import NcclLog, RunEntry, classify, read_nccl_log, read_runs
-from mi400plan.results.calibrate import CalibrateResult, FitSummary, FittedParam, PointRow
+from mi400plan.results.calibrate import (
+    CalibrateResult, ExplainTerm, FitSummary, FittedParam, PointRow, RunExplain,
+)
 
 MAX_FILES = 256
 MAX_RUNS = 1000  # each run is priced some 30 times by the fit (about 15 ms each)
@@ -162,7 +164,7 @@ def _check_structure(r: Any, spec: Any) -> None:
 
 
 def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
-              fabric_fits: list[ProfileFit]) -> list[ProfileFit]:
+              fabric_fits: list[ProfileFit]) -> list[tuple[ProfileFit, Forward]]:
     by_sku: dict[str, list[PreparedRun]] = defaultdict(list)
     for entry in runs:
         try:
@@ -176,10 +178,37 @@ def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
     overlay = {("fabrics", f.name): with_fabric(fabric_specs[f.name], f.fitted_values()) for f in fabric_fits}
     fits = []
     for sku, group in by_sku.items():
-        fit = fit_accelerator(Forward(cat, sku, cat.get("accelerators", sku).spec, overlay), group)
+        fwd = Forward(cat, sku, cat.get("accelerators", sku).spec, overlay)
+        fit = fit_accelerator(fwd, group)
         fit.warnings.extend(_above_peak(cat, sku, group))
-        fits.append(fit)
+        fits.append((fit, fwd))
     return fits
+
+
+def _explain(fit: ProfileFit, fwd: Forward) -> list[RunExplain]:
+    """Every run of one SKU's fit, split term by term at the fitted values (``mi400plan.explain``)."""
+    from mi400plan.api.totals import plan_totals
+    from mi400plan.explain import explain_step
+    from mi400plan.search import model_terms
+    from mi400plan.totals import flops_per_token
+
+    out = []
+    for pt in fit.points:
+        run: PreparedRun = pt.detail["run"]
+        r, wl = run.entry.run, run.workload
+        hw = fwd.hardware(fit.fitted_values(), r.precision)
+        split = flops_per_token(wl.model, wl.seq_len, run.layout["recompute"])
+        ex = explain_step(fwd.step(run, hw), run.measured_s, model_flops_per_token=run.model_flops_per_token,
+                          recompute_flops_per_token=split.recompute,
+                          tokens_per_gpu=r.global_batch * r.seq_len / r.world, peak_flops=hw.peak_flops)
+        terms = model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe)
+        totals = plan_totals({**run.layout, "dp": r.dp}, wl, terms, fit.name, r.world, r.label(), None)
+        out.append(RunExplain(
+            source=run.entry.where, profile=fit.name, label=r.label(), precision=r.precision, gpus=r.world,
+            measured_s=ex.measured_s, model_s=ex.model_s, tokens_per_s_per_gpu=ex.tokens_per_s_per_gpu,
+            mfu=ex.mfu, hfu=ex.hfu, totals=totals,
+            terms=[ExplainTerm(key=t.key, label=t.label, seconds=t.seconds, share=t.share) for t in ex.terms]))
+    return out
 
 
 def _above_peak(cat: Any, sku: str, runs: list[PreparedRun]) -> list[str]:
@@ -335,8 +364,8 @@ def calibrate(
         raise UsageError(f"--save {save!r} is a file, not a directory")
     inputs = _read(files, op)
     fab_fits, fab_specs = _fabric_fits(cat, inputs.logs, sku, fabric, algo) if inputs.logs else ([], {})
-    acc_fits = _run_fits(cat, inputs.runs, fab_specs, fab_fits) if inputs.runs else []
-    fits = fab_fits + acc_fits
+    acc = _run_fits(cat, inputs.runs, fab_specs, fab_fits) if inputs.runs else []
+    fits = fab_fits + [fit for fit, _ in acc]
     saved = save_profiles(cat, fits, files, save, force, today or datetime.date.today().isoformat()) if save else []
     return CalibrateResult(
         inputs=list(files),
@@ -345,6 +374,7 @@ def calibrate(
         rows=[_point_row(f, pt) for f in fits for pt in f.points],
         saved=saved,
         warnings=[w for f in fits for w in f.warnings],
+        explain=[e for fit, fwd in acc for e in _explain(fit, fwd)],
     )
 
 

@@ -40,6 +40,12 @@ def calibrate_cmd(
                      "--profiles DIR.", metavar="DIR"),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace existing profile files under --save DIR.")] = False,
+    explain: Annotated[
+        bool,
+        typer.Option("--explain", help="Also print where each run's measured step goes: MFU, recompute, kernels "
+                     "below peak, exposed collectives, bubble, and what the model misses; FLOPs per token and "
+                     "bytes per step (always in JSON)."),
+    ] = False,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -55,7 +61,8 @@ def calibrate_cmd(
     def compute():  # noqa: ANN202
         from mi400plan.api.calibrate import calibrate
 
-        return calibrate(catalog(profiles), [str(p) for p in files], sku=sku, fabric=fabric, algo=algo, op=op,
-                         save=None if save is None else str(save), force=force)
+        result = calibrate(catalog(profiles), [str(p) for p in files], sku=sku, fabric=fabric, algo=algo, op=op,
+                           save=None if save is None else str(save), force=force)
+        return result.with_explain_table(explain)
 
     run("calibrate", f, compute, ascii=ascii_, wide=wide)

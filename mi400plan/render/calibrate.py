@@ -67,11 +67,31 @@ def _points(result: Any, console: Any, summary: Any) -> None:
     )
 
 
+def _explain(result: Any, console: Any) -> None:
+    """Each run's measured step split term by term (``mi400plan.explain``), then the totals tables."""
+    from mi400plan.render.totals import render_totals
+
+    for e in result.explain:
+        rows = [[t.label, fmt_time(t.seconds, 3) if t.seconds >= 0 else "-" + fmt_time(-t.seconds, 3),
+                 f"{t.share * 100:+.1f}" if t.key in ("below_peak", "not_modelled") else f"{t.share * 100:.1f}"]
+                for t in e.terms if t.key == "ideal" or abs(t.share) >= 0.0005]
+        print_table(
+            console, ["term", ("per step", "right"), ("% of step", "right")], rows,
+            title=f"{e.label} ({e.profile}, {e.gpus:,} GPUs, {e.precision}): measured {fmt_time(e.measured_s, 3)}, "
+            f"{e.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU {e.mfu * 100:.1f}%, HFU {e.hfu * 100:.1f}%",
+            caption=f"model at the fitted values {fmt_time(e.model_s, 3)}; % of the measured step = points of MFU; "
+            "the terms add up to the measured step; terms under 0.05% not shown",
+        )
+    render_totals([e.totals for e in result.explain], console, of="each run")
+
+
 @table_renderer("calibrate")
 def render_calibrate(result: Any, console: Any) -> None:
     _params(result, console)
     for s in result.summaries:
         _points(result, console, s)
+    if result.show_explain and result.explain:
+        _explain(result, console)
     if result.saved:
         print_lines(console, [f"saved: {', '.join(result.saved)} (use with --profiles "
                               f"{Path(result.saved[0]).parent.parent})"])

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from mi400plan.results.common import OutModel, Result
+from mi400plan.results.totals import PlanTotals
 
 
 class FittedParam(OutModel):
@@ -58,6 +59,30 @@ class FitSummary(OutModel):
     max_abs_residual: float
 
 
+class ExplainTerm(OutModel):
+    key: str  # ideal, recompute, below_peak, t_memory_bound, ..., not_modelled (mi400plan.explain)
+    label: str
+    seconds: float  # per optimizer step on the critical GPU; below_peak and not_modelled may be negative
+    share: float  # seconds / measured step: points of MFU (the shares add up to 1)
+
+
+class RunExplain(OutModel):
+    """Where one measured run's step goes, at the fitted values (``mi400plan.explain``)."""
+
+    source: str  # file:line
+    profile: str  # the SKU
+    label: str
+    precision: str
+    gpus: int
+    measured_s: float
+    model_s: float  # the model at the fitted values
+    tokens_per_s_per_gpu: float  # measured
+    mfu: float  # measured: model FLOPs / (step x GPUs x dense peak)
+    hfu: float  # measured, with the recompute FLOPs the layout's mode adds
+    terms: list[ExplainTerm]
+    totals: PlanTotals  # FLOPs per token split and bytes per GPU per step, as sweep reports them
+
+
 class CalibrateResult(Result):
     command: ClassVar[str] = "calibrate"
     inputs: list[str]
@@ -65,3 +90,13 @@ class CalibrateResult(Result):
     summaries: list[FitSummary]
     rows: list[PointRow]
     saved: list[str] = Field(default_factory=list)  # profile files written by --save
+    explain: list[RunExplain] = Field(default_factory=list)  # every training run's step, term by term
+    _show_explain: bool = PrivateAttr(default=False)  # the table prints ``explain`` (calibrate --explain)
+
+    def with_explain_table(self, show: bool) -> "CalibrateResult":
+        self._show_explain = show
+        return self
+
+    @property
+    def show_explain(self) -> bool:
+        return self._show_explain
