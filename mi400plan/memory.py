@@ -80,7 +80,7 @@ from typing import Any
 import numpy as np
 
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
-from mi400plan.pipeline import chunk_layers
+from mi400plan.pipeline import N_SPLIT_CODES, chunk_layers
 from mi400plan.specs.layout import RECOMPUTE_CODES, RECOMPUTE_NAMES, InferRecipe, RuntimeReserve, TrainRecipe
 from mi400plan.specs.model import ModelSpec
 
@@ -261,12 +261,13 @@ def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
         split = np.zeros_like(pp)
     split = np.broadcast_to(np.maximum(np.asarray(split, dtype=np.int64), 0), pp.shape)
     width = int(vpp.max()) + 1 if vpp.size else 1
-    key = ((pp.ravel() * width + vpp.ravel()) * 3 + split.ravel()).astype(np.int64)
+    codes = N_SPLIT_CODES
+    key = ((pp.ravel() * width + vpp.ravel()) * codes + split.ravel()).astype(np.int64)
     present = np.nonzero(np.bincount(key))[0]
     lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
     lut[present] = np.arange(len(present))
     inverse = lut[key]
-    tabs = [_stage_slots(counts, int(k // 3 // width), int(k // 3 % width), int(k % 3)) for k in present]
+    tabs = [_stage_slots(counts, int(k // codes // width), int(k // codes % width), int(k % codes)) for k in present]
     S = max(len(tb.stage) for tb in tabs)
     F = len(SLOT_FIELDS)
     table = np.zeros((len(tabs), F + 1, S))  # every field, then the validity mask, per group

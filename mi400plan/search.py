@@ -214,7 +214,8 @@ class SearchOptions:
     # Uneven pipeline split (Megatron-Core ``--decoder-first-pipeline-num-layers`` /
     # ``--decoder-last-pipeline-num-layers``): when PP x VPP does not divide the layers, the first and
     # the last stage hold fewer layers than the others (``pipeline.uneven_stage_layers``), so layer
-    # counts with awkward factors (DeepSeek-V3's 61) still run at PP 8 or 16. On by default.
+    # counts with awkward factors (DeepSeek-V3's 61) still run at PP 8 or 16; with VPP, where that
+    # cannot hold, a balanced custom layout (``pipeline.layout_chunk_layers``). On by default.
     uneven_pp: bool = True
     chunk: int = 1 << 18  # candidates evaluated per numpy chunk (bounds memory)
 

@@ -197,9 +197,10 @@ def test_helios_keeps_tp_and_pp_in_the_rack(catalog) -> None:
         return r["tp"] * r["pp"] * r["cp"] * r["fold"]
 
     # Megatron-LM's default: interleaved p2p overlapped.
-    # VPP pinned to the values this comparison was worked out for (96 layers also admit VPP 12 at PP 8).
+    # VPP pinned to the values this comparison was worked out for (96 layers also admit VPP 12 at PP 8),
+    # with Megatron-Core's default even split (a custom layout admits VPP 5 and 8 at PP 8 too).
     vpps = (1, 2, 3, 4, 5, 6, 8)
-    res = search(wl, hw, 4608, SearchOptions(tp=(8, 16), pp=(8, 16), cp=(1,), vpp=vpps), top_k=10)
+    res = search(wl, hw, 4608, SearchOptions(tp=(8, 16), pp=(8, 16), cp=(1,), vpp=vpps, uneven_pp=False), top_k=10)
     rows = list(iter_rows(res.top))
     best_in = next(r for r in rows if span(r) <= 72)
     assert str(tier_of(best_in["pp"], best_in["tp"], 72)) == "scale_up"
@@ -222,7 +223,8 @@ def test_helios_keeps_tp_and_pp_in_the_rack(catalog) -> None:
     assert cross["t_pp"] > 2 * (cross["pp"] - 1) * same_in_rack
 
     # Megatron-LM 2021 (no p2p overlap): every transfer exposed; the rack costs several percent.
-    off = search(wl, hw, 4608, SearchOptions(tp=(8, 16), pp=(8, 16), cp=(1,), vpp=vpps, overlap_pp=False), top_k=5)
+    off = search(wl, hw, 4608, SearchOptions(tp=(8, 16), pp=(8, 16), cp=(1,), vpp=vpps, overlap_pp=False,
+                                                   uneven_pp=False), top_k=5)
     rows = list(iter_rows(off.top))
     assert len(rows) == 5
     for r in rows:

@@ -52,7 +52,8 @@ UnevenOpt = Annotated[Optional[bool], typer.Option(
     "--uneven-pp/--no-uneven-pp",
     help="When PP x VPP does not divide the layers, let the first and the last pipeline stage hold fewer "
          "layers (Megatron-Core --decoder-first/last-pipeline-num-layers; default on): DeepSeek-V3's 61 "
-         "layers at PP 16 = 2 + 14 x 4 + 3.")]
+         "layers at PP 16 = 2 + 14 x 4 + 3; with VPP, where that cannot hold, a balanced custom layout "
+         "(--pipeline-model-parallel-layout): PP 4 x VPP 4 = 15 + 15 + 16 + 15.")]
 OverlapDpOpt = Annotated[Optional[bool], typer.Option(
     "--overlap-dp/--no-overlap-dp",
     help="Gradient reduction and parameter gathers overlap the backward/forward passes (default on); "
