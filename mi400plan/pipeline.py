@@ -111,17 +111,24 @@ def pipeline_split_array(layers: int, pp: Any, vpp: Any, split_embedding_loss: b
                          uneven: bool = False) -> Any:
     """:func:`pipeline_split` over numpy arrays ``pp`` and ``vpp`` (int64 codes, broadcast shape).
 
-    Evaluated once per distinct (PP, VPP) pair, so a grid of millions of layouts costs a few lookups.
+    Evaluated once per distinct (PP, VPP) pair, found in O(N) through an integer key
+    ``pp x (max VPP + 1) + vpp`` and a lookup table (no sort), so a grid of millions of layouts costs
+    a few lookups.
     """
     import numpy as np
 
     p, v = np.broadcast_arrays(np.asarray(pp, dtype=np.int64), np.asarray(vpp, dtype=np.int64))
     if p.size == 0:
         return np.zeros(p.shape, dtype=np.int64)
-    pairs, inverse = np.unique(np.stack([p.ravel(), v.ravel()], axis=1), axis=0, return_inverse=True)
-    codes = np.array([pipeline_split(layers, int(a), int(b), split_embedding_loss, uneven) for a, b in pairs],
-                     dtype=np.int64)
-    return codes[np.asarray(inverse).ravel()].reshape(p.shape)
+    if p.min() < 0 or v.min() < 0:
+        raise ValueError("pipeline sizes must be non-negative")
+    width = int(v.max()) + 1
+    key = (p * width + v).ravel()
+    present = np.flatnonzero(np.bincount(key))
+    lut = np.full(int(present[-1]) + 1, SPLIT_NONE, dtype=np.int64)
+    lut[present] = [pipeline_split(layers, int(k // width), int(k % width), split_embedding_loss, uneven)
+                    for k in present]
+    return lut[key].reshape(p.shape)
 
 
 def chunk_layers(layers: int, pp: int, vpp: int, code: int) -> list[int]:
