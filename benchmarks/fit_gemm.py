@@ -13,6 +13,10 @@ never used here):
   its model FLOPs).
 * MI300X / MI325X: AMD's published max-achievable FLOPs (ROCm blog "Measuring Max-Achievable FLOPs
   - Part 2", 2025): ceiling = MAF / dense peak, printed here from the published figures.
+* AMD Instinct training runs (``tests/data/train_calibration_amd.csv``, ``tests/test_calibration_amd.py``):
+  the BF16 / FP8 ceiling of each (SKU, precision) with measured rows, by grid search on their mean
+  absolute error. Rows without a measured figure are listed as pending and not fitted; with no
+  measured row a SKU keeps its max-achievable-FLOPs ceiling.
 
 The printed values are what the profiles carry (``[efficiency]``, with these sources).
 """
@@ -29,6 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import test_calibration as nar21  # noqa: E402
+import test_calibration_amd as amdcal  # noqa: E402
 import test_calibration_h100 as ll3  # noqa: E402
 
 import mi400plan.api.sweep as sweep_api  # noqa: E402
@@ -103,7 +108,34 @@ def amd_ceilings() -> None:
         print(f"{sku:<7} matmul_{prec} {maf / peak:.3f}  (MAF {maf} / peak {peak:.1f} TFLOP/s)")
 
 
+def fit_amd_training() -> dict[tuple[str, str], float]:
+    """Ceiling per (SKU, precision) on AMD's measured training runs; pending rows are only listed."""
+    rows = amdcal.rows()
+    done = amdcal.measured()
+    pending = [r["id"] for r in rows if r not in done]
+    print(f"AMD training runs: {len(done)} measured, {len(pending)} pending (no figure transcribed): {pending}")
+    out: dict[tuple[str, str], float] = {}
+    for key in sorted({(r["sku"], r["precision"]) for r in done}):
+        group = [r for r in done if (r["sku"], r["precision"]) == key]
+
+        def err(mm: float, group=group) -> np.ndarray:
+            orig = sweep_api.build_sku
+            sweep_api.build_sku = lambda *a, **k: (lambda s: dataclasses.replace(s, hw=dataclasses.replace(s.hw, matmul_eff=mm)))(orig(*a, **k))
+            try:
+                cat = Catalog.default([])
+                return np.array([amdcal.val.predict(cat, r) / float(r["tokens_per_s_per_gpu"]) - 1.0 for r in group])
+            finally:
+                sweep_api.build_sku = orig
+
+        mm = min(np.arange(0.25, 0.801, 0.0025), key=lambda x: np.abs(err(x)).mean())
+        e = err(mm)
+        out[key] = float(mm)
+        print(f"{key[0]:<7} matmul_{key[1]} {mm:.4f}  errors % {np.round(e * 100, 1)}  mean {np.abs(e).mean() * 100:.1f}")
+    return out
+
+
 if __name__ == "__main__":
     amd_ceilings()
+    fit_amd_training()
     fit_a100()  # sets gemm.TILES to the fitted small-tile efficiency, used by the H100 fit
     fit_h100()
