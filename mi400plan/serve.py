@@ -66,7 +66,8 @@ from typing import Any
 
 import numpy as np
 
-from mi400plan.gemm import ATTN_BLOCK_Q, TILE_M, AttnSku, GemmSku, LayerShapes, gemm_math_seconds, model_shapes
+from mi400plan.gemm import (ATTN_BLOCK_Q, TILE_M, AttnSku, GemmSku, LayerShapes, flash_attention_seconds,
+                            gemm_math_seconds, model_shapes)
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
 from mi400plan.specs.layout import InferRecipe
 from mi400plan.specs.model import ModelSpec
@@ -265,13 +266,10 @@ def shaped_gemm_time(m: Any, n: Any, k: Any, hw: ServeHardware, weight_bytes: fl
 def attention_time(flops: Any, bytes_: Any, items: Any, hw: ServeHardware) -> np.ndarray:
     """Seconds of the attention core: ``max(FLOP / (BF16 peak x attention efficiency x fill), KV bytes
     / (HBM bw x eff))``; ``fill`` is the wave quantization of ``items`` work items over the compute units
-    (``gemm.attention_fill``, FlashAttention-2's grid); ``items = None``: no quantization (decode)."""
-    peak = hw.attn_peak_flops or hw.peak_flops
+    (``gemm.flash_attention_seconds``, FlashAttention-2's grid); ``items = None``: none (split-KV decode)."""
     eff = hw.attn_eff if np.any(np.asarray(hw.attn_eff) > 0) else hw.matmul_eff
-    from mi400plan.gemm import flash_attention_seconds
-
-    units = hw.units if items is not None else 0
-    comp, _ = flash_attention_seconds(flops, 1.0 if items is None else items, AttnSku(peak, eff, units))  # type: ignore[arg-type]
+    sku = AttnSku(hw.attn_peak_flops or hw.peak_flops, eff, hw.units if items is not None else 0)  # type: ignore[arg-type]
+    comp, _ = flash_attention_seconds(flops, 1.0 if items is None else items, sku)
     return np.maximum(comp, np.asarray(bytes_, dtype=np.float64) / (hw.hbm_bw * hw.hbm_eff))
 
 

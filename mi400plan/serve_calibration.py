@@ -9,16 +9,25 @@ What is fitted, per family (the accelerator profile's ``architecture``: CDNA 4, 
 * ``kernel_overhead_us``: fixed time per kernel (launch, synchronisation, the serving framework's
   per-layer work between kernels), with the kernels per layer counted from the architecture
   (``serve.KERNELS_*``: 9 for a dense GQA layer, 19 for an MLA + MoE layer);
-* ``matmul_efficiency``: achieved fraction of the dense peak of the GEMM precision (prefill, large batches),
-  fitted only when the family's points include 8k-token prompts (else the prior, 0.50), and applied only
-  at the compute precisions of the points it was fitted on (other precisions keep the profile's);
+* ``matmul_scale``: the serving software's compute rate as a multiple of the profile's figures: it scales
+  the large-GEMM ceiling (``[efficiency] matmul_<precision>``) at which the shared shape-aware GEMM model
+  (``mi400plan/gemm.py``) saturates, and the flash-attention efficiency, for every GEMM and attention
+  kernel of the fitted compute precisions (1 = the profile's ceiling; the product is capped at the peak).
+  The shape effects (tile and wave quantization of prefill GEMMs, bandwidth-bound decode) are the GEMM
+  model's, not the fit's, so the scale is what is left: how far a serving framework's kernels on that
+  model (DeepSeek-R1's small expert GEMMs, MLA attention, FP4 formats) fall short of, or beat, the
+  large-GEMM ceiling measured for training. It stays a fitted figure because it is far from 1 on the AMD
+  families (CDNA 3 0.25, CDNA 4 0.20 at FP4) and above it on Blackwell (1.25: TensorRT-LLM beats the
+  assumed 0.50 FP8 ceiling); on Hopper the fit gives exactly 1 (no scale needed). It is
+  fitted only when the family's points include 8k-token prompts (else 1, the prior), and applied only at
+  the compute precisions of the points it was fitted on (other precisions keep the profile's ceiling);
 * ``request_overhead_ms``: per-request time before the first token outside the GPU model
   (HTTP, tokenisation, scheduling), added to TTFT only.
 
 Method (:func:`fit_family`): a grid search minimising, over the family's points from the ``RECENT_DAYS``
 before its newest run, the sum of squared log errors of total tokens/s per GPU and of median TPOT
-(directions the points leave flat keep the profile's prior); the request overhead then minimises the
-squared log error of median TTFT. The points are ``tests/data/serve_inferencex.csv`` (each row names its run and
+(directions the points leave flat keep the prior: HBM 0.80, 5 us, scale 1); the request overhead
+then minimises the squared log error of median TTFT. The points are ``tests/data/serve_inferencex.csv`` (each row names its run and
 date); ``benchmarks/calibrate_serve.py`` re-runs the fit and prints these constants and the errors.
 Ranges: the nominal values are the fit; the low/high ends move each efficiency by the family's mean
 absolute TPOT error (a calibration cannot be trusted beyond the spread it leaves).
