@@ -21,7 +21,10 @@ Sources and model
   per projection over the experts the pass activates on this GPU, ``M = tokens x top_k / distinct
   active experts``. The bytes are the weights at the serving format's width plus the 16-bit input and
   output activations, so small-batch decode is bandwidth-bound and long prefills run at the
-  shape-dependent fraction of peak.
+  shape-dependent fraction of peak. Decode GEMMs are charged per token row at the rate of the same
+  ``N x K`` GEMM filling every compute unit (split-K / stream-K kernels; :func:`shaped_gemm_time`), so
+  the cost per token never rises with the batch. The InferenceX calibration scales the ceiling and the
+  attention efficiency per family (``serve_calibration``: ``matmul_scale``).
 * Attention core: FLOPs at the flash-attention efficiency of the BF16 peak (``[efficiency] attention``,
   or ``search.ATTN_OVER_MATMUL`` x the ceiling: ``search.Hardware.attn_sku``), prefill with the wave
   quantization of ``gemm.flash_attention_seconds`` over (sequences x heads x 128-query blocks); decode

@@ -9,7 +9,7 @@ estimate ranges.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -128,6 +128,11 @@ def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float |
 
     cal = calibration_for(acc.architecture) if calibrated and matmul is None and hbm is None else None
     if cal is not None:
+        if case != "nominal" and comp in cal.matmul_precisions:
+            # The scale was fitted on the nominal ceiling: the calibrated product moves at a corner by the
+            # fit's spread only (``apply``), as the calibrated HBM efficiency does.
+            nom = build_sku(cat, name, eff_prec, case="nominal").hw
+            hw = replace(hw, matmul_eff=nom.matmul_eff, attn_eff=nom.attn_sku().efficiency)
         hw = apply(hw, cal, case, comp)
     return hw, sku
 
