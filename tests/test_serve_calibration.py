@@ -90,6 +90,12 @@ def test_corners_bracket_the_calibration(catalog) -> None:
     assert lo.hbm_eff < nom.hbm_eff < hi.hbm_eff
     assert lo.kernel_overhead_s > nom.kernel_overhead_s > hi.kernel_overhead_s
     assert nom.hbm_eff == CALIBRATION["nvidia-blackwell"].hbm_efficiency
+    # GEMM ceiling: B200's profile FP8 ceiling 0.50 x the Blackwell scale 1.25 = 0.625 of the peak; at the
+    # corners that product moves by the mean TPOT error (0.1137), not by the profile's 0.35-0.65 range.
+    c = CALIBRATION["nvidia-blackwell"]
+    assert (c.matmul_scale, c.tpot_mean_err) == (1.25, 0.1137)
+    assert nom.matmul_eff == pytest.approx(0.625)
+    assert (lo.matmul_eff, hi.matmul_eff) == pytest.approx((0.625 * (1 - 0.1137), 0.625 * (1 + 0.1137)))
 
 
 # --- validation (not fitted) ----------------------------------------------------------------------------
