@@ -307,6 +307,12 @@ def _ffn_elems(model: ModelSpec, width: ArrayLike) -> ArrayLike:
     return (3.0 if model.ffn_kind == "swiglu" else 2.0) * width
 
 
+def _ffn_bytes(model: ModelSpec, width: ArrayLike, e: float, g: float) -> ArrayLike:
+    """Saved FFN intermediate bytes per token (:func:`_ffn_elems`): the down-projection input, a GEMM
+    input, at ``g`` bytes an element, the gate/up outputs (SwiGLU) or the GELU input at ``e``."""
+    return (_ffn_elems(model, width) - width) * e + width * g
+
+
 def layer_activation_bytes_per_token(
     model: ModelSpec,
     recipe: TrainRecipe,
@@ -345,6 +351,12 @@ def layer_activation_bytes_per_token(
       intermediates ``e*3*ffn_e`` (``etp`` times the tokens at ``1/etp`` of the width: ETP does not
       shrink them).
     * full recompute: only the layer input ``e*h`` (``/t`` with SP).
+    * FP8 training (``recipe.gemm_input_bytes`` = 1): the inputs of the block's GEMMs (QKV input, the
+      output-projection input, the FFN input, the down-projection input, the MLA up-projection inputs,
+      the dispatched expert tokens) are saved as their FP8 copy, 1 byte an element, as Transformer
+      Engine 2.x does (``Linear``/``LayerNormLinear``/``GroupedLinear`` keep only the quantized
+      column-wise input the weight-gradient GEMM reads); norm inputs, Q/K/V for attention and the
+      gate/up outputs stay 16-bit.
 
     Check: GPT (GELU, ffn 4h, MHA), dropout on, no flash, no SP: ``10*h + 24*h/t + 5*a*s/t`` per token,
     i.e. Korthikanti's ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` divided by ``s*b``.
@@ -352,6 +364,7 @@ def layer_activation_bytes_per_token(
     a = model.attention
     h = float(model.hidden_size)
     e = recipe.activation_bytes
+    g = recipe.gemm_input_bytes
     drop = 1.0 if recipe.dropout else 0.0
     tp = np.asarray(tp, dtype=np.float64)
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -363,13 +376,14 @@ def layer_activation_bytes_per_token(
         d_qk = float(a.qk_nope_head_dim + a.qk_rope_head_dim)
         d_v = float(a.v_head_dim)
         kv_r = heads / tp
-        latent = e * (2.0 * (a.q_lora_rank or 0) + 2.0 * a.kv_lora_rank + a.qk_rope_head_dim)
+        lora = float((a.q_lora_rank or 0) + a.kv_lora_rank)
+        latent = e * (lora + a.qk_rope_head_dim) + g * lora  # norm inputs 16-bit, up-projection inputs
     else:
         d_qk = d_v = float(a.head_size(model.hidden_size))
         kv_r = np.maximum(a.kv_heads / tp, 1.0)
         latent = 0.0
-    replicated = 4.0 * e * h + drop * 2.0 * h * MASK_BYTES + latent
-    split = e * heads * d_qk / tp + e * kv_r * (d_qk + d_v) + e * heads * d_v / tp
+    replicated = 2.0 * e * h + 2.0 * g * h + drop * 2.0 * h * MASK_BYTES + latent
+    split = e * heads * d_qk / tp + e * kv_r * (d_qk + d_v) + g * heads * d_v / tp
     s = np.asarray(seq_len, dtype=np.float64)
     if recipe.flash_attention:
         core = LSE_BYTES * heads / tp + 0.0 * s
@@ -382,13 +396,13 @@ def layer_activation_bytes_per_token(
         assert m is not None
         replicated = replicated + 4.0 * m.num_experts
         shared = m.num_shared_experts * (m.shared_expert_ffn_dim or m.expert_ffn_dim)
-        split = split + e * _ffn_elems(model, shared) / tp
+        split = split + _ffn_bytes(model, shared, e, g) / tp
         etp_a = np.asarray(etp, dtype=np.float64)
         routed = m.top_k * recipe.moe_capacity_factor * (
-            e * h * (etp_a + 1.0) + e * _ffn_elems(model, m.expert_ffn_dim)
+            g * h * etp_a + e * h + _ffn_bytes(model, m.expert_ffn_dim, e, g)
         )
     else:
-        split = split + e * _ffn_elems(model, model.ffn_dim) / tp
+        split = split + _ffn_bytes(model, model.ffn_dim, e, g) / tp
     full = replicated / tsp + split + core + routed / tsp
     return np.where(rc >= 2, e * h / tsp, full)
 

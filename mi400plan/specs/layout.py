@@ -276,6 +276,11 @@ Optimizer = Literal["adamw", "adam", "sgd", "adafactor"]
 # Source: Transformer Engine docs, "Low precision training / Performance considerations: Handling
 # transposes" and ``transformer_engine/pytorch/module/linear.py``.
 TE_FP8_WEIGHT_COPIES = 2
+# Activations saved as GEMM inputs under FP8 training: Transformer Engine 2.x quantizes a GEMM's input
+# for the forward GEMM and keeps only the column-wise FP8 copy for the weight-gradient GEMM
+# (``transformer_engine/pytorch/module/linear.py``: "Discard row-wise data since it is not needed in
+# backward pass"), 1 byte an element (MXFP8 adds a 1-byte scale per 32 elements, ~3 %, not counted).
+FP8_SAVED_INPUT_BYTES = 1.0
 
 
 class TrainRecipe(StrictModel):
@@ -318,6 +323,9 @@ class TrainRecipe(StrictModel):
     optimizer: Optimizer = "adamw"
     moment_bytes: float = Field(default=4.0, ge=0)
     activation_bytes: float = Field(default=2.0, gt=0)  # 16-bit activations
+    # Bytes an element of the activations saved as GEMM inputs: 16-bit like the others, 4 in fp32, and
+    # the FP8 copy under FP8 training (``FP8_SAVED_INPUT_BYTES``; ``memory.layer_activation_bytes_per_token``).
+    gemm_input_bytes: float = Field(default=2.0, gt=0)
     flash_attention: bool = True
     dropout: bool = False  # Korthikanti's accounting keeps dropout masks; modern LLM pre-training has none
     moe_capacity_factor: float = Field(default=1.25, gt=0)  # load-imbalance allowance (see above)
@@ -361,7 +369,7 @@ TRAIN_PRESETS: dict[str, dict[str, object]] = {
     "zero": dict(param_bytes=2.0, grad_bytes=2.0, master_bytes=4.0, optimizer="adam", moment_bytes=4.0),
     # Pure fp32 training: 4 + 4 + Adam 8 = 16 B/param, no separate master copy.
     "fp32": dict(param_bytes=4.0, grad_bytes=4.0, master_bytes=0.0, optimizer="adam", moment_bytes=4.0,
-                 activation_bytes=4.0),
+                 activation_bytes=4.0, gemm_input_bytes=4.0),
 }
 
 TRAIN_PRECISIONS = ("bf16", "fp8", "fp32")
@@ -395,6 +403,7 @@ def train_recipe(
             fields.update(TRAIN_PRESETS["fp32"])
         elif precision == "fp8":
             fields["fp8_weight_copies"] = TE_FP8_WEIGHT_COPIES
+            fields["gemm_input_bytes"] = FP8_SAVED_INPUT_BYTES
     if fp8_weight_copies is not None:
         if precision != "fp8":
             raise UsageError("FP8 weight copies apply to FP8 training; add --precision fp8")
