@@ -690,8 +690,11 @@ def step_time(
         pp_fill = 0.0
     pp_mb = np.where(pp > 1, pp_link, 0.0)
 
-    off_mb = offload_exposed(c, wl, hw, comp_mb, layers) if wl.recipe.offload_layers > 0 else 0.0
-    t_mb = comp_mb + ovh_mb + mem_mb + tp_mb + cp_mb + ep_mb + pp_mb + off_mb
+    t_mb = comp_mb + ovh_mb + mem_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    off_mb = 0.0
+    if wl.recipe.offload_layers > 0:  # activation copies to and from host memory, exposed part
+        off_mb = offload_exposed(c, wl, hw, comp_mb, layers)
+        t_mb = t_mb + off_mb
     bubble = (pp - 1.0) / vpp * t_mb
     pp_fill = np.maximum(0.0, pp_fill)  # fill/drain transfers beyond those already in the bubble
 
@@ -762,7 +765,7 @@ def step_time(
         "t_bubble": bubble,
         "t_dp": dp_exposed,
         "t_optimizer": opt,
-        "t_offload": m * off_mb,
+        "t_offload": m * off_mb if wl.recipe.offload_layers > 0 else 0.0,
         "step": step,
         "compute_only": m * comp_mb,
         "m": m,
