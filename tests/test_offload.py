@@ -151,3 +151,26 @@ def test_sweep_reports_offload_and_agrees_with_fit(cli) -> None:
     assert t["offload"] >= 0.0
     assert rows[0]["step_time_s"] == pytest.approx(sum(t.values()), rel=1e-9)
     assert json.loads(cli(base).stdout)["data"]["rows"] == []  # does not fit without offloading
+
+
+def test_a_saved_plan_keeps_the_offloaded_layers(cli, tmp_path) -> None:
+    """sweep --save writes offload_layers into the plan's [recipe]; fit --plan reads it back."""
+    plan = tmp_path / "plan.toml"
+    args = ["sweep", "llama3.1-70b", "--sku", "gb200", "--gpus", "64", "--seq", "8192", "--global-batch", "128",
+            "--precision", "fp8", "--tp", "1", "--pp", "1", "--cp", "1", "--zero", "3", "--micro-batch", "2",
+            "--recompute", "none", "--reserve", "2GiB", "--offload-layers", "40", "--top", "1", "--no-ranges",
+            "--save", str(plan)]
+    assert cli(args).exit_code == 0
+    assert "offload_layers = 40" in plan.read_text()
+    row = json.loads(cli(["fit", "llama3.1-70b", "--sku", "gb200", "--plan", str(plan), "--json"]).stdout)
+    assert row["data"]["rows"][0]["host_offload_bytes"] == 40 * PER_LAYER
+
+
+def test_a_calibration_run_takes_offload_layers() -> None:
+    from mi400plan.measurements import MeasuredRun
+
+    run = MeasuredRun(model="llama3.1-70b", sku="gb200", seq_len=8192, global_batch=128, dp=64, zero=3,
+                      micro_batch=2, offload_layers=40, step_time_s=3.5)
+    assert run.offload_layers == 40
+    with pytest.raises(ValueError):
+        MeasuredRun(model="m", sku="s", seq_len=8, global_batch=8, offload_layers=-1, step_time_s=1.0)
