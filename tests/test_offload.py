@@ -174,3 +174,19 @@ def test_a_calibration_run_takes_offload_layers() -> None:
     assert run.offload_layers == 40
     with pytest.raises(ValueError):
         MeasuredRun(model="m", sku="s", seq_len=8, global_batch=8, offload_layers=-1, step_time_s=1.0)
+
+
+@pytest.mark.parametrize(("sku", "precision", "micro_batch", "layers"), [
+    ("gb300", "fp8", 2, 20), ("gb300", "bf16", 2, 30), ("gb200", "bf16", 1, 20), ("b200", "fp8", 1, 5),
+])
+def test_published_offloading_layouts_fit_with_their_layers(cli, sku, precision, micro_batch, layers) -> None:
+    """Validation points, not calibrated on: the other Llama 3 70B layouts of NVIDIA's Megatron-Bridge
+    ``llama3_workload_base_configs.py`` (2025) that offload (64 GPUs, global batch 128, sequence 8,192,
+    Megatron FSDP, TP = PP = CP = 1; ``cpu_offloading_num_layers`` as given) fit with the default runtime
+    reserve once their layers are offloaded, and do not without."""
+    def fit(n: int) -> dict:
+        args = ["fit", "llama3.1-70b", "--sku", sku, "--gpus", "64", "--zero", "3", "--micro-batch", str(micro_batch),
+                "--seq", "8192", "--global-batch", "128", "--precision", precision, "--offload-layers", str(n), "--json"]
+        return json.loads(cli(args).stdout)["data"]["rows"][0]
+
+    assert fit(layers)["fits"] and not fit(0)["fits"]
