@@ -147,18 +147,20 @@ def test_validation_errors(catalog) -> None:
     assert mean <= PINNED_MEAN and mx <= PINNED_MAX
 
 
-# Pinned at the figures reached, which MISS issue 9's targets (6 % / 12 %): 17.2 % mean, 128.5 % max
-# over 49 runs (Ampere 7.6 % / 17.7 %, Hopper 12.4 % / 34.3 %, Blackwell 25.7 % / 128.5 %, the four
-# GB200/GB300 DeepSeek-V3 runs on custom pipeline layouts +1 % to +39 %; CDNA 4 13.6 %: the MI350X
-# run at the MI355X fractions, the 1,000 W part sustaining less clock). The
-# largest misses: the MoE runs on B200 at EP 8 (Qwen3-235B +89 %, +129 %; DeepSeek-V3 +103 %: the
-# published B200 MoE runs are about half as fast per GPU as the GB200 ones at EP 32-64, which the
-# model does not reproduce); MPT-1B at 32k tokens on H100 (+34 %: MPT's Triton attention kernel is
-# slower than the flash attention Llama 3 ran, which set the H100 attention efficiency); every Hopper
-# FP8 run 10-18 % too slow (the FP8 ceiling rule, 0.90 x the BF16 ceiling, comes from AMD's figures;
-# no H100 FP8 measurement is in the calibration set); runs with activation checkpointing 9-18 % too
-# slow. Tighten as the model improves.
-PINNED_MEAN, PINNED_MAX = 0.175, 1.30
+# Pinned at the figures reached, which MISS issue 9's targets (6 % / 12 %): 20.3 % mean, 147.5 % max
+# over 49 runs (Ampere 7.6 % / 17.7 %, Hopper 10.3 % / 34.3 %, Blackwell 34.7 % / 147.5 %; CDNA 4
+# 13.6 %: the MI350X run at the MI355X fractions, the 1,000 W part sustaining less clock). The NVIDIA
+# Hopper FP8 and Blackwell ceilings come from published GEMM figures (tests/test_gemm_vendor.py;
+# before them, with a rule and assumed defaults: 17.2 % / 128.5 %, Hopper 12.4 %, Blackwell 25.7 %):
+# the seven Hopper FP8 runs moved from 10-19 % too slow to -5 % .. +17 %, and every B200/GB200 run is
+# now too fast (dense Llama +9 % to +32 %; the four GB200/GB300 DeepSeek-V3 runs on custom pipeline
+# layouts +8 % to +52 %). The largest misses: the MoE runs on B200 at EP 8 (Qwen3-235B +104 %,
+# +148 %; DeepSeek-V3 +121 %: the published B200 MoE runs are about half as fast per GPU as the GB200
+# ones at EP 32-64, which the model does not reproduce); MPT-1B at 32k tokens on H100 (+34 %: MPT's
+# Triton attention kernel is slower than the flash attention Llama 3 ran, which set the H100
+# attention efficiency); runs with activation checkpointing 9-18 % too slow. Tighten as the model
+# improves.
+PINNED_MEAN, PINNED_MAX = 0.21, 1.50
 
 
 if __name__ == "__main__":  # print the README table: python tests/test_validation_train.py
