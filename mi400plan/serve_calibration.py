@@ -17,8 +17,8 @@ What is fitted, per family (the accelerator profile's ``architecture``: CDNA 4, 
   model's, not the fit's, so the scale is what is left: how far a serving framework's kernels on that
   model (DeepSeek-R1's small expert GEMMs, MLA attention, FP4 formats) fall short of, or beat, the
   large-GEMM ceiling measured for training. It stays a fitted figure because it is far from 1 on the AMD
-  families (CDNA 3 0.25, CDNA 4 0.20 at FP4) and above it on Blackwell (1.25: TensorRT-LLM beats the
-  assumed 0.50 FP8 ceiling); on Hopper the fit gives exactly 1 (no scale needed). It is
+  families (CDNA 3 0.25, CDNA 4 0.30 at FP4) and above it on Blackwell (1.25: TensorRT-LLM beats the
+  0.507 at-scale FP8 ceiling derived from vLLM's GEMM); on Hopper the fit gives 1.0. It is
   fitted only when the family's points include 8k-token prompts (else 1, the prior), and applied only at
   the compute precisions of the points it was fitted on (other precisions keep the profile's ceiling);
 * ``request_overhead_ms``: per-request time before the first token outside the GPU model
@@ -79,10 +79,10 @@ CALIBRATION: dict[str, FamilyCalibration] = {
                                    "2026-02-27..2026-02-27", ("fp8",)),
     "amd-cdna4": FamilyCalibration("amd-cdna4", 0.95, 8.0, 0.3, 60.0, 14, 0.0395, 0.078, 0.0583, 0.1023, 0.0723,
                                    "2026-02-27..2026-02-27", ("fp4",)),
-    "nvidia-blackwell": FamilyCalibration("nvidia-blackwell", 0.65, 6.0, 1.25, 185.0, 12, 0.1138, 0.3269, 0.1137,
-                                          0.2261, 0.7614, "2025-11-02..2026-02-03", ("fp4", "fp8")),
-    "nvidia-hopper": FamilyCalibration("nvidia-hopper", 0.95, 10.0, 1.0, 65.0, 10, 0.03, 0.0608, 0.0415, 0.0686,
-                                       0.0682, "2025-11-02..2025-11-02", ("fp8",)),
+    "nvidia-blackwell": FamilyCalibration("nvidia-blackwell", 0.65, 6.0, 1.25, 185.0, 12, 0.1138, 0.3279, 0.1136,
+                                          0.2267, 0.7614, "2025-11-02..2026-02-03", ("fp4", "fp8")),
+    "nvidia-hopper": FamilyCalibration("nvidia-hopper", 0.95, 10.0, 1.0, 65.0, 10, 0.0306, 0.064, 0.0413, 0.0685,
+                                       0.0734, "2025-11-02..2025-11-02", ("fp8",)),
 }
 
 
