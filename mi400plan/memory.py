@@ -81,7 +81,7 @@ import numpy as np
 
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
 from mi400plan.pipeline import N_SPLIT_CODES, chunk_layers
-from mi400plan.specs.layout import RECOMPUTE_CODES, RECOMPUTE_NAMES, InferRecipe, RuntimeReserve, TrainRecipe
+from mi400plan.specs.layout import OFFLOAD_IN_FLIGHT, RECOMPUTE_CODES, RECOMPUTE_NAMES, InferRecipe, RuntimeReserve, TrainRecipe
 from mi400plan.specs.model import ModelSpec
 
 __all__ = [
@@ -112,7 +112,9 @@ class TrainMemory:
 
     ``reserve`` is the capacity-independent part of the runtime reserve (``fixed_bytes``); the
     capacity fraction is applied by the caller through :func:`usable_bytes`. ``total`` is the sum
-    of the five terms. ``stage`` is the index of the most loaded pipeline stage.
+    of the five terms. ``stage`` is the index of the most loaded pipeline stage. ``offloaded`` is the
+    activation bytes this rank keeps in pinned host memory (activation offloading; 0 without it): the
+    host memory per GPU the offloading needs, already taken out of ``activations``.
     """
 
     weights: np.ndarray
@@ -122,6 +124,7 @@ class TrainMemory:
     reserve: np.ndarray
     total: np.ndarray
     stage: np.ndarray
+    offloaded: np.ndarray  # activation bytes held in host memory (``recipe.offload_layers``); not in total
 
     def item(self, i: Any = ()) -> dict[str, float]:
         """The terms of one layout (index ``i``) as plain floats."""
@@ -546,6 +549,11 @@ def train_memory(
     acts = tokens * (
         inflight * (stage_act + slots["first"] * first_extra) + slots["last"] * last_extra + working
     )
+    offloaded = None
+    if recipe.offload_layers > 0:
+        host, kept = _offloaded_per_token(recipe.offload_layers, stage_act, slots["layers"], V, inflight)
+        offloaded = tokens * host
+        acts = acts - offloaded + tokens * kept
     total = weights + grads + optim + acts + recipe.reserve.fixed_bytes
     total = np.where(slots["valid"], total, -np.inf)
     k = np.argmax(total, axis=-1)[..., None]
@@ -562,7 +570,27 @@ def train_memory(
         reserve=np.full(shape, recipe.reserve.fixed_bytes),
         total=pick(total),
         stage=pick(s_idx),
+        offloaded=np.broadcast_to(0.0, shape) if offloaded is None else pick(offloaded),
     )
+
+
+def _offloaded_per_token(n: int, stage_act: np.ndarray, layers: np.ndarray, vpp: np.ndarray,
+                         inflight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Activation offloading per token of a micro-batch: (bytes in host memory, bytes kept in HBM for it).
+
+    Megatron-Core ``--cpu-offloading-num-layers n`` wraps each model chunk in Transformer Engine's
+    offload context (``specs.layout.OFFLOAD_IN_FLIGHT``): the saved activations of the chunk's first
+    ``n`` layers leave HBM, at most ``layers per chunk - 1`` of them (TE never offloads a chunk's last
+    layer, so a larger ``n`` is clamped here). A stage of ``vpp`` chunks offloads ``vpp x n_eff``
+    layers per micro-batch, for each of its ``inflight`` micro-batches: host bytes = inflight x
+    vpp x n_eff x per-layer bytes, per-layer bytes = the stage's mean. ``OFFLOAD_IN_FLIGHT`` (1) of
+    those layers stays in HBM, once per stage: only one layer's copy-out or prefetch runs at a time.
+    """
+    per_layer = stage_act / np.maximum(layers, 1.0)
+    n_eff = np.minimum(float(n), np.maximum(layers / vpp - 1.0, 0.0)) * vpp
+    host = inflight * n_eff * per_layer
+    kept = np.minimum(np.minimum(n_eff, float(OFFLOAD_IN_FLIGHT)) * per_layer, host)
+    return host, kept
 
 
 # --- inference ---------------------------------------------------------------------------------
