@@ -70,6 +70,9 @@ class PlannerCommand(TyperCommand):
             if completer is not None:
                 param._custom_shell_complete = completer  # click's hook for a parameter's completions
 
+    def get_help_option(self, ctx: Any) -> Any:
+        return _light_help(super().get_help_option(ctx))
+
     def format_options(self, ctx: Any, formatter: Any) -> None:
         args, sections = [], {}
         for param in self.get_params(ctx):
@@ -95,21 +98,73 @@ class PlannerCommand(TyperCommand):
                 formatter.write_text(example)
 
 
+def _simple_type(param: Any) -> Any:
+    """``str``, ``int``, ``float``, ``bool`` or ``list`` (for ``list[str]``) when the option is typed
+    so (optional or not) with no parser, choices or path handling of its own; None for anything else."""
+    import types
+    import typing
+
+    desc = param.type_descriptor
+    ann = desc.annotation
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        ann = args[0] if len(args) == 1 else ann
+    info = desc.parameter_info
+    if getattr(info, "parser", None) is not None or getattr(info, "click_type", None) is not None:
+        return None
+    if getattr(desc, "file_annotation", None) is not None or getattr(desc, "is_choice", False):
+        return None
+    if ann in (str, int, float, bool):
+        return ann
+    if typing.get_origin(ann) is list and typing.get_args(ann) == (str,):
+        return list
+    return None
+
+
+def _passes_through(kind: Any, value: Any) -> bool:
+    """True where typer's coercion would hand ``value`` back unchanged: text given as text, and a
+    number or flag that is already of its type (a default, never a command-line string)."""
+    if kind is str:
+        return isinstance(value, str)
+    if kind is list:
+        return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+    if kind is int:
+        return type(value) is int
+    if kind is float:
+        return type(value) in (int, float)
+    if kind is bool:
+        return isinstance(value, bool)
+    return False
+
+
+def _light_help(opt: Any) -> Any:
+    """The --help option with :func:`_skip_coercing_absent` applied once."""
+    if opt is not None and not getattr(opt, "_planner_light", False):
+        _skip_coercing_absent(opt)
+        opt._planner_light = True
+    return opt
+
+
 def _skip_coercing_absent(param: Any) -> None:
-    """An option left out (value None) is None: typer >= 0.29 would still build a pydantic
-    TypeAdapter for it at every start, one per option, only to pass None through."""
+    """Options left out stay None, and values typer would hand back unchanged pass straight through
+    (text options' strings, a default already of its type): typer >= 0.29 builds a pydantic
+    TypeAdapter for every parameter it coerces, at every start, and the first one imports its adapter
+    module (about 0.04 s). Command-line numbers still go through typer's parsing and bounds, and every
+    value is checked against its domain by the command (``cli/flags.py``)."""
     if getattr(param, "type_descriptor", None) is None or param.required:
         return
     original = param.process_value
+    kind = _simple_type(param)
 
     def process_value(ctx: Any, value: Any) -> Any:
-        if value is None and param.callback is None:
-            return None
+        if param.callback is None:
+            if value is None:
+                return None
+            if _passes_through(kind, value):
+                return list(value) if kind is list else value
         return original(ctx, value)
 
     param.process_value = process_value
-
-
 # typer >= 0.29 names the kinds "integer" / "float"; older typer passes click's INT / FLOAT ("int" / "float").
 _TYPE_METAVAR = {"integer": "N", "int": "N", "integer range": "N", "float": "NUM", "float range": "NUM", "path": "PATH"}
 
@@ -136,6 +191,14 @@ def _plain_metavar(param: Any) -> None:
 
 class PlannerGroup(TyperGroup):
     """The command group: plain help (click's formatter), commands listed, an example."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:  # --install-completion, --show-completion
+            _skip_coercing_absent(param)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _light_help(super().get_help_option(ctx))
 
     def format_epilog(self, ctx: Any, formatter: Any) -> None:
         super().format_epilog(ctx, formatter)
