@@ -177,22 +177,37 @@ def mutated(draw: st.DrawFn, doc: dict) -> dict:
     doc = copy.deepcopy(doc)
     for _ in range(draw(st.integers(1, 3))):
         paths = _leaves(doc)
-        if not paths:
-            break
-        path = draw(st.sampled_from(paths))
-        parent = doc
-        for p in path[:-1]:
-            parent = parent[p]
-        key = path[-1]
-        action = draw(st.sampled_from(["replace", "replace", "delete", "scale"]))
+        numbers = [p for p in paths if _is_number(_at(doc, p))]
+        action = draw(st.sampled_from(["replace", "delete", "scale", "scale", "scale", "swap"]))
+        if action == "scale" and not numbers or not paths:
+            action = "replace"
+        path = draw(st.sampled_from(numbers if action == "scale" else paths))
+        parent, key = _at(doc, path[:-1]), path[-1]
         if action == "delete":
             del parent[key]
-        elif action == "scale" and isinstance(parent[key], (int, float)) and not isinstance(parent[key], bool):
-            factor = draw(st.sampled_from([0, -1, 1e-9, 1e9, 2**40, 0.5]))
-            scaled = parent[key] * factor
-            parent[key] = int(scaled) if isinstance(parent[key], int) and abs(scaled) < 2**63 else scaled
+        elif action == "swap" and isinstance(parent, dict) and len(parent) > 1:
+            other = draw(st.sampled_from(sorted(k for k in parent if k != key)))
+            parent[key], parent[other] = parent[other], parent[key]
+        elif action == "scale":
+            factor = draw(st.sampled_from([0, -1, 1e-9, 1e-3, 0.1, 0.5, 0.9, 1.1, 2, 3, 10, 1e3, 1e9, 2**40]))
+            # an estimate's low and high move with its nominal, so the range stays ordered
+            together = [k for k in ("low", "nominal", "high") if k in parent] if key in ("low", "nominal", "high") else [key]
+            for k in together:
+                if _is_number(parent[k]):
+                    scaled = parent[k] * factor
+                    parent[k] = int(scaled) if isinstance(parent[k], int) and abs(scaled) < 2**63 else scaled
         else:
             parent[key] = draw(hostile_value())
+    return doc
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _at(doc: Any, path: tuple) -> Any:
+    for p in path:
+        doc = doc[p]
     return doc
 
 
@@ -296,7 +311,7 @@ COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
         ["--check"],
     ),
     "cost": (
-        ["cost"],
+        ["cost", "mi300x-server"],
         ["--site", "--electricity-price", "--pue", "--cost-of-capital", "--depreciation-years", "--gpu-load",
          "--grid-intensity", "--facility", "--colocation-per-kw-month", "--facility-capex-per-mw",
          "--network-capex-per-gpu", "--capex-per-gpu", "--tokens-per-s"],
@@ -320,6 +335,44 @@ COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
     ),
 }
 
+# Values each flag takes in ordinary use, so that a hostile value in one flag meets valid ones in
+# the others and the command gets past the parser into the model.
+_COUNT = ["1", "2", "4", "8"]
+PLAUSIBLE: dict[str, list[str]] = {
+    "--sku": ["mi300x", "mi355x", "mi455x", "b200", "h100", "gb200", "tpu7x", "gaudi3", "trainium2"],
+    "--gpus": ["1", "8", "16", "64", "72", "1024", "8,16", "8..64"], "--tp": _COUNT, "--pp": _COUNT,
+    "--vpp": ["1", "2"], "--dp": _COUNT, "--ep": _COUNT, "--etp": ["1", "2"], "--cp": ["1", "2"],
+    "--zero": ["0", "1", "2", "3"], "--micro-batch": _COUNT, "--recompute": ["none", "selective", "full"],
+    "--mode": ["train", "infer"], "--seq": ["2048", "8k", "128k", "1M"], "--global-batch": ["1", "64", "512", "4Mi"],
+    "--recipe": ["megatron", "zero", "fp32"], "--precision": ["bf16", "fp8", "fp4", "fp32"],
+    "--optimizer": ["adamw", "sgd", "adafactor"], "--grad-dtype": ["fp32", "bf16"], "--kv-dtype": ["bf16", "fp8"],
+    "--batch": ["1", "8", "256"], "--reserve": ["0", "2GiB", "10GB"], "--capacity-factor": ["1", "1.25", "2"],
+    "--fp8-weight-copies": ["0", "1", "2"], "--vocab-divisible-by": ["1", "128"], "--family": ["dense", "moe"],
+    "--experts": ["0", "8", "64"], "--top-k": ["0", "1", "2", "8"], "--racks": ["1", "2", "10"],
+    "--tokens": ["1T", "15T", "1e9"], "--matmul-efficiency": ["0.5", "0.9"], "--hbm-efficiency": ["0.5", "0.9"],
+    "--gemm-overhead-us": ["0", "5", "100"], "--deadline": ["1d", "30d", "90d"], "--budget": ["1e6", "1M", "1e8"],
+    "--max-gpus": ["64", "1024"], "--gpu-hour-cost": ["0.5", "2"], "--site": ["us-2025"],
+    "--electricity-price": ["0.08", "0.3"], "--pue": ["1.1", "1.5"], "--gpu-load": ["0.5", "1"],
+    "--grid-intensity": ["0", "0.4"], "--top": ["1", "5"], "--input-len": ["128", "8192"],
+    "--output-len": ["128", "1024"], "--concurrency": ["1", "64"], "--tpot": ["20ms", "50ms"],
+    "--ttft": ["200ms", "1s"], "--interactivity": ["20", "50"], "--spec-tokens": ["0", "3"],
+    "--spec-acceptance": ["0", "0.7", "1"], "--size": ["1KiB", "1MB", "1GiB", "1KiB..1GiB"],
+    "--group": ["2", "8", "64", "72", "1024"],
+    "--fabric": ["xgmi-mi300", "ib-ndr-400", "helios-ualoe72", "nvlink5-nvl72", "ici-tpu7x", "pollara-400"],
+    "--bw": ["400Gb/s", "50GB/s"], "--latency": ["2us", "10us"], "--scale-out": ["ib-ndr-400", "pollara-400"],
+    "--stride": ["1", "8"], "--algo": ["auto", "ring", "tree", "rhd", "direct"],
+    "--feeds": ["4x415V3ph60A", "2x480V3ph100A", "2x230V1ph32A", "4x415V3ph60Apf0.95"],
+    "--derate": ["0.8", "1"], "--redundancy": ["N", "2N"], "--gpu-power-cap": ["1", "700", "1000"],
+    "--air-limit-kw": ["1", "40"], "--coolant": ["water", "glycol25"], "--price-per-kwh": ["0.1"],
+    "--facility": ["owned", "colocation"], "--cost-of-capital": ["0", "0.08", "1"],
+    "--depreciation-years": ["0.1", "4"], "--colocation-per-kw-month": ["0", "150"],
+    "--facility-capex-per-mw": ["0", "1e7"], "--network-capex-per-gpu": ["0", "3000"],
+    "--capex-per-gpu": ["1", "30000"], "--tokens-per-s": ["1e-6", "1000"], "--days": ["1d", "30d", "365d", "12w"],
+    "--flops": ["1e20", "3.8e25", "1e30"], "--law": ["chinchilla", "chinchilla-refit", "chinchilla-20"],
+    "--mfu": ["0.01", "0.4", "1"], "--op": ["allreduce", "allgather", "alltoall"],
+    "--kind": ["accelerators", "fabrics", "racks", "models", "costs"],
+}
+
 NAMES = ["mi300x", "mi455x", "b200", "tpu7x", "helios", "llama3.1-8b", "xgmi-mi300", "us-2025", "nope",
          "../../etc/passwd", "MI300X"]
 
@@ -328,10 +381,10 @@ NAMES = ["mi300x", "mi455x", "b200", "tpu7x", "helios", "llama3.1-8b", "xgmi-mi3
 def command_line(draw: st.DrawFn, command: str) -> list[str]:
     base, flags, switches = COMMANDS[command]
     argv = list(base)
-    for flag in draw(st.lists(st.sampled_from(flags), min_size=1, max_size=3, unique=True)):
-        value = draw(st.one_of(hostile_text(), st.sampled_from(NAMES)) if flag in (
-            "--sku", "--fabric", "--scale-out", "--site", "--kind") else hostile_text())
-        argv += [flag, value]
+    for flag in draw(st.lists(st.sampled_from(flags), min_size=1, max_size=4, unique=True)):
+        plausible = st.sampled_from(PLAUSIBLE[flag])
+        hostile = st.one_of(hostile_text(), st.sampled_from(NAMES))
+        argv += [flag, draw(st.one_of(plausible, plausible, hostile))]
     argv += draw(st.lists(st.sampled_from(switches), max_size=2, unique=True)) if switches else []
     return [*argv, "--json"]
 

@@ -173,3 +173,95 @@ def test_class6_good_plan_fits(cli, tmp_path):
     f.write_text(PLAN.format(gpus="8", seq="4096"))
     r = cli(["fit", "--plan", str(f), "--json"])
     assert r.exit_code == 0, r.output
+
+
+# Found by tests/test_fuzz.py; each a plain example of its class.
+BUNDLED_RACKS = __import__("importlib.resources").resources.files("mi400plan") / "profiles" / "racks"
+
+
+def _user_rack(tmp_path, name: str, edit) -> str:  # noqa: ANN001 - edit: str -> str
+    d = tmp_path / "racks"
+    d.mkdir(exist_ok=True)
+    (d / f"{name}.toml").write_text(edit((BUNDLED_RACKS / f"{name}.toml").read_text()))
+    return str(tmp_path)
+
+
+def _rack_json(cli, argv):  # noqa: ANN001, ANN202
+    r = cli([*argv, "--json"])
+    return r.exit_code, json.loads(r.stdout)
+
+
+def test_rack_whose_trays_hold_no_gpu_is_a_profile_error(cli, tmp_path):
+    """Was ZeroDivisionError (exit 1): every per-GPU figure divides by the GPUs the trays hold."""
+
+    def no_compute_components(text: str) -> str:
+        head, _, rest = text.partition("[[trays]]")
+        tray, _, others = rest.partition("[[trays]]")
+        return head + "[[trays]]" + tray.split("[[trays.components]]")[0] + "[[trays]]" + others
+
+    p = _user_rack(tmp_path, "hgx-h100", no_compute_components)
+    code, env = _rack_json(cli, ["rack", "hgx-h100", "--profiles", p])
+    assert code == 3, env
+    assert "hgx-h100.toml" in env["errors"][0]["message"] and "no GPU" in env["errors"][0]["message"]
+
+
+def test_rack_drawing_no_power_is_a_profile_error(cli, tmp_path):
+    """Was ZeroDivisionError (exit 1): GPUs per MW divides by the wall power. Every component at 0 W,
+    the GPUs too."""
+    import re
+
+    def zero_watts(text: str) -> str:
+        text = re.sub(r"power_w = \{[^\n]*\}", "power_w = 0", text)
+        return text.replace('kind = "gpu"\n', 'kind = "gpu"\n  power_w = 0\n')
+
+    p = _user_rack(tmp_path, "hgx-h100", zero_watts)
+    code, env = _rack_json(cli, ["rack", "hgx-h100", "--profiles", p])
+    assert code == 3, env
+    assert "draws power" in env["errors"][0]["message"] and "hgx-h100" in env["errors"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    "feeds", ["2x" + "9" * 400 + "V3ph60A", "2x415V3ph" + "9" * 30 + "A", "9" * 30 + "x415V3ph60A", "2x" + "9" * 5000 + "V3ph60A"]
+)
+def test_rack_feeds_flag_is_bounded_like_a_profile(cli, feeds):
+    """Was InvariantError 'feed_capacity_w is inf' (exit 1), or Python's int-digits limit."""
+    code, env = _rack_json(cli, ["rack", "helios", "--feeds", feeds, "--check"])
+    assert code == 2, env
+    assert "feed set" in env["errors"][0]["message"]
+
+
+# Racks: a --check against a feed value that is missing or not disclosed never passes.
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda t: t.replace("current_a = 100\n", ""), "feeds.current_a"),
+        (lambda t: t.replace("voltage_v = 415\n", ""), "feeds.voltage_v"),
+        (lambda t: t.replace("current_a = 100\n", 'current_a = { status = "n/d" }\n'), "feeds.current_a"),
+        (lambda t: __import__("re").sub(r"power_factor = \{[^\n]*\}", 'power_factor = { status = "n/d" }', t, count=1),
+         "feeds.power_factor is not disclosed"),
+        (lambda t: t[: t.index("[feeds]")] + t[t.index("[cooling]"):], "[feeds]"),
+    ],
+    ids=["no-current", "no-voltage", "current-nd", "power-factor-nd", "no-feeds-table"],
+)
+def test_rack_check_with_unknown_feed_value_fails_naming_it(cli, tmp_path, edit, field):
+    p = _user_rack(tmp_path, "helios", edit)
+    code, env = _rack_json(cli, ["rack", "helios", "--check", "--profiles", p])
+    assert code == 3, env
+    assert env["status"] == "error" and field in env["errors"][0]["message"], env["errors"][0]["message"]
+
+
+def test_bundled_racks_check_verdict_follows_the_feed_numbers(cli):
+    """Every bundled rack has every feed value: --check passes exactly when feeds and air cooling
+    carry the nominal load (exit 0), fails with exit 4 otherwise, and a rack whose GPU power is not
+    disclosed is exit 3 naming it rather than a pass."""
+    for f in BUNDLED_RACKS.iterdir():
+        if not f.name.endswith(".toml"):
+            continue
+        code, env = _rack_json(cli, ["rack", f.name[:-5], "--check"])
+        if code == 3:
+            assert "not disclosed" in env["errors"][0]["message"], (f.name, env)
+            continue
+        row = env["data"]["rows"][0]
+        assert row["feed_capacity_w"] > 0 and row["feeds"]["usable_w"] == row["feed_capacity_w"], f.name
+        assert (row["feed_capacity_w"] >= row["wall_power_w"]) == row["feeds_ok"], f.name
+        assert code == (0 if row["feeds_ok"] and row["cooling_ok"] else 4), (f.name, code)
