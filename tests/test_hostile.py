@@ -265,3 +265,23 @@ def test_bundled_racks_check_verdict_follows_the_feed_numbers(cli):
         assert row["feed_capacity_w"] > 0 and row["feeds"]["usable_w"] == row["feed_capacity_w"], f.name
         assert (row["feed_capacity_w"] >= row["wall_power_w"]) == row["feeds_ok"], f.name
         assert code == (0 if row["feeds_ok"] and row["cooling_ok"] else 4), (f.name, code)
+
+
+def test_nearest_working_gpu_counts_scan_is_bounded():
+    """Was a hang: sweep --gpus 16777216 (in range) with no valid layout scanned every multiple of 8
+    from half to twice the count for a nearest working size, over a million searches."""
+    from mi400plan.api.sweep import nearest_candidates
+
+    below, above = nearest_candidates(2**24)
+    assert below[:3] == [2**24 - 8, 2**24 - 16, 2**24 - 24] and above[:2] == [2**24 + 8, 2**24 + 16]
+    # 16 consecutive, then the distance doubles: 128, 256, ... up to 2**23 below -> 16 more
+    assert len(below) <= 16 + 17 and len(above) <= 16 + 18
+    assert below == sorted(below, reverse=True) and above == sorted(above)
+    assert min(below) >= 2**23 and max(above) <= 2**25
+    assert nearest_candidates(64) == ([56, 48, 40, 32], [72, 80, 88, 96, 104, 112, 120, 128])
+
+
+def test_sweep_at_the_largest_gpu_count_answers(cli):
+    r = cli(["sweep", "llama3.1-405b", "--sku", "mi300x", "--gpus", "16777216", "--no-ranges", "--json"])
+    assert r.exit_code == 0, r.output
+    assert "nearest GPU counts that work" in " ".join(json.loads(r.stdout)["data"]["warnings"])

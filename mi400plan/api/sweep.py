@@ -918,20 +918,45 @@ def sweep(
 
 # Where to look for GPU counts that work when one does not: multiples of 8 (an 8-GPU node or tray;
 # every bundled scale-up domain is a multiple of it) from half to twice the count. A count with no
-# valid structure is rejected before any layout is scored, so the scan costs little.
+# valid structure is rejected before any layout is scored, so each probe costs little. The nearest
+# NEAREST_PROBES multiples on each side are tried one by one, then counts each NEAREST_GROWTH times
+# as far away as the last, so the scan is bounded however large the count (a linear scan of
+# 10,000,000 GPUs was over a million searches); past the first probes the answer is the nearest of
+# the counts tried, not necessarily the nearest that works.
 NEAREST_STEP = 8
+NEAREST_PROBES = 16
+NEAREST_GROWTH = 2.0
+
+
+def nearest_candidates(size: int, step: int = NEAREST_STEP, probes: int = NEAREST_PROBES,
+                       growth: float = NEAREST_GROWTH) -> tuple[list[int], list[int]]:
+    """GPU counts to try below and above ``size``, nearest first: multiples of ``step`` within a
+    factor of two, the first ``probes`` of each side consecutive, then each ``growth`` times
+    farther from ``size`` than the last."""
+    base = size // step * step
+    sides = (
+        [n for n in range(base, max(size // 2, 1) - 1, -step) if 0 < n != size],
+        list(range(base + step, 2 * size + 1, step)),
+    )
+    return tuple(_thin(side, size, probes, growth) for side in sides)  # type: ignore[return-value]
+
+
+def _thin(side: list[int], size: int, probes: int, growth: float) -> list[int]:
+    kept = side[:probes]
+    for n in side[probes:]:
+        if abs(n - size) >= growth * abs(kept[-1] - size):
+            kept.append(n)
+    return kept
 
 
 def nearest_working_sizes(wl: Any, hw: Any, size: int, opts: Any) -> list[int]:
     """The closest GPU counts below and above ``size`` (multiples of ``NEAREST_STEP`` within a
-    factor of two) on which some layout is valid and fits; either side may be missing."""
+    factor of two, ``nearest_candidates``) on which some layout is valid and fits; either side may
+    be missing."""
     from mi400plan.search import search
 
-    base = size // NEAREST_STEP * NEAREST_STEP
-    below = [n for n in range(base, max(size // 2, 1) - 1, -NEAREST_STEP) if 0 < n != size]
-    above = list(range(base + NEAREST_STEP, 2 * size + 1, NEAREST_STEP))
     found = []
-    for side in (below, above):
+    for side in nearest_candidates(size):
         n = next((n for n in side if search(wl, hw, n, opts, top_k=1).valid), None)
         if n is not None:
             found.append(n)
