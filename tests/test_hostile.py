@@ -274,10 +274,12 @@ def test_nearest_working_gpu_counts_scan_is_bounded():
 
     below, above = nearest_candidates(2**24)
     assert below[:3] == [2**24 - 8, 2**24 - 16, 2**24 - 24] and above[:2] == [2**24 + 8, 2**24 + 16]
-    # 16 consecutive, then the distance doubles: 128, 256, ... up to 2**23 below -> 16 more
-    assert len(below) <= 16 + 17 and len(above) <= 16 + 18
+    assert below[:16] == [2**24 - 8 * k for k in range(1, 17)]  # the 16 nearest, one by one
+    assert len(below) == len(above) == 64  # of 1,048,576 and 2,097,152 multiples of 8
     assert below == sorted(below, reverse=True) and above == sorted(above)
-    assert min(below) >= 2**23 and max(above) <= 2**25
+    assert (below[-1], above[-1]) == (2**23, 2**25)  # still reaching half and twice the count
+    # up to 64 multiples on a side are all tried (1,000: 62 below, 63 above), as before
+    assert nearest_candidates(1000)[0] == list(range(992, 499, -8))
     assert nearest_candidates(64) == ([56, 48, 40, 32], [72, 80, 88, 96, 104, 112, 120, 128])
 
 
