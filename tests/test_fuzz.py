@@ -409,14 +409,18 @@ def test_fuzz_flags(command):
     run()
 
 
+OTHER_FORMATS = [[], ["--format", "csv"], ["--format", "md"], ["--ascii"], ["--wide"]]
+
+
 def test_fuzz_flags_table_output():
-    """The same contract without --json: exit code and no traceback (tables and warnings render)."""
+    """The same contract without --json: exit code and no traceback (tables, CSV, Markdown and
+    warnings render)."""
 
     @FUZZ
     @given(command=st.sampled_from(list(COMMANDS)), data=st.data())
     def run(command, data):
         argv = data.draw(command_line(command))[:-1]
-        check(argv)
+        check([*argv, *data.draw(st.sampled_from(OTHER_FORMATS))])
 
     run()
 
@@ -472,7 +476,8 @@ def test_fuzz_profiles(kind):
             path.write_text(to_toml(doc))
             commands = _commands_for(kind, name, doc)
             argv = data.draw(st.sampled_from(commands), label="command")
-            check([*argv, "--profiles", tmp, "--json"])
+            fmt = data.draw(st.sampled_from([["--json"]] * 3 + OTHER_FORMATS[:3]), label="format")
+            check([*argv, "--profiles", tmp, *fmt])
             code, env = check(["profiles", "validate", str(path), "--kind", kind, "--json"])
             assert code in (0, 3), code
 
