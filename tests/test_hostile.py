@@ -7,6 +7,8 @@ code (2 usage, 3 profile or file), never exit 1, a traceback, a hang or a printe
 from __future__ import annotations
 
 import json
+import re
+from importlib import resources
 
 import pytest
 
@@ -176,7 +178,7 @@ def test_class6_good_plan_fits(cli, tmp_path):
 
 
 # Found by tests/test_fuzz.py; each a plain example of its class.
-BUNDLED_RACKS = __import__("importlib.resources").resources.files("mi400plan") / "profiles" / "racks"
+BUNDLED_RACKS = resources.files("mi400plan") / "profiles" / "racks"
 
 
 def _user_rack(tmp_path, name: str, edit) -> str:  # noqa: ANN001 - edit: str -> str
@@ -208,7 +210,6 @@ def test_rack_whose_trays_hold_no_gpu_is_a_profile_error(cli, tmp_path):
 def test_rack_drawing_no_power_is_a_profile_error(cli, tmp_path):
     """Was ZeroDivisionError (exit 1): GPUs per MW divides by the wall power. Every component at 0 W,
     the GPUs too."""
-    import re
 
     def zero_watts(text: str) -> str:
         text = re.sub(r"power_w = \{[^\n]*\}", "power_w = 0", text)
@@ -237,7 +238,7 @@ def test_rack_feeds_flag_is_bounded_like_a_profile(cli, feeds):
         (lambda t: t.replace("current_a = 100\n", ""), "feeds.current_a"),
         (lambda t: t.replace("voltage_v = 415\n", ""), "feeds.voltage_v"),
         (lambda t: t.replace("current_a = 100\n", 'current_a = { status = "n/d" }\n'), "feeds.current_a"),
-        (lambda t: __import__("re").sub(r"power_factor = \{[^\n]*\}", 'power_factor = { status = "n/d" }', t, count=1),
+        (lambda t: re.sub(r"power_factor = \{[^\n]*\}", 'power_factor = { status = "n/d" }', t, count=1),
          "feeds.power_factor is not disclosed"),
         (lambda t: t[: t.index("[feeds]")] + t[t.index("[cooling]"):], "[feeds]"),
     ],
