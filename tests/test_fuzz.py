@@ -189,7 +189,9 @@ def mutated(draw: st.DrawFn, doc: dict) -> dict:
         paths = _leaves(doc)
         numbers = [p for p in paths if _is_number(_at(doc, p))]
         action = draw(st.sampled_from(["replace", "delete", "scale", "scale", "scale", "swap"]))
-        if action == "scale" and not numbers or not paths:
+        if not paths:  # everything deleted already
+            break
+        if action == "scale" and not numbers:
             action = "replace"
         path = draw(st.sampled_from(numbers if action == "scale" else paths))
         parent, key = _at(doc, path[:-1]), path[-1]
