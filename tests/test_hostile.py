@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -288,3 +289,27 @@ def test_sweep_at_the_largest_gpu_count_answers(cli):
     r = cli(["sweep", "llama3.1-405b", "--sku", "mi300x", "--gpus", "16777216", "--no-ranges", "--json"])
     assert r.exit_code == 0, r.output
     assert "nearest GPU counts that work" in " ".join(json.loads(r.stdout)["data"]["warnings"])
+
+
+def test_calibration_work_is_bounded_when_the_runs_disagree_with_the_model(cli, tmp_path):
+    """Was 100 Levenberg-Marquardt iterations crawling along a ridge (a run's DP halved: 10 s for
+    five runs, 46 s on a loaded machine). The iterations are capped; the calibration still answers."""
+    import numpy as np
+
+    from mi400plan.calibrate import LM_MAX_ITER, least_squares
+
+    calls = []
+
+    def rosenbrock(x):  # the classic curved valley: Levenberg-Marquardt creeps along it
+        calls.append(1)
+        return np.array([10.0 * (x[1] - x[0] ** 2), 1.0 - x[0]])
+
+    least_squares(rosenbrock, [-1.2, 1.0], [-5.0, -5.0], [5.0, 5.0], [1.0, 1.0])
+    assert len(calls) <= 1 + (LM_MAX_ITER + 1) * 3  # residuals + 2-column Jacobian per accepted step
+
+    text = (Path(__file__).parent / "data" / "calibrate" / "runs.toml").read_text()
+    f = tmp_path / "runs.toml"
+    f.write_text(text.replace("dp = 8\n", "dp = 4\n", 1))
+    r = cli(["calibrate", str(f), "--sku", "mi355x", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["status"] == "ok"
