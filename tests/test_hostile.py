@@ -313,3 +313,22 @@ def test_calibration_work_is_bounded_when_the_runs_disagree_with_the_model(cli, 
     r = cli(["calibrate", str(f), "--sku", "mi355x", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("line", "value"),
+    [("hbm_usable = { nominal = 205822885888,", "0"), ("hbm_usable = { nominal = 205822885888,", "-1"),
+     ("hbm_capacity = { nominal = 192,", "0"), ("hbm_capacity = { nominal = 192,", "1e7")],
+)
+def test_memory_capacity_with_a_unit_has_a_domain(cli, tmp_path, line, value):
+    """Was ZeroDivisionError (exit 1) in fit: capacities written with their unit had no domain."""
+    d = tmp_path / "accelerators"
+    d.mkdir()
+    key = line.split(" =")[0]
+    (d / "mi300x.toml").write_text(
+        (resources.files("mi400plan") / "profiles" / "accelerators" / "mi300x.toml").read_text().replace(
+            line, line.split("nominal = ")[0] + f"nominal = {value},"))
+    r = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--profiles", str(tmp_path), "--json"])
+    assert r.exit_code == 3, r.output
+    message = json.loads(r.stdout)["errors"][0]["message"]
+    assert f"memory.{key}" in message and "at most 1 PiB" in message, message
