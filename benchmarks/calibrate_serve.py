@@ -49,7 +49,7 @@ def main() -> None:
             print(f"    # {family}: {len(old)} older runs (before {cut}) not fitted: tok/s/GPU error "
                   f"{e['tput'].mean():.0%} mean, {e['tput'].max():.0%} max; TPOT {e['tpot'].mean():.0%} mean")
         print(f"    {family!r}: FamilyCalibration({family!r}, {cal.hbm_efficiency}, {cal.kernel_overhead_us}, "
-              f"{cal.matmul_efficiency}, {cal.request_overhead_ms}, {cal.points}, {cal.tput_mean_err}, "
+              f"{cal.matmul_scale}, {cal.request_overhead_ms}, {cal.points}, {cal.tput_mean_err}, "
               f"{cal.tput_max_err}, {cal.tpot_mean_err}, {cal.tpot_max_err}, {cal.ttft_mean_err}, "
               f"{dates[0] + '..' + dates[-1]!r}, {cal.matmul_precisions!r}),  # {time.perf_counter() - t0:.1f} s")
 

@@ -13,6 +13,15 @@ never used here):
   its model FLOPs).
 * MI300X / MI325X: AMD's published max-achievable FLOPs (ROCm blog "Measuring Max-Achievable FLOPs
   - Part 2", 2025): ceiling = MAF / dense peak, printed here from the published figures.
+* AMD Instinct training runs (``tests/data/train_calibration_amd.csv``, ``tests/test_calibration_amd.py``):
+  the BF16 / FP8 ceiling of each (SKU, precision) with measured rows, by grid search on their mean
+  absolute error. Rows without a measured figure are listed as pending and not fitted; with no
+  measured row a SKU keeps its max-achievable-FLOPs ceiling.
+* NVIDIA H100 FP8, B200 BF16 / FP8: published GEMM benchmark figures with their shapes
+  (``tests/data/gemm_vendor.csv``, ``tests/test_gemm_vendor.py``): each ``fit`` figure inverted through
+  the GEMM model (the ceiling that gives it back at its shape), the mean per (SKU, precision); the
+  ``check`` figures are printed with the model's error. H200 takes the H100 value (same die), GB200,
+  B300 and GB300 the B200 fractions (rule, no figure of their own).
 
 The printed values are what the profiles carry (``[efficiency]``, with these sources).
 """
@@ -29,7 +38,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import test_calibration as nar21  # noqa: E402
+import test_calibration_amd as amdcal  # noqa: E402
 import test_calibration_h100 as ll3  # noqa: E402
+import test_gemm_vendor as vendor  # noqa: E402
 
 import mi400plan.api.sweep as sweep_api  # noqa: E402
 from mi400plan import gemm  # noqa: E402
@@ -103,7 +114,60 @@ def amd_ceilings() -> None:
         print(f"{sku:<7} matmul_{prec} {maf / peak:.3f}  (MAF {maf} / peak {peak:.1f} TFLOP/s)")
 
 
+def fit_amd_training() -> dict[tuple[str, str], float]:
+    """Ceiling per (SKU, precision) on AMD's measured training runs; pending rows are only listed."""
+    rows = amdcal.rows()
+    done = amdcal.measured()
+    pending = [r["id"] for r in rows if r not in done]
+    print(f"AMD training runs: {len(done)} measured, {len(pending)} pending (no figure transcribed): {pending}")
+    out: dict[tuple[str, str], float] = {}
+    for key in sorted({(r["sku"], r["precision"]) for r in done}):
+        group = [r for r in done if (r["sku"], r["precision"]) == key]
+
+        def err(mm: float, group=group) -> np.ndarray:
+            orig = sweep_api.build_sku
+            sweep_api.build_sku = lambda *a, **k: (lambda s: dataclasses.replace(s, hw=dataclasses.replace(s.hw, matmul_eff=mm)))(orig(*a, **k))
+            try:
+                cat = Catalog.default([])
+                return np.array([amdcal.val.predict(cat, r) / float(r["tokens_per_s_per_gpu"]) - 1.0 for r in group])
+            finally:
+                sweep_api.build_sku = orig
+
+        mm = min(np.arange(0.25, 0.801, 0.0025), key=lambda x: np.abs(err(x)).mean())
+        e = err(mm)
+        out[key] = float(mm)
+        print(f"{key[0]:<7} matmul_{key[1]} {mm:.4f}  errors % {np.round(e * 100, 1)}  mean {np.abs(e).mean() * 100:.1f}")
+    return out
+
+
+def nvidia_ceilings() -> dict[tuple[str, str], float]:
+    """Hopper FP8 and Blackwell ceilings from the published GEMM figures (module docstring)."""
+    cat = Catalog.default([])
+    for r in vendor.rows():
+        c = vendor.implied_ceiling(vendor.gemm_sku(cat, r), r)
+        err = vendor.predicted_tflops(cat, r) / float(r["tflops"]) - 1.0
+        m, n, k = vendor.shape(r)
+        print(f"{r['role']:<5} {r['sku']:<5} {r['precision']:<4} M={m:<6} N={n:<6} K={k:<6} {float(r['tflops']):>8.1f} TFLOP/s"
+              f"  implied ceiling {c:.4f}  profile error {err * 100:+5.1f}%  ({r['id']})")
+    fit = vendor.fitted_ceilings(cat)
+    factor = vendor.at_scale_factor(cat)
+    for (sku, prec), c in fit.items():
+        print(f"{sku:<7} matmul_{prec} {c * factor:.3f}  (kernel ceiling {c:.3f}, the mean of the fit figures,"
+              f" x the H100 at-scale factor {factor:.3f})")
+    h100 = cat.get("accelerators", "h100").spec.efficiency.matmul("bf16").nominal
+    fb = {r["precision"]: float(r["tflops"]) for r in vendor.rows() if r["id"].startswith("fbgemm-h100-500w")}
+    ratio = (fb["fp8"] / 1978.9) / (fb["bf16"] / 989.4)
+    print(f"h100    matmul_fp8 {h100 * ratio:.3f}  (rule: BF16 ceiling {h100} x FBGEMM's FP8/BF16 ratio {ratio:.4f};"
+          f" range top = the 'high' figure's implied ceiling); h200 the same")
+    for sku in vendor.RULE_FROM_B200:
+        print(f"{sku:<7} matmul_bf16 {fit[('b200', 'bf16')] * factor:.3f}  matmul_fp8 {fit[('b200', 'fp8')] * factor:.3f}"
+              "  (rule: B200 fractions)")
+    return fit
+
+
 if __name__ == "__main__":
+    nvidia_ceilings()
     amd_ceilings()
+    fit_amd_training()
     fit_a100()  # sets gemm.TILES to the fitted small-tile efficiency, used by the H100 fit
     fit_h100()

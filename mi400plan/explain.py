@@ -33,6 +33,7 @@ LOSS_TERMS: tuple[tuple[str, str], ...] = (
     ("t_bubble", "pipeline bubble"),
     ("t_dp", "DP collectives, exposed"),
     ("t_optimizer", "optimizer step"),
+    ("t_offload", "activation offloading, exposed"),
 )
 COMPUTE_TERMS = ("t_compute", "t_attention")
 STEP_SUM_RTOL = 1e-9

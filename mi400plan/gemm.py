@@ -93,11 +93,18 @@ def wave_fill(m: Any, n: Any, batch: Any, units: int) -> Any:
     return best
 
 
+def gemm_math_seconds(m: Any, n: Any, k: Any, sku: GemmSku, batch: Any = 1.0) -> Any:
+    """Compute time of a GEMM, ``2 M N K batch / (peak x ceiling x wave_fill)``, seconds (module
+    docstring); no memory term, no overhead. ``serve`` pairs it with its own byte count (weights at
+    the serving format's width)."""
+    m, n, k = (np.maximum(np.asarray(x, dtype=np.float64), 1.0) for x in (m, n, k))
+    return 2.0 * m * n * k * batch / (sku.peak_flops * sku.ceiling * wave_fill(m, n, batch, sku.units))
+
+
 def gemm_seconds(m: Any, n: Any, k: Any, sku: GemmSku, batch: Any = 1.0) -> Any:
     """Roofline time of a GEMM without the per-kernel overhead, seconds (module docstring)."""
+    t_math = gemm_math_seconds(m, n, k, sku, batch)
     m, n, k = (np.maximum(np.asarray(x, dtype=np.float64), 1.0) for x in (m, n, k))
-    flops = 2.0 * m * n * k * batch
-    t_math = flops / (sku.peak_flops * sku.ceiling * wave_fill(m, n, batch, sku.units))
     bytes_moved = ((m * k + k * n) * sku.operand_bytes + 2.0 * m * n) * batch
     return np.maximum(t_math, bytes_moved / sku.hbm_bytes_per_s)
 

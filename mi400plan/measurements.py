@@ -63,6 +63,8 @@ class MeasuredRun(StrictModel):
     overlap_pp: bool = True
     overlap_cp: bool = True
     split_embedding_loss: bool = False
+    # activation offloading (Megatron-Core --cpu-offloading-num-layers), as sweep's --offload-layers
+    offload_layers: int = Field(default=0, ge=0, le=1024)
     step_time_s: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)
     tflops_per_gpu: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)
     tflops_basis: Literal["model", "hardware"] = "model"

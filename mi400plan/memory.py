@@ -80,8 +80,8 @@ from typing import Any
 import numpy as np
 
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
-from mi400plan.pipeline import chunk_layers
-from mi400plan.specs.layout import RECOMPUTE_CODES, RECOMPUTE_NAMES, InferRecipe, RuntimeReserve, TrainRecipe
+from mi400plan.pipeline import N_SPLIT_CODES, chunk_layers
+from mi400plan.specs.layout import OFFLOAD_IN_FLIGHT, RECOMPUTE_CODES, RECOMPUTE_NAMES, InferRecipe, RuntimeReserve, TrainRecipe
 from mi400plan.specs.model import ModelSpec
 
 __all__ = [
@@ -112,7 +112,9 @@ class TrainMemory:
 
     ``reserve`` is the capacity-independent part of the runtime reserve (``fixed_bytes``); the
     capacity fraction is applied by the caller through :func:`usable_bytes`. ``total`` is the sum
-    of the five terms. ``stage`` is the index of the most loaded pipeline stage.
+    of the five terms. ``stage`` is the index of the most loaded pipeline stage. ``offloaded`` is the
+    activation bytes this rank keeps in pinned host memory (activation offloading; 0 without it): the
+    host memory per GPU the offloading needs, already taken out of ``activations``.
     """
 
     weights: np.ndarray
@@ -122,6 +124,7 @@ class TrainMemory:
     reserve: np.ndarray
     total: np.ndarray
     stage: np.ndarray
+    offloaded: np.ndarray  # activation bytes held in host memory (``recipe.offload_layers``); not in total
 
     def item(self, i: Any = ()) -> dict[str, float]:
         """The terms of one layout (index ``i``) as plain floats."""
@@ -261,12 +264,13 @@ def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
         split = np.zeros_like(pp)
     split = np.broadcast_to(np.maximum(np.asarray(split, dtype=np.int64), 0), pp.shape)
     width = int(vpp.max()) + 1 if vpp.size else 1
-    key = ((pp.ravel() * width + vpp.ravel()) * 3 + split.ravel()).astype(np.int64)
+    codes = N_SPLIT_CODES
+    key = ((pp.ravel() * width + vpp.ravel()) * codes + split.ravel()).astype(np.int64)
     present = np.nonzero(np.bincount(key))[0]
     lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
     lut[present] = np.arange(len(present))
     inverse = lut[key]
-    tabs = [_stage_slots(counts, int(k // 3 // width), int(k // 3 % width), int(k % 3)) for k in present]
+    tabs = [_stage_slots(counts, int(k // codes // width), int(k // codes % width), int(k % codes)) for k in present]
     S = max(len(tb.stage) for tb in tabs)
     F = len(SLOT_FIELDS)
     table = np.zeros((len(tabs), F + 1, S))  # every field, then the validity mask, per group
@@ -304,6 +308,12 @@ def _ffn_elems(model: ModelSpec, width: ArrayLike) -> ArrayLike:
     recomputed in the fused backward) and the down-projection input, 3 x width; GELU keeps the GELU
     input and the down-projection input, 2 x width (Korthikanti: 8sbh + 8sbh for width 4h)."""
     return (3.0 if model.ffn_kind == "swiglu" else 2.0) * width
+
+
+def _ffn_bytes(model: ModelSpec, width: ArrayLike, e: float, g: float) -> ArrayLike:
+    """Saved FFN intermediate bytes per token (:func:`_ffn_elems`): the down-projection input, a GEMM
+    input, at ``g`` bytes an element, the gate/up outputs (SwiGLU) or the GELU input at ``e``."""
+    return (_ffn_elems(model, width) - width) * e + width * g
 
 
 def layer_activation_bytes_per_token(
@@ -344,6 +354,12 @@ def layer_activation_bytes_per_token(
       intermediates ``e*3*ffn_e`` (``etp`` times the tokens at ``1/etp`` of the width: ETP does not
       shrink them).
     * full recompute: only the layer input ``e*h`` (``/t`` with SP).
+    * FP8 training (``recipe.gemm_input_bytes`` = 1): the inputs of the block's GEMMs (QKV input, the
+      output-projection input, the FFN input, the down-projection input, the MLA up-projection inputs,
+      the dispatched expert tokens) are saved as their FP8 copy, 1 byte an element, as Transformer
+      Engine 2.x does (``Linear``/``LayerNormLinear``/``GroupedLinear`` keep only the quantized
+      column-wise input the weight-gradient GEMM reads); norm inputs, Q/K/V for attention and the
+      gate/up outputs stay 16-bit.
 
     Check: GPT (GELU, ffn 4h, MHA), dropout on, no flash, no SP: ``10*h + 24*h/t + 5*a*s/t`` per token,
     i.e. Korthikanti's ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` divided by ``s*b``.
@@ -351,6 +367,7 @@ def layer_activation_bytes_per_token(
     a = model.attention
     h = float(model.hidden_size)
     e = recipe.activation_bytes
+    g = recipe.gemm_input_bytes
     drop = 1.0 if recipe.dropout else 0.0
     tp = np.asarray(tp, dtype=np.float64)
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -362,13 +379,14 @@ def layer_activation_bytes_per_token(
         d_qk = float(a.qk_nope_head_dim + a.qk_rope_head_dim)
         d_v = float(a.v_head_dim)
         kv_r = heads / tp
-        latent = e * (2.0 * (a.q_lora_rank or 0) + 2.0 * a.kv_lora_rank + a.qk_rope_head_dim)
+        lora = float((a.q_lora_rank or 0) + a.kv_lora_rank)
+        latent = e * (lora + a.qk_rope_head_dim) + g * lora  # norm inputs 16-bit, up-projection inputs
     else:
         d_qk = d_v = float(a.head_size(model.hidden_size))
         kv_r = np.maximum(a.kv_heads / tp, 1.0)
         latent = 0.0
-    replicated = 4.0 * e * h + drop * 2.0 * h * MASK_BYTES + latent
-    split = e * heads * d_qk / tp + e * kv_r * (d_qk + d_v) + e * heads * d_v / tp
+    replicated = 2.0 * e * h + 2.0 * g * h + drop * 2.0 * h * MASK_BYTES + latent
+    split = e * heads * d_qk / tp + e * kv_r * (d_qk + d_v) + g * heads * d_v / tp
     s = np.asarray(seq_len, dtype=np.float64)
     if recipe.flash_attention:
         core = LSE_BYTES * heads / tp + 0.0 * s
@@ -381,13 +399,13 @@ def layer_activation_bytes_per_token(
         assert m is not None
         replicated = replicated + 4.0 * m.num_experts
         shared = m.num_shared_experts * (m.shared_expert_ffn_dim or m.expert_ffn_dim)
-        split = split + e * _ffn_elems(model, shared) / tp
+        split = split + _ffn_bytes(model, shared, e, g) / tp
         etp_a = np.asarray(etp, dtype=np.float64)
         routed = m.top_k * recipe.moe_capacity_factor * (
-            e * h * (etp_a + 1.0) + e * _ffn_elems(model, m.expert_ffn_dim)
+            g * h * etp_a + e * h + _ffn_bytes(model, m.expert_ffn_dim, e, g)
         )
     else:
-        split = split + e * _ffn_elems(model, model.ffn_dim) / tp
+        split = split + _ffn_bytes(model, model.ffn_dim, e, g) / tp
     full = replicated / tsp + split + core + routed / tsp
     return np.where(rc >= 2, e * h / tsp, full)
 
@@ -531,6 +549,11 @@ def train_memory(
     acts = tokens * (
         inflight * (stage_act + slots["first"] * first_extra) + slots["last"] * last_extra + working
     )
+    offloaded = None
+    if recipe.offload_layers > 0:
+        host, kept = _offloaded_per_token(recipe.offload_layers, stage_act, slots["layers"], V, inflight)
+        offloaded = tokens * host
+        acts = acts - offloaded + tokens * kept
     total = weights + grads + optim + acts + recipe.reserve.fixed_bytes
     total = np.where(slots["valid"], total, -np.inf)
     k = np.argmax(total, axis=-1)[..., None]
@@ -547,7 +570,27 @@ def train_memory(
         reserve=np.full(shape, recipe.reserve.fixed_bytes),
         total=pick(total),
         stage=pick(s_idx),
+        offloaded=np.broadcast_to(0.0, shape) if offloaded is None else pick(offloaded),
     )
+
+
+def _offloaded_per_token(n: int, stage_act: np.ndarray, layers: np.ndarray, vpp: np.ndarray,
+                         inflight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Activation offloading per token of a micro-batch: (bytes in host memory, bytes kept in HBM for it).
+
+    Megatron-Core ``--cpu-offloading-num-layers n`` wraps each model chunk in Transformer Engine's
+    offload context (``specs.layout.OFFLOAD_IN_FLIGHT``): the saved activations of the chunk's first
+    ``n`` layers leave HBM, at most ``layers per chunk - 1`` of them (TE never offloads a chunk's last
+    layer, so a larger ``n`` is clamped here). A stage of ``vpp`` chunks offloads ``vpp x n_eff``
+    layers per micro-batch, for each of its ``inflight`` micro-batches: host bytes = inflight x
+    vpp x n_eff x per-layer bytes, per-layer bytes = the stage's mean. ``OFFLOAD_IN_FLIGHT`` (1) of
+    those layers stays in HBM, once per stage: only one layer's copy-out or prefetch runs at a time.
+    """
+    per_layer = stage_act / np.maximum(layers, 1.0)
+    n_eff = np.minimum(float(n), np.maximum(layers / vpp - 1.0, 0.0)) * vpp
+    host = inflight * n_eff * per_layer
+    kept = np.minimum(np.minimum(n_eff, float(OFFLOAD_IN_FLIGHT)) * per_layer, host)
+    return host, kept
 
 
 # --- inference ---------------------------------------------------------------------------------

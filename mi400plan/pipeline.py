@@ -15,10 +15,17 @@ A split is named by a small integer code so the vectorized search can carry it p
   :func:`uneven_stage_layers`: middle stages hold ``k = ceil(L / PP)`` rounded up to a multiple of
   VPP, the first and the last share the rest (first ``<=`` last ``<= k``, each a multiple of VPP,
   since Megatron-Core splits every stage's layers evenly over its VPP chunks).
+* ``SPLIT_LAYOUT`` (3): a custom layout (Megatron-Core ``--pipeline-model-parallel-layout``, which
+  lets every model chunk hold its own layer count, so VPP works with uneven splits: DeepSeek-V3's
+  61 layers at PP 4 x VPP 4 or PP 8 x VPP 4 as NVIDIA's Megatron-Bridge recipes run them). The planner
+  spreads the layers as evenly as possible over the ``PP x VPP`` chunks (:func:`layout_chunk_layers`),
+  the chunks with one layer fewer placed from the outside in (first, last, second, ...), where the
+  embedding and the loss run.
 * ``SPLIT_NONE`` (-1): none of the allowed splits holds the layers (rule ``pp-layers``).
 
 An even split is used whenever it exists; otherwise the embedding/loss split when allowed, then the
-uneven one when allowed (:func:`pipeline_split`). No numpy at import (specs import this module).
+uneven one, then the custom layout, both when uneven splits are allowed (:func:`pipeline_split`).
+No numpy at import (specs import this module).
 """
 
 from __future__ import annotations
@@ -31,7 +38,10 @@ SPLIT_NONE = -1
 SPLIT_EVEN = 0
 SPLIT_EMBEDDING_LOSS = 1
 SPLIT_UNEVEN = 2
-SPLIT_NAMES = {SPLIT_EVEN: "even", SPLIT_EMBEDDING_LOSS: "embedding-loss", SPLIT_UNEVEN: "uneven"}
+SPLIT_LAYOUT = 3
+N_SPLIT_CODES = 4  # codes 0..3 (packed into integer keys by the memory model)
+SPLIT_NAMES = {SPLIT_EVEN: "even", SPLIT_EMBEDDING_LOSS: "embedding-loss", SPLIT_UNEVEN: "uneven",
+               SPLIT_LAYOUT: "layout"}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -57,6 +67,31 @@ def uneven_stage_layers(layers: int, pp: int, vpp: int = 1) -> tuple[int, int, i
     return first, k, last
 
 
+@functools.lru_cache(maxsize=4096)
+def layout_chunk_layers(layers: int, pp: int, vpp: int) -> tuple[int, ...] | None:
+    """Transformer layers of each model chunk under the balanced custom layout, or None.
+
+    ``base, extra = divmod(L, PP x VPP)``: ``extra`` chunks hold ``base + 1`` layers, the others
+    ``base``, the smaller ones placed from the outside in (chunk 0, the last chunk, chunk 1, the one
+    before the last, ...). Valid when every chunk holds a layer, ``pp >= 2``, and no stage holds more
+    than ``ceil(L / PP)`` layers (the stages are as balanced as any split can make them, which the
+    step-time model's average-stage charge assumes). DeepSeek-V3, 61 layers at PP 4 x VPP 4: 16
+    chunks, 13 of 4 layers and chunks 0, 15 and 1 of 3; stages hold 15, 15, 16 and 15 layers.
+    """
+    chunks = pp * vpp
+    if pp < 2 or vpp < 1 or layers < chunks:
+        return None
+    base, extra = divmod(layers, chunks)
+    out = [base + 1] * chunks
+    order = [j for pair in zip(range(chunks), range(chunks - 1, -1, -1)) for j in pair]
+    small = list(dict.fromkeys(order))[: chunks - extra]
+    for j in small:
+        out[j] = base
+    if max(sum(out[s::pp]) for s in range(pp)) > math.ceil(layers / pp):
+        return None
+    return tuple(out)
+
+
 def pipeline_split(layers: int, pp: int, vpp: int, split_embedding_loss: bool = False,
                    uneven: bool = False) -> int:
     """The split code used for ``pp`` stages x ``vpp`` chunks (see the module docstring)."""
@@ -67,6 +102,8 @@ def pipeline_split(layers: int, pp: int, vpp: int, split_embedding_loss: bool = 
         return SPLIT_EMBEDDING_LOSS
     if uneven and uneven_stage_layers(layers, pp, vpp) is not None:
         return SPLIT_UNEVEN
+    if uneven and vpp > 1 and layout_chunk_layers(layers, pp, vpp) is not None:
+        return SPLIT_LAYOUT
     return SPLIT_NONE
 
 
@@ -74,17 +111,24 @@ def pipeline_split_array(layers: int, pp: Any, vpp: Any, split_embedding_loss: b
                          uneven: bool = False) -> Any:
     """:func:`pipeline_split` over numpy arrays ``pp`` and ``vpp`` (int64 codes, broadcast shape).
 
-    Evaluated once per distinct (PP, VPP) pair, so a grid of millions of layouts costs a few lookups.
+    Evaluated once per distinct (PP, VPP) pair, found in O(N) through an integer key
+    ``pp x (max VPP + 1) + vpp`` and a lookup table (no sort), so a grid of millions of layouts costs
+    a few lookups.
     """
     import numpy as np
 
     p, v = np.broadcast_arrays(np.asarray(pp, dtype=np.int64), np.asarray(vpp, dtype=np.int64))
     if p.size == 0:
         return np.zeros(p.shape, dtype=np.int64)
-    pairs, inverse = np.unique(np.stack([p.ravel(), v.ravel()], axis=1), axis=0, return_inverse=True)
-    codes = np.array([pipeline_split(layers, int(a), int(b), split_embedding_loss, uneven) for a, b in pairs],
-                     dtype=np.int64)
-    return codes[np.asarray(inverse).ravel()].reshape(p.shape)
+    if p.min() < 0 or v.min() < 0:
+        raise ValueError("pipeline sizes must be non-negative")
+    width = int(v.max()) + 1
+    key = (p * width + v).ravel()
+    present = np.flatnonzero(np.bincount(key))
+    lut = np.full(int(present[-1]) + 1, SPLIT_NONE, dtype=np.int64)
+    lut[present] = [pipeline_split(layers, int(k // width), int(k % width), split_embedding_loss, uneven)
+                    for k in present]
+    return lut[key].reshape(p.shape)
 
 
 def chunk_layers(layers: int, pp: int, vpp: int, code: int) -> list[int]:
@@ -105,6 +149,10 @@ def chunk_layers(layers: int, pp: int, vpp: int, code: int) -> list[int]:
         if split is not None:
             first, mid, last = split
             return [(first if j % pp == 0 else last if j % pp == pp - 1 else mid) // vpp for j in range(chunks)]
+    if code == SPLIT_LAYOUT:
+        per_chunk = layout_chunk_layers(layers, pp, vpp)
+        if per_chunk is not None:
+            return list(per_chunk)
     base, extra = divmod(layers, chunks)
     return [base + (1 if j < extra else 0) for j in range(chunks)]
 

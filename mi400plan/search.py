@@ -149,6 +149,7 @@ class Hardware:
     attn_eff: float = 0.0  # flash-attention fraction of the BF16 peak; 0 = ``ATTN_OVER_MATMUL`` x matmul_eff
     peak_bf16_flops: float = 0.0  # BF16 dense peak for attention, FLOP/s; 0 = peak_flops
     operand_bytes: float = 2.0  # GEMM input element size (1 for FP8)
+    host_bw: float = 0.0  # B/s per direction per GPU to host memory (activation offloading); 0 = unknown
 
     def gemm_sku(self) -> "gemm.GemmSku":
         """The GEMM model's view of this SKU (``mi400plan.gemm``)."""
@@ -214,7 +215,8 @@ class SearchOptions:
     # Uneven pipeline split (Megatron-Core ``--decoder-first-pipeline-num-layers`` /
     # ``--decoder-last-pipeline-num-layers``): when PP x VPP does not divide the layers, the first and
     # the last stage hold fewer layers than the others (``pipeline.uneven_stage_layers``), so layer
-    # counts with awkward factors (DeepSeek-V3's 61) still run at PP 8 or 16. On by default.
+    # counts with awkward factors (DeepSeek-V3's 61) still run at PP 8 or 16; with VPP, where that
+    # cannot hold, a balanced custom layout (``pipeline.layout_chunk_layers``). On by default.
     uneven_pp: bool = True
     chunk: int = 1 << 18  # candidates evaluated per numpy chunk (bounds memory)
 
@@ -549,7 +551,8 @@ def chunked_exposure(comm: Any, compute: Any, pp: Any, vpp: Any) -> Any:
     return np.maximum(0.0, np.maximum((comm - compute) / vpp, comm - lead))
 
 
-BREAKDOWN = ("compute", "attention", "gemm_overhead", "memory_bound", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer")
+BREAKDOWN = ("compute", "attention", "gemm_overhead", "memory_bound", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer",
+             "offload")
 
 
 def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float, c: dict[str, Any],
@@ -688,6 +691,10 @@ def step_time(
     pp_mb = np.where(pp > 1, pp_link, 0.0)
 
     t_mb = comp_mb + ovh_mb + mem_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    off_mb = 0.0
+    if wl.recipe.offload_layers > 0:  # activation copies to and from host memory, exposed part
+        off_mb = offload_exposed(c, wl, hw, comp_mb, layers)
+        t_mb = t_mb + off_mb
     bubble = (pp - 1.0) / vpp * t_mb
     pp_fill = np.maximum(0.0, pp_fill)  # fill/drain transfers beyond those already in the bubble
 
@@ -758,6 +765,7 @@ def step_time(
         "t_bubble": bubble,
         "t_dp": dp_exposed,
         "t_optimizer": opt,
+        "t_offload": m * off_mb if wl.recipe.offload_layers > 0 else 0.0,
         "step": step,
         "compute_only": m * comp_mb,
         "m": m,
@@ -767,6 +775,45 @@ def step_time(
         "tok_gpu_mb": tok_gpu_mb,
     }
     return out
+
+
+def offload_seconds(n_layers: Any, layer_bytes: Any, fwd_s: Any, host_bw: float) -> Any:
+    """Exposed seconds of activation offloading per micro-batch on one GPU.
+
+    Transformer Engine's offload (``specs.layout.OFFLOAD_IN_FLIGHT``) copies each offloaded layer's
+    saved activations (``layer_bytes``) device-to-host on a side stream while the next layer runs its
+    forward (``fwd_s``), and host-to-device while the layer after it runs its backward (``2 x fwd_s``:
+    backward is twice the forward's FLOPs). Each copy takes ``layer_bytes / host_bw`` (bytes over
+    bytes/s per direction; the two directions do not overlap in time, one per pass); only the part
+    longer than the compute it hides behind is exposed:
+    ``n x (max(0, x - fwd) + max(0, x - 2 fwd))``, ``x = layer_bytes / host_bw``.
+    """
+    x = layer_bytes / host_bw
+    return n_layers * (np.maximum(0.0, x - fwd_s) + np.maximum(0.0, x - 2.0 * fwd_s))
+
+
+def offload_exposed(c: dict[str, Any], wl: Workload, hw: Hardware, comp_mb: Any, layers: Any) -> Any:
+    """``offload_seconds`` for layouts ``c``: ``min(N, layers per chunk - 1) x vpp`` offloaded layers
+    per micro-batch (``memory._offloaded_per_token``'s clamp), each of the mean layer's saved
+    activations (``memory.layer_activation_bytes_per_token`` x the micro-batch's tokens on this GPU),
+    behind one layer's forward: ``compute / (3 x layers)``."""
+    from mi400plan.memory import layer_activation_bytes_per_token
+
+    if hw.host_bw <= 0:
+        raise ValueError(f"{hw.name}: activation offloading needs the host-link bandwidth")
+    tp, vpp, cp, etp = (np.asarray(c[k], dtype=np.float64) for k in ("tp", "vpp", "cp", "etp"))
+    mb, rc = np.asarray(c["micro_batch"], dtype=np.float64), np.asarray(c["recompute"])
+    sp = np.asarray(c["sp"]).astype(bool)
+    model, s = wl.model, float(wl.seq_len)
+    kw = dict(tp=tp, etp=etp, sequence_parallel=sp, recompute=rc, seq_len=s)
+    per_tok = layer_activation_bytes_per_token(model, wl.recipe, moe=False, **kw)
+    if model.moe is not None:
+        share = wl.counts.num_moe_layers / model.num_layers
+        moe_tok = layer_activation_bytes_per_token(model, wl.recipe, moe=True, **kw)
+        per_tok = (1.0 - share) * per_tok + share * moe_tok
+    tokens = mb * s / cp
+    n = np.minimum(float(wl.recipe.offload_layers), np.maximum(layers / vpp - 1.0, 0.0)) * vpp
+    return offload_seconds(n, tokens * per_tok, comp_mb / (3.0 * layers), hw.host_bw)
 
 
 # --- memory ---------------------------------------------------------------------------------------
@@ -986,8 +1033,9 @@ def evaluate_structures(
     # the candidates that pass the rules are then taken out of it.
     with np.errstate(all="ignore"):
         mem_grid = memory_total(g, wl)
+    keys = MEM_KEYS + (("offloaded",) if wl.recipe.offload_layers > 0 else ())
     mem = {k: np.broadcast_to(np.asarray(getattr(mem_grid, k), dtype=np.float64), shape).reshape(-1)[idx]
-           for k in MEM_KEYS}
+           for k in keys}
     total = mem["total"]
     fits = total <= usable_hbm(wl, hw)
     n_fit = int(np.count_nonzero(fits))
@@ -999,7 +1047,7 @@ def evaluate_structures(
         s2 = tuple(a[sel] for a in sub)
         for k, v in t.items():
             rows[k] = np.broadcast_to(np.asarray(v, dtype=np.float64), shape)[s2]
-        for k in MEM_KEYS:
+        for k in keys:
             rows[f"mem_{k}"] = mem[k][sel]
         return rows
 

@@ -11,10 +11,25 @@ Sources and model
   latent) and ``specs.layout.InferRecipe`` (bits per weight with block scales: MXFP4 4.25 bits, NVFP4
   4.5 bits; fp8 KV 1 byte). Memory per GPU and the KV-limited concurrency come from
   ``memory.infer_memory`` / ``memory.max_batch_x_context``: the ``fit --mode infer`` model, same code.
-* GEMMs and attention: every kernel is priced by :func:`gemm_time`, ``max(FLOP / (peak x matmul
-  efficiency), bytes / (HBM bandwidth x HBM efficiency)) + per-kernel overhead`` (the roofline of
-  Williams, Waterman & Patterson 2009 with the SKU's ``[efficiency]`` figures, the same ones ``sweep``
-  uses for training).
+* GEMMs: every projection is priced at its own per-GPU shape by :func:`shaped_gemm_time`:
+  ``max(gemm.gemm_math_seconds(M, N, K), (weight + activation bytes) / (HBM bandwidth x HBM
+  efficiency))``, the shape-aware model ``sweep`` uses for training (tile and wave quantization over the
+  SKU's compute units, saturating at the large-GEMM ceiling ``[efficiency] matmul_<precision>`` of the
+  compute precision; FP6/FP4 GEMMs take the FP8 ceiling, as ``api.serve._hardware`` reads it). ``M`` is
+  the tokens this GPU multiplies (decode: sequences x tokens per step; prefill: prompt tokens), ``N``
+  and ``K`` the model's widths split by TP (``gemm.model_shapes``); routed experts are one grouped GEMM
+  per projection over the experts the pass activates on this GPU, ``M = tokens x top_k / distinct
+  active experts``. The bytes are the weights at the serving format's width plus the 16-bit input and
+  output activations, so small-batch decode is bandwidth-bound and long prefills run at the
+  shape-dependent fraction of peak. Decode GEMMs are charged per token row at the rate of the same
+  ``N x K`` GEMM filling every compute unit (split-K / stream-K kernels; :func:`shaped_gemm_time`), so
+  the cost per token never rises with the batch. The InferenceX calibration scales the ceiling and the
+  attention efficiency per family (``serve_calibration``: ``matmul_scale``).
+* Attention core: FLOPs at the flash-attention efficiency of the BF16 peak (``[efficiency] attention``,
+  or ``search.ATTN_OVER_MATMUL`` x the ceiling: ``search.Hardware.attn_sku``), prefill with the wave
+  quantization of ``gemm.flash_attention_seconds`` over (sequences x heads x 128-query blocks); decode
+  without it (split-KV decode kernels spread the context over the compute units: FlashDecoding, Dao et
+  al. 2023); the time is the larger of that and the KV bytes over the achieved HBM bandwidth.
 * Decode step (one token per sequence, ``1 + n`` with ``n`` speculative tokens verified): weights read
   once per step per shard; routed experts only as far as the step activates them: with ``T`` tokens
   routed top-``k`` of ``E`` independently, the expected number of distinct experts is
@@ -54,6 +69,8 @@ from typing import Any
 
 import numpy as np
 
+from mi400plan.gemm import (ATTN_BLOCK_Q, TILE_M, AttnSku, GemmSku, LayerShapes, flash_attention_seconds,
+                            gemm_math_seconds, model_shapes)
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
 from mi400plan.specs.layout import InferRecipe
 from mi400plan.specs.model import ModelSpec
@@ -107,6 +124,9 @@ class ServeHardware:
     scale_out: Any
     domain: int
     request_overhead_s: float = 0.0  # per-request CPU-side time before the first token (TTFT only)
+    units: int = 0  # compute units (CUs / SMs) for wave quantization; 0 = unknown (``gemm``)
+    attn_peak_flops: float = 0.0  # BF16 dense peak for the attention core, FLOP/s; 0 = peak_flops
+    attn_eff: float = 0.0  # flash-attention fraction of attn_peak_flops; 0 = matmul_eff
 
 
 @dataclass(frozen=True)
@@ -144,6 +164,7 @@ class Terms:
     kv_elems_per_layer: float  # KV elements cached per token per layer
     decode_pair_flops: float  # attention FLOP per (query token, context token) per layer, decode
     prefill_pair_flops: float  # same, prefill (decompressed heads)
+    shapes: LayerShapes  # unsplit GEMM widths (``gemm.model_shapes``, shared with training)
 
 
 def terms(model: ModelSpec, counts: ParamCounts, recipe: InferRecipe) -> Terms:
@@ -182,6 +203,7 @@ def terms(model: ModelSpec, counts: ParamCounts, recipe: InferRecipe) -> Terms:
         ffn_width=ffn_w, head=vp * h, kv_heads=a.kv_heads if a.kind == "gqa" else 1, mla=a.kind == "mla",
         kv_elems_per_layer=kv_cache_bytes_per_token(model, 1.0) / model.num_layers,
         decode_pair_flops=decode_pair, prefill_pair_flops=prefill_pair,
+        shapes=model_shapes(model, float(lp0.attention)),
     )
 
 
@@ -206,15 +228,52 @@ def tokens_per_step(spec_tokens: int, acceptance: float) -> float:
 
 def gemm_time(flops: Any, bytes_: Any, hw: ServeHardware, kernels: Any = 1.0) -> np.ndarray:
     """Seconds for ``kernels`` kernels doing ``flops`` FLOP and moving ``bytes_`` bytes of HBM traffic
-    in total: ``max(flops / (peak x matmul_eff), bytes / (hbm_bw x hbm_eff)) + kernels x overhead``.
-
-    The one place inference prices a GEMM or attention kernel (roofline; the SKU's calibrated
-    ``[efficiency]`` figures). A shape-aware GEMM model shared with training replaces this body, with
-    ``forward_stage`` passing each GEMM's (M, N, K) instead of its totals; the per-family calibration
-    is then re-fitted with ``benchmarks/calibrate_serve.py``."""
+    in total: ``max(flops / (peak x matmul_eff), bytes / (hbm_bw x hbm_eff)) + kernels x overhead``
+    (roofline, Williams, Waterman & Patterson 2009). Shape-blind: the serving model prices GEMMs with
+    :func:`shaped_gemm_time` and attention with :func:`attention_time`; this stays for totals."""
     comp = np.asarray(flops, dtype=np.float64) / (hw.peak_flops * hw.matmul_eff)
     mem = np.asarray(bytes_, dtype=np.float64) / (hw.hbm_bw * hw.hbm_eff)
     return np.maximum(comp, mem) + np.asarray(kernels, dtype=np.float64) * hw.kernel_overhead_s
+
+
+def gemm_sku(hw: ServeHardware) -> GemmSku:
+    """The shared GEMM model's view of ``hw`` (``mi400plan.gemm``; no per-kernel overhead: ``serve``
+    counts kernels per layer, ``KERNELS_*``). Efficiency fields may be arrays (the calibration grid)."""
+    return GemmSku(hw.peak_flops, hw.matmul_eff, hw.hbm_bw * hw.hbm_eff, hw.units, 0.0)  # type: ignore[arg-type]
+
+
+def shaped_gemm_time(m: Any, n: Any, k: Any, hw: ServeHardware, weight_bytes: float, batch: Any = 1.0, *,
+                     decode: bool = False) -> np.ndarray:
+    """Seconds of one GEMM ``[M, K] x [K, N]`` (``batch`` copies, a grouped GEMM), no overhead: the larger
+    of its compute time and ``(weight_bytes x K N + 2 B x (M K + M N)) x batch / (HBM bw x eff)`` (the
+    weights at the serving format's width, block scales included, and the 16-bit activations in and out).
+
+    Compute, prefill: ``gemm.gemm_math_seconds``, the shared shape-aware model (tile and wave quantization,
+    saturating at the ceiling). Decode: the ``M x batch`` token rows at the per-row rate of the same
+    ``N x K`` GEMM filling every compute unit (``M = TILE_M x units``: N-tile padding and the ceiling
+    kept, no row padding and no wave tail). Decode GEMMs are a few rows over tens of tiles, which
+    libraries run with skinny or swapped-operand tiles and split-K / stream-K (Osama et al. 2023,
+    "Stream-K", PPoPP) rather than as idle waves; charging the rows exactly also keeps the cost per
+    token from rising with the batch (the planner's stated simplification)."""
+    m, n, k, b = (np.asarray(x, dtype=np.float64) for x in (m, n, k, batch))
+    sku = gemm_sku(hw)
+    if decode:
+        full = float(TILE_M * max(hw.units, 1))
+        comp = m * b / full * gemm_math_seconds(full, n, k, sku)
+    else:
+        comp = gemm_math_seconds(m, n, k, sku, b)
+    mem = (weight_bytes * k * n + ACT_BYTES * m * (k + n)) * b / (hw.hbm_bw * hw.hbm_eff)
+    return np.maximum(comp, mem)
+
+
+def attention_time(flops: Any, bytes_: Any, items: Any, hw: ServeHardware) -> np.ndarray:
+    """Seconds of the attention core: ``max(FLOP / (BF16 peak x attention efficiency x fill), KV bytes
+    / (HBM bw x eff))``; ``fill`` is the wave quantization of ``items`` work items over the compute units
+    (``gemm.flash_attention_seconds``, FlashAttention-2's grid); ``items = None``: none (split-KV decode)."""
+    eff = hw.attn_eff if np.any(np.asarray(hw.attn_eff) > 0) else hw.matmul_eff
+    sku = AttnSku(hw.attn_peak_flops or hw.peak_flops, eff, hw.units if items is not None else 0)  # type: ignore[arg-type]
+    comp, _ = flash_attention_seconds(flops, 1.0 if items is None else items, sku)
+    return np.maximum(comp, np.asarray(bytes_, dtype=np.float64) / (hw.hbm_bw * hw.hbm_eff))
 
 
 def _coll(hw: ServeHardware, op: str, size: Any, group: Any, stride: Any) -> np.ndarray:
@@ -248,6 +307,37 @@ class StepParts:
         return self.weights + self.attention + self.elementwise + self.overhead + self.tp + self.ep + self.pp + self.head
 
 
+def projection_times(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, ep: Any, dpa: Any, tokens: Any,
+                     attn_w: Any, decode: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seconds per layer of the attention projections, of a dense FFN and of an MoE FFN on one GPU, each
+    GEMM at its own shape (:func:`shaped_gemm_time`; module docstring). Arrays broadcast.
+
+    Attention: QKV (the whole down/up chain for MLA, as ``gemm.model_shapes`` lumps it) ``M = tokens``
+    this GPU attends (``tokens / tp`` with DP-attention), ``K = hidden``, ``N = its QKV weights / hidden``
+    (``attn_w``: TP-split, GQA K/V by ``min(tp, kv_heads)``, replicated parts whole); output projection
+    ``N = hidden``, ``K = heads x v_dim / tp`` (whole with DP-attention). Dense FFN and shared experts:
+    column- then row-parallel over TP (Megatron-LM). Routed experts: ``D = expected_distinct_experts``
+    of the pass, ``D / ep`` of them on this GPU as one grouped GEMM per projection with ``M = tokens x
+    top_k / D`` rows each, widths split by ``tp / ep`` (expert tensor parallelism)."""
+    sh, wb, h = T.shapes, wl.recipe.weight_bytes, float(T.hidden)
+
+    def g(m: Any, n: Any, k: Any, batch: Any = 1.0) -> np.ndarray:
+        return shaped_gemm_time(m, n, k, hw, wb, batch, decode=decode)
+
+    t = np.asarray(tokens, dtype=np.float64)
+    t_attn = np.where(dpa, t / tp, t)
+    out_k = np.where(dpa, float(sh.attn_out_k), sh.attn_out_k / tp)
+    attn = g(t_attn, attn_w / h - out_k, h) + g(t_attn, h, out_k)
+    dense = g(t, sh.ffn_in / tp, h) + g(t, h, sh.ffn_out_k / tp)
+    if not T.num_experts:
+        return attn, dense, np.zeros_like(dense)
+    active = expected_distinct_experts(T.num_experts, T.top_k, t)
+    m_e, etp = t * T.top_k / active, tp / ep
+    routed = g(m_e, sh.expert_in / etp, h, active / ep) + g(m_e, h, sh.expert_out_k / etp, active / ep)
+    shared = g(t, sh.shared_in / tp, h) + g(t, h, sh.shared_out_k / tp) if sh.shared_in else 0.0
+    return attn, dense, routed + shared
+
+
 def forward_stage(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any,
                   tokens: Any, seqs: Any, context: Any, causal: bool) -> StepParts:
     """One forward pass of ``tokens`` tokens (``seqs`` sequences, each attending to ``context`` tokens;
@@ -271,7 +361,6 @@ def forward_stage(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any
     attn_w = np.where(dpa, T.attn, attn_tp)
     t_attn = np.where(dpa, t / tp, t)  # tokens whose attention this GPU computes
     attn_flops = 2.0 * attn_w * t_attn
-    attn_bytes = wb * attn_w + ACT_BYTES * t_attn * 2.0 * h
     # Attention core: KV of every context token of each sequence on this GPU.
     kv_layer = T.kv_elems_per_layer * kvb
     kv_rank = np.where(dpa, kv_layer, np.where(T.mla, kv_layer, kv_layer / np.minimum(tp, float(T.kv_heads))))
@@ -281,10 +370,12 @@ def forward_stage(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any
         pair = T.prefill_pair_flops
         core_flops = pair * heads_frac * t_attn * (ctx + t / 2.0)
         core_bytes = kv_rank * seqs_rank * (ctx + t) * 2.0  # write the new KV, read it back once
+        items = seqs_rank * T.shapes.heads * heads_frac * np.ceil(t / np.maximum(s, 1.0) / ATTN_BLOCK_Q)
     else:
         pair = T.decode_pair_flops
         core_flops = pair * heads_frac * t_attn * ctx
         core_bytes = kv_rank * seqs_rank * ctx
+        items = None
     # FFNs: dense and shared experts TP-split; routed experts spread over the tp GPUs of the stage,
     # each reading only the experts the step activates.
     if T.num_experts:
@@ -293,19 +384,17 @@ def forward_stage(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any
         frac = np.zeros_like(t)
     ffn_flops_dense = 2.0 * T.ffn_dense / tp * t
     ffn_flops_moe = 2.0 * (T.shared + T.top_k * T.expert) / tp * t
-    ffn_bytes_dense = wb * T.ffn_dense / tp + ACT_BYTES * t * 2.0 * h
-    ffn_bytes_moe = wb * (T.shared + T.routed * frac) / tp + ACT_BYTES * t * 2.0 * h * (1.0 + T.top_k)
-    weights = (L * gemm_time(attn_flops, attn_bytes, hw, 0.0) + Ld * gemm_time(ffn_flops_dense, ffn_bytes_dense, hw, 0.0)
-               + Lm * gemm_time(ffn_flops_moe, ffn_bytes_moe, hw, 0.0))
-    attention = L * gemm_time(core_flops, core_bytes, hw, 0.0)
+    t_a, t_d, t_m = projection_times(T, wl, hw, tp=tp, ep=ep, dpa=dpa, tokens=t, attn_w=attn_w, decode=not causal)
+    weights = L * t_a + Ld * t_d + Lm * t_m
+    attention = L * attention_time(core_flops, core_bytes, items, hw)
     elem_bytes = ELEMWISE_ELEMS_PER_H * h * ACT_BYTES * np.where(dpa, t / tp, t) + 3.0 * T.ffn_width / tp * ACT_BYTES * t
     elementwise = L * elem_bytes / (hw.hbm_bw * hw.hbm_eff)
     k_attn = KERNELS_ATTN_MLA if T.mla else KERNELS_ATTN_GQA
     kernels = L * (k_attn + KERNELS_NORMS) + Ld * KERNELS_FFN_DENSE + Lm * KERNELS_FFN_MOE
     overhead = kernels * hw.kernel_overhead_s
-    # LM head (vocab-parallel over TP, 16-bit), on the tokens that are sampled.
+    # LM head (vocab-parallel over TP, 16-bit weights), on the tokens that are sampled.
     sampled = np.where(causal, s, t)
-    head_t = gemm_time(2.0 * T.head / tp * sampled, 2.0 * T.head / tp, hw, 1.0)
+    head_t = shaped_gemm_time(sampled, T.head / h / tp, h, hw, 2.0, decode=not causal) + hw.kernel_overhead_s
     # Collectives.
     act = t * h * ACT_BYTES
     ar = _coll(hw, "all_reduce", act, tp, 1.0)

@@ -9,16 +9,25 @@ What is fitted, per family (the accelerator profile's ``architecture``: CDNA 4, 
 * ``kernel_overhead_us``: fixed time per kernel (launch, synchronisation, the serving framework's
   per-layer work between kernels), with the kernels per layer counted from the architecture
   (``serve.KERNELS_*``: 9 for a dense GQA layer, 19 for an MLA + MoE layer);
-* ``matmul_efficiency``: achieved fraction of the dense peak of the GEMM precision (prefill, large batches),
-  fitted only when the family's points include 8k-token prompts (else the prior, 0.50), and applied only
-  at the compute precisions of the points it was fitted on (other precisions keep the profile's);
+* ``matmul_scale``: the serving software's compute rate as a multiple of the profile's figures: it scales
+  the large-GEMM ceiling (``[efficiency] matmul_<precision>``) at which the shared shape-aware GEMM model
+  (``mi400plan/gemm.py``) saturates, and the flash-attention efficiency, for every GEMM and attention
+  kernel of the fitted compute precisions (1 = the profile's ceiling; the product is capped at the peak).
+  The shape effects (tile and wave quantization of prefill GEMMs, bandwidth-bound decode) are the GEMM
+  model's, not the fit's, so the scale is what is left: how far a serving framework's kernels on that
+  model (DeepSeek-R1's small expert GEMMs, MLA attention, FP4 formats) fall short of, or beat, the
+  large-GEMM ceiling measured for training. It stays a fitted figure because it is far from 1 on the AMD
+  families (CDNA 3 0.25, CDNA 4 0.30 at FP4) and above it on Blackwell (1.25: TensorRT-LLM beats the
+  0.507 at-scale FP8 ceiling derived from vLLM's GEMM); on Hopper the fit gives 1.0. It is
+  fitted only when the family's points include 8k-token prompts (else 1, the prior), and applied only at
+  the compute precisions of the points it was fitted on (other precisions keep the profile's ceiling);
 * ``request_overhead_ms``: per-request time before the first token outside the GPU model
   (HTTP, tokenisation, scheduling), added to TTFT only.
 
 Method (:func:`fit_family`): a grid search minimising, over the family's points from the ``RECENT_DAYS``
 before its newest run, the sum of squared log errors of total tokens/s per GPU and of median TPOT
-(directions the points leave flat keep the profile's prior); the request overhead then minimises the
-squared log error of median TTFT. The points are ``tests/data/serve_inferencex.csv`` (each row names its run and
+(directions the points leave flat keep the prior: HBM 0.80, 5 us, scale 1); the request overhead
+then minimises the squared log error of median TTFT. The points are ``tests/data/serve_inferencex.csv`` (each row names its run and
 date); ``benchmarks/calibrate_serve.py`` re-runs the fit and prints these constants and the errors.
 Ranges: the nominal values are the fit; the low/high ends move each efficiency by the family's mean
 absolute TPOT error (a calibration cannot be trusted beyond the spread it leaves).
@@ -34,9 +43,9 @@ import numpy as np
 HBM_GRID = np.round(np.arange(0.30, 0.951, 0.05), 2)
 OVERHEAD_GRID_US = np.array([2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 20.0, 24.0, 28.0, 32.0, 40.0, 50.0, 60.0, 70.0,
                              80.0, 100.0, 120.0])
-MATMUL_GRID = np.round(np.concatenate([[0.02, 0.03, 0.04], np.arange(0.05, 0.751, 0.05)]), 2)
+SCALE_GRID = np.round(np.arange(0.10, 1.501, 0.05), 2)
 REQUEST_GRID_MS = np.arange(0.0, 400.1, 5.0)
-PRIOR = {"hbm": 0.80, "matmul": 0.50, "overhead_us": 5.0}  # the profiles' assumed [efficiency] values
+PRIOR = {"hbm": 0.80, "matmul": 1.0, "overhead_us": 5.0}  # the profiles' assumed values; matmul: a scale, 1 = the ceiling
 # InferenceX runs nightly and serving software moves fast: a family is fitted on its runs from the
 # RECENT_DAYS before its newest run (older runs describe superseded software; their error is reported).
 RECENT_DAYS = 100
@@ -51,7 +60,7 @@ class FamilyCalibration:
     family: str
     hbm_efficiency: float
     kernel_overhead_us: float
-    matmul_efficiency: float
+    matmul_scale: float  # the serving software's compute rate relative to the profile's GEMM ceiling
     request_overhead_ms: float
     points: int
     tput_mean_err: float  # mean |relative error| of tokens/s per GPU on the calibration points
@@ -60,20 +69,20 @@ class FamilyCalibration:
     tpot_max_err: float
     ttft_mean_err: float
     dates: str  # date range of the runs
-    matmul_precisions: tuple[str, ...] = ()  # compute precisions the matmul efficiency was fitted at
+    matmul_precisions: tuple[str, ...] = ()  # compute precisions the matmul scale was fitted at
 
 
 # Output of benchmarks/calibrate_serve.py on tests/data/serve_inferencex.csv (checked by
 # tests/test_serve_calibration.py).
 CALIBRATION: dict[str, FamilyCalibration] = {
-    "amd-cdna3": FamilyCalibration("amd-cdna3", 0.65, 18.0, 0.1, 45.0, 15, 0.0388, 0.1367, 0.0542, 0.1107, 0.2082,
+    "amd-cdna3": FamilyCalibration("amd-cdna3", 0.9, 20.0, 0.25, 30.0, 15, 0.0393, 0.1656, 0.0465, 0.1247, 0.1612,
                                    "2026-02-27..2026-02-27", ("fp8",)),
-    "amd-cdna4": FamilyCalibration("amd-cdna4", 0.95, 8.0, 0.05, 50.0, 14, 0.0294, 0.0659, 0.0623, 0.1026, 0.0392,
+    "amd-cdna4": FamilyCalibration("amd-cdna4", 0.95, 8.0, 0.3, 60.0, 14, 0.0395, 0.078, 0.0583, 0.1023, 0.0723,
                                    "2026-02-27..2026-02-27", ("fp4",)),
-    "nvidia-blackwell": FamilyCalibration("nvidia-blackwell", 0.65, 6.0, 0.5, 190.0, 12, 0.1009, 0.2847, 0.1036,
-                                          0.2007, 0.7994, "2025-11-02..2026-02-03", ("fp4", "fp8")),
-    "nvidia-hopper": FamilyCalibration("nvidia-hopper", 0.95, 10.0, 0.25, 65.0, 10, 0.0269, 0.0549, 0.043, 0.0719,
-                                       0.061, "2025-11-02..2025-11-02", ("fp8",)),
+    "nvidia-blackwell": FamilyCalibration("nvidia-blackwell", 0.65, 6.0, 1.25, 185.0, 12, 0.1138, 0.3279, 0.1136,
+                                          0.2267, 0.7614, "2025-11-02..2026-02-03", ("fp4", "fp8")),
+    "nvidia-hopper": FamilyCalibration("nvidia-hopper", 0.95, 10.0, 1.0, 65.0, 10, 0.0306, 0.064, 0.0413, 0.0685,
+                                       0.0734, "2025-11-02..2025-11-02", ("fp8",)),
 }
 
 
@@ -88,16 +97,24 @@ def calibration_for(architecture: str | None) -> FamilyCalibration | None:
     return CALIBRATION.get(fam) if fam else None
 
 
+def scaled(hw: Any, scale: Any) -> Any:
+    """``hw`` with its GEMM ceiling and flash-attention efficiency multiplied by ``scale`` (at most 1 of
+    the peak); arrays allowed (the fit's grid)."""
+    return replace(hw, matmul_eff=np.minimum(1.0, hw.matmul_eff * scale),
+                   attn_eff=np.minimum(1.0, hw.attn_eff * scale))
+
+
 def apply(hw: Any, cal: FamilyCalibration, case: str = "nominal", precision: str | None = None) -> Any:
     """``hw`` (``serve.ServeHardware``) with the family's fitted figures; at a corner each efficiency
-    moves by the mean TPOT error (pessimistic: lower efficiencies, higher overheads). The matmul
-    efficiency applies only at the compute ``precision`` it was fitted at (None: the fitted one);
-    other precisions keep the profile's (``hw.matmul_eff``)."""
+    moves by the mean TPOT error (pessimistic: lower efficiencies, higher overheads). The matmul scale
+    applies only at the compute ``precision`` it was fitted at (None: the fitted one); other precisions
+    keep the profile's ceiling (scale 1). At a fitted precision ``hw`` carries the profile's nominal
+    ceiling at every corner (``api.serve._hardware``): the scale was fitted on it."""
     f = {"nominal": 0.0, "pessimistic": -1.0, "optimistic": 1.0}[case] * cal.tpot_mean_err
     fitted = precision is None or precision in cal.matmul_precisions
-    mm = cal.matmul_efficiency if fitted else hw.matmul_eff
+    hw = scaled(hw, (cal.matmul_scale if fitted else 1.0) * (1.0 + f))
+    hw = replace(hw, matmul_eff=float(hw.matmul_eff), attn_eff=float(hw.attn_eff))
     return replace(hw, hbm_eff=min(1.0, cal.hbm_efficiency * (1.0 + f)),
-                   matmul_eff=min(1.0, mm * (1.0 + f)),
                    kernel_overhead_s=cal.kernel_overhead_us * 1e-6 * (1.0 - f),
                    request_overhead_s=cal.request_overhead_ms * 1e-3)
 
@@ -138,11 +155,11 @@ def fit_family(cat: Any, family: str, points: list[Point], base: dict[str, Any])
     to its nominal ``serve.ServeHardware`` (peaks, bandwidths, fabrics from the profile)."""
     # Prefill (compute) time matters in these points only with long prompts: without an 8k-token prompt
     # the matmul efficiency is not identifiable and keeps the prior.
-    mm_grid = MATMUL_GRID if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else np.array([PRIOR["matmul"]])
+    mm_grid = SCALE_GRID if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else np.array([PRIOR["matmul"]])
     H, K, M = np.meshgrid(HBM_GRID, OVERHEAD_GRID_US * 1e-6, mm_grid, indexing="ij")
     loss = np.zeros(H.shape)
     for p in points:
-        hw = replace(base[(p.sku, p.precision)], hbm_eff=H, kernel_overhead_s=K, matmul_eff=M, request_overhead_s=0.0)
+        hw = replace(scaled(base[(p.sku, p.precision)], M), hbm_eff=H, kernel_overhead_s=K, request_overhead_s=0.0)
         pr = predict(cat, p, hw)
         loss += np.log(pr["tput"] / p.tput_per_gpu) ** 2 + np.log(pr["tpot"] / p.tpot_s) ** 2
     # Directions the points do not constrain (a flat loss) keep the planner's prior (the profile's assumed
@@ -151,7 +168,7 @@ def fit_family(cat: Any, family: str, points: list[Point], base: dict[str, Any])
     prior = np.log(H / PRIOR["hbm"]) ** 2 + np.log(K * 1e6 / PRIOR["overhead_us"]) ** 2 + np.log(M / PRIOR["matmul"]) ** 2
     i = np.unravel_index(int(np.argmin(np.where(near, prior, np.inf))), loss.shape)
     h, k, mm = float(H[i]), round(float(K[i]) * 1e6, 3), float(M[i])
-    ttft0 = [float(predict(cat, p, replace(base[(p.sku, p.precision)], hbm_eff=h, kernel_overhead_s=k * 1e-6, matmul_eff=mm,
+    ttft0 = [float(predict(cat, p, replace(scaled(base[(p.sku, p.precision)], mm), hbm_eff=h, kernel_overhead_s=k * 1e-6,
                                            request_overhead_s=0.0))["ttft"]) for p in points]
     obs = np.array([p.ttft_s for p in points])
     r_loss = [(np.log((np.array(ttft0) + r * 1e-3) / obs) ** 2).sum() for r in REQUEST_GRID_MS]

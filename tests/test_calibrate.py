@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 SKU = "mi355x"
-TRUE_MATMUL = 0.42
-TRUE_MATMUL_FP8 = 0.33
+TRUE_MATMUL = 0.34  # far below the bundled mi355x BF16 ceiling (0.464), so the residuals before fitting show it
+TRUE_MATMUL_FP8 = 0.27
 TRUE_OVERHEAD_US = 18.0
 TRUE_ATTENTION = 0.30  # only where the installed profile schema has an attention efficiency
 

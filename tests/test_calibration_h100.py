@@ -116,7 +116,10 @@ def test_126_layers_split_over_16_stages_needs_the_embedding_loss_split(catalog)
     assert layout_violations(lay, wl, 8192, SearchOptions(split_embedding_loss=True, uneven_pp=False)) == []
     # 128 / (16 x 8) = 1 layer per model chunk: VPP 8 is valid, VPP 3 is not (128 % 48 = 32)
     assert layout_violations(dict(lay, vpp=8), wl, 8192, SearchOptions(split_embedding_loss=True)) == []
-    assert layout_violations(dict(lay, vpp=3), wl, 8192, SearchOptions(split_embedding_loss=True)) == ["pp-layers"]
+    assert layout_violations(dict(lay, vpp=3), wl, 8192, SearchOptions(split_embedding_loss=True, uneven_pp=False)) \
+        == ["pp-layers"]
+    # A balanced custom layout holds it: 126 = 48 x 2 + 30 layers in 48 chunks, at most 8 per stage.
+    assert layout_violations(dict(lay, vpp=3), wl, 8192, SearchOptions(split_embedding_loss=True)) == []
 
 
 @pytest.mark.parametrize("row", TABLE_4, ids=IDS)

@@ -229,6 +229,28 @@ def test_toy_activations_match_korthikanti(tp, sp, recompute, per_layer) -> None
     assert float(m.activations) == pytest.approx(2 * per_layer + extras, rel=1e-12)
 
 
+def test_fp8_saves_gemm_inputs_at_one_byte(catalog) -> None:
+    """Llama 3.1 70B layer (h 8,192, 64 heads of 128, 8 KV heads, SwiGLU 28,672), TP 4 with SP, flash
+    attention, per token. BF16: norm and GEMM inputs 4 x 2 x 8,192 / 4 = 16,384; Q 2 x 64 x 128 / 4 =
+    4,096; K and V 2 KV heads per rank x 2 x 256 = 1,024; output-projection input 4,096; SwiGLU
+    2 x 3 x 28,672 / 4 = 43,008; log-sum-exp 4 x 64 / 4 = 64: 68,672 B. FP8 (Transformer Engine keeps
+    the 1-byte copy of each GEMM input): QKV and FFN inputs at 1 B, (2 x 2 + 2 x 1) x 8,192 / 4 =
+    12,288; output-projection input 2,048; down-projection input 1 B, (2 x 2 + 1) x 28,672 / 4 = 35,840;
+    the rest as BF16: 12,288 + 4,096 + 1,024 + 2,048 + 35,840 + 64 = 55,360 B."""
+    from mi400plan.memory import layer_activation_bytes_per_token
+
+    model = catalog.get("models", "llama3.1-70b").spec
+
+    def per_token(precision: str) -> float:
+        rec = train_recipe("megatron", precision=precision)
+        return float(layer_activation_bytes_per_token(model, rec, tp=4, etp=1, sequence_parallel=True,
+                                                      recompute=0, seq_len=8192, moe=False))
+
+    assert per_token("bf16") == pytest.approx(68_672, rel=1e-12)
+    assert per_token("fp8") == pytest.approx(55_360, rel=1e-12)
+    assert train_recipe("megatron", precision="fp32").gemm_input_bytes == 4.0
+
+
 def test_full_recompute_keeps_layer_inputs_plus_one_layer() -> None:
     model = toy_gpt()
     counts = count_params(model)

@@ -20,6 +20,27 @@ def test_uneven_stage_layers_by_hand() -> None:
     assert stage_layers(126, 16, 1, 2) == stage_layers(126, 16, 1, 1) == [7] + [8] * 14 + [7]
 
 
+def test_custom_layout_chunks_by_hand() -> None:
+    """Balanced custom layout (Megatron-Core --pipeline-model-parallel-layout) for DeepSeek-V3's 61
+    layers with VPP 4, as NVIDIA's Megatron-Bridge DeepSeek-V3 runs use it (PP 2, 4 and 8)."""
+    from mi400plan.pipeline import SPLIT_LAYOUT, layout_chunk_layers, pipeline_split, stage_layers
+
+    # PP 4 x VPP 4 = 16 chunks: 61 = 16 x 3 + 13 -> 13 chunks of 4, three of 3 (chunks 0, 15, 1).
+    chunks = layout_chunk_layers(61, 4, 4)
+    assert chunks == (3, 3) + (4,) * 13 + (3,)
+    # Stage s holds chunks s, s + 4, s + 8, s + 12: 3+4+4+4, 3+4+4+4, 4 x 4, 4+4+4+3.
+    assert stage_layers(61, 4, 4, SPLIT_LAYOUT) == [15, 15, 16, 15]
+    # The uneven first/last rule cannot hold VPP 4 (every stage a multiple of 4), so the layout is used.
+    assert pipeline_split(61, 4, 4, uneven=True) == SPLIT_LAYOUT
+    assert pipeline_split(61, 4, 4, uneven=False) == -1
+    # PP 8 x VPP 4 = 32 chunks: 61 = 32 x 1 + 29 -> 29 chunks of 2, chunks 0, 31 and 1 of 1.
+    assert stage_layers(61, 8, 4, SPLIT_LAYOUT) == [7, 7, 8, 8, 8, 8, 8, 7]
+    # PP 2 x VPP 4 = 8 chunks: 61 = 8 x 7 + 5 -> chunks 0, 7, 1 of 7, the rest 8: stages 31 and 30.
+    assert stage_layers(61, 2, 4, SPLIT_LAYOUT) == [31, 30]
+    # Fewer layers than chunks: no layout.
+    assert layout_chunk_layers(10, 4, 4) is None
+
+
 def test_deepseek_v3_runs_at_pp_16_and_8_as_published(catalog) -> None:
     """DeepSeek-V3 technical report (arXiv 2412.19437, sec. 3.2): 16-way PP, 64-way EP, ZeRO-1 DP on
     2,048 H800s. 61 layers have no even split over 16 or 8 stages; the uneven split admits both."""

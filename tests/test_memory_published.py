@@ -120,6 +120,27 @@ def test_llama3_405b_without_sharded_optimizer_does_not_fit(catalog) -> None:
     assert r.rows[0].verdict == "does_not_fit"
 
 
+def test_nemo_h100_fp8_llama3_70b_layout_fits(catalog) -> None:
+    """NVIDIA Megatron-Bridge's H100 FP8 Llama 3 70B pre-training layout (performance summary, 25.11
+    and 26.02 containers: 64 GPUs, TP 4, PP 8, VP 5, micro-batch 1, sequence 8,192; its recipe
+    ``LLAMA3_70B_PRETRAIN_CONFIG_H100_FP8_CS`` sets neither recomputation nor CPU offloading) fits on
+    80 GB H100s because Transformer Engine saves each FP8 GEMM's input as its 1-byte copy; with every
+    activation counted at 16 bits it would not (92.4 GB against 85.5 GB).
+
+    Hand arithmetic (per token per layer per rank, TP 4 with SP): 55,360 B in FP8, 68,672 B in BF16
+    (``test_memory.test_fp8_saves_gemm_inputs_at_one_byte``); stage 0 holds 10 layers and, under the
+    interleaved schedule with 8 stages x 5 chunks and 16 micro-batches per replica, the activations of
+    about 8 micro-batches of its layers: the activation term shrinks by 1 - 55,360 / 68,672 = 19.4 %."""
+    from mi400plan.api.fit import fit
+
+    kw = dict(tp=4, pp=8, vpp=5, cp=1, gpus=64, seq=8192, micro_batch=1, recompute="none", global_batch=128)
+    fp8 = fit(catalog, "llama3.1-70b", ["h100"], "train", precision="fp8", **kw).rows[0]
+    assert fp8.verdict == "fits"
+    assert fp8.memory_bytes.total <= H100_CAPACITY
+    bf16_acts = fit(catalog, "llama3.1-70b", ["h100"], "train", precision="bf16", **kw).rows[0].memory_bytes.activations
+    assert fp8.memory_bytes.activations / bf16_acts == pytest.approx(55360 / 68672, rel=0.02)
+
+
 def test_sweep_finds_the_table4_layout_without_lifting_capacity(catalog) -> None:
     """The search, pinned to Table 4's TP/CP/PP and no recompute, finds a fitting layout on real H100 HBM."""
     from mi400plan.api.sweep import build_sku

@@ -197,9 +197,10 @@ def test_helios_keeps_tp_and_pp_in_the_rack(catalog) -> None:
         return r["tp"] * r["pp"] * r["cp"] * r["fold"]
 
     # Megatron-LM's default: interleaved p2p overlapped.
-    # VPP pinned to the values this comparison was worked out for (96 layers also admit VPP 12 at PP 8).
+    # VPP pinned to the values this comparison was worked out for (96 layers also admit VPP 12 at PP 8),
+    # with Megatron-Core's default even split (a custom layout admits VPP 5 and 8 at PP 8 too).
     vpps = (1, 2, 3, 4, 5, 6, 8)
-    res = search(wl, hw, 4608, SearchOptions(tp=(8, 16), pp=(8, 16), cp=(1,), vpp=vpps), top_k=10)
+    res = search(wl, hw, 4608, SearchOptions(tp=(8, 16), pp=(8, 16), cp=(1,), vpp=vpps, uneven_pp=False), top_k=10)
     rows = list(iter_rows(res.top))
     best_in = next(r for r in rows if span(r) <= 72)
     assert str(tier_of(best_in["pp"], best_in["tp"], 72)) == "scale_up"
@@ -222,7 +223,8 @@ def test_helios_keeps_tp_and_pp_in_the_rack(catalog) -> None:
     assert cross["t_pp"] > 2 * (cross["pp"] - 1) * same_in_rack
 
     # Megatron-LM 2021 (no p2p overlap): every transfer exposed; the rack costs several percent.
-    off = search(wl, hw, 4608, SearchOptions(tp=(8, 16), pp=(8, 16), cp=(1,), vpp=vpps, overlap_pp=False), top_k=5)
+    off = search(wl, hw, 4608, SearchOptions(tp=(8, 16), pp=(8, 16), cp=(1,), vpp=vpps, overlap_pp=False,
+                                                   uneven_pp=False), top_k=5)
     rows = list(iter_rows(off.top))
     assert len(rows) == 5
     for r in rows:
@@ -266,9 +268,11 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
       Micro-batches per replica (32,768 / (DP x micro-batch)) are then a power of two, never a
       multiple of PP, so the interleaved schedule is out (``vpp-microbatches``). The pipeline runs
       plain 1F1B and all ``m x 2`` transfers are exposed: 3.1 s, 3.4 % of the step.
-    * 1,024..8,192 GPUs: >= 0.9. A 256-GPU replica (TP 1 x CP 4-8 x EP 8 inside a node, PP 32 x
-      VPP 3 across nodes) runs the interleaved schedule: only the 2 x 31 fill/drain transfers stay
-      exposed (23 ms), so 1,024-2,048 GPUs are *above* 1.0 against the 768 baseline.
+    * 1,024..8,192 GPUs: >= 0.9. From 2,048 GPUs a 256-GPU replica (TP 1 x CP 4 x EP 8 inside a
+      node, PP 32 x VPP 3 across nodes) runs the interleaved schedule: only the 2 x 31 fill/drain
+      transfers stay exposed (23 ms). At 1,024 GPUs (4 replicas, 8,192 sequences each) plain 1F1B at
+      CP 2 wins instead (FP8 GEMM inputs saved at 1 byte leave room for the longer per-GPU sequence);
+      it is 1 % *above* the 768 baseline, and 2,048 within 1 % of it.
     * 16,384 GPUs: first size below 0.9 (64 replicas, per-replica batch 2Mi tokens = 512
       sequences). The per-step DP traffic of a GPU does not depend on how many replicas there are:
       it reduce-scatters its gradients and all-gathers its parameters once per step, each about
@@ -313,7 +317,7 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
     eff = {g: per_gpu[g] / per_gpu[768] for g in sizes}
     first_below = next(g for g in sizes if eff[g] < SCALING_THRESHOLD)
     assert first_below == 16384, eff
-    assert eff[1024] > 1.0 and eff[2048] > 1.0
+    assert eff[1024] > 1.0 and eff[2048] > 0.99
     assert eff[8192] / eff[1024] >= SCALING_THRESHOLD > eff[16384] / eff[1024]  # same place vs 1,024
 
     # The 768 baseline: no virtual stages possible, every pipeline transfer exposed.
@@ -331,7 +335,7 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
 
     assert b["t_pp"] == pytest.approx(b["m"] * 2 * p2p(b), rel=1e-9)
     assert b["t_pp"] / b["step"] > 0.025
-    for g in sizes[1:-1]:  # at 32,768 GPUs (per-replica batch 1Mi tokens) EP 16 can win instead
+    for g in sizes[2:-1]:  # at 32,768 GPUs (per-replica batch 1Mi tokens) EP 16 can win instead
         r = best[g]
         assert (r["tp"], r["pp"], r["vpp"], r["ep"]) == (1, 32, 3, 8), g
         assert r["tp"] * r["cp"] * r["fold"] * r["pp"] == 256

@@ -130,8 +130,10 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
         model = str(near)
     spec = cat.get("models", model).spec
     sku = cat.get("accelerators", r.sku).spec.name
-    base_hw = build_sku(cat, sku, r.precision).hw  # an undisclosed peak stops here, naming the run
-    recipe = train_recipe("megatron", precision=r.precision, grad_dtype=r.grad_dtype, flash_attention=r.flash_attention)
+    # an undisclosed peak (or host link, when the run offloads activations) stops here, naming the run
+    base_hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw
+    recipe = train_recipe("megatron", precision=r.precision, grad_dtype=r.grad_dtype, flash_attention=r.flash_attention,
+                          offload_layers=r.offload_layers)
     wl = Workload(spec, count_params(spec), recipe, r.seq_len, r.global_batch)
     layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
                   recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))

@@ -121,6 +121,7 @@ def fit(
     fp8_weight_copies: int | None = None,
     vocab_divisible_by: int | None = None,
     dropout: bool | None = None,
+    offload_layers: int | None = None,
     options: TrainOptions | None = None,
     overlap_tp: bool | None = None,
     overlap_ep: bool | None = None,
@@ -212,7 +213,8 @@ def fit(
         opts = base_opts.merged(
             recipe=recipe, precision=precision, optimizer=optimizer, grad_dtype=grad_dtype,
             flash_attention=flash_attention, dropout=dropout, reserve=reserve, fp8_weight_copies=fp8_weight_copies,
-            capacity_factor=capacity_factor, vocab_divisible_by=vocab_divisible_by, overlap_tp=overlap_tp,
+            capacity_factor=capacity_factor, vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers,
+            overlap_tp=overlap_tp,
             overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
             split_embedding_loss=split_embedding_loss, uneven_pp=uneven_pp,
         )
@@ -227,7 +229,7 @@ def fit(
     if recipe is not None and recipe not in ("bf16",):
         warnings.append(f"recipe {recipe!r} applies to training; inference uses --precision and --kv-dtype")
     for v, what in ((capacity_factor, "--capacity-factor"), (fp8_weight_copies, "--fp8-weight-copies"),
-                    (vocab_divisible_by, "--vocab-divisible-by")):
+                    (vocab_divisible_by, "--vocab-divisible-by"), (offload_layers, "--offload-layers")):
         if v is not None:
             warnings.append(f"{what} applies to training; inference ignores it")
     return _fit_infer(
@@ -495,6 +497,7 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
         warnings.append(f"sequence length {seq_len} exceeds {model.name}'s max_seq_len {model.max_seq_len}")
     from mi400plan.memory import padded_vocab_size
 
+    _check_offload(recipe.offload_layers, model, layout, options)
     mem = _train_terms(model, counts, recipe, layout, seq_len, nmb, options).item()
     layout_dict: dict[str, int | str | bool] = dict(layout.model_dump())
     layout_dict["schedule"] = layout.schedule
@@ -514,7 +517,8 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
             _row(acc, "train", layout_dict, layout.gpus, mem, kv=0.0, recipe_reserve=recipe.reserve,
                  alts=alts, grid=grid, dom=scale_up_domain(catalog, acc, cache), given_tp=layout.tp,
                  given_width=layout.tp, given_groups=layout.gpus // layout.tp).model_copy(
-                update={"padded_vocab_size": vocab})
+                update={"padded_vocab_size": vocab,
+                        "host_offload_bytes": int(round(mem["offloaded"])) if recipe.offload_layers else None})
         )
     _suggest_other_skus(rows, catalog, recipe.reserve)
     rdict: dict[str, float | int | str | bool] = {
@@ -733,6 +737,24 @@ def _infer_grid(model: Any, counts: Any, recipe: InferRecipe, ep: int, batch: in
         out.append(Cand(float(tot[i]), max(t, e) * p, t, p, e, 1, f"--tp {t} --pp {p}{flag}",
                         f"TP{t} PP{p}" + (f" EP{e}" if e > 1 else ""), width=max(t, e), groups=p))
     return out
+
+
+def _check_offload(n: int, model: Any, layout: Layout, options: TrainOptions) -> None:
+    """Refuse more offloaded layers than a model chunk can offload: Transformer Engine's offload
+    context never offloads a chunk's last layer (``num_layers <= model_layers - 1``), and the
+    shortest chunk of the layout bounds what every chunk can do (``sweep`` clamps per candidate)."""
+    if n <= 0:
+        return
+    from mi400plan.pipeline import chunk_layers, pipeline_split
+
+    code = pipeline_split(model.num_layers, layout.pp, layout.vpp, options.split_embedding_loss, options.uneven_pp)
+    chunks = chunk_layers(model.num_layers, layout.pp, layout.vpp, max(code, 0))
+    most = int(min(chunks)) - 1
+    if n > most:
+        raise UsageError(
+            f"--offload-layers {n}: a model chunk of this layout holds {int(min(chunks))} layers and the last "
+            f"one is never offloaded, so at most {most} can be",
+            hint=f"use --offload-layers {max(most, 0)} or fewer, or fewer pipeline stages")
 
 
 # --- rows --------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ estimate ranges.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -122,11 +122,17 @@ def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float |
     peak = _pick(peak_est, f"{acc.name} dense {comp} peak", case, higher_is_better=True)
     hw = ServeHardware(name=h.name, peak_flops=peak, matmul_eff=h.matmul_eff, kernel_overhead_s=h.gemm_overhead_s,
                        hbm_bytes=h.hbm_bytes, hbm_bw=h.hbm_bw, hbm_eff=h.hbm_eff, scale_up=h.scale_up,
-                       scale_out=h.scale_out, domain=h.domain)
+                       scale_out=h.scale_out, domain=h.domain, units=h.units,
+                       attn_peak_flops=h.attn_sku().peak_flops, attn_eff=h.attn_sku().efficiency)
     from mi400plan.serve_calibration import apply, calibration_for
 
     cal = calibration_for(acc.architecture) if calibrated and matmul is None and hbm is None else None
     if cal is not None:
+        if case != "nominal" and comp in cal.matmul_precisions:
+            # The scale was fitted on the nominal ceiling: the calibrated product moves at a corner by the
+            # fit's spread only (``apply``), as the calibrated HBM efficiency does.
+            nom = build_sku(cat, name, eff_prec, case="nominal").hw
+            hw = replace(hw, matmul_eff=nom.matmul_eff, attn_eff=nom.attn_sku().efficiency)
         hw = apply(hw, cal, case, comp)
     return hw, sku
 

@@ -178,13 +178,16 @@ def build_sku(
     hbm_efficiency: float | None = None,
     gemm_overhead_us: float | None = None,
     case: str = "nominal",
+    offload: bool = False,
 ) -> Sku:
     """A SKU as the search sees it, at ``case``: ``nominal``, or a corner of its estimate ranges.
 
     ``pessimistic`` takes the low end of peak FLOP/s, matmul and HBM efficiency, HBM bandwidth and
     capacity, the high end of the GEMM overhead, and the ``slow`` fabric case (``comms.TierParams
     .from_fabric``: low bandwidth and efficiency, high latency); ``optimistic`` the opposite ends.
-    Values given on the command line are measurements and stay fixed at every corner.
+    Values given on the command line are measurements and stay fixed at every corner. ``offload``
+    (activation offloading asked for): the SKU's host-link bandwidth is required, ``MissingValueError``
+    without it.
     """
     from mi400plan.search import Hardware
 
@@ -258,6 +261,7 @@ def build_sku(
         scale_out=out,
         domain=domain,
         gpus_per_rack=per_rack,
+        host_bw=_host_bw(acc, offload),
         **_gemm_fields(acc, precision, case),
     )
     info = SkuEfficiency(
@@ -266,6 +270,19 @@ def build_sku(
         gpus_per_rack=per_rack, rack_basis=basis,
     )
     return Sku(acc.name, hw, info, tuple(v for v in varied if v))
+
+
+def _host_bw(acc: Any, offload: bool) -> float:
+    """Host-link bytes/s per direction per GPU (``[interconnect] host_link_gb_per_s``); 0 when unknown.
+    Activation offloading needs it: ``MissingValueError`` when ``offload`` and it is not disclosed."""
+    est = acc.interconnect.host_link_gb_per_s
+    if offload and not est.known:
+        raise MissingValueError(
+            f"{acc.name} host-link bandwidth ([interconnect] host_link_gb_per_s) is not disclosed, and "
+            "--offload-layers needs it to time the activation copies; the planner will not invent it",
+            hint="add host_link_gb_per_s (GB/s per direction per GPU) to a user profile (--profiles DIR), "
+                 "or drop --offload-layers")
+    return float(est.nominal) * 1e9 if est.known else 0.0
 
 
 def expand_all(cat: Any, skus: list[str]) -> list[str]:
@@ -358,8 +375,8 @@ def _memory(r: dict[str, Any], wl: Any, hw: Any) -> MemoryBytes:
     share = wl.recipe.reserve.fraction * hw.hbm_bytes
     return MemoryBytes(
         weights=r["mem_weights"], gradients=r["mem_gradients"], optimizer=r["mem_optimizer"],
-        activations=r["mem_activations"], reserve=r["mem_reserve"] + share, total=r["mem_total"] + share,
-        capacity=hw.hbm_bytes,
+        activations=r["mem_activations"], offloaded=r.get("mem_offloaded", 0.0), reserve=r["mem_reserve"] + share,
+        total=r["mem_total"] + share, capacity=hw.hbm_bytes,
     )
 
 
@@ -737,14 +754,16 @@ def sweep(
     opts = SearchOptions(**topts.search_flags(), **pin_kw)
 
     skus = expand_all(cat, skus)
+    offload = topts.offload_layers > 0
     built, missing = _build_all(cat, skus, precision, matmul_efficiency=matmul_efficiency,
-                                hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us)
+                                hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us, offload=offload)
     names = [b.name for b in built] + [m.sku for m in missing]
     if len(set(names)) != len(names):
         raise UsageError("the same --sku is given twice")
     corners_of = {
         b.name: ({c: build_sku(cat, b.name, precision, matmul_efficiency=matmul_efficiency,
-                               hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us, case=c)
+                               hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us, case=c,
+                               offload=offload)
                   for c in CORNERS} if ranges else {})
         for b in built
     }

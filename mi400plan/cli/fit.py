@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.recipe import (
-    DropoutOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, SplitOpt, UnevenOpt,
+    DropoutOpt, OffloadOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, SplitOpt,
+    UnevenOpt,
 )
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
@@ -103,6 +104,7 @@ def fit_cmd(
         help="Train: Megatron-LM pads the vocabulary to a multiple of this x TP (default 128; Llama-3's 128,256 "
              "-> 129,024 at TP 8). The padded rows cost memory; parameter counts stay unpadded.")] = None,
     dropout: DropoutOpt = None,
+    offload_layers: OffloadOpt = None,
     split_embedding_loss: SplitOpt = None,
     uneven_pp: UnevenOpt = None,
     overlap_tp: OverlapTpOpt = None,
@@ -144,7 +146,7 @@ def fit_cmd(
             "--recompute": recompute, "--sp/--no-sp": sp, "--global-batch": global_batch, "--recipe": recipe,
             "--optimizer": optimizer, "--grad-dtype": grad_dtype, "--flash/--no-flash": flash,
             "--capacity-factor": capacity_factor, "--fp8-weight-copies": fp8_weight_copies,
-            "--vocab-divisible-by": vocab_divisible_by}, "training")
+            "--vocab-divisible-by": vocab_divisible_by, "--offload-layers": offload_layers}, "training")
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
 
@@ -181,7 +183,8 @@ def fit_cmd(
             optimizer=optimizer.value if optimizer else None, grad_dtype=grad_dtype.value if grad_dtype else None,
             kv_dtype=kv_dtype.value if kv_dtype else None, flash_attention=flash, batch=batch, reserve=reserve,
             plan=str(plan) if plan else None, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-            vocab_divisible_by=vocab_divisible_by, dropout=dropout, split_embedding_loss=split_embedding_loss,
+            vocab_divisible_by=vocab_divisible_by, dropout=dropout, offload_layers=offload_layers,
+            split_embedding_loss=split_embedding_loss,
             uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
             overlap_cp=overlap_cp, overlap_dp=overlap_dp,
         )

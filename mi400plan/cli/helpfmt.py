@@ -17,12 +17,13 @@ from typer.core import TyperCommand, TyperGroup
 
 # Section of each option, by its long name; anything not listed stays under "Options" (first).
 _PANEL_OPTIONS = {
-    "Layout": "--tp --pp --vpp --dp --ep --etp --cp --zero --micro-batch --recompute --sp --plan --dp-attention",
+    "Layout": "--gpus --tp --pp --vpp --dp --ep --etp --cp --zero --micro-batch --recompute --sp --plan --dp-attention --uneven-pp",
     "Workload and recipe": "--mode --seq --global-batch --batch --precision --recipe --optimizer --grad-dtype "
-    "--kv-dtype --flash --reserve --capacity-factor --fp8-weight-copies --vocab-divisible-by --input-len "
+    "--kv-dtype --flash --dropout --reserve --capacity-factor --fp8-weight-copies --vocab-divisible-by --offload-layers "
+    "--input-len "
     "--output-len --concurrency --largest --family --experts --top-k --days --flops --law --mfu --tokens --spec-tokens --spec-acceptance --tpot --ttft --interactivity --disagg",
     "Model switches and measured values": "--matmul-efficiency --hbm-efficiency --gemm-overhead-us --overlap-tp "
-    "--overlap-ep --overlap-pp --overlap-cp --split-embedding-loss --no-ranges",
+    "--overlap-ep --overlap-pp --overlap-cp --overlap-dp --split-embedding-loss --no-ranges",
     "Cost, site and budget": "--site --electricity-price --pue --cost-of-capital --depreciation-years --gpu-load "
     "--grid-intensity --facility --colocation-per-kw-month --facility-capex-per-mw --network-capex-per-gpu "
     "--capex-per-gpu --tokens-per-s --gpu-hour-cost --deadline --budget --max-gpus --price-per-kwh",
@@ -109,7 +110,8 @@ def _skip_coercing_absent(param: Any) -> None:
     param.process_value = process_value
 
 
-_TYPE_METAVAR = {"integer": "N", "integer range": "N", "float": "NUM", "float range": "NUM", "path": "PATH"}
+# typer >= 0.29 names the kinds "integer" / "float"; older typer passes click's INT / FLOAT ("int" / "float").
+_TYPE_METAVAR = {"integer": "N", "int": "N", "integer range": "N", "float": "NUM", "float range": "NUM", "path": "PATH"}
 
 
 def _plain_metavar(param: Any) -> None:

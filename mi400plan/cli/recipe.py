@@ -48,11 +48,19 @@ VocabOpt = Annotated[Optional[int], typer.Option(
     "--vocab-divisible-by", min=1,
     help="Train: Megatron-LM pads the vocabulary to a multiple of this x TP (default 128; Llama-3's 128,256 "
          "-> 129,024 at TP 8). The padded rows cost memory; parameter counts stay unpadded.")]
+OffloadOpt = Annotated[Optional[int], typer.Option(
+    "--offload-layers", min=0, max=1024,
+    help="Train: offload the saved activations of the first N layers of each model chunk to host memory "
+         "(Megatron-Core --cpu-offloading --cpu-offloading-num-layers N; default 0). One offloaded layer stays in "
+         "HBM while it is copied; the copies run over the host link (PCIe or NVLink-C2C) behind "
+         "the next layer's compute and only the excess adds to the step. fit refuses N >= a chunk's layers; "
+         "sweep clamps N to each layout's layers per chunk - 1.")]
 UnevenOpt = Annotated[Optional[bool], typer.Option(
     "--uneven-pp/--no-uneven-pp",
     help="When PP x VPP does not divide the layers, let the first and the last pipeline stage hold fewer "
          "layers (Megatron-Core --decoder-first/last-pipeline-num-layers; default on): DeepSeek-V3's 61 "
-         "layers at PP 16 = 2 + 14 x 4 + 3.")]
+         "layers at PP 16 = 2 + 14 x 4 + 3; with VPP, where that cannot hold, a balanced custom layout "
+         "(--pipeline-model-parallel-layout): PP 4 x VPP 4 = 15 + 15 + 16 + 15.")]
 OverlapDpOpt = Annotated[Optional[bool], typer.Option(
     "--overlap-dp/--no-overlap-dp",
     help="Gradient reduction and parameter gathers overlap the backward/forward passes (default on); "

@@ -10,7 +10,7 @@ import typer
 from mi400plan.cli.cost import GridOpt, LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, OptimizerOpt, OverlapDpOpt, RecipeOpt, ReserveOpt,
-    UnevenOpt, VocabOpt, recipe_flags,
+    OffloadOpt, UnevenOpt, VocabOpt, recipe_flags,
 )
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
@@ -106,6 +106,7 @@ def cmd(
     capacity_factor: CapacityFactorOpt = None,
     fp8_weight_copies: Fp8CopiesOpt = None,
     vocab_divisible_by: VocabOpt = None,
+    offload_layers: OffloadOpt = None,
     uneven_pp: UnevenOpt = None,
     overlap_dp: OverlapDpOpt = None,
     tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
@@ -187,7 +188,8 @@ def cmd(
                 else site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
                 **recipe_flags(recipe=recipe, optimizer=optimizer, flash_attention=flash, dropout=dropout,
                                reserve=reserve, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-                               vocab_divisible_by=vocab_divisible_by, uneven_pp=uneven_pp, overlap_dp=overlap_dp),
+                               vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers, uneven_pp=uneven_pp,
+                               overlap_dp=overlap_dp),
             )
 
     run("sweep", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

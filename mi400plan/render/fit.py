@@ -97,8 +97,14 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
         rows,
         title=f"{row.display_name} ({row.sku}): per-GPU memory, {result.mode}",
     )
+    offload = []
+    if row.host_offload_bytes is not None:
+        n = result.recipe.get("offload_layers", 0)
+        offload = [f"activation offloading: first {n} layers of each model chunk in host memory, "
+                   f"{_gib(row.host_offload_bytes)} ({_gb(row.host_offload_bytes)}) of pinned host memory per GPU"]
     print_lines(console, [
         f"layout: {_gpus(row.gpus)}, {_layout_text(row)}; most loaded pipeline stage: {row.stage}",
+        *offload,
         f"runtime reserve: {result.reserve}; GB = 10^9 B, GiB = 2^30 B",
         f"profiles: {short_path(result.model.profile)}, {short_path(row.profile)}",
     ])

@@ -128,7 +128,7 @@ def render(res: ServeResult, console: Any) -> None:
         extra = f", ${s.gpu_hour_cost:,.2f}/GPU-hour ({s.cost_source})" if s.gpu_hour_cost is not None else ""
         extra += f", {s.gpus_per_mw:,.0f} GPUs per MW of rack wall power" if s.gpus_per_mw else ""
         console.print(
-            f"{s.sku}: {s.compute_precision} peak {s.peak_flops / 1e12:,.0f} TFLOP/s x matmul {s.matmul:.2f}, HBM "
+            f"{s.sku}: {s.compute_precision} peak {s.peak_flops / 1e12:,.0f} TFLOP/s x GEMM ceiling {s.matmul:.2f}, HBM "
             f"{s.hbm_bandwidth / 1e12:.1f} TB/s x {s.hbm:.2f}, {s.hbm_capacity / 1e9:,.0f} GB, kernel overhead "
             f"{s.kernel_overhead_s * 1e6:.0f} us ({s.calibration}){extra}",
             markup=False, highlight=False)

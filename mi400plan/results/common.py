@@ -25,7 +25,9 @@ class OutModel(BaseModel):
     """Base for result rows: plain data, no unknown keys."""
 
     # defer_build: the serializer of a result model is built when a command first emits one.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+    # protected_namespaces=(): fields such as ``model_before_s`` are part of the JSON contract
+    # (pydantic < 2.10 would warn about every "model_" field).
+    model_config = ConfigDict(extra="forbid", defer_build=True, protected_namespaces=())
 
 
 class ErrorItem(OutModel):

@@ -56,6 +56,9 @@ class FitRow(OutModel):
     # vocab_divisible_by (128) x TP; infer, vLLM's padding to a multiple of 64. Parameter counts
     # (model.params_total) stay unpadded.
     padded_vocab_size: int | None = None
+    # Activation offloading (--offload-layers N): activation bytes this GPU keeps in pinned host memory,
+    # the host memory per GPU it needs; already taken out of memory_bytes.activations. None without it.
+    host_offload_bytes: int | None = None
     reason: str | None = None  # why it does not fit (or why no verdict), both sizes stated
     suggestion: str | None = None  # what would make it fit
     min_gpus: int | None = None  # smallest GPU count (layout below) that fits on this SKU, TP within the domain

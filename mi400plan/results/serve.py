@@ -125,7 +125,7 @@ class SkuInfo(OutModel):
     precision: str
     compute_precision: str
     peak_flops: float
-    matmul: float
+    matmul: float  # large-GEMM ceiling (fraction of the peak) the shape-aware GEMM model saturates at
     hbm: float
     kernel_overhead_s: float
     hbm_bandwidth: float

@@ -38,7 +38,8 @@ class TimeBreakdown(OutModel):
     ``attention``: the attention core (flash attention at its own efficiency); ``gemm_overhead``: fixed
     cost per GEMM kernel; ``memory_bound``: norms, residuals, activation functions at HBM speed;
     ``tp``/``cp``/``ep``/``pp``: exposed collective time of each group; ``bubble``: pipeline
-    bubble; ``dp``: exposed data-parallel / ZeRO traffic; ``optimizer``: optimizer step.
+    bubble; ``dp``: exposed data-parallel / ZeRO traffic; ``optimizer``: optimizer step; ``offload``:
+    activation copies to and from host memory (--offload-layers) longer than the compute they hide behind.
     """
 
     compute: float
@@ -52,6 +53,7 @@ class TimeBreakdown(OutModel):
     bubble: float
     dp: float
     optimizer: float
+    offload: float = 0.0
 
 
 class MemoryBytes(OutModel):
@@ -59,6 +61,9 @@ class MemoryBytes(OutModel):
     gradients: float
     optimizer: float
     activations: float
+    # activation bytes kept in pinned host memory per GPU (--offload-layers): the host memory the offloading
+    # needs, not part of total (already taken out of activations)
+    offloaded: float = 0.0
     reserve: float  # the whole runtime reserve: fixed part + capacity share (fragmentation), as `fit` counts it
     total: float  # includes the reserve; the layout fits when total <= capacity
     capacity: float  # the SKU's HBM capacity (driver-reported usable where published), bytes

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from mi400plan.specs.common import ND, Est, Estimate, ProfileBase, StrictModel
+from mi400plan.specs.common import ND, Est, Estimate, ProfileBase, StrictModel, est_in
 from mi400plan.specs.efficiency import Efficiency
 from mi400plan.units import GB, MB, TB, TB_PER_S, TFLOPS, GiB, MiB, TiB
 
@@ -231,6 +231,10 @@ class AcceleratorPower(StrictModel):
     cooling: Literal["air", "liquid", "air_or_liquid"] | None = None
 
 
+HostLinkGBps = est_in(0.0, 1e4)
+"""A host-link bandwidth in GB/s per direction, (0, 10,000]: no CPU-GPU link comes near 10 TB/s."""
+
+
 class AcceleratorInterconnect(StrictModel):
     """Default fabrics by profile name (``profiles/fabrics``); racks may override them."""
 
@@ -238,6 +242,9 @@ class AcceleratorInterconnect(StrictModel):
     scale_out_fabric: str | None = None
     host_link: str | None = None
     host_interface: str | None = None  # descriptive text ("PCIe Gen5 x16"); not a fabric profile name
+    # GPU <-> host memory bandwidth, GB/s per direction per GPU (10^9 B/s): what activation offloading
+    # (--offload-layers) copies over. PCIe 5.0 x16 = 64; NVLink-C2C's share on Grace superchips.
+    host_link_gb_per_s: HostLinkGBps = ND
 
 
 class Accelerator(ProfileBase):

@@ -276,6 +276,24 @@ Optimizer = Literal["adamw", "adam", "sgd", "adafactor"]
 # Source: Transformer Engine docs, "Low precision training / Performance considerations: Handling
 # transposes" and ``transformer_engine/pytorch/module/linear.py``.
 TE_FP8_WEIGHT_COPIES = 2
+# Activations saved as GEMM inputs under FP8 training: Transformer Engine 2.x quantizes a GEMM's input
+# for the forward GEMM and keeps only the column-wise FP8 copy for the weight-gradient GEMM
+# (``transformer_engine/pytorch/module/linear.py``: "Discard row-wise data since it is not needed in
+# backward pass"), 1 byte an element (MXFP8 adds a 1-byte scale per 32 elements, ~3 %, not counted).
+FP8_SAVED_INPUT_BYTES = 1.0
+# Activation offloading (Transformer Engine ``transformer_engine/pytorch/cpu_offload.py``, which
+# Megatron-Core's ``--cpu-offloading`` wraps around each transformer layer of a model chunk): every
+# tensor a layer saves for backward (not its parameters: Megatron-Core's ``cpu_offloading_weights``
+# defaults to False) is copied device-to-host on a side stream once the layer's forward ends,
+# overlapped with the next layer's forward, and host-to-device ahead of the layer's backward,
+# overlapped with the backward of the layer after it (one group prefetched). TE requires
+# ``num_layers <= model_layers - 1`` (the chunk's last layer is never offloaded). With Megatron-Core's
+# default ``cpu_offloading_double_buffering = False`` one offloaded layer's activations are in HBM at
+# a time besides the layers that are not offloaded: the one being copied out in forward, or the one
+# prefetched for its backward (with double buffering TE's ``AsyncDoubleBufferGroupOffloadHandler``
+# keeps two reload buffers: 2).
+OFFLOAD_IN_FLIGHT = 1
+MAX_OFFLOAD_LAYERS = 1024  # no published model has more layers per chunk; larger is a typo
 
 
 class TrainRecipe(StrictModel):
@@ -318,10 +336,17 @@ class TrainRecipe(StrictModel):
     optimizer: Optimizer = "adamw"
     moment_bytes: float = Field(default=4.0, ge=0)
     activation_bytes: float = Field(default=2.0, gt=0)  # 16-bit activations
+    # Bytes an element of the activations saved as GEMM inputs: 16-bit like the others, 4 in fp32, and
+    # the FP8 copy under FP8 training (``FP8_SAVED_INPUT_BYTES``; ``memory.layer_activation_bytes_per_token``).
+    gemm_input_bytes: float = Field(default=2.0, gt=0)
     flash_attention: bool = True
     dropout: bool = False  # Korthikanti's accounting keeps dropout masks; modern LLM pre-training has none
     moe_capacity_factor: float = Field(default=1.25, gt=0)  # load-imbalance allowance (see above)
     vocab_divisible_by: int = Field(default=128, ge=1)  # Megatron-LM --make-vocab-size-divisible-by
+    # Activation offloading to host memory (Megatron-Core ``--cpu-offloading --cpu-offloading-num-layers``):
+    # the saved activations of the first ``offload_layers`` layers of each model chunk are copied to
+    # pinned host memory after their forward and back before their backward (``OFFLOAD_IN_FLIGHT``).
+    offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
     reserve: RuntimeReserve = Field(default_factory=RuntimeReserve)
 
     @property
@@ -361,7 +386,7 @@ TRAIN_PRESETS: dict[str, dict[str, object]] = {
     "zero": dict(param_bytes=2.0, grad_bytes=2.0, master_bytes=4.0, optimizer="adam", moment_bytes=4.0),
     # Pure fp32 training: 4 + 4 + Adam 8 = 16 B/param, no separate master copy.
     "fp32": dict(param_bytes=4.0, grad_bytes=4.0, master_bytes=0.0, optimizer="adam", moment_bytes=4.0,
-                 activation_bytes=4.0),
+                 activation_bytes=4.0, gemm_input_bytes=4.0),
 }
 
 TRAIN_PRECISIONS = ("bf16", "fp8", "fp32")
@@ -379,6 +404,7 @@ def train_recipe(
     capacity_factor: float | None = None,
     vocab_divisible_by: int | None = None,
     dropout: bool | None = None,
+    offload_layers: int | None = None,
 ) -> TrainRecipe:
     """A named preset with overrides. ``precision="fp8"`` keeps ``fp8_weight_copies`` cached FP8 casts
     of every transformer-block GEMM weight (default ``TE_FP8_WEIGHT_COPIES`` = 2, as Transformer
@@ -395,6 +421,7 @@ def train_recipe(
             fields.update(TRAIN_PRESETS["fp32"])
         elif precision == "fp8":
             fields["fp8_weight_copies"] = TE_FP8_WEIGHT_COPIES
+            fields["gemm_input_bytes"] = FP8_SAVED_INPUT_BYTES
     if fp8_weight_copies is not None:
         if precision != "fp8":
             raise UsageError("FP8 weight copies apply to FP8 training; add --precision fp8")
@@ -417,6 +444,10 @@ def train_recipe(
         fields["dropout"] = dropout
     if reserve is not None:
         fields["reserve"] = reserve
+    if offload_layers is not None:
+        if not 0 <= int(offload_layers) <= MAX_OFFLOAD_LAYERS:
+            raise UsageError(f"offloaded layers must be an integer in 0..{MAX_OFFLOAD_LAYERS}, got {offload_layers}")
+        fields["offload_layers"] = int(offload_layers)
     if capacity_factor is not None:
         if not capacity_factor > 0:
             raise UsageError(f"the MoE capacity factor must be positive, got {capacity_factor}")
@@ -433,7 +464,8 @@ class TrainOptions(StrictModel):
 
     Memory (``train_recipe``): ``recipe`` preset, ``precision``, ``optimizer``, ``grad_dtype``,
     ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``,
-    ``capacity_factor``, ``vocab_divisible_by``. Pipeline split (both): ``split_embedding_loss``,
+    ``capacity_factor``, ``vocab_divisible_by``, ``offload_layers`` (activation offloading to host memory,
+    memory and step time). Pipeline split (both): ``split_embedding_loss``,
     ``uneven_pp`` (``mi400plan.pipeline``). Step time (``search.SearchOptions``): ``overlap_tp``,
     ``overlap_ep``, ``overlap_pp``, ``overlap_cp``, ``overlap_dp``. A plan saved by ``sweep --save``
     keeps the switches that differ from these defaults in its ``[recipe]`` table and ``fit --plan``
@@ -450,6 +482,7 @@ class TrainOptions(StrictModel):
     fp8_weight_copies: int | None = Field(default=None, ge=0, le=2)
     capacity_factor: float | None = Field(default=None, gt=0)
     vocab_divisible_by: int | None = Field(default=None, ge=1)
+    offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
     overlap_tp: bool = False
     overlap_ep: bool = False
     overlap_pp: bool = True
@@ -465,7 +498,7 @@ class TrainOptions(StrictModel):
             flash_attention=self.flash_attention, dropout=self.dropout,
             reserve=parse_reserve(self.reserve) if self.reserve is not None else None,
             fp8_weight_copies=self.fp8_weight_copies, capacity_factor=self.capacity_factor,
-            vocab_divisible_by=self.vocab_divisible_by,
+            vocab_divisible_by=self.vocab_divisible_by, offload_layers=self.offload_layers,
         )
 
     def search_flags(self) -> dict[str, bool]:
@@ -488,7 +521,8 @@ class TrainOptions(StrictModel):
             # train_recipe words the usual mistakes (unknown dtype, non-positive factor, ...) for users
             train_recipe(new["recipe"] if new["recipe"] in TRAIN_PRESETS else "megatron", precision=new["precision"],
                          optimizer=new["optimizer"], grad_dtype=new["grad_dtype"],
-                         capacity_factor=new["capacity_factor"], vocab_divisible_by=new["vocab_divisible_by"])
+                         capacity_factor=new["capacity_factor"], vocab_divisible_by=new["vocab_divisible_by"],
+                         offload_layers=new["offload_layers"] if isinstance(new["offload_layers"], int) else None)
             e = exc.errors()[0]
             raise UsageError(f"invalid training option {'.'.join(str(x) for x in e['loc'])}: {e['msg']}") from None
 
