@@ -332,3 +332,27 @@ def test_memory_capacity_with_a_unit_has_a_domain(cli, tmp_path, line, value):
     assert r.exit_code == 3, r.output
     message = json.loads(r.stdout)["errors"][0]["message"]
     assert f"memory.{key}" in message and "at most 1 PiB" in message, message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [("step_time_s = 5.867", "step_time_s = 5e-324", "step_time_s"),
+     ("step_time_s = 5.867", "tflops_per_gpu = 5e-324", "tflops_per_gpu")],
+)
+def test_calibration_measurements_have_a_lower_bound(cli, tmp_path, old, new, field):
+    """Was an internal error (overflow in a divide): a denormal step time is positive but the model's
+    time over it is not a float."""
+    f = tmp_path / "runs.toml"
+    f.write_text((Path(__file__).parent / "data" / "calibrate" / "runs.toml").read_text().replace(old, new))
+    r = cli(["calibrate", str(f), "--sku", "mi355x", "--json"])
+    assert r.exit_code == 3, r.output
+    assert field in json.loads(r.stdout)["errors"][0]["message"]
+
+
+def test_nccl_log_time_has_a_lower_bound(cli, tmp_path):
+    f = tmp_path / "all_reduce_perf.txt"
+    f.write_text((Path(__file__).parent / "data" / "calibrate" / "all_reduce_perf.txt").read_text().replace(
+        "  316.88  ", "  5e-324  ", 1))
+    r = cli(["calibrate", str(f), "--sku", "mi355x", "--json"])
+    assert r.exit_code == 3, r.output
+    assert "0.001 to 1e12" in json.loads(r.stdout)["errors"][0]["message"]
