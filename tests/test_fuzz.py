@@ -294,7 +294,7 @@ COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
         ["--sku", "--gpus", "--tp", "--pp", "--vpp", "--dp", "--ep", "--etp", "--cp", "--zero", "--micro-batch",
          "--recompute", "--mode", "--seq", "--global-batch", "--recipe", "--precision", "--optimizer",
          "--grad-dtype", "--kv-dtype", "--batch", "--reserve", "--capacity-factor", "--fp8-weight-copies",
-         "--vocab-divisible-by", "--family", "--experts", "--top-k"],
+         "--vocab-divisible-by", "--family", "--experts", "--top-k", "--offload-layers"],
         ["--largest", "--check", "--sp", "--no-flash", "--dropout", "--uneven-pp"],
     ),
     "sweep": (
@@ -303,7 +303,7 @@ COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
          "--recompute", "--global-batch", "--seq", "--precision", "--tokens", "--grad-dtype", "--recipe",
          "--optimizer", "--reserve", "--capacity-factor", "--matmul-efficiency", "--hbm-efficiency",
          "--gemm-overhead-us", "--deadline", "--budget", "--max-gpus", "--gpu-hour-cost", "--site",
-         "--electricity-price", "--pue", "--gpu-load", "--grid-intensity", "--top"],
+         "--electricity-price", "--pue", "--gpu-load", "--grid-intensity", "--top", "--offload-layers"],
         ["--check", "--pareto", "--overlap-tp", "--no-overlap-pp"],
     ),
     "serve": (
@@ -385,6 +385,7 @@ PLAUSIBLE: dict[str, list[str]] = {
     "--capex-per-gpu": ["1", "30000"], "--tokens-per-s": ["1e-6", "1000"], "--days": ["1d", "30d", "365d", "12w"],
     "--flops": ["1e20", "3.8e25", "1e30"], "--law": ["chinchilla", "chinchilla-refit", "chinchilla-20"],
     "--mfu": ["0.01", "0.4", "1"], "--op": ["allreduce", "allgather", "alltoall"],
+    "--offload-layers": ["0", "1", "8", "40"],
     "--kind": ["accelerators", "fabrics", "racks", "models", "costs"],
 }
 
