@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from mi400plan.errors import MissingValueError, UsageError
+from mi400plan.errors import MissingValueError, ProfileError, UsageError
 from mi400plan.results.rack import (
     ComponentLine,
     CoolingOut,
@@ -236,8 +236,14 @@ FEED_SPEC_HELP = (
 )
 
 
+FEED_COUNT_MAX = 10**3  # the bounds of specs.rack.Feeds, so --feeds and a profile agree
+FEED_VALUE_MAX = 1e5
+
+
 def parse_feed_spec(text: str) -> FeedSpec:
     """Parse ``4x415V3ph60A`` (count x volts, phases, amps, optional ``pf0.95``) or raise UsageError."""
+    if len(text) > 100:
+        raise UsageError(f"feed set {text[:37]!r}... is {len(text):,} characters long", hint=FEED_SPEC_HELP)
     m = _FEED_RE.fullmatch(text.strip())
     if not m:
         raise UsageError(f"cannot read feed set {text!r}", hint=FEED_SPEC_HELP)
@@ -246,6 +252,12 @@ def parse_feed_spec(text: str) -> FeedSpec:
     pf = float(m.group(5)) if m.group(5) else 1.0
     if count < 1 or volts <= 0 or amps <= 0:
         raise UsageError(f"feed set {text!r}: count, volts and amps must be positive", hint=FEED_SPEC_HELP)
+    if count > FEED_COUNT_MAX or volts > FEED_VALUE_MAX or amps > FEED_VALUE_MAX:
+        raise UsageError(
+            f"feed set {text!r}: at most {FEED_COUNT_MAX:,} feeds of at most {FEED_VALUE_MAX:,.0f} V and "
+            f"{FEED_VALUE_MAX:,.0f} A (the bounds a rack profile's [feeds] has)",
+            hint=FEED_SPEC_HELP,
+        )
     if not 0 < pf <= 1:
         raise UsageError(f"feed set {text!r}: power factor must be in (0, 1], got {pf:g}", hint=FEED_SPEC_HELP)
     return FeedSpec(count, volts, phases, amps, pf)
@@ -466,6 +478,12 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
         wall_power_w(it[1], eff_nom, dist_nom),
         wall_power_w(it[2], eff_lo, dist_lo),
     )
+    if wall[1] <= 0:
+        raise ProfileError(
+            f"the components add up to {it[1]:g} W; power, feed and cooling budgets need a rack that draws power",
+            path=f"rack {rname}",
+            hint="check the trays' power_w values (and the GPU's)",
+        )
     losses = tuple(wall[i] - it[i] for i in range(3))
     lf_loss = rack.cooling.conversion_loss_liquid_fraction.triple(f"{rname} cooling.conversion_loss_liquid_fraction")
     # Every watt drawn at the wall ends as heat in the rack: liquid + air = wall at nominal.

@@ -937,20 +937,48 @@ def sweep(
 
 # Where to look for GPU counts that work when one does not: multiples of 8 (an 8-GPU node or tray;
 # every bundled scale-up domain is a multiple of it) from half to twice the count. A count with no
-# valid structure is rejected before any layout is scored, so the scan costs little.
+# valid structure is rejected before any layout is scored, so each probe costs little, but not
+# nothing: a side with more than NEAREST_PROBES multiples (counts above about 500) is thinned to its
+# NEAREST_CONSECUTIVE nearest and the rest spread at geometrically growing distances out to the end
+# of the range, so the scan is bounded however large the count (a linear scan of 10,000,000 GPUs
+# was over a million searches). Past the consecutive probes the answer is the nearest of the counts
+# tried, not necessarily the nearest that works.
 NEAREST_STEP = 8
+NEAREST_PROBES = 64
+NEAREST_CONSECUTIVE = 16
+
+
+def nearest_candidates(size: int, step: int = NEAREST_STEP, probes: int = NEAREST_PROBES,
+                       consecutive: int = NEAREST_CONSECUTIVE) -> tuple[list[int], list[int]]:
+    """GPU counts to try below and above ``size``, nearest first: multiples of ``step`` within a
+    factor of two, at most ``probes`` on each side (all of them when there are no more)."""
+    base = size // step * step
+    sides = (
+        [n for n in range(base, max(size // 2, 1) - 1, -step) if 0 < n != size],
+        list(range(base + step, 2 * size + 1, step)),
+    )
+    return tuple(_thin(side, size, probes, consecutive) for side in sides)  # type: ignore[return-value]
+
+
+def _thin(side: list[int], size: int, probes: int, consecutive: int) -> list[int]:
+    """``side`` (an arithmetic run moving away from ``size``) cut to ``probes`` entries: the first
+    ``consecutive``, then entries whose distance from ``size`` grows by a constant factor up to the last."""
+    if len(side) <= probes:
+        return side
+    first, last = abs(side[consecutive] - size), abs(side[-1] - size)
+    step = abs(side[1] - side[0])
+    rest = probes - consecutive
+    picks = {consecutive + round((first * (last / first) ** (k / (rest - 1)) - first) / step) for k in range(rest)}
+    return side[:consecutive] + [side[i] for i in sorted(picks) if i < len(side)]
 
 
 def nearest_working_sizes(wl: Any, hw: Any, size: int, opts: Any) -> list[int]:
-    """The closest GPU counts below and above ``size`` (multiples of ``NEAREST_STEP`` within a
-    factor of two) on which some layout is valid and fits; either side may be missing."""
+    """The closest GPU counts below and above ``size`` (of ``nearest_candidates``) on which some
+    layout is valid and fits; either side may be missing."""
     from mi400plan.search import search
 
-    base = size // NEAREST_STEP * NEAREST_STEP
-    below = [n for n in range(base, max(size // 2, 1) - 1, -NEAREST_STEP) if 0 < n != size]
-    above = list(range(base + NEAREST_STEP, 2 * size + 1, NEAREST_STEP))
     found = []
-    for side in (below, above):
+    for side in nearest_candidates(size):
         n = next((n for n in side if search(wl, hw, n, opts, top_k=1).valid), None)
         if n is not None:
             found.append(n)

@@ -43,6 +43,9 @@ CapacityUnit = Literal["B", "MB", "MiB", "GB", "GiB", "TB", "TiB"]
 CAPACITY_UNIT_BYTES: dict[str, int] = {"B": 1, "MB": MB, "MiB": MiB, "GB": GB, "GiB": GiB, "TB": TB, "TiB": TiB}
 
 
+CAPACITY_MAX_BYTES = 2**50  # 1 PiB per package: thousands of times any announced part
+
+
 class Capacity(Estimate):
     """A memory capacity with its unit stated (``unit``), and the vendor's own words (``stated``).
 
@@ -63,6 +66,15 @@ class Capacity(Estimate):
                 + "); vendors' HBM \"GB\" is binary, so an \"80 GB\" part is unit = \"GiB\""
             )
         return data
+
+    @model_validator(mode="after")
+    def _positive(self) -> "Capacity":
+        # Memory fit divides by the capacity: zero, negative or absurd sizes are refused here, as
+        # every other profile number is by its domain (specs.common.est_in).
+        for x in (self.nominal, self.low, self.high):
+            if x is not None and not 0 < x * CAPACITY_UNIT_BYTES[self.unit] <= CAPACITY_MAX_BYTES:
+                raise ValueError(f"a capacity must be above 0 and at most 1 PiB, got {x:g} {self.unit}")
+        return self
 
     def in_bytes(self) -> Estimate:
         """The same value in bytes (a plain ``Estimate``, ranges scaled with it)."""

@@ -138,6 +138,11 @@ class Feeds(StrictModel):
     @model_validator(mode="after")
     def _check(self) -> "Feeds":
         _fraction(self.power_factor, "feeds.power_factor")
+        if not self.power_factor.known:
+            raise ValueError(
+                "feeds.power_factor is not disclosed, and the feeds' capacity (and the --check verdict) "
+                "depends on it: give a value in (0, 1] (0.95-0.99 is typical of server PSUs)"
+            )
         if (self.power_factor.lo or 0) <= 0:
             raise ValueError("feeds.power_factor must be above 0")
         if self.redundancy == "2N" and self.count % 2:
@@ -229,6 +234,15 @@ class Rack(ProfileBase):
     cooling: Cooling = Field(default_factory=Cooling)
     reference_power_w: Est | None = None  # a published / claimed rack power to compare with, W
     published: RackPublished | None = None  # vendor rack totals, checked against gpus x per-GPU
+
+    @model_validator(mode="after")
+    def _check(self) -> "Rack":
+        # Every per-GPU figure divides by the GPUs the trays hold; a declared ``gpus`` that the trays
+        # do not back is reported by ``consistency_errors``, an empty rack cannot be evaluated at all.
+        if self.gpus_in_trays < 1:
+            raise ValueError("the trays hold no GPU: a rack needs a component of kind = \"gpu\" with count >= 1 "
+                             "in a tray with count >= 1")
+        return self
 
     @property
     def gpus_in_trays(self) -> int:
