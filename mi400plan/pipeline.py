@@ -170,4 +170,8 @@ def split_text(layers: int, pp: int, vpp: int, code: int) -> str:
         return f"even: {per[0]} layers per stage"
     mid = per[1:-1]
     middle = f" + {len(mid)} x {mid[0]}" if len(mid) > 1 and len(set(mid)) == 1 else "".join(f" + {m}" for m in mid)
-    return f"{SPLIT_NAMES.get(code, 'uneven')}: {per[0]}{middle} + {per[-1]} layers"
+    stages = f"{per[0]}{middle} + {per[-1]} layers"
+    if code == SPLIT_LAYOUT:
+        chunks = chunk_layers(layers, pp, vpp, code)
+        return f"layout: {len(chunks)} chunks of {min(chunks)}-{max(chunks)} layers, stages {stages}"
+    return f"{SPLIT_NAMES.get(code, 'uneven')}: {stages}"

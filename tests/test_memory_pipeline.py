@@ -39,6 +39,9 @@ def test_custom_layout_chunks_by_hand() -> None:
     assert stage_layers(61, 2, 4, SPLIT_LAYOUT) == [31, 30]
     # Fewer layers than chunks: no layout.
     assert layout_chunk_layers(10, 4, 4) is None
+    from mi400plan.pipeline import split_text
+
+    assert split_text(61, 4, 4, SPLIT_LAYOUT) == "layout: 16 chunks of 3-4 layers, stages 15 + 15 + 16 + 15 layers"
 
 
 def test_deepseek_v3_runs_at_pp_16_and_8_as_published(catalog) -> None:

@@ -368,3 +368,17 @@ def test_domain_comparison_of_several_skus_has_a_sku_column(cli) -> None:
     i = next(i for i, line in enumerate(lines) if "scale-up domain" in line and "tiers" not in line)
     header = lines[i + 1]
     assert header.split()[0] == "SKU"
+
+
+def test_rows_name_their_pipeline_split(cli) -> None:
+    """Llama 3.1 70B has 80 layers: PP 2 x VPP 40 splits evenly (40 per stage, 1 per chunk); PP 2 x VPP 28
+    is 56 chunks, which 80 layers fill only as a custom layout: 80 = 56 + 24, so 24 chunks of 2 layers
+    and 32 of 1, 40 layers per stage. The table says so under the rows."""
+    base = ["sweep", "llama3.1-70b", "--sku", "mi355x", "--gpus", "1024", "--tp", "1", "--pp", "2", "--cp", "8",
+            "--zero", "2", "--micro-batch", "4", "--top", "1", "--no-ranges"]
+    even = json.loads(cli([*base, "--vpp", "40", "--json"]).stdout)["data"]["rows"][0]
+    assert even["pipeline_split"] == "even: 40 layers per stage"
+    odd = json.loads(cli([*base, "--vpp", "28", "--json"]).stdout)["data"]["rows"][0]
+    assert odd["pipeline_split"] == "layout: 56 chunks of 1-2 layers, stages 40 + 40 layers"
+    table = cli([*base, "--vpp", "28"]).stdout
+    assert "Pipeline splits other than even: #1 layout: 56 chunks" in " ".join(table.split())

@@ -335,6 +335,7 @@ def layout_text(lay: SweepLayout) -> str:
 
 def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any, usable: float,
          train_tokens: float | None, cost: float | None) -> SweepRow:
+    from mi400plan.pipeline import split_text
     from mi400plan.search import RECOMPUTE_LABELS, dp_tier, metrics, tier_of
 
     hw = sku.hw
@@ -358,7 +359,9 @@ def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any,
         pp=str(tier_of(pp, inner, dom)), dp=str(dp_tier(tp, cp, fold, pp, r["dp"], dom)),
     )
     return SweepRow(
-        rank=rank, sku=sku.name, gpus=gpus, layout=lay, replica_gpus=int(inner * pp),
+        rank=rank, sku=sku.name, gpus=gpus, layout=lay,
+        pipeline_split=split_text(wl.model.num_layers, int(pp), int(r["vpp"]), int(r.get("split", 0))),
+        replica_gpus=int(inner * pp),
         microbatches=int(round(r["m"])),
         memory_bytes=_memory(r, wl, hw),
         step_time_s=r["step"], compute_only_s=r["compute_only"],

@@ -111,7 +111,7 @@ def render(res: SweepResult, console: Any) -> None:
                     line.append(_money(r.cost_usd))
                 out.append(line)
             print_table(console, cols, out, title=f"Best layouts: {sku} x {gpus:,} GPUs - {head}",
-                        caption=f"Order: {res.tie_break}. {MEM_NOTE}")
+                        caption=f"Order: {res.tie_break}. {MEM_NOTE}{_split_note(rows)}")
     if res.skus:
         cols = ["SKU", ("GPUs", "right"), "best layout", ("step", "right"), ("tokens/s", "right"),
                 ("tok/s per GPU", "right"), ("GPUs/rack", "right"), ("tok/s per rack", "right"), ("MFU", "right"),
@@ -163,6 +163,12 @@ def render(res: SweepResult, console: Any) -> None:
     console.print(_switches(res), markup=False, highlight=False)
     if res.saved_plan:
         console.print(f"Saved the best layout to {res.saved_plan}", markup=False, highlight=False)
+
+
+def _split_note(rows: list[SweepRow]) -> str:
+    """Rows whose layers do not split evenly over PP x VPP, with the split they use (``pipeline``)."""
+    odd = [f"#{r.rank} {r.pipeline_split}" for r in rows if not r.pipeline_split.startswith("even")]
+    return (" Pipeline splits other than even: " + "; ".join(odd) + ".") if odd else ""
 
 
 def _no_layout_headline(res: SweepResult) -> str:

@@ -112,6 +112,7 @@ class SweepRow(OutModel):
     sku: str
     gpus: int
     layout: SweepLayout
+    pipeline_split: str  # how the layers sit on the pipeline stages, e.g. "uneven: 2 + 14 x 4 + 3 layers"
     replica_gpus: int  # TP x CP x fold x PP: GPUs of one model replica
     microbatches: int  # micro-batches per replica per step
     memory_bytes: MemoryBytes
