@@ -356,3 +356,17 @@ def test_nccl_log_time_has_a_lower_bound(cli, tmp_path):
     r = cli(["calibrate", str(f), "--sku", "mi355x", "--json"])
     assert r.exit_code == 3, r.output
     assert "0.001 to 1e12" in json.loads(r.stdout)["errors"][0]["message"]
+
+
+@pytest.mark.parametrize("args", [
+    ["fit", "llama3-70b", "--sku", "mi300x", "--profiles", ""],
+    ["sweep", "llama3-70b", "--sku", "mi300x", "--gpus", "64", "--save", ""],
+    ["profiles", "validate", ""],
+    ["fit", "llama3-70b", "--sku", "mi300x", "--plot", ""],
+])
+def test_an_empty_path_is_a_usage_error_not_the_current_directory(cli, args) -> None:
+    """``Path("")`` is ``.``: an empty --profiles would read the current directory's files as profiles,
+    an empty --save would name it as the plan file. Each is exit 2 naming the option."""
+    r = cli(args)
+    assert r.exit_code == 2, r.output
+    assert "empty path" in r.output

@@ -150,14 +150,20 @@ def _skip_coercing_absent(param: Any) -> None:
     (text options' strings, a default already of its type): typer >= 0.29 builds a pydantic
     TypeAdapter for every parameter it coerces, at every start, and the first one imports its adapter
     module (about 0.04 s). Command-line numbers still go through typer's parsing and bounds, and every
-    value is checked against its domain by the command (``cli/flags.py``)."""
-    if getattr(param, "type_descriptor", None) is None or param.required:
+    value is checked against its domain by the command (``cli/flags.py``). An empty path is refused:
+    typer would read ``""`` as the current directory."""
+    if getattr(param, "type_descriptor", None) is None:
         return
     original = param.process_value
-    kind = _simple_type(param)
+    light = not param.required
+    kind = _simple_type(param) if light else None
+    is_path = "Path" in repr(param.type_descriptor.annotation)
 
     def process_value(ctx: Any, value: Any) -> Any:
-        if param.callback is None:
+        if is_path and (value == "" or (isinstance(value, (list, tuple)) and "" in value)):
+            # typer would read "" as Path("") = the current directory
+            raise typer.BadParameter("an empty path names no file or directory", ctx=ctx, param=param)
+        if light and param.callback is None:
             if value is None:
                 return None
             if _passes_through(kind, value):

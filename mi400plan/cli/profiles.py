@@ -112,6 +112,8 @@ def validate_cmd(
     """
     f = pick_format(json_, fmt)
     outcome: dict[str, bool] = {}
+    if paths and "" in paths:  # Path("") would be the current directory
+        raise typer.BadParameter("an empty path names no file or directory", param_hint="PATHS")
 
     def compute():  # noqa: ANN202
         from mi400plan.api.profiles import validate_profiles
