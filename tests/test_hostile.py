@@ -369,4 +369,4 @@ def test_an_empty_path_is_a_usage_error_not_the_current_directory(cli, args) -> 
     an empty --save would name it as the plan file. Each is exit 2 naming the option."""
     r = cli(args)
     assert r.exit_code == 2, r.output
-    assert "empty path" in r.output
+    assert "empty" in r.output

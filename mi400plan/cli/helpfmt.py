@@ -152,12 +152,11 @@ def _skip_coercing_absent(param: Any) -> None:
     module (about 0.04 s). Command-line numbers still go through typer's parsing and bounds, and every
     value is checked against its domain by the command (``cli/flags.py``). An empty path is refused:
     typer would read ``""`` as the current directory."""
-    if getattr(param, "type_descriptor", None) is None:
-        return
+    desc = getattr(param, "type_descriptor", None)  # typer >= 0.29
     original = param.process_value
-    light = not param.required
+    light = desc is not None and not param.required
     kind = _simple_type(param) if light else None
-    is_path = "Path" in repr(param.type_descriptor.annotation)
+    is_path = ("Path" in repr(desc.annotation)) if desc is not None else getattr(param.type, "name", "") == "path"
 
     def process_value(ctx: Any, value: Any) -> Any:
         if is_path and (value == "" or (isinstance(value, (list, tuple)) and "" in value)):
