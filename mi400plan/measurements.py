@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from mi400plan.errors import ProfileError
+from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
 from mi400plan.specs.common import StrictModel
 
 
@@ -64,7 +65,7 @@ class MeasuredRun(StrictModel):
     overlap_cp: bool = True
     split_embedding_loss: bool = False
     # activation offloading (Megatron-Core --cpu-offloading-num-layers), as sweep's --offload-layers
-    offload_layers: int = Field(default=0, ge=0, le=1024)
+    offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
     # Lower bounds a real measurement clears by orders of magnitude: 5e-324 s is positive, but the
     # model's step time over it overflows a float.
     step_time_s: float | None = Field(default=None, ge=1e-6, le=1e7, allow_inf_nan=False)

@@ -39,6 +39,10 @@ SPLIT_EVEN = 0
 SPLIT_EMBEDDING_LOSS = 1
 SPLIT_UNEVEN = 2
 SPLIT_LAYOUT = 3
+# Layers whose activations one model chunk may offload to host memory (``--offload-layers``): no
+# published model has more layers per chunk; larger is a typo. Here, not in ``specs``, so the command
+# line can bound the flag without importing pydantic.
+MAX_OFFLOAD_LAYERS = 1024
 N_SPLIT_CODES = 4  # codes 0..3 (packed into integer keys by the memory model)
 SPLIT_NAMES = {SPLIT_EVEN: "even", SPLIT_EMBEDDING_LOSS: "embedding-loss", SPLIT_UNEVEN: "uneven",
                SPLIT_LAYOUT: "layout"}

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from mi400plan.errors import MissingValueError, ProfileError, UsageError
+from mi400plan.specs.rack import FEED_COUNT_MAX, FEED_VALUE_MAX
 from mi400plan.results.rack import (
     ComponentLine,
     CoolingOut,
@@ -234,10 +235,6 @@ FEED_SPEC_HELP = (
     "a feed set is COUNTxVOLTSVPHASESphAMPSA with an optional power factor, e.g. 4x415V3ph60A, "
     "2x480V3ph100A, 2x230V1ph32A or 4x415V3ph60Apf0.95 (volts line-to-line for three-phase)"
 )
-
-
-FEED_COUNT_MAX = 10**3  # the bounds of specs.rack.Feeds, so --feeds and a profile agree
-FEED_VALUE_MAX = 1e5
 
 
 def parse_feed_spec(text: str) -> FeedSpec:

@@ -226,16 +226,6 @@ def tokens_per_step(spec_tokens: int, acceptance: float) -> float:
     return (1.0 - p ** (n + 1)) / (1.0 - p)
 
 
-def gemm_time(flops: Any, bytes_: Any, hw: ServeHardware, kernels: Any = 1.0) -> np.ndarray:
-    """Seconds for ``kernels`` kernels doing ``flops`` FLOP and moving ``bytes_`` bytes of HBM traffic
-    in total: ``max(flops / (peak x matmul_eff), bytes / (hbm_bw x hbm_eff)) + kernels x overhead``
-    (roofline, Williams, Waterman & Patterson 2009). Shape-blind: the serving model prices GEMMs with
-    :func:`shaped_gemm_time` and attention with :func:`attention_time`; this stays for totals."""
-    comp = np.asarray(flops, dtype=np.float64) / (hw.peak_flops * hw.matmul_eff)
-    mem = np.asarray(bytes_, dtype=np.float64) / (hw.hbm_bw * hw.hbm_eff)
-    return np.maximum(comp, mem) + np.asarray(kernels, dtype=np.float64) * hw.kernel_overhead_s
-
-
 def gemm_sku(hw: ServeHardware) -> GemmSku:
     """The shared GEMM model's view of ``hw`` (``mi400plan.gemm``; no per-kernel overhead: ``serve``
     counts kernels per layer, ``KERNELS_*``). Efficiency fields may be arrays (the calibration grid)."""

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from mi400plan.errors import UsageError
+from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
 
 _GPUS_MAX = 2**24  # 16.7 M GPUs: well past any announced cluster
 _DIM_MAX = 2**16  # one parallel dimension
@@ -59,7 +60,7 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "--max-gpus": _pos_int(_GPUS_MAX), "--racks": _pos_int(2**20), "--top": _pos_int(10**7),
     "--concurrency": _pos_int(2**20), "--input-len": _pos_int(2**27), "--output-len": _pos_int(2**27),
     "--spec-tokens": Domain("int", 0, 64), "--fp8-weight-copies": Domain("int", 0, 2),
-    "--vocab-divisible-by": _pos_int(2**20), "--offload-layers": Domain("int", 0, 1024),
+    "--vocab-divisible-by": _pos_int(2**20), "--offload-layers": Domain("int", 0, MAX_OFFLOAD_LAYERS),
     # fractions, factors and overrides (floats)
     "--capacity-factor": Domain("float", 0.0, 1e3, True), "--matmul-efficiency": _fraction(),
     "--hbm-efficiency": _fraction(), "--gemm-overhead-us": Domain("float", 0.0, 1e6),

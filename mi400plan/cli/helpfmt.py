@@ -65,7 +65,7 @@ class PlannerCommand(TyperCommand):
         super().__init__(*args, **kwargs)
         for param in self.params:
             _plain_metavar(param)
-            _skip_coercing_absent(param)
+            _light_coercion(param)
             completer = _completer_for(self.name or "", param)
             if completer is not None:
                 param._custom_shell_complete = completer  # click's hook for a parameter's completions
@@ -138,14 +138,14 @@ def _passes_through(kind: Any, value: Any) -> bool:
 
 
 def _light_help(opt: Any) -> Any:
-    """The --help option with :func:`_skip_coercing_absent` applied once."""
+    """The --help option with :func:`_light_coercion` applied once."""
     if opt is not None and not getattr(opt, "_planner_light", False):
-        _skip_coercing_absent(opt)
+        _light_coercion(opt)
         opt._planner_light = True
     return opt
 
 
-def _skip_coercing_absent(param: Any) -> None:
+def _light_coercion(param: Any) -> None:
     """Options left out stay None, and values typer would hand back unchanged pass straight through
     (text options' strings, a default already of its type): typer >= 0.29 builds a pydantic
     TypeAdapter for every parameter it coerces, at every start, and the first one imports its adapter
@@ -170,6 +170,8 @@ def _skip_coercing_absent(param: Any) -> None:
         return original(ctx, value)
 
     param.process_value = process_value
+
+
 # typer >= 0.29 names the kinds "integer" / "float"; older typer passes click's INT / FLOAT ("int" / "float").
 _TYPE_METAVAR = {"integer": "N", "int": "N", "integer range": "N", "float": "NUM", "float range": "NUM", "path": "PATH"}
 
@@ -200,7 +202,7 @@ class PlannerGroup(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for param in self.params:  # --install-completion, --show-completion
-            _skip_coercing_absent(param)
+            _light_coercion(param)
 
     def get_help_option(self, ctx: Any) -> Any:
         return _light_help(super().get_help_option(ctx))

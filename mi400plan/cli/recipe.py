@@ -11,6 +11,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
+
 
 class RecipeChoice(str, Enum):
     megatron = "megatron"
@@ -49,7 +51,7 @@ VocabOpt = Annotated[Optional[int], typer.Option(
     help="Train: Megatron-LM pads the vocabulary to a multiple of this x TP (default 128; Llama-3's 128,256 "
          "-> 129,024 at TP 8). The padded rows cost memory; parameter counts stay unpadded.")]
 OffloadOpt = Annotated[Optional[int], typer.Option(
-    "--offload-layers", min=0, max=1024,
+    "--offload-layers", min=0, max=MAX_OFFLOAD_LAYERS,
     help="Train: offload the saved activations of the first N layers of each model chunk to host memory "
          "(Megatron-Core --cpu-offloading --cpu-offloading-num-layers N; default 0). One offloaded layer stays in "
          "HBM while it is copied; the copies run over the host link (PCIe or NVLink-C2C) behind "

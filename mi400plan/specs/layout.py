@@ -28,6 +28,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from mi400plan.errors import LayoutError, UsageError
+from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
 from mi400plan.specs.common import StrictModel
 from mi400plan.specs.model import ModelSpec
 from mi400plan.units import GiB
@@ -293,7 +294,6 @@ FP8_SAVED_INPUT_BYTES = 1.0
 # prefetched for its backward (with double buffering TE's ``AsyncDoubleBufferGroupOffloadHandler``
 # keeps two reload buffers: 2).
 OFFLOAD_IN_FLIGHT = 1
-MAX_OFFLOAD_LAYERS = 1024  # no published model has more layers per chunk; larger is a typo
 
 
 class TrainRecipe(StrictModel):

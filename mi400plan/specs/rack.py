@@ -122,13 +122,17 @@ class PowerShelves(StrictModel):
 FeedRedundancy = Literal["N", "2N"]
 
 
+FEED_COUNT_MAX = 10**3  # feeds to one rack (a profile's [feeds] and `rack --feeds` alike)
+FEED_VALUE_MAX = 1e5  # volts and amps of one feed
+
+
 class Feeds(StrictModel):
     """Facility feeds to the rack. ``voltage_v`` is line-to-line for three-phase."""
 
-    count: int = Field(ge=1, le=10**3)
-    voltage_v: float = Field(gt=0, le=1e5)
+    count: int = Field(ge=1, le=FEED_COUNT_MAX)
+    voltage_v: float = Field(gt=0, le=FEED_VALUE_MAX)
     phases: Literal[1, 3] = 3
-    current_a: float = Field(gt=0, le=1e5)  # breaker / circuit rating, A
+    current_a: float = Field(gt=0, le=FEED_VALUE_MAX)  # breaker / circuit rating, A
     power_factor: PosFraction = Field(default_factory=lambda: Estimate.exact(1.0, "assumed"))
     redundancy: FeedRedundancy = "2N"  # A/B feeds: one side must carry the whole rack
     status: str = "assumed"  # where this feed plan comes from
