@@ -74,7 +74,7 @@ Recompute codes: ``RECOMPUTE_CODES`` (0 none, 1 selective, 2 full).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -186,6 +186,9 @@ class _LayerTable:
     max_exp: float
     max_rep: float
     num_layers: int
+    # (pp, vpp, split) -> that pipeline's stage slots, filled by :func:`_stage_slots` (the table is
+    # cached per model, so a search computes each pipeline's slots once)
+    slots: dict[tuple[int, int, int], _StageSlots] = field(default_factory=dict, compare=False, repr=False)
 
 
 @functools.lru_cache(maxsize=64)
@@ -227,9 +230,15 @@ class _StageSlots:
     last: np.ndarray
 
 
-@functools.lru_cache(maxsize=4096)
-def _stage_slots(counts: ParamCounts, pp: int, vpp: int, split: int = 0) -> _StageSlots:
-    t = _layer_table(counts)
+def _stage_slots(t: _LayerTable, pp: int, vpp: int, split: int = 0) -> _StageSlots:
+    """The stage slots of one pipeline (memoized on the layer table ``t``)."""
+    hit = t.slots.get((pp, vpp, split))
+    if hit is None:
+        hit = t.slots[(pp, vpp, split)] = _compute_stage_slots(t, pp, vpp, split)
+    return hit
+
+
+def _compute_stage_slots(t: _LayerTable, pp: int, vpp: int, split: int) -> _StageSlots:
     L = t.num_layers
     # Layers per model chunk under the pipeline split (``pipeline.chunk_layers``: even, embedding and
     # loss counted as layers, or uneven first/last stages), in chunk order.
@@ -270,7 +279,8 @@ def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
     lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
     lut[present] = np.arange(len(present))
     inverse = lut[key]
-    tabs = [_stage_slots(counts, int(k // codes // width), int(k // codes % width), int(k % codes)) for k in present]
+    lt = _layer_table(counts)
+    tabs = [_stage_slots(lt, int(k // codes // width), int(k // codes % width), int(k % codes)) for k in present]
     S = max(len(tb.stage) for tb in tabs)
     F = len(SLOT_FIELDS)
     table = np.zeros((len(tabs), F + 1, S))  # every field, then the validity mask, per group
@@ -417,7 +427,7 @@ def _arr(x: ArrayLike, dtype: Any = np.float64) -> np.ndarray:
     return np.asarray(x, dtype=dtype)
 
 
-def train_memory(
+def _stage_terms(
     model: ModelSpec,
     counts: ParamCounts,
     recipe: TrainRecipe,
@@ -436,8 +446,9 @@ def train_memory(
     sequence_parallel: ArrayLike = True,
     num_microbatches: ArrayLike | None = None,
     pipeline_split: ArrayLike = 0,
-) -> TrainMemory:
-    """Training memory per GPU on the most loaded pipeline stage (bytes; arrays broadcast).
+) -> _StageTerms:
+    """Training memory per GPU, every term per pipeline-stage slot (bytes; arrays broadcast); the
+    peak stage is taken by :func:`train_memory`.
 
     ``recompute`` is an int code (``RECOMPUTE_CODES``) or an array of them. ``num_microbatches``
     (global batch / (micro_batch x dp)) caps the micro-batches in flight; ``None`` = no cap.
@@ -556,22 +567,50 @@ def train_memory(
         acts = acts - offloaded + tokens * kept
     total = weights + grads + optim + acts + recipe.reserve.fixed_bytes
     total = np.where(slots["valid"], total, -np.inf)
-    k = np.argmax(total, axis=-1)[..., None]
+    return _StageTerms(shape, weights, grads, optim, acts, recipe.reserve.fixed_bytes, total, s_idx, offloaded)
+
+
+@dataclass(frozen=True)
+class _StageTerms:
+    """Every memory term per candidate and pipeline-stage slot (last axis), before the peak is taken;
+    ``total`` is ``-inf`` on padding slots."""
+
+    shape: tuple[int, ...]
+    weights: np.ndarray
+    grads: np.ndarray
+    optim: np.ndarray
+    acts: np.ndarray
+    reserve: float
+    total: np.ndarray
+    stage: np.ndarray
+    offloaded: np.ndarray | None
+
+
+def train_memory(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe, **layout: ArrayLike) -> TrainMemory:
+    """Training memory per GPU on the most loaded pipeline stage, term by term (bytes; arrays
+    broadcast; the layout keywords and the model are those of :func:`_stage_terms`)."""
+    st = _stage_terms(model, counts, recipe, **layout)
+    k = np.argmax(st.total, axis=-1)[..., None]
 
     def pick(x: np.ndarray) -> np.ndarray:
-        x = np.broadcast_to(x, total.shape)
-        return np.take_along_axis(x, k, axis=-1)[..., 0]
+        return np.take_along_axis(np.broadcast_to(x, st.total.shape), k, axis=-1)[..., 0]
 
     return TrainMemory(
-        weights=pick(weights),
-        gradients=pick(grads),
-        optimizer=pick(optim),
-        activations=pick(acts),
-        reserve=np.full(shape, recipe.reserve.fixed_bytes),
-        total=pick(total),
-        stage=pick(s_idx),
-        offloaded=np.broadcast_to(0.0, shape) if offloaded is None else pick(offloaded),
+        weights=pick(st.weights),
+        gradients=pick(st.grads),
+        optimizer=pick(st.optim),
+        activations=pick(st.acts),
+        reserve=np.full(st.shape, st.reserve),
+        total=pick(st.total),
+        stage=pick(st.stage),
+        offloaded=np.broadcast_to(0.0, st.shape) if st.offloaded is None else pick(st.offloaded),
     )
+
+
+def train_memory_peak(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe, **layout: ArrayLike) -> np.ndarray:
+    """The ``total`` of :func:`train_memory` alone (bytes per GPU on the most loaded stage): what a
+    search needs for every candidate, without gathering the other terms of the peak stage."""
+    return _stage_terms(model, counts, recipe, **layout).total.max(axis=-1)
 
 
 def _offloaded_per_token(n: int, stage_act: np.ndarray, layers: np.ndarray, vpp: np.ndarray,

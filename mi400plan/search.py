@@ -819,30 +819,29 @@ def offload_exposed(c: dict[str, Any], wl: Workload, hw: Hardware, comp_mb: Any,
 # --- memory ---------------------------------------------------------------------------------------
 
 
-def memory_total(c: dict[str, Any], wl: Workload) -> Any:
-    """Per-GPU training memory in bytes (``memory.train_memory``, the ``fit`` model)."""
-    from mi400plan.memory import train_memory
-
-    mem = train_memory(
-        wl.model,
-        wl.counts,
-        wl.recipe,
-        tp=c["tp"],
-        pp=c["pp"],
-        vpp=c["vpp"],
-        dp=c["dp"],
-        ep=c["ep"],
-        etp=c["etp"],
-        cp=c["cp"],
-        zero=c["zero"],
-        micro_batch=c["micro_batch"],
-        seq_len=wl.seq_len,
-        recompute=c["recompute"],
+def _memory_layout(c: dict[str, Any], wl: Workload) -> dict[str, Any]:
+    """The ``memory.train_memory`` keywords of the layout columns ``c``."""
+    return dict(
+        tp=c["tp"], pp=c["pp"], vpp=c["vpp"], dp=c["dp"], ep=c["ep"], etp=c["etp"], cp=c["cp"], zero=c["zero"],
+        micro_batch=c["micro_batch"], seq_len=wl.seq_len, recompute=c["recompute"],
         sequence_parallel=np.asarray(c["sp"]).astype(bool),
         num_microbatches=np.asarray(wl.global_batch // (np.asarray(c["dp"]) * np.asarray(c["micro_batch"]))),
         pipeline_split=c["split"] if "split" in c else 0,
     )
-    return mem
+
+
+def memory_total(c: dict[str, Any], wl: Workload) -> Any:
+    """Per-GPU training memory in bytes, term by term (``memory.train_memory``, the ``fit`` model)."""
+    from mi400plan.memory import train_memory
+
+    return train_memory(wl.model, wl.counts, wl.recipe, **_memory_layout(c, wl))
+
+
+def memory_peak(c: dict[str, Any], wl: Workload) -> np.ndarray:
+    """The total of :func:`memory_total` alone (``memory.train_memory_peak``), for every candidate."""
+    from mi400plan.memory import train_memory_peak
+
+    return train_memory_peak(wl.model, wl.counts, wl.recipe, **_memory_layout(c, wl))
 
 
 # --- the search -------------------------------------------------------------------------------------
@@ -1029,14 +1028,11 @@ def evaluate_structures(
     for k, v in g.items():
         axis = 0 if k not in INNER_KEYS else 1 + INNER_KEYS.index(k)
         c[k] = v.reshape(-1)[sub[axis]]
-    # Memory runs on the broadcast grid too (each term at the shape of the dimensions it depends on);
-    # the candidates that pass the rules are then taken out of it.
+    # The memory total runs on the broadcast grid too (each term at the shape of the dimensions it
+    # depends on); the terms of the peak stage are computed again only for the rows gathered.
     with np.errstate(all="ignore"):
-        mem_grid = memory_total(g, wl)
+        total = np.broadcast_to(np.asarray(memory_peak(g, wl), dtype=np.float64), shape)[sub]
     keys = MEM_KEYS + (("offloaded",) if wl.recipe.offload_layers > 0 else ())
-    mem = {k: np.broadcast_to(np.asarray(getattr(mem_grid, k), dtype=np.float64), shape).reshape(-1)[idx]
-           for k in keys}
-    total = mem["total"]
     fits = total <= usable_hbm(wl, hw)
     n_fit = int(np.count_nonzero(fits))
     rejected["memory"] += idx.size - n_fit
@@ -1047,15 +1043,18 @@ def evaluate_structures(
         s2 = tuple(a[sel] for a in sub)
         for k, v in t.items():
             rows[k] = np.broadcast_to(np.asarray(v, dtype=np.float64), shape)[s2]
+        if sel.size == 0:
+            return rows | {f"mem_{k}": np.zeros(0) for k in keys}
+        mem = memory_total(rows, wl)
         for k in keys:
-            rows[f"mem_{k}"] = mem[k][sel]
+            rows[f"mem_{k}"] = np.asarray(getattr(mem, k), dtype=np.float64).reshape(-1)
         return rows
 
     def best(mask: np.ndarray, k: int) -> dict[str, np.ndarray]:
         where = np.flatnonzero(mask)
         if where.size == 0:
             return empty
-        return gather(where[top_indices(step[where], total[where], {key: c[key][where] for key in SORT_KEYS}, k)])
+        return gather(where[top_indices(step[where], total[where], c, k, at=where)])
 
     crosses = crosses_domain(c, hw.domain)
     front = None
@@ -1066,11 +1065,14 @@ def evaluate_structures(
                        best(fits & ~crosses, 1), front)
 
 
-def top_indices(step: np.ndarray, mem: np.ndarray, cols: dict[str, np.ndarray], k: int) -> np.ndarray:
+def top_indices(step: np.ndarray, mem: np.ndarray, cols: dict[str, np.ndarray], k: int,
+                at: np.ndarray | None = None) -> np.ndarray:
     """Indices of the ``k`` best rows, best first (``TIE_BREAK``), without sorting every row.
 
     Step time is the primary key, so only rows whose step time is at most the ``k``-th smallest
-    (ties included) can be among the ``k`` best; those are ordered with :func:`rank_order`.
+    (ties included) can be among the ``k`` best; those are ordered with :func:`rank_order`. Row ``i``
+    of ``step`` and ``mem`` is row ``at[i]`` of the tie-break columns ``cols`` (``None``: row ``i``),
+    which are read only for that pool.
     """
     n = step.size
     pool = np.arange(n)
@@ -1078,7 +1080,8 @@ def top_indices(step: np.ndarray, mem: np.ndarray, cols: dict[str, np.ndarray], 
         kth = np.partition(step, k - 1)[k - 1]
         if not np.isnan(kth):
             pool = np.flatnonzero(step <= kth)
-    order = rank_order(step[pool], mem[pool], {key: v[pool] for key, v in cols.items()})
+    rows = pool if at is None else at[pool]
+    order = rank_order(step[pool], mem[pool], {key: cols[key][rows] for key in SORT_KEYS})
     return pool[order[:k]]
 
 
