@@ -218,7 +218,7 @@ class SearchOptions:
     # counts with awkward factors (DeepSeek-V3's 61) still run at PP 8 or 16; with VPP, where that
     # cannot hold, a balanced custom layout (``pipeline.layout_chunk_layers``). On by default.
     uneven_pp: bool = True
-    chunk: int = 1 << 18  # candidates evaluated per numpy chunk (bounds memory)
+    chunk: int = 1 << 19  # candidates evaluated per numpy chunk (bounds memory)
 
 
 # --- candidate generation -----------------------------------------------------------------------

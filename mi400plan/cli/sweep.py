@@ -1,7 +1,5 @@
 """``mi400plan sweep``: search parallelism layouts for the fastest training step."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 
