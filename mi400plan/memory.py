@@ -565,8 +565,10 @@ def _stage_terms(
         host, kept = _offloaded_per_token(recipe.offload_layers, stage_act, slots["layers"], V, inflight)
         offloaded = tokens * host
         acts = acts - offloaded + tokens * kept
-    total = weights + grads + optim + acts + recipe.reserve.fixed_bytes
-    total = np.where(slots["valid"], total, -np.inf)
+    # The parameter terms (and the padding mask) have the small shape of the structure x ZeRO stage:
+    # summed first, they meet the activations in one full-size addition.
+    fixed = weights + grads + optim + recipe.reserve.fixed_bytes
+    total = acts + np.where(slots["valid"], fixed, -np.inf)
     return _StageTerms(shape, weights, grads, optim, acts, recipe.reserve.fixed_bytes, total, s_idx, offloaded)
 
 

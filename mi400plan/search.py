@@ -508,6 +508,9 @@ def make_coll(hw: Hardware) -> CollFn:
     from mi400plan import comms
 
     def coll(op: str, size: Any, group: Any, stride: Any) -> Any:
+        g = np.asarray(group)
+        if not np.any(g > 1):  # a group of one costs nothing (``comms.collective_time``): skip the pricing
+            return np.zeros(np.broadcast_shapes(np.shape(size), g.shape, np.shape(stride)))
         return comms.placed_collective_time(op, size, group, stride, hw.scale_up, hw.scale_out)
 
     return coll
@@ -1024,10 +1027,12 @@ def evaluate_structures(
     with np.errstate(all="ignore"):  # rule-breaking grid points may divide by zero; they are dropped
         t = step_time(g, wl, hw, terms, opts, coll)
     sub = np.unravel_index(idx, shape)
-    c: dict[str, np.ndarray] = {}
-    for k, v in g.items():
+
+    def col(k: str, rows: np.ndarray) -> np.ndarray:
+        """Column ``k`` of the passing candidates ``rows`` (indices into ``idx``), read off the grid."""
         axis = 0 if k not in INNER_KEYS else 1 + INNER_KEYS.index(k)
-        c[k] = v.reshape(-1)[sub[axis]]
+        return g[k].reshape(-1)[sub[axis][rows]]
+
     # The memory total runs on the broadcast grid too (each term at the shape of the dimensions it
     # depends on); the terms of the peak stage are computed again only for the rows gathered.
     with np.errstate(all="ignore"):
@@ -1039,7 +1044,7 @@ def evaluate_structures(
     step = np.broadcast_to(np.asarray(t["step"], dtype=np.float64), shape)[sub]
 
     def gather(sel: np.ndarray) -> dict[str, np.ndarray]:
-        rows = {k: v[sel] for k, v in c.items()}
+        rows = {k: col(k, sel) for k in g}
         s2 = tuple(a[sel] for a in sub)
         for k, v in t.items():
             rows[k] = np.broadcast_to(np.asarray(v, dtype=np.float64), shape)[s2]
@@ -1054,25 +1059,25 @@ def evaluate_structures(
         where = np.flatnonzero(mask)
         if where.size == 0:
             return empty
-        return gather(where[top_indices(step[where], total[where], c, k, at=where)])
+        return gather(where[top_indices(step[where], total[where], col, k, at=where)])
 
-    crosses = crosses_domain(c, hw.domain)
+    crosses = crosses_domain({k: g[k].reshape(-1) for k in ("tp", "cp", "fold", "pp")}, hw.domain)[sub[0]]
     front = None
     if pareto:
         where = np.flatnonzero(fits)
-        front = gather(where[pareto_indices(step[where], total[where], {key: c[key][where] for key in SORT_KEYS})])
+        front = gather(where[pareto_indices(step[where], total[where], {key: col(key, where) for key in SORT_KEYS})])
     return ChunkResult(rejected, n_fit, best(fits, top_k), best(~fits, 3), best(fits & crosses, 1),
                        best(fits & ~crosses, 1), front)
 
 
-def top_indices(step: np.ndarray, mem: np.ndarray, cols: dict[str, np.ndarray], k: int,
-                at: np.ndarray | None = None) -> np.ndarray:
+def top_indices(step: np.ndarray, mem: np.ndarray, col: Callable[[str, np.ndarray], np.ndarray], k: int,
+                at: np.ndarray) -> np.ndarray:
     """Indices of the ``k`` best rows, best first (``TIE_BREAK``), without sorting every row.
 
     Step time is the primary key, so only rows whose step time is at most the ``k``-th smallest
     (ties included) can be among the ``k`` best; those are ordered with :func:`rank_order`. Row ``i``
-    of ``step`` and ``mem`` is row ``at[i]`` of the tie-break columns ``cols`` (``None``: row ``i``),
-    which are read only for that pool.
+    of ``step`` and ``mem`` is row ``at[i]`` of the tie-break columns, which ``col(key, rows)`` reads
+    for that pool only.
     """
     n = step.size
     pool = np.arange(n)
@@ -1080,8 +1085,7 @@ def top_indices(step: np.ndarray, mem: np.ndarray, cols: dict[str, np.ndarray], 
         kth = np.partition(step, k - 1)[k - 1]
         if not np.isnan(kth):
             pool = np.flatnonzero(step <= kth)
-    rows = pool if at is None else at[pool]
-    order = rank_order(step[pool], mem[pool], {key: cols[key][rows] for key in SORT_KEYS})
+    order = rank_order(step[pool], mem[pool], {key: col(key, at[pool]) for key in SORT_KEYS})
     return pool[order[:k]]
 
 
