@@ -349,6 +349,12 @@ class Catalog:
         self._entries(kind)
         return sorted(self._by_name[kind])
 
+    def names_with(self, kind: str, key: str, value: str) -> list[str]:
+        """Canonical names, sorted, of the profiles whose file sets the top-level string ``key`` to
+        ``value`` (read off the parsed TOML, so only those need validating)."""
+        self._entries(kind)
+        return sorted(n for n, e in self._by_name[kind].items() if e.raw is not None and e.raw.get(key) == value)
+
     def resolve(self, kind: str, name: str) -> str:
         """Canonical name for a name or alias, or UnknownNameError with close matches."""
         key = name.strip().lower()

@@ -130,7 +130,8 @@ def _tiers(cat: Any, fabric_name: str | None, what: str, case: str = "nominal") 
 
 
 def _gpus_per_rack(cat: Any, acc_name: str, domain: int) -> tuple[int, str]:
-    for name in cat.names("racks"):
+    """GPUs in the first (by name) rack profile built from ``acc_name`` that is not a variant of another."""
+    for name in cat.names_with("racks", "sku", acc_name):
         try:
             r = cat.get("racks", name).spec
         except Exception:  # noqa: BLE001 - a broken rack profile is reported by `profiles validate`
