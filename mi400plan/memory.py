@@ -483,11 +483,36 @@ def _stage_terms(
     shape = np.broadcast_shapes(*(x.shape for x in b))
     pps, vpps, splits = np.broadcast_arrays(pp.astype(np.int64), vpp.astype(np.int64), split)
     slots = _gather_slots(counts, pps, vpps, splits)
-    X = lambda x: x[..., None]  # noqa: E731 - broadcast a candidate array against the slot axis
+    weights, grads, optim = _parameter_bytes(model, counts, recipe, slots, tp=tp, pp=pp, dp=dp, ep=ep, etp=etp, cp=cp,
+                                             zero=zero)
+    acts, offloaded = _activation_bytes(model, recipe, slots, tp=tp, pp=pp, vpp=vpp, etp=etp, cp=cp, mb=mb, seq=seq,
+                                        rc=rc, sp=sp, nmb=nmb)
+    # The parameter terms (and the padding mask) have the small shape of the structure x ZeRO stage:
+    # summed first, they meet the activations in one full-size addition.
+    fixed = weights + grads + optim + recipe.reserve.fixed_bytes
+    total = acts + np.where(slots["valid"], fixed, -np.inf)
+    return _StageTerms(shape, weights, grads, optim, acts, recipe.reserve.fixed_bytes, total, slots["stage"], offloaded)
+
+
+def _per_slot(x: np.ndarray) -> np.ndarray:
+    """A per-candidate array broadcast against the stage-slot axis."""
+    return x[..., None]
+
+
+def _padded_vocab(model: ModelSpec, recipe: TrainRecipe, tp: np.ndarray) -> np.ndarray:
+    """Megatron-LM's padded vocabulary at each candidate's TP (per slot axis)."""
+    return padded_vocab_size(model.vocab_size, recipe.vocab_divisible_by * _per_slot(tp))
+
+
+def _parameter_bytes(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe, slots: dict[str, np.ndarray], *,
+                     tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, ep: np.ndarray, etp: np.ndarray, cp: np.ndarray,
+                     zero: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(weights, gradients, optimizer state) bytes per rank and stage slot (:func:`_stage_terms`)."""
+    X = _per_slot
     h = model.hidden_size
     # Parameters on this rank. Padded vocabulary rows (Megatron-LM) extend the embedding and head
     # tables (when the counts have them).
-    vp = padded_vocab_size(model.vocab_size, recipe.vocab_divisible_by * X(tp))
+    vp = _padded_vocab(model, recipe, tp)
     pad = (vp - model.vocab_size) * h if counts.embedding else 0.0 * vp
     emb = counts.embedding + pad
     word = (model.vocab_size * h + pad) if counts.embedding else 0.0  # word embedding a tied head copies
@@ -531,7 +556,18 @@ def _stage_terms(
     grads = np.where(z >= 2, np.minimum(g_full, g_shard + 2.0 * g_layer), g_full)
     ob = recipe.optimizer_state_bytes(h)
     optim = ob * sharded(p_dense, 1)
-    # Activations.
+    return weights, grads, optim
+
+
+def _activation_bytes(model: ModelSpec, recipe: TrainRecipe, slots: dict[str, np.ndarray], *, tp: np.ndarray,
+                      pp: np.ndarray, vpp: np.ndarray, etp: np.ndarray, cp: np.ndarray, mb: np.ndarray,
+                      seq: np.ndarray, rc: np.ndarray, sp: np.ndarray, nmb: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray | None]:
+    """(activation bytes in HBM, activation bytes offloaded to host or None) per rank and stage slot
+    (:func:`_stage_terms`)."""
+    X = _per_slot
+    h = model.hidden_size
+    vp = _padded_vocab(model, recipe, tp)
     kw = dict(tp=tp, etp=etp, sequence_parallel=sp, recompute=rc, seq_len=seq)
     act_dense = layer_activation_bytes_per_token(model, recipe, moe=False, **kw)
     act_moe = layer_activation_bytes_per_token(model, recipe, moe=True, **kw) if model.moe else act_dense
@@ -565,11 +601,7 @@ def _stage_terms(
         host, kept = _offloaded_per_token(recipe.offload_layers, stage_act, slots["layers"], V, inflight)
         offloaded = tokens * host
         acts = acts - offloaded + tokens * kept
-    # The parameter terms (and the padding mask) have the small shape of the structure x ZeRO stage:
-    # summed first, they meet the activations in one full-size addition.
-    fixed = weights + grads + optim + recipe.reserve.fixed_bytes
-    total = acts + np.where(slots["valid"], fixed, -np.inf)
-    return _StageTerms(shape, weights, grads, optim, acts, recipe.reserve.fixed_bytes, total, s_idx, offloaded)
+    return acts, offloaded
 
 
 @dataclass(frozen=True)
