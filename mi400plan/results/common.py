@@ -30,6 +30,14 @@ class OutModel(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True, protected_namespaces=())
 
 
+class Range(OutModel):
+    """A figure at its low, nominal and high estimate (the unit is the field's)."""
+
+    low: float
+    nominal: float
+    high: float
+
+
 class ErrorItem(OutModel):
     code: str
     message: str

@@ -12,8 +12,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from mi400plan.results.common import OutModel, Result
-from mi400plan.results.rack import Range
+from mi400plan.results.common import OutModel, Range, Result
 
 
 class CostInput(OutModel):

@@ -10,13 +10,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from mi400plan.results.common import OutModel, Result, flatten_model
-
-
-class Range(OutModel):
-    low: float
-    nominal: float
-    high: float
+from mi400plan.results.common import OutModel, Range, Result, flatten_model
 
 
 class ComponentLine(OutModel):
