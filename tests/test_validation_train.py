@@ -17,6 +17,18 @@ layers need them (DeepSeek-V3's 61 layers on PP 2, 4, 8 or 16, with VP 4). The c
 lifted (the memory model is not what this test validates). Runs whose layout the search cannot
 represent would be listed and skipped, not dropped silently.
 
+Recipe settings (NVIDIA Megatron-Bridge runs): each row names the performance recipe that produced it
+(``recipe_url``: ``scripts/performance/configs`` at the container's release tag, v0.2.0 for 25.11 and
+v0.3.0 for 26.02), and the columns take from it what the model can represent: ``offload_layers``
+(``cpu_offloading_num_layers``: Llama 3 70B FP8 on GB200 40, on GB300 20; ``TrainRecipe.offload_layers``),
+``tp_overlap`` (``tp_comm_overlap``, on in the Llama 3 / 3.1 recipes at TP > 1 and off in the H100
+Qwen3 one; ``SearchOptions.overlap_tp``) and ``ep_overlap`` (``moe_a2a_overlap``, on in the H100
+Qwen3 recipes; ``SearchOptions.overlap_ep``). Other rows keep 0 in all three. Recipe settings the
+model has no switch for are not applied: selective recomputation of named modules (DeepSeek-V3
+``mla_up_proj`` / ``moe_act``), full recomputation of some layers only (H100 Llama 3 8B,
+``recompute_num_layers=5``), DeepSeek-V3's multi-token-prediction layer (the B200 run is "w/ MTP"),
+the MoE token dispatcher (alltoall on B200 in 25.11, HybridEP on GB200 / GB300) and CUDA graphs.
+
 Predicted tokens/s per GPU = global batch x sequence / step / GPUs; error = predicted / published - 1.
 
 Targets (issue 9): mean absolute error <= 6 %, max <= 12 %. The figures reached are pinned below
@@ -66,15 +78,19 @@ def predict(catalog, r: dict[str, str]) -> float | None:
     from mi400plan.search import SearchOptions, Workload, iter_rows, search
     from mi400plan.specs.layout import train_recipe
 
-    n = {k: int(r[k]) for k in ("gpus", "seq", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep", "fsdp", "recompute")}
+    keys = ("gpus", "seq", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep", "fsdp", "recompute", "offload_layers",
+            "tp_overlap", "ep_overlap")
+    n = {k: int(r[k]) for k in keys}
     model = model_spec(catalog, r["model"], n["seq"])
-    wl = Workload(model, count_params(model), train_recipe("megatron", precision=r["precision"]), n["seq"], n["gbs"])
+    recipe = train_recipe("megatron", precision=r["precision"], offload_layers=n["offload_layers"])
+    wl = Workload(model, count_params(model), recipe, n["seq"], n["gbs"])
     hw = build_sku(catalog, r["sku"], r["precision"]).hw
     hw = dataclasses.replace(hw, hbm_bytes=8 * hw.hbm_bytes)  # capacity check lifted (docstring)
     for split in (False, True):
         opts = SearchOptions(tp=(n["tp"],), pp=(n["pp"],), vpp=(n["vp"],), cp=(n["cp"],), ep=(n["ep"],), etp=(1,),
                              zero=(3,) if n["fsdp"] else (1,), micro_batch=(n["mbs"],), recompute=(n["recompute"],),
-                             split_embedding_loss=split)
+                             split_embedding_loss=split, overlap_tp=bool(n["tp_overlap"]),
+                             overlap_ep=bool(n["ep_overlap"]))
         res = search(wl, hw, n["gpus"], opts, top_k=1)
         if res.top["tp"].size:
             best = next(iter_rows(res.top))
