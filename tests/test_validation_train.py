@@ -81,6 +81,10 @@ def rows() -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+# Recipe columns (docstring) and what a row without them gets: the model's defaults.
+RECIPE_DEFAULTS = {"offload_layers": "0", "tp_overlap": "0", "ep_overlap": "0", "grad_dtype": "fp32", "mtp_layers": "0"}
+
+
 def predict(catalog, r: dict[str, str]) -> float | None:
     """Predicted tokens/s per GPU for one published run (``None``: layout not representable)."""
     from mi400plan.api.sweep import build_sku
@@ -88,6 +92,7 @@ def predict(catalog, r: dict[str, str]) -> float | None:
     from mi400plan.search import SearchOptions, Workload, iter_rows, search
     from mi400plan.specs.layout import train_recipe
 
+    r = {**RECIPE_DEFAULTS, **r}  # files without the recipe columns (the calibration runs) take the defaults
     keys = ("gpus", "seq", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep", "fsdp", "recompute", "offload_layers",
             "tp_overlap", "ep_overlap", "mtp_layers")
     n = {k: int(r[k]) for k in keys}
