@@ -19,7 +19,9 @@ represent would be listed and skipped, not dropped silently.
 
 Recipe settings (NVIDIA Megatron-Bridge runs): each row names the performance recipe that produced it
 (``recipe_url``: ``scripts/performance/configs`` at the container's release tag, v0.2.0 for 25.11 and
-v0.3.0 for 26.02), and these columns take from it what the model can represent:
+v0.3.0 for 26.02; for three 25.11 DeepSeek-V3 runs whose layout the tag does not hold, the 2025-12
+commit whose configuration has it, without MTP as the table says), and these columns take from it
+what the model can represent:
 
 - ``offload_layers``: ``cpu_offloading_num_layers`` (Llama 3 70B FP8: 40 on GB200, 20 on GB300),
   passed as ``TrainRecipe.offload_layers``;
