@@ -36,10 +36,12 @@ what the model can represent:
   head are not counted: about half the module's FLOPs (NVIDIA's own TFLOP/s figures give 260 GFLOP a
   token with it against 250 without).
 
-The other rows keep 0 and fp32, as before. Recipe settings the model has no switch for are not
-applied: selective recomputation of named modules (DeepSeek-V3 ``mla_up_proj`` / ``moe_act``), full
-recomputation of some layers only (H100 Llama 3 8B, ``recompute_num_layers=5``), the MoE token
-dispatcher (alltoall on B200 in 25.11, HybridEP on GB200 / GB300) and CUDA graphs.
+The other rows keep 0 and fp32, as before, and so does a file without these columns
+(``RECIPE_DEFAULTS``). Recipe settings the model has no switch for are not applied: selective
+recomputation of named modules (DeepSeek-V3 ``mla_up_proj`` / ``moe_act``), full recomputation of
+some layers only (H100 Llama 3 8B, ``recompute_num_layers=5``; that release-tag recipe is DDP where
+the table says FSDP, and the table's layout is kept), the MoE token dispatcher (alltoall on B200 in
+25.11, HybridEP on GB200 / GB300) and CUDA graphs.
 
 Predicted tokens/s per GPU = global batch x sequence / step / GPUs; error = predicted / published - 1.
 
