@@ -504,16 +504,43 @@ CollFn = Callable[[str, Any, Any, Any], Any]
 
 
 def make_coll(hw: Hardware) -> CollFn:
-    """Bind ``comms.placed_collective_time`` to a SKU's tiers."""
+    """Bind ``comms.placed_collective_time`` to a SKU's tiers.
+
+    Each element is priced on its own, so a grid is priced once per distinct (size, group, stride)
+    and spread back (a search's grids repeat few of them: the TP group's message depends on TP, CP
+    and the micro-batch only); a group of one costs nothing (``comms.collective_time``) and is not
+    priced at all.
+    """
     from mi400plan import comms
 
     def coll(op: str, size: Any, group: Any, stride: Any) -> Any:
-        g = np.asarray(group)
-        if not np.any(g > 1):  # a group of one costs nothing (``comms.collective_time``): skip the pricing
-            return np.zeros(np.broadcast_shapes(np.shape(size), g.shape, np.shape(stride)))
-        return comms.placed_collective_time(op, size, group, stride, hw.scale_up, hw.scale_out)
+        S, g, st = np.broadcast_arrays(np.asarray(size, dtype=np.float64), np.asarray(group, dtype=np.float64),
+                                       np.asarray(stride, dtype=np.float64))
+        if not np.any(g > 1):
+            return np.zeros(S.shape)
+        first, inverse = distinct_rows(S.ravel(), g.ravel(), st.ravel())
+        if 2 * first.size > S.size:
+            return comms.placed_collective_time(op, S, g, st, hw.scale_up, hw.scale_out)
+        t = comms.placed_collective_time(op, S.ravel()[first], g.ravel()[first], st.ravel()[first], hw.scale_up,
+                                         hw.scale_out)
+        return t[inverse].reshape(S.shape)
 
     return coll
+
+
+def distinct_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of one row per distinct tuple of ``cols``, which distinct tuple each row is), so that
+    ``cols[k][first][inverse] == cols[k]``; one lexicographic sort (cheaper than ``np.unique(axis=0)``)."""
+    n = cols[0].size
+    order = np.lexsort(cols[::-1])
+    new = np.zeros(n, dtype=bool)
+    new[:1] = True
+    for c in cols:
+        sc = c[order]
+        new[1:] |= sc[1:] != sc[:-1]
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return order[new], inverse
 
 
 def _two_level(coll: CollFn, op: str, size: Any, g_in: Any, s_in: Any, g_out: Any, s_out: Any) -> Any:
