@@ -729,3 +729,20 @@ def test_moe_capacity_factor_scales_routed_activations() -> None:
     assert per_token(1.25) == pytest.approx(float(layer_activation_bytes_per_token(
         model, TrainRecipe(reserve=NO_RESERVE), tp=2, etp=1, sequence_parallel=True, recompute=0, seq_len=128,
         moe=True)), rel=1e-12)
+
+
+def test_peak_total_is_the_total_of_the_term_by_term_model(catalog) -> None:
+    """``train_memory_peak`` (what a search reads for every candidate) equals ``train_memory(...).total``
+    over a grid of layouts, uneven pipeline splits and ZeRO stages included."""
+    from mi400plan.memory import train_memory, train_memory_peak
+
+    spec = catalog.get("models", "deepseek-v3").spec
+    counts = count_params(spec)
+    recipe = train_recipe(precision="fp8")
+    kw = dict(tp=np.array([1, 2, 4, 8])[:, None, None], pp=np.array([1, 4, 8, 16])[None, :, None],
+              zero=np.array([0, 1, 3])[None, None, :], ep=8, dp=16, micro_batch=2, seq_len=4096, recompute=1,
+              num_microbatches=64, pipeline_split=np.array([0, 2, 2, 2])[None, :, None])
+    full = train_memory(spec, counts, recipe, **kw)
+    peak = train_memory_peak(spec, counts, recipe, **kw)
+    assert peak.shape == full.total.shape == (4, 4, 3)
+    assert np.array_equal(peak, full.total)

@@ -726,3 +726,34 @@ def test_tier_label_follows_the_comm_placement_rule() -> None:
     assert str(tier_of(4, 72, 72)) == "scale_out"
     assert str(tier_of(8, 16, 72)) == "hierarchical"
     assert str(tier_of(1, 16, 72)) == "none"
+
+
+def test_distinct_rows_by_hand() -> None:
+    """Rows (1, a), (2, b), (1, a), (2, c), (1, a): three distinct, the first of each kept."""
+    from mi400plan.search import distinct_rows
+
+    x = np.array([1.0, 2.0, 1.0, 2.0, 1.0])
+    y = np.array([5.0, 6.0, 5.0, 7.0, 5.0])
+    first, inverse = distinct_rows(x, y)
+    assert sorted(zip(x[first], y[first])) == [(1.0, 5.0), (2.0, 6.0), (2.0, 7.0)]
+    assert np.array_equal(x[first][inverse], x) and np.array_equal(y[first][inverse], y)
+    assert inverse[0] == inverse[2] == inverse[4] and len({inverse[1], inverse[3], inverse[0]}) == 3
+
+
+@pytest.mark.parametrize("sku", ["a100", "gb200", "mi355x"])
+def test_search_collectives_priced_once_per_distinct_input_equal_direct_pricing(catalog, sku) -> None:
+    """The search's collective pricing (distinct inputs priced once, groups of one skipped) gives
+    exactly what pricing every element does."""
+    from mi400plan import comms
+    from mi400plan.search import make_coll
+
+    hw = _hw(catalog, sku)
+    rng = np.random.default_rng(7)
+    size = rng.choice([1e3, 4e6, 3e8], size=(50, 4))
+    group = rng.choice([1, 2, 8, 64, 512], size=(50, 1)).astype(float)
+    stride = np.array([[1.0, 4.0, 8.0, 72.0]])
+    for op in ("all_reduce", "all_gather", "all_to_all", "send_recv"):
+        got = make_coll(hw)(op, size, group, stride)
+        want = comms.placed_collective_time(op, size, group, stride, hw.scale_up, hw.scale_out)
+        assert got.shape == want.shape and np.array_equal(got, want)
+    assert np.array_equal(make_coll(hw)("all_reduce", size, 1.0, stride), np.zeros((50, 4)))
