@@ -1,3 +1,3 @@
-from mi400plan.cli import main
+from mi400plan.cli import console
 
-main()
+console()

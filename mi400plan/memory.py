@@ -644,7 +644,12 @@ def train_memory(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe, **l
 def train_memory_peak(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe, **layout: ArrayLike) -> np.ndarray:
     """The ``total`` of :func:`train_memory` alone (bytes per GPU on the most loaded stage): what a
     search needs for every candidate, without gathering the other terms of the peak stage."""
-    return _stage_terms(model, counts, recipe, **layout).total.max(axis=-1)
+    total = _stage_terms(model, counts, recipe, **layout).total
+    # Slot by slot: numpy reduces a short trailing axis far slower than it compares whole arrays.
+    peak = np.array(total[..., 0], dtype=np.float64)
+    for s in range(1, total.shape[-1]):
+        np.maximum(peak, total[..., s], out=peak)
+    return peak
 
 
 def _offloaded_per_token(n: int, stage_act: np.ndarray, layers: np.ndarray, vpp: np.ndarray,
