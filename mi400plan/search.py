@@ -1053,48 +1053,60 @@ def evaluate_structures(
         return ChunkResult(rejected, 0, empty, empty, empty, empty)
     with np.errstate(all="ignore"):  # rule-breaking grid points may divide by zero; they are dropped
         t = step_time(g, wl, hw, terms, opts, coll)
-    sub = np.unravel_index(idx, shape)
-
-    def col(k: str, rows: np.ndarray) -> np.ndarray:
-        """Column ``k`` of the passing candidates ``rows`` (indices into ``idx``), read off the grid."""
-        axis = 0 if k not in INNER_KEYS else 1 + INNER_KEYS.index(k)
-        return g[k].reshape(-1)[sub[axis][rows]]
-
-    # The memory total runs on the broadcast grid too (each term at the shape of the dimensions it
-    # depends on); the terms of the peak stage are computed again only for the rows gathered.
-    with np.errstate(all="ignore"):
-        total = np.broadcast_to(np.asarray(memory_peak(g, wl), dtype=np.float64), shape)[sub]
+        # The memory total runs on the broadcast grid too (each term at the shape of the dimensions it
+        # depends on); the terms of the peak stage are computed again only for the rows gathered.
+        peak = memory_peak(g, wl)
+    ok = _Passing(g, shape, idx)
+    total, step = ok.at(peak), ok.at(t["step"])
     keys = MEM_KEYS + (("offloaded",) if wl.recipe.offload_layers > 0 else ())
     fits = total <= usable_hbm(wl, hw)
     n_fit = int(np.count_nonzero(fits))
     rejected["memory"] += idx.size - n_fit
-    step = np.broadcast_to(np.asarray(t["step"], dtype=np.float64), shape)[sub]
 
     def gather(sel: np.ndarray) -> dict[str, np.ndarray]:
-        rows = {k: col(k, sel) for k in g}
-        s2 = tuple(a[sel] for a in sub)
-        for k, v in t.items():
-            rows[k] = np.broadcast_to(np.asarray(v, dtype=np.float64), shape)[s2]
+        rows = {k: ok.col(k, sel) for k in g} | {k: ok.at(v, sel) for k, v in t.items()}
         if sel.size == 0:
             return rows | {f"mem_{k}": np.zeros(0) for k in keys}
         mem = memory_total(rows, wl)
-        for k in keys:
-            rows[f"mem_{k}"] = np.asarray(getattr(mem, k), dtype=np.float64).reshape(-1)
-        return rows
+        return rows | {f"mem_{k}": np.asarray(getattr(mem, k), dtype=np.float64).reshape(-1) for k in keys}
 
     def best(mask: np.ndarray, k: int) -> dict[str, np.ndarray]:
         where = np.flatnonzero(mask)
         if where.size == 0:
             return empty
-        return gather(where[top_indices(step[where], total[where], col, k, at=where)])
+        return gather(where[top_indices(step[where], total[where], ok.col, k, at=where)])
 
-    crosses = crosses_domain({k: g[k].reshape(-1) for k in ("tp", "cp", "fold", "pp")}, hw.domain)[sub[0]]
+    crosses = crosses_domain({k: g[k].reshape(-1) for k in ("tp", "cp", "fold", "pp")}, hw.domain)[ok.structure]
     front = None
     if pareto:
         where = np.flatnonzero(fits)
-        front = gather(where[pareto_indices(step[where], total[where], {key: col(key, where) for key in SORT_KEYS})])
+        front = gather(where[pareto_indices(step[where], total[where], {key: ok.col(key, where) for key in SORT_KEYS})])
     return ChunkResult(rejected, n_fit, best(fits, top_k), best(~fits, 3), best(fits & crosses, 1),
                        best(fits & ~crosses, 1), front)
+
+
+class _Passing:
+    """The candidates of a structure x inner-option grid (``shape``) that pass the rules: flat
+    indices ``idx`` into the grid, read without unravelling all of them (one flat take per array)."""
+
+    def __init__(self, g: dict[str, np.ndarray], shape: tuple[int, ...], idx: np.ndarray) -> None:
+        self.g, self.shape, self.idx = g, shape, idx
+        self.structure = idx // int(np.prod(shape[1:]))  # the structure (axis 0) of each candidate
+
+    def at(self, x: Any, rows: np.ndarray | None = None) -> np.ndarray:
+        """Grid array ``x`` (broadcastable to the grid) at the candidates ``rows`` (indices into ``idx``; all)."""
+        arr = np.asarray(x, dtype=np.float64)
+        flat = self.idx if rows is None else self.idx[rows]
+        if arr.shape == self.shape:
+            return arr.reshape(-1)[flat]
+        return np.broadcast_to(arr, self.shape)[np.unravel_index(flat, self.shape)]
+
+    def col(self, k: str, rows: np.ndarray) -> np.ndarray:
+        """Layout column ``k`` of the candidates ``rows`` (indices into ``idx``), read off its grid axis."""
+        if k not in INNER_KEYS:
+            return self.g[k].reshape(-1)[self.structure[rows]]
+        axis = 1 + INNER_KEYS.index(k)
+        return self.g[k].reshape(-1)[np.unravel_index(self.idx[rows], self.shape)[axis]]
 
 
 def top_indices(step: np.ndarray, mem: np.ndarray, col: Callable[[str, np.ndarray], np.ndarray], k: int,
