@@ -67,8 +67,8 @@ def render_fit(result: FitResult, console: Any) -> None:
         render_largest(result, console)
         return
     m = result.model
-    head = (f"{m.display_name} ({m.name}): {fmt_count(m.params_total)} parameters, "
-            f"{fmt_count(m.params_active)} active per token; {_mode(result.mode)}")
+    active = "" if m.params_active == m.params_total else f", {fmt_count(m.params_active)} active per token"
+    head = f"{m.display_name} ({m.name}): {fmt_count(m.params_total)} parameters{active}; {_mode(result.mode)}"
     console.print(head, highlight=False, markup=False)
     if len(result.rows) == 1:
         _breakdown(result, result.rows[0], console)
