@@ -81,7 +81,7 @@ def test_exposed_copy_time_by_hand() -> None:
 
 def _fit(cli, *extra: str) -> dict:
     args = ["fit", "llama3.1-70b", "--sku", "gb200", "--gpus", "64", "--zero", "3", "--micro-batch", "2",
-            "--seq", "8192", "--global-batch", "128", "--precision", "fp8", "--json", *extra]
+            "--seq", "8192", "--global-batch", "128", "--precision", "fp8", "--grad-dtype", "bf16", "--json", *extra]
     result = cli(args)
     assert result.exit_code in (0, 4), result.output
     return json.loads(result.stdout)["data"]["rows"][0]
@@ -93,7 +93,8 @@ PER_LAYER = 221_440 * 16_384  # bytes of one layer's saved activations for one m
 def test_published_gb200_fp8_llama3_70b_layout_fits_with_40_layers_offloaded(cli) -> None:
     """NVIDIA Megatron-Bridge ``LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_CS`` (scripts/performance/configs/
     llama/llama3_workload_base_configs.py, 2025): 64 GB200 GPUs, global batch 128, micro-batch 2,
-    sequence 8,192, Megatron FSDP (ZeRO-3), TP = PP = CP = 1, FP8, ``cpu_offloading_num_layers`` 40.
+    sequence 8,192, Megatron FSDP (ZeRO-3), TP = PP = CP = 1, FP8, ``cpu_offloading_num_layers`` 40,
+    ``grad_reduce_in_fp32 = False`` (bf16 gradient buffer, as in every Megatron-Bridge performance recipe).
 
     One layer's saved activations per token (TP 1, flash attention, FP8 GEMM inputs at 1 B):
     norm inputs 2 x 2 B x 8,192 = 32,768; QKV and FFN inputs 2 x 1 B x 8,192 = 16,384;
@@ -109,8 +110,9 @@ def test_published_gb200_fp8_llama3_70b_layout_fits_with_40_layers_offloaded(cli
 
     Capacity: 186 GiB = 199,715,979,264 B. With the runtime reserve's fixed 2 GiB only (no
     fragmentation share) the layout fits with 40 layers offloaded and does not without. With the
-    planner's default 5 % fragmentation share (9.3 GiB) it falls short by less than 3 % of HBM: a
-    validation gap of the activation accounting, reported, not tuned away.
+    planner's default 5 % fragmentation share (9.3 GiB) it falls short by 0.08 % of HBM (0.15 GiB;
+    2.9 % with fp32 gradients): a validation gap of the activation and allocator accounting,
+    reported, not tuned away.
     """
     none = _fit(cli, "--reserve", "2GiB")
     off = _fit(cli, "--reserve", "2GiB", "--offload-layers", "40")
@@ -121,7 +123,7 @@ def test_published_gb200_fp8_llama3_70b_layout_fits_with_40_layers_offloaded(cli
     assert drop == 39 * PER_LAYER
     assert none["memory_bytes"]["activations"] > 80 * PER_LAYER > 186 * GiB
     default = _fit(cli, "--offload-layers", "40")
-    assert not default["fits"] and default["headroom_pct"] > -3.0
+    assert not default["fits"] and default["headroom_pct"] > -0.1
 
 
 def test_too_many_layers_and_a_sku_without_host_link_are_refused(cli) -> None:
@@ -182,11 +184,15 @@ def test_a_calibration_run_takes_offload_layers() -> None:
 def test_published_offloading_layouts_fit_with_their_layers(cli, sku, precision, micro_batch, layers) -> None:
     """Validation points, not calibrated on: the other Llama 3 70B layouts of NVIDIA's Megatron-Bridge
     ``llama3_workload_base_configs.py`` (2025) that offload (64 GPUs, global batch 128, sequence 8,192,
-    Megatron FSDP, TP = PP = CP = 1; ``cpu_offloading_num_layers`` as given) fit with the default runtime
-    reserve once their layers are offloaded, and do not without."""
+    Megatron FSDP, TP = PP = CP = 1, bf16 gradient buffer; ``cpu_offloading_num_layers`` as given) fit
+    with the default runtime reserve once their layers are offloaded, and the GB200 and GB300 ones do
+    not without. The B200 one (5 layers) fits without offloading too, by 0.45 % of HBM: its offloaded
+    layers are margin the model does not need."""
     def fit(n: int) -> dict:
         args = ["fit", "llama3.1-70b", "--sku", sku, "--gpus", "64", "--zero", "3", "--micro-batch", str(micro_batch),
-                "--seq", "8192", "--global-batch", "128", "--precision", precision, "--offload-layers", str(n), "--json"]
+                "--seq", "8192", "--global-batch", "128", "--precision", precision, "--offload-layers", str(n),
+                "--grad-dtype", "bf16", "--json"]
         return json.loads(cli(args).stdout)["data"]["rows"][0]
 
-    assert fit(layers)["fits"] and not fit(0)["fits"]
+    assert fit(layers)["fits"]
+    assert fit(0)["fits"] == (sku == "b200")
