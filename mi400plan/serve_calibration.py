@@ -203,9 +203,11 @@ def errors(cat: Any, points: list[Point], hw: dict[str, Any]) -> dict[str, np.nd
 # static_batch: a fixed batch of ``conc`` prompts, all generating ``osl`` tokens (vLLM benchmark_latency);
 # serving: a closed loop of ``conc`` requests with varied lengths (the continuous-batching steady state);
 # lockstep: a closed loop of ``conc`` requests of one fixed length (synchronised rounds, serve.lockstep_rounds);
-# max_throughput: every request queued at once (trtllm-bench throughput, vLLM benchmark_throughput): the server
-# runs as many sequences as its KV cache holds.
-MEASUREMENT_KINDS = ("static_batch", "serving", "lockstep", "max_throughput")
+# max_throughput: every request queued at once (trtllm-bench throughput, vLLM benchmark_throughput, MLPerf
+# Offline): the server runs as many sequences as its KV cache holds;
+# slo_throughput: the highest request rate that keeps latency limits (MLPerf Server: Poisson arrivals, p99 TTFT
+# and TPOT limits): the best steady state whose KV cache fits and whose mean TPOT and TTFT are within the limits.
+MEASUREMENT_KINDS = ("static_batch", "serving", "lockstep", "max_throughput", "slo_throughput")
 # Concurrencies tried for a max_throughput measurement (the best one whose KV cache fits is the prediction).
 MAX_THROUGHPUT_GRID = np.unique(np.round(np.geomspace(1.0, 16384.0, 256)))
 
@@ -229,6 +231,17 @@ class Measured:
     tpot_s: float | None = None
     ttft_s: float | None = None
     dpa: bool = False  # attention data parallel over the tp GPUs, experts spread over them (EP = tp)
+    tpot_slo_s: float | None = None  # slo_throughput: the TPOT limit (seconds)
+    ttft_slo_s: float | None = None  # slo_throughput: the TTFT limit (seconds)
+
+
+def best_within(out_tps: np.ndarray, fits: np.ndarray, tpot: np.ndarray, ttft: np.ndarray,
+                tpot_max: float = np.inf, ttft_max: float = np.inf) -> int:
+    """Index of the most output tokens/s among grid points whose KV cache fits and whose TPOT and TTFT are
+    within the limits (MLPerf Offline: no limits; Server: its TTFT and TPOT limits); the first grid point
+    when none qualifies."""
+    ok = fits & (tpot <= tpot_max) & (ttft <= ttft_max)
+    return int(np.argmax(np.where(ok, out_tps, -1.0)))
 
 
 def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
@@ -239,7 +252,9 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
     serving: :func:`serve.evaluate` at ``conc`` requests in flight; lockstep: :func:`serve.lockstep_rounds`
     with one prompt's prefill and the decode step at ``conc`` sequences (plus the per-request overhead on TTFT);
     max_throughput: :func:`serve.evaluate` at the concurrency of ``MAX_THROUGHPUT_GRID`` with the most output
-    tokens/s among those whose KV cache fits (:func:`serve.memory`, the ``fit`` model)."""
+    tokens/s among those whose KV cache fits (:func:`serve.memory`, the ``fit`` model); slo_throughput: the
+    same among those whose mean TPOT and TTFT also keep ``m.tpot_slo_s`` and ``m.ttft_slo_s``
+    (:func:`best_within`)."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe
@@ -256,11 +271,12 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
         t = float(pf.total + m.osl * st.total)
         return {"output_tps": b * m.osl / t, "tpot": float(st.total), "ttft": float(pf.total)}
     ep = m.tp if m.dpa else 1
-    if m.kind == "max_throughput":
+    if m.kind in ("max_throughput", "slo_throughput"):
         grid = MAX_THROUGHPUT_GRID
         ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=grid)
         fits = core.memory(wl, hw, tp=m.tp, pp=1, dpa=m.dpa, batch=grid)["kv_fit"]
-        i = int(np.argmax(np.where(fits, ev["out_tps_gpu"], -1.0)))
+        slo = (m.tpot_slo_s or np.inf, m.ttft_slo_s or np.inf) if m.kind == "slo_throughput" else (np.inf, np.inf)
+        i = best_within(ev["out_tps_gpu"], fits, ev["tpot"], ev["ttft"], *slo)
         return {"output_tps": float(ev["out_tps_gpu"][i]) * m.tp, "tpot": float(ev["tpot"][i]),
                 "ttft": float(ev["ttft"][i]), "concurrency": float(grid[i])}
     ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=b)

@@ -29,6 +29,7 @@ PUBLISHED = [
     ("llama3.1-8b", 8.03, None, "Meta Llama 3.1 model card / HF safetensors: 8.03B"),
     ("llama3.1-70b", 70.6, None, "Meta Llama 3.1 model card / HF safetensors: 70.6B"),
     ("llama3.1-405b", 405.9, None, "HF safetensors 405.9B (paper: 405B)"),
+    ("llama2-70b", 68.98, None, "Llama-2-70b-chat-hf safetensors: 68,976,648,192 (paper: 70B)"),
     ("mixtral-8x7b", 46.7, 12.9, "Jiang et al. 2024 / Mistral: 46.7B total, 12.9B active"),
     ("mixtral-8x22b", 141.0, 39.0, "Mistral 8x22B announcement: 141B total, 39B active"),
     ("deepseek-v3", 671.0, 37.0, "DeepSeek-V3 report arXiv 2412.19437: 671B total, 37B activated"),
@@ -96,6 +97,13 @@ def test_llama31_exact_safetensors_counts(catalog) -> None:
     }
     for name, n in expected.items():
         assert count_params(catalog.get("models", name).spec).total == n
+
+
+def test_llama2_70b_by_hand(catalog) -> None:
+    """80 layers x (attention 2 x 8192^2 + 2 x 8192 x 1024 = 150,994,944; SwiGLU 3 x 8192 x 28672 =
+    704,643,072; two norms 16,384) = 68,452,352,000, plus embedding and head 2 x 32000 x 8192 =
+    524,288,000 and the final norm 8,192: 68,976,648,192, the safetensors total."""
+    assert count_params(catalog.get("models", "llama2-70b").spec).total == 68_976_648_192
 
 
 def test_llama3_8b_by_hand(catalog) -> None:

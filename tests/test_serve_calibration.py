@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from mi400plan import serve as core
-from mi400plan.serve_calibration import (CALIBRATION, MEASUREMENT_KINDS, RECENT_DAYS, Measured, Point, apply, errors,
-                                         family_of, fit_family, predict_measured)
+from mi400plan.serve_calibration import (CALIBRATION, MEASUREMENT_KINDS, RECENT_DAYS, Measured, Point, apply,
+                                         best_within, errors, family_of, fit_family, predict_measured)
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -109,13 +109,19 @@ VALIDATION_REPORTED = {
     ("D1", "nvidia-hopper"): (1.82, 2.69, 0.62, 0.56),
     ("T1", "nvidia-hopper"): (0.15, 0.50, None, None),
     ("T1", "nvidia-blackwell"): (0.15, 0.34, None, None),
+    ("M1", "amd-cdna3"): (0.79, 0.80, 0.34, 0.46),
+    ("M1", "amd-cdna4"): (0.77, 0.77, None, None),
+    ("M1", "nvidia-hopper"): (0.52, 0.55, 0.24, 0.54),
+    ("M1", "nvidia-blackwell"): (0.35, 0.38, 0.10, 0.06),
+    ("M2", "nvidia-blackwell"): (1.12, 1.93, 0.19, 0.70),
 }
 
 
 def _measured(r: dict[str, str]) -> Measured:
     opt = lambda k: float(r[k]) if r[k] else None  # noqa: E731
     return Measured(r["source"], r["sku"], r["model"], r["precision"], r["kv"], int(r["tp"]), r["kind"], int(r["isl"]),
-                    int(r["osl"]), int(r["conc"]), float(r["output_tps"]), opt("tpot_s"), opt("ttft_s"), r["dpa"] == "1")
+                    int(r["osl"]), int(r["conc"]), float(r["output_tps"]), opt("tpot_s"), opt("ttft_s"), r["dpa"] == "1",
+                    opt("tpot_slo_s"), opt("ttft_slo_s"))
 
 
 def validation_errors(catalog, key: tuple[str, str]) -> dict[str, list[float]]:
@@ -161,3 +167,17 @@ def test_lockstep_rounds_by_hand() -> None:
     assert float(r["out_tps"]) == pytest.approx(404 / 4.02)
     assert float(r["ttft"]) == pytest.approx(1.25)
     assert float(r["tpot"]) == pytest.approx(0.0275)
+
+
+def test_best_within_latency_limits_by_hand() -> None:
+    """Four concurrencies: 100, 300, 500, 600 output tok/s; TPOT 50, 90, 150, 250 ms; TTFT 0.5, 1, 1.5, 3 s;
+    the KV cache holds the first three. No limits (Offline): 500 tok/s, the best that fits (600 does not fit).
+    TPOT <= 100 ms and TTFT <= 2 s (a Server): 300 tok/s. TTFT <= 0.8 s: 100 tok/s. Nothing qualifies: index 0."""
+    tps = np.array([100.0, 300.0, 500.0, 600.0])
+    fits = np.array([True, True, True, False])
+    tpot = np.array([0.05, 0.09, 0.15, 0.25])
+    ttft = np.array([0.5, 1.0, 1.5, 3.0])
+    assert best_within(tps, fits, tpot, ttft) == 2
+    assert best_within(tps, fits, tpot, ttft, 0.1, 2.0) == 1
+    assert best_within(tps, fits, tpot, ttft, 0.1, 0.8) == 0
+    assert best_within(tps, fits, tpot, ttft, 0.01, 0.1) == 0
