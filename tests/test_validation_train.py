@@ -6,6 +6,10 @@ FSDP; measured tokens/s per GPU). The fitted efficiencies come only from the cal
 (``benchmarks/fit_gemm.py``: Narayanan 2021 Table 1, Llama 3 Table 4, AMD's max-achievable FLOPs,
 AMD's MLPerf Training v5.1 MI355X run); nothing here is tuned to these rows. The same submission's
 MI350X run is here: MI350X takes the MI355X fractions by rule, and that row checks the rule.
+MLCommons Training v6.0 (2026-06) adds three FP8 Llama 3.1 8B runs: MiTAC's 8 MI325X, Cisco's 64 H100
+(TP 2) and 16 H200; each row's source text names the log lines its throughput is averaged from. The
+round's MI350X / MI355X runs (AMD and partners) train in MXFP4 and its Blackwell runs in NVFP4, which
+the model has no precision for, so they are not in the file.
 
 How a run is reproduced: the bundled model (Llama 3 8B/70B runs use the ``llama3.1`` profiles,
 whose architectures are the same; MosaicML's MPT models are built from their llm-foundry configs,
@@ -185,9 +189,12 @@ def test_validation_errors(catalog) -> None:
     assert mean <= PINNED_MEAN and mx <= PINNED_MAX
 
 
-# Pinned at the figures reached, which MISS issue 9's targets (6 % / 12 %): 18.3 % mean, 200.2 % max
-# over 49 runs (Ampere 7.6 % / 17.7 %, Hopper 10.1 % / 34.3 %, Blackwell 30.1 % / 200.2 %; CDNA 4
-# 13.6 %: the MI350X run at the MI355X fractions, the 1,000 W part sustaining less clock). The
+# Pinned at the figures reached, which MISS issue 9's targets (6 % / 12 %): 18.8 % mean, 200.2 % max
+# over 52 runs (Ampere 7.6 % / 17.7 %, Hopper 9.8 % / 34.3 %, Blackwell 30.1 % / 200.2 %; CDNA 4
+# 13.6 %: the MI350X run at the MI355X fractions, the 1,000 W part sustaining less clock; CDNA 3
+# +69.4 %: MiTAC's MLPerf Training v6.0 MI325X FP8 run at the max-achievable-FLOPs ceilings, a run
+# whose configuration leaves out the fused-attention and hipBLASLt settings of AMD's v5.1 recipe; the
+# v6.0 H100 (64 GPUs, TP 2) and H200 (16 GPUs) Llama 3.1 8B runs +4.1 % and -9.3 %). The
 # Hopper FP8 ceiling is the BF16 one x FBGEMM's same-GPU FP8/BF16 ratio and the Blackwell ceilings
 # are published GEMM-kernel figures x the H100 at-scale factor (tests/test_gemm_vendor.py). With the
 # recipes' TP overlap the H100 Llama 70B / 405B runs come out +1.6 % to +11.8 % (were 8-13 % too
@@ -204,7 +211,7 @@ def test_validation_errors(catalog) -> None:
 # GB200 DeepSeek-V3 FP8 +40 %; MPT-1B at 32k tokens on H100 (+34 %: MPT's Triton attention kernel is
 # slower than the flash attention Llama 3 ran, which set the H100 attention efficiency); runs with
 # activation checkpointing 9-18 % too slow. Tighten as the model improves.
-PINNED_MEAN, PINNED_MAX = 0.185, 2.01
+PINNED_MEAN, PINNED_MAX = 0.189, 2.01
 
 
 if __name__ == "__main__":  # print the README table: python tests/test_validation_train.py
