@@ -113,8 +113,11 @@ def console() -> None:
     garbage (arrays and results are freed by reference counting; the peak memory of a 131,072-GPU
     sweep is the same either way), so collections only cost time: with them and the collection at
     interpreter exit, a short command takes about a tenth longer. Code that calls :func:`main` in a
-    process of its own keeps its collector.
+    process of its own keeps its collector. numpy's bundled OpenBLAS starts a thread per core when it
+    loads; the planner's only linear algebra is a few parameters wide (``calibrate``), so it runs on
+    one thread unless ``OPENBLAS_NUM_THREADS`` is already set.
     """
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     gc.disable()
     try:
         main()
