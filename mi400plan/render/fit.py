@@ -69,7 +69,7 @@ def render_fit(result: FitResult, console: Any) -> None:
     m = result.model
     active = "" if m.params_active == m.params_total else f", {fmt_count(m.params_active)} active per token"
     head = f"{m.display_name} ({m.name}): {fmt_count(m.params_total)} parameters{active}; {_mode(result.mode)}"
-    console.print(head, highlight=False, markup=False)
+    print_lines(console, [head])
     if len(result.rows) == 1:
         _breakdown(result, result.rows[0], console)
     else:
@@ -175,14 +175,12 @@ def _comparison(result: FitResult, console: Any) -> None:
     infer = result.mode == "infer"
     first = result.rows[0] if result.rows else None
     if first is not None:
-        print_lines(console, [_asked(result, first)])
-        console.print(f"layout as given: {_gpus(first.gpus)}, {_layout_text(first)}", highlight=False, markup=False)
+        print_lines(console, [_asked(result, first), f"layout as given: {_gpus(first.gpus)}, {_layout_text(first)}"])
     if result.precisions:
-        for p in result.precisions:
-            console.print(f"{p}: " + _recipe_text(result.model_copy(update={"recipe": result.recipes[p]})),
-                          highlight=False, markup=False)
+        print_lines(console, [f"{p}: " + _recipe_text(result.model_copy(update={"recipe": result.recipes[p]}))
+                              for p in result.precisions])
     else:
-        console.print(_recipe_text(result), highlight=False, markup=False)
+        print_lines(console, [_recipe_text(result)])
     by_precision = bool(result.precisions)
     rows = []
     notes = []
