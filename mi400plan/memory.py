@@ -79,6 +79,7 @@ from typing import Any
 
 import numpy as np
 
+from mi400plan.intmath import key_groups
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
 from mi400plan.pipeline import N_SPLIT_CODES, chunk_layers
 from mi400plan.specs.layout import OFFLOAD_IN_FLIGHT, RECOMPUTE_CODES, RECOMPUTE_NAMES, InferRecipe, RuntimeReserve, TrainRecipe
@@ -268,17 +269,13 @@ SLOT_FIELDS = ("stage", "tp", "kv", "arep", "exp", "rep", "moe", "layers", "firs
 def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
                   split: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Slot tables broadcast to the candidates: arrays of shape ``pp.shape + (S,)`` and a mask."""
-    # Group candidates by (pp, vpp, split) in O(N): small integer keys, a presence count and a lookup table.
+    # Group candidates by (pp, vpp, split) in O(N): small integer keys (``intmath.key_groups``).
     if split is None:
         split = np.zeros_like(pp)
     split = np.broadcast_to(np.maximum(np.asarray(split, dtype=np.int64), 0), pp.shape)
     width = int(vpp.max()) + 1 if vpp.size else 1
     codes = N_SPLIT_CODES
-    key = ((pp.ravel() * width + vpp.ravel()) * codes + split.ravel()).astype(np.int64)
-    present = np.nonzero(np.bincount(key))[0]
-    lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
-    lut[present] = np.arange(len(present))
-    inverse = lut[key]
+    present, inverse = key_groups((pp.ravel() * width + vpp.ravel()) * codes + split.ravel())
     lt = _layer_table(counts)
     tabs = [_stage_slots(lt, int(k // codes // width), int(k // codes % width), int(k % codes)) for k in present]
     S = max(len(tb.stage) for tb in tabs)

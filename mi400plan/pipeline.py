@@ -34,6 +34,8 @@ import functools
 import math
 from typing import Any
 
+from mi400plan.intmath import key_groups
+
 SPLIT_NONE = -1
 SPLIT_EVEN = 0
 SPLIT_EMBEDDING_LOSS = 1
@@ -115,9 +117,9 @@ def pipeline_split_array(layers: int, pp: Any, vpp: Any, split_embedding_loss: b
                          uneven: bool = False) -> Any:
     """:func:`pipeline_split` over numpy arrays ``pp`` and ``vpp`` (int64 codes, broadcast shape).
 
-    Evaluated once per distinct (PP, VPP) pair, found in O(N) through an integer key
-    ``pp x (max VPP + 1) + vpp`` and a lookup table (no sort), so a grid of millions of layouts costs
-    a few lookups.
+    Evaluated once per distinct (PP, VPP) pair, found in O(N) through the integer key
+    ``pp x (max VPP + 1) + vpp`` (``intmath.key_groups``, no sort), so a grid of millions of layouts
+    costs a few lookups.
     """
     import numpy as np
 
@@ -127,12 +129,10 @@ def pipeline_split_array(layers: int, pp: Any, vpp: Any, split_embedding_loss: b
     if p.min() < 0 or v.min() < 0:
         raise ValueError("pipeline sizes must be non-negative")
     width = int(v.max()) + 1
-    key = (p * width + v).ravel()
-    present = np.flatnonzero(np.bincount(key))
-    lut = np.full(int(present[-1]) + 1, SPLIT_NONE, dtype=np.int64)
-    lut[present] = [pipeline_split(layers, int(k // width), int(k % width), split_embedding_loss, uneven)
-                    for k in present]
-    return lut[key].reshape(p.shape)
+    present, inverse = key_groups(p * width + v)
+    codes = np.array([pipeline_split(layers, int(k // width), int(k % width), split_embedding_loss, uneven)
+                      for k in present], dtype=np.int64)
+    return codes[inverse].reshape(p.shape)
 
 
 def chunk_layers(layers: int, pp: int, vpp: int, code: int) -> list[int]:
