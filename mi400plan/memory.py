@@ -91,6 +91,8 @@ __all__ = [
     "TrainMemory",
     "InferMemory",
     "train_memory",
+    "train_memory_peak",
+    "offloaded_layers",
     "infer_memory",
     "max_batch_x_context",
     "max_context",
@@ -649,6 +651,13 @@ def train_memory_peak(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe
     return peak
 
 
+def offloaded_layers(n: int, layers: Any, vpp: Any) -> Any:
+    """Layers a pipeline stage of ``layers`` layers in ``vpp`` model chunks offloads per micro-batch
+    under ``--offload-layers n``: ``min(n, layers per chunk - 1) x vpp`` (Transformer Engine never
+    offloads a chunk's last layer; :func:`_offloaded_per_token`). Arrays broadcast."""
+    return np.minimum(float(n), np.maximum(layers / vpp - 1.0, 0.0)) * vpp
+
+
 def _offloaded_per_token(n: int, stage_act: np.ndarray, layers: np.ndarray, vpp: np.ndarray,
                          inflight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Activation offloading per token of a micro-batch: (bytes in host memory, bytes kept in HBM for it).
@@ -662,7 +671,7 @@ def _offloaded_per_token(n: int, stage_act: np.ndarray, layers: np.ndarray, vpp:
     those layers stays in HBM, once per stage: only one layer's copy-out or prefetch runs at a time.
     """
     per_layer = stage_act / np.maximum(layers, 1.0)
-    n_eff = np.minimum(float(n), np.maximum(layers / vpp - 1.0, 0.0)) * vpp
+    n_eff = offloaded_layers(n, layers, vpp)
     host = inflight * n_eff * per_layer
     kept = np.minimum(np.minimum(n_eff, float(OFFLOAD_IN_FLIGHT)) * per_layer, host)
     return host, kept

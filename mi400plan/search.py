@@ -823,11 +823,11 @@ def offload_seconds(n_layers: Any, layer_bytes: Any, fwd_s: Any, host_bw: float)
 
 
 def offload_exposed(c: dict[str, Any], wl: Workload, hw: Hardware, comp_mb: Any, layers: Any) -> Any:
-    """``offload_seconds`` for layouts ``c``: ``min(N, layers per chunk - 1) x vpp`` offloaded layers
-    per micro-batch (``memory._offloaded_per_token``'s clamp), each of the mean layer's saved
+    """``offload_seconds`` for layouts ``c``: ``memory.offloaded_layers`` offloaded layers per
+    micro-batch (``min(N, layers per chunk - 1) x vpp``), each of the mean layer's saved
     activations (``memory.layer_activation_bytes_per_token`` x the micro-batch's tokens on this GPU),
     behind one layer's forward: ``compute / (3 x layers)``."""
-    from mi400plan.memory import layer_activation_bytes_per_token
+    from mi400plan.memory import layer_activation_bytes_per_token, offloaded_layers
 
     if hw.host_bw <= 0:
         raise ValueError(f"{hw.name}: activation offloading needs the host-link bandwidth")
@@ -842,7 +842,7 @@ def offload_exposed(c: dict[str, Any], wl: Workload, hw: Hardware, comp_mb: Any,
         moe_tok = layer_activation_bytes_per_token(model, wl.recipe, moe=True, **kw)
         per_tok = (1.0 - share) * per_tok + share * moe_tok
     tokens = mb * s / cp
-    n = np.minimum(float(wl.recipe.offload_layers), np.maximum(layers / vpp - 1.0, 0.0)) * vpp
+    n = offloaded_layers(wl.recipe.offload_layers, layers, vpp)
     return offload_seconds(n, tokens * per_tok, comp_mb / (3.0 * layers), hw.host_bw)
 
 
