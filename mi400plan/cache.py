@@ -22,7 +22,6 @@ import pickle
 import sys
 import tempfile
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,18 @@ def cache_dir() -> Path | None:
     return base / "mi400plan"
 
 
+def package_dir(name: str) -> Any:
+    """A directory shipped inside the installed package. A plain path when the package is installed
+    as files (any pip install); ``importlib.resources`` (whose import and first lookup cost about
+    4 ms of every start-up) only for a package imported from a zip archive."""
+    here = Path(__file__).parent / name
+    if here.is_dir():
+        return here
+    from importlib import resources
+
+    return resources.files("mi400plan") / name
+
+
 def _fingerprint() -> str:
     """What the cached objects depend on besides the profile text."""
     import pydantic
@@ -53,7 +64,7 @@ def _fingerprint() -> str:
     from mi400plan import __version__
 
     h = hashlib.sha256(f"{__version__}|{sys.version_info[:2]}|{pydantic.VERSION}".encode())
-    specs = resources.files("mi400plan") / "specs"
+    specs = package_dir("specs")
     for f in sorted((f for f in specs.iterdir() if f.name.endswith(".py")), key=lambda f: f.name):
         h.update(f.name.encode())
         h.update(f.read_bytes())

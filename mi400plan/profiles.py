@@ -2,7 +2,7 @@
 
 Search order for a name (first hit wins): directories given with ``--profiles`` (in order), then
 directories in ``$MI400PLAN_PROFILES`` (``os.pathsep``-separated), then the bundled catalog shipped
-inside the package (read with ``importlib.resources``). A user profile with the same name as a
+inside the package. A user profile with the same name as a
 bundled one overrides it; every loaded profile records the file it came from.
 
 Each directory holds one sub-directory per kind: ``accelerators/``, ``fabrics/``, ``racks/``,
@@ -19,13 +19,12 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from mi400plan.cache import ProfileCache
+from mi400plan.cache import ProfileCache, package_dir
 from mi400plan.errors import ProfileError, UnknownNameError
 
 Kind = Literal["accelerators", "fabrics", "racks", "models", "costs"]
@@ -73,8 +72,9 @@ class _Entry:
 
 
 def bundled_root() -> Any:
-    """The bundled catalog directory inside the installed package (a Traversable)."""
-    return resources.files("mi400plan") / "profiles"
+    """The bundled catalog directory inside the installed package (a path, or a Traversable when the
+    package is imported from a zip archive)."""
+    return package_dir("profiles")
 
 
 def _tomllib_error(path: str, exc: tomllib.TOMLDecodeError) -> ProfileError:
