@@ -30,7 +30,7 @@ def search_only(cat: Catalog, model: str) -> tuple[int, float]:
     wl = core.Workload(spec, count_params(spec), infer_recipe("fp8", kv_dtype="fp8"), 1024, 1024)
     conc = np.arange(1, 1025, dtype=np.float64)
     lay = core.layout_grid(spec, 8, len(conc))
-    hws = [_hardware(cat, s, "fp8", "nominal", matmul=None, hbm=None)[0] for s in SKUS]
+    hws = [_hardware(cat, s, "fp8", "nominal", matmul=None, hbm=None, model_class="dense")[0] for s in SKUS]
     best = np.inf
     n = 0
     for _ in range(3):

@@ -1,9 +1,16 @@
-"""Calibration of the serving model per SKU family on published InferenceX (InferenceMAX) points.
+"""Calibration of the serving model per SKU family and model class on published InferenceX (InferenceMAX)
+points.
 
 Only SemiAnalysis InferenceX results calibrate; every other published inference result is a
-validation point (``tests/test_serve_validation.py``) and never changes these numbers.
+validation point (``tests/test_serve_calibration.py``) and never changes these numbers.
 
-What is fitted, per family (the accelerator profile's ``architecture``: CDNA 4, Hopper, Blackwell):
+What is fitted, per family (the accelerator profile's ``architecture``: CDNA 3, CDNA 4, Hopper,
+Blackwell) and per model class (``dense``, or ``moe`` with routed experts: :func:`model_class`), on
+that class's points only. The classes run different kernels (MLA attention and grouped expert GEMMs
+against dense GEMMs) and, in the published runs, often different serving software (SGLang against vLLM
+on AMD); fitted on DeepSeek-R1 alone, the CDNA 3 figures made dense Llama-3.3-70B 27-42 % too slow. A
+model is served with its own class's calibration, or the family's other one where only that exists
+(:func:`calibration_for`):
 
 * ``hbm_efficiency``: achieved fraction of HBM peak in decode (weights, experts and KV streaming);
 * ``kernel_overhead_us``: fixed time per kernel (launch, synchronisation, the serving framework's
@@ -16,16 +23,16 @@ What is fitted, per family (the accelerator profile's ``architecture``: CDNA 4, 
   The shape effects (tile and wave quantization of prefill GEMMs, bandwidth-bound decode) are the GEMM
   model's, not the fit's, so the scale is what is left: how far a serving framework's kernels on that
   model (DeepSeek-R1's small expert GEMMs, MLA attention, FP4 formats) fall short of, or beat, the
-  large-GEMM ceiling measured for training. It stays a fitted figure because it is far from 1 on the AMD
-  families (CDNA 3 0.25, CDNA 4 0.30 at FP4) and above it on Blackwell (1.25: TensorRT-LLM beats the
-  0.507 at-scale FP8 ceiling derived from vLLM's GEMM); on Hopper the fit gives 1.0. It is
+  large-GEMM ceiling measured for training. It stays a fitted figure because it is far from 1 for MoE
+  models on the AMD families (CDNA 3 0.25, CDNA 4 0.30 at FP4; dense models on CDNA 3: 0.65) and above it
+  on Blackwell (1.25: TensorRT-LLM beats the 0.507 at-scale FP8 ceiling derived from vLLM's GEMM). It is
   fitted only when the family's points include 8k-token prompts (else 1, the prior), and applied only at
   the compute precisions of the points it was fitted on (other precisions keep the profile's ceiling);
 * ``request_overhead_ms``: per-request time before the first token outside the GPU model
   (HTTP, tokenisation, scheduling), added to TTFT only.
 
-Method (:func:`fit_family`): a grid search minimising, over the family's points from the ``RECENT_DAYS``
-before its newest run, the sum of squared log errors of total tokens/s per GPU and of median TPOT
+Method (:func:`fit_family`): a grid search minimising, over the group's points from the ``RECENT_DAYS``
+before its newest run (less those that measured a queue, :func:`queued`), the sum of squared log errors of total tokens/s per GPU and of median TPOT
 (directions the points leave flat keep the prior: HBM 0.80, 5 us, scale 1); the request overhead
 then minimises the squared log error of median TTFT. The points are ``tests/data/serve_inferencex.csv`` (each row names its run and
 date); ``benchmarks/calibrate_serve.py`` re-runs the fit and prints these constants and the errors.
@@ -50,14 +57,27 @@ PRIOR = {"hbm": 0.80, "matmul": 1.0, "overhead_us": 5.0}  # the profiles' assume
 # RECENT_DAYS before its newest run (older runs describe superseded software; their error is reported).
 RECENT_DAYS = 100
 PREFILL_HEAVY_TOKENS = 8192  # the matmul efficiency is fitted only on families with prompts this long
+# A point whose median TTFT exceeds this measured a server queueing requests it could not hold (a closed
+# loop of more sequences than its KV cache keeps in flight): outside the steady state the model describes,
+# so it is not fitted (:func:`queued`).
+QUEUED_TTFT_S = 2.5
 
 FAMILY_KEYS = (("CDNA 4", "amd-cdna4"), ("CDNA 3", "amd-cdna3"), ("Blackwell", "nvidia-blackwell"),
                ("Hopper", "nvidia-hopper"), ("Ampere", "nvidia-ampere"))
 
 
+MODEL_CLASSES = ("dense", "moe")
+
+
+def model_class(model: Any) -> str:
+    """The calibration class of a model: ``moe`` (routed experts) or ``dense``."""
+    return "moe" if model.is_moe else "dense"
+
+
 @dataclass(frozen=True)
 class FamilyCalibration:
     family: str
+    model_class: str  # the class of the models it was fitted on (``MODEL_CLASSES``)
     hbm_efficiency: float
     kernel_overhead_us: float
     matmul_scale: float  # the serving software's compute rate relative to the profile's GEMM ceiling
@@ -73,16 +93,24 @@ class FamilyCalibration:
 
 
 # Output of benchmarks/calibrate_serve.py on tests/data/serve_inferencex.csv (checked by
-# tests/test_serve_calibration.py).
+# tests/test_serve_calibration.py), keyed ``family/class``.
 CALIBRATION: dict[str, FamilyCalibration] = {
-    "amd-cdna3": FamilyCalibration("amd-cdna3", 0.9, 20.0, 0.25, 30.0, 15, 0.0393, 0.1656, 0.0465, 0.1247, 0.1612,
-                                   "2026-02-27..2026-02-27", ("fp8",)),
-    "amd-cdna4": FamilyCalibration("amd-cdna4", 0.95, 8.0, 0.3, 60.0, 14, 0.0395, 0.078, 0.0583, 0.1023, 0.0723,
-                                   "2026-02-27..2026-02-27", ("fp4",)),
-    "nvidia-blackwell": FamilyCalibration("nvidia-blackwell", 0.65, 6.0, 1.25, 185.0, 12, 0.1138, 0.3279, 0.1136,
-                                          0.2267, 0.7614, "2025-11-02..2026-02-03", ("fp4", "fp8")),
-    "nvidia-hopper": FamilyCalibration("nvidia-hopper", 0.95, 10.0, 1.0, 65.0, 10, 0.0306, 0.064, 0.0413, 0.0685,
-                                       0.0734, "2025-11-02..2025-11-02", ("fp8",)),
+    "amd-cdna3/moe": FamilyCalibration("amd-cdna3", "moe", 0.9, 20.0, 0.25, 30.0, 15, 0.0393, 0.1656, 0.0465, 0.1247,
+                                       0.1612, "2026-02-27..2026-02-27", ("fp8",)),
+    "amd-cdna4/moe": FamilyCalibration("amd-cdna4", "moe", 0.95, 8.0, 0.3, 60.0, 14, 0.0395, 0.078, 0.0583, 0.1023,
+                                       0.0723, "2026-02-27..2026-02-27", ("fp4",)),
+    "nvidia-blackwell/moe": FamilyCalibration("nvidia-blackwell", "moe", 0.65, 6.0, 1.25, 185.0, 12, 0.1138, 0.3279,
+                                              0.1136, 0.2267, 0.7614, "2025-11-02..2026-02-03", ("fp4", "fp8")),
+    "nvidia-hopper/moe": FamilyCalibration("nvidia-hopper", "moe", 0.95, 10.0, 1.0, 65.0, 10, 0.0306, 0.064, 0.0413,
+                                           0.0685, 0.0734, "2025-11-02..2025-11-02", ("fp8",)),
+    "amd-cdna3/dense": FamilyCalibration("amd-cdna3", "dense", 0.8, 10.0, 0.65, 40.0, 119, 0.0823, 0.2535, 0.0803,
+                                         0.214, 0.2243, "2025-10-16..2025-10-16", ("fp8",)),
+    "amd-cdna4/dense": FamilyCalibration("amd-cdna4", "dense", 0.7, 10.0, 1.0, 70.0, 120, 0.1341, 0.5986, 0.123,
+                                         0.3342, 0.4006, "2025-10-16..2025-10-16", ("fp4", "fp8")),
+    "nvidia-blackwell/dense": FamilyCalibration("nvidia-blackwell", "dense", 0.9, 8.0, 1.0, 65.0, 240, 0.0816,
+                                                0.4114, 0.0824, 0.3695, 0.3162, "2025-10-16..2025-10-16", ("fp4", "fp8")),
+    "nvidia-hopper/dense": FamilyCalibration("nvidia-hopper", "dense", 0.9, 8.0, 1.25, 45.0, 169, 0.1004, 0.5031,
+                                             0.1118, 0.3417, 0.3334, "2025-10-16..2025-10-16", ("fp8",)),
 }
 
 
@@ -92,9 +120,16 @@ def family_of(architecture: str | None) -> str | None:
     return next((fam for key, fam in FAMILY_KEYS if key in text), None)
 
 
-def calibration_for(architecture: str | None) -> FamilyCalibration | None:
+def calibration_for(architecture: str | None, cls: str) -> FamilyCalibration | None:
+    """The family's calibration for models of class ``cls``; the family's other class when it has
+    points of that one only (the returned ``model_class`` says which); None for an uncalibrated family."""
     fam = family_of(architecture)
-    return CALIBRATION.get(fam) if fam else None
+    if fam is None:
+        return None
+    for c in (cls, *(c for c in MODEL_CLASSES if c != cls)):
+        if f"{fam}/{c}" in CALIBRATION:
+            return CALIBRATION[f"{fam}/{c}"]
+    return None
 
 
 def scaled(hw: Any, scale: Any) -> Any:
@@ -137,6 +172,16 @@ class Point:
     ttft_s: float
 
 
+def queued(p: Point) -> bool:
+    """Whether point ``p`` measured requests waiting for room in the KV cache rather than the steady state.
+
+    In the InferenceX Llama-3.3-70B runs every point with a median TTFT above ``QUEUED_TTFT_S`` (4.2 s to
+    390 s) keeps 32-128 sequences in flight on one or two GPUs, 0.8 to 2.9 times what the planner's
+    memory model says their KV cache holds at the full context; the slowest prefill kept is 2.3 s (an
+    8k-token prompt on one MI300X)."""
+    return p.ttft_s > QUEUED_TTFT_S
+
+
 def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     """The model's total tokens/s per GPU, TPOT and TTFT for point ``p`` on hardware ``hw`` (whose
     efficiency fields may be arrays: one prediction per element)."""
@@ -150,9 +195,10 @@ def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     return {"tput": ev["total_tps_gpu"], "tpot": ev["tpot"], "ttft": ev["ttft"]}
 
 
-def fit_family(cat: Any, family: str, points: list[Point], base: dict[str, Any]) -> FamilyCalibration:
-    """Grid-search fit of one family (see the module docstring). ``base`` maps each (SKU, weight format)
-    to its nominal ``serve.ServeHardware`` (peaks, bandwidths, fabrics from the profile)."""
+def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[str, Any]) -> FamilyCalibration:
+    """Grid-search fit of one family on its points of one model class (see the module docstring). ``base``
+    maps each (SKU, weight format) to its nominal ``serve.ServeHardware`` (peaks, bandwidths, fabrics from
+    the profile)."""
     # Prefill (compute) time matters in these points only with long prompts: without an 8k-token prompt
     # the matmul efficiency is not identifiable and keeps the prior.
     mm_grid = SCALE_GRID if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else np.array([PRIOR["matmul"]])
@@ -176,7 +222,7 @@ def fit_family(cat: Any, family: str, points: list[Point], base: dict[str, Any])
     from mi400plan.serve import COMPUTE_PRECISION
 
     precs = tuple(sorted({COMPUTE_PRECISION[p.precision] for p in points})) if len(mm_grid) > 1 else ()
-    cal = FamilyCalibration(family, h, k, mm, req, len(points), 0, 0, 0, 0, 0, "", precs)
+    cal = FamilyCalibration(family, cls, h, k, mm, req, len(points), 0, 0, 0, 0, 0, "", precs)
     errs = errors(cat, points, {k: apply(v, cal) for k, v in base.items()})
     return replace(cal, tput_mean_err=round(float(np.mean(errs["tput"])), 4),
                    tput_max_err=round(float(np.max(errs["tput"])), 4),

@@ -17,7 +17,8 @@ import pytest
 
 from mi400plan import serve as core
 from mi400plan.serve_calibration import (CALIBRATION, MEASUREMENT_KINDS, RECENT_DAYS, Measured, Point, apply,
-                                         best_within, errors, family_of, fit_family, predict_measured)
+                                         best_within, calibration_for, errors, family_of, fit_family, model_class,
+                                         predict_measured, queued)
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -27,23 +28,28 @@ def _rows(name: str) -> list[dict[str, str]]:
     return list(csv.DictReader(line for line in text if not line.startswith("#")))
 
 
-def _points(family: str) -> tuple[list[Point], list[Point]]:
-    rows = [r for r in _rows("serve_inferencex.csv") if r["family"] == family]
+def _points(catalog, key: str) -> tuple[list[Point], list[Point]]:
+    """(fitted, not fitted) points of ``key`` = ``family/class``: the fit takes the runs from the
+    ``RECENT_DAYS`` before the group's newest one, less the points that measured queueing."""
+    family, cls = key.split("/")
+    rows = [r for r in _rows("serve_inferencex.csv")
+            if r["family"] == family and model_class(catalog.get("models", r["model"]).spec) == cls]
     newest = max(date.fromisoformat(r["date"]) for r in rows)
     recent, old = [], []
     for r in rows:
         p = Point(r["sku"], r["model"], r["precision"], int(r["tp"]), int(r["ep"]), bool(int(r["dpa"])), int(r["isl"]),
                   int(r["osl"]), int(r["conc"]), float(r["tput_per_gpu"]), float(r["median_tpot_s"]),
                   float(r["median_ttft_s"]))
-        (recent if date.fromisoformat(r["date"]) >= newest - timedelta(days=RECENT_DAYS) else old).append(p)
+        fresh = date.fromisoformat(r["date"]) >= newest - timedelta(days=RECENT_DAYS)
+        (recent if fresh and not queued(p) else old).append(p)
     return recent, old
 
 
-def _base(catalog, points: list[Point]) -> dict:
+def _base(catalog, points: list[Point], cls: str) -> dict:
     from mi400plan.api.serve import _hardware
 
     return {(p.sku, p.precision): _hardware(catalog, p.sku, p.precision, "nominal", matmul=None, hbm=None,
-                                            calibrated=False)[0] for p in points}
+                                            model_class=cls, calibrated=False)[0] for p in points}
 
 
 def test_family_of_architecture() -> None:
@@ -55,28 +61,29 @@ def test_family_of_architecture() -> None:
     assert family_of("Rubin") is None
 
 
-@pytest.mark.parametrize("family", sorted(CALIBRATION))
-def test_fit_reproduces_the_stored_constants(catalog, family: str) -> None:
-    points, _ = _points(family)
-    assert len(points) == CALIBRATION[family].points
-    cal = fit_family(catalog, family, points, _base(catalog, points))
-    stored = CALIBRATION[family]
+@pytest.mark.parametrize("key", sorted(CALIBRATION))
+def test_fit_reproduces_the_stored_constants(catalog, key: str) -> None:
+    points, _ = _points(catalog, key)
+    stored = CALIBRATION[key]
+    assert len(points) == stored.points
+    assert key == f"{stored.family}/{stored.model_class}"
+    cal = fit_family(catalog, stored.family, stored.model_class, points, _base(catalog, points, stored.model_class))
     for f in ("hbm_efficiency", "kernel_overhead_us", "matmul_scale", "request_overhead_ms", "tput_mean_err",
               "tput_max_err", "tpot_mean_err", "tpot_max_err", "ttft_mean_err"):
         assert getattr(cal, f) == pytest.approx(getattr(stored, f), abs=1e-4), f
 
 
-@pytest.mark.parametrize("family", sorted(CALIBRATION))
-def test_calibration_errors(catalog, family: str) -> None:
+@pytest.mark.parametrize("key", sorted(CALIBRATION))
+def test_calibration_errors(catalog, key: str) -> None:
     """The stored errors are the model's errors on the points with the stored constants (the serve
     command applies them through ``_hardware``)."""
     from mi400plan.api.serve import _hardware
 
-    points, _ = _points(family)
-    hw = {(p.sku, p.precision): _hardware(catalog, p.sku, p.precision, "nominal", matmul=None, hbm=None)[0]
-          for p in points}
+    points, _ = _points(catalog, key)
+    c = CALIBRATION[key]
+    hw = {(p.sku, p.precision): _hardware(catalog, p.sku, p.precision, "nominal", matmul=None, hbm=None,
+                                          model_class=c.model_class)[0] for p in points}
     e = errors(catalog, points, hw)
-    c = CALIBRATION[family]
     assert e["tput"].mean() == pytest.approx(c.tput_mean_err, abs=1e-3)
     assert e["tpot"].max() == pytest.approx(c.tpot_max_err, abs=1e-3)
 
@@ -84,15 +91,15 @@ def test_calibration_errors(catalog, family: str) -> None:
 def test_corners_bracket_the_calibration(catalog) -> None:
     from mi400plan.api.serve import _hardware
 
-    lo, _ = _hardware(catalog, "b200", "fp8", "pessimistic", matmul=None, hbm=None)
-    nom, _ = _hardware(catalog, "b200", "fp8", "nominal", matmul=None, hbm=None)
-    hi, _ = _hardware(catalog, "b200", "fp8", "optimistic", matmul=None, hbm=None)
+    lo, _ = _hardware(catalog, "b200", "fp8", "pessimistic", matmul=None, hbm=None, model_class="moe")
+    nom, _ = _hardware(catalog, "b200", "fp8", "nominal", matmul=None, hbm=None, model_class="moe")
+    hi, _ = _hardware(catalog, "b200", "fp8", "optimistic", matmul=None, hbm=None, model_class="moe")
     assert lo.hbm_eff < nom.hbm_eff < hi.hbm_eff
     assert lo.kernel_overhead_s > nom.kernel_overhead_s > hi.kernel_overhead_s
-    assert nom.hbm_eff == CALIBRATION["nvidia-blackwell"].hbm_efficiency
+    assert nom.hbm_eff == CALIBRATION["nvidia-blackwell/moe"].hbm_efficiency
     # GEMM ceiling: B200's profile FP8 ceiling 0.507 x the Blackwell scale 1.25 = 0.63375 of the peak; at
     # the corners that product moves by the mean TPOT error (0.1136), not by the profile's 0.45-0.62 range.
-    c = CALIBRATION["nvidia-blackwell"]
+    c = CALIBRATION["nvidia-blackwell/moe"]
     assert (c.matmul_scale, c.tpot_mean_err) == (1.25, 0.1136)
     assert nom.matmul_eff == pytest.approx(0.63375)
     assert (lo.matmul_eff, hi.matmul_eff) == pytest.approx((0.63375 * (1 - 0.1136), 0.63375 * (1 + 0.1136)))
@@ -103,16 +110,16 @@ def test_corners_bracket_the_calibration(catalog) -> None:
 # The README's validation table: (source, SKU family) -> (mean, max |relative error| of output tokens/s, mean
 # |relative error| of TPOT, mean |relative error| of TTFT; None where the source publishes no latency).
 VALIDATION_REPORTED = {
-    ("A1", "amd-cdna3"): (0.49, 0.53, None, None),
-    ("O1", "amd-cdna3"): (0.25, 0.42, None, None),
+    ("A1", "amd-cdna3"): (0.12, 0.20, None, None),
+    ("O1", "amd-cdna3"): (0.24, 0.36, None, None),
     ("D1", "amd-cdna3"): (0.59, 1.03, 0.33, 0.54),
     ("D1", "nvidia-hopper"): (1.82, 2.69, 0.62, 0.56),
-    ("T1", "nvidia-hopper"): (0.15, 0.50, None, None),
+    ("T1", "nvidia-hopper"): (0.13, 0.49, None, None),
     ("T1", "nvidia-blackwell"): (0.15, 0.34, None, None),
-    ("M1", "amd-cdna3"): (0.79, 0.80, 0.34, 0.46),
-    ("M1", "amd-cdna4"): (0.77, 0.77, None, None),
-    ("M1", "nvidia-hopper"): (0.52, 0.55, 0.24, 0.54),
-    ("M1", "nvidia-blackwell"): (0.35, 0.38, 0.10, 0.06),
+    ("M1", "amd-cdna3"): (0.49, 0.52, 0.34, 0.75),
+    ("M1", "amd-cdna4"): (0.46, 0.46, None, None),
+    ("M1", "nvidia-hopper"): (0.43, 0.47, 0.13, 0.65),
+    ("M1", "nvidia-blackwell"): (0.41, 0.44, 0.22, 0.54),
     ("M2", "nvidia-blackwell"): (1.12, 1.93, 0.19, 0.70),
 }
 
@@ -135,7 +142,8 @@ def validation_errors(catalog, key: tuple[str, str]) -> dict[str, list[float]]:
         if (m.source, family_of(arch)) != key:
             continue
         assert m.kind in MEASUREMENT_KINDS
-        hw, _ = _hardware(catalog, m.sku, m.precision, "nominal", matmul=None, hbm=None)
+        cls = model_class(catalog.get("models", m.model).spec)
+        hw, _ = _hardware(catalog, m.sku, m.precision, "nominal", matmul=None, hbm=None, model_class=cls)
         pr = predict_measured(catalog, m, hw)
         out["output_tps"].append(abs(pr["output_tps"] / m.output_tps - 1.0))
         for k, meas in (("tpot", m.tpot_s), ("ttft", m.ttft_s)):
@@ -181,3 +189,22 @@ def test_best_within_latency_limits_by_hand() -> None:
     assert best_within(tps, fits, tpot, ttft, 0.1, 2.0) == 1
     assert best_within(tps, fits, tpot, ttft, 0.1, 0.8) == 0
     assert best_within(tps, fits, tpot, ttft, 0.01, 0.1) == 0
+
+
+def test_model_class_picks_the_calibration(catalog) -> None:
+    """A dense model takes its family's dense-model calibration and an MoE model the MoE one; a family with
+    points of one class only lends it to the other (MI400 family: none)."""
+    dense = model_class(catalog.get("models", "llama3-70b").spec)
+    moe = model_class(catalog.get("models", "deepseek-v3").spec)
+    assert (dense, moe) == ("dense", "moe")
+    arch = catalog.get("accelerators", "mi300x").spec.architecture
+    assert calibration_for(arch, "dense") is CALIBRATION["amd-cdna3/dense"]
+    assert calibration_for(arch, "moe") is CALIBRATION["amd-cdna3/moe"]
+    assert calibration_for(catalog.get("accelerators", "mi455x").spec.architecture, "dense") is None
+
+
+def test_queued_points_are_left_out_by_their_ttft() -> None:
+    """The 2.5 s rule by hand: a 4.2 s median TTFT is a queue, a 2.3 s one (an 8k prompt on one GPU) is not."""
+    p = Point("mi300x", "llama3-70b", "fp8", 1, 1, False, 8192, 1024, 8, 1572.1, 0.042, 2.34)
+    assert not queued(p)
+    assert queued(Point("h100", "llama3-70b", "fp8", 2, 1, False, 8192, 1024, 32, 1000.0, 0.053, 4.19))

@@ -99,10 +99,10 @@ class _Sku:
 
 
 def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float | None, hbm: float | None,
-              calibrated: bool = True) -> Any:
+              model_class: str, calibrated: bool = True) -> Any:
     """``serve.ServeHardware`` at ``case``: ``sweep``'s SKU reading with the peak of the compute precision, and
-    (``calibrated``, no efficiency given on the command line) the SKU family's InferenceX calibration
-    (``serve_calibration``) in place of the profile's assumed efficiencies."""
+    (``calibrated``, no efficiency given on the command line) the SKU family's InferenceX calibration for
+    models of ``model_class`` (``serve_calibration``) in place of the profile's assumed efficiencies."""
     from mi400plan.api.sweep import _pick, build_sku
     from mi400plan.serve import ServeHardware
 
@@ -126,7 +126,7 @@ def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float |
                        attn_peak_flops=h.attn_sku().peak_flops, attn_eff=h.attn_sku().efficiency)
     from mi400plan.serve_calibration import apply, calibration_for
 
-    cal = calibration_for(acc.architecture) if calibrated and matmul is None and hbm is None else None
+    cal = calibration_for(acc.architecture, model_class) if calibrated and matmul is None and hbm is None else None
     if cal is not None:
         if case != "nominal" and comp in cal.matmul_precisions:
             # The scale was fitted on the nominal ceiling: the calibrated product moves at a corner by the
@@ -138,12 +138,12 @@ def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float |
 
 
 def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, matmul: float | None,
-         hbm: float | None) -> _Sku:
+         hbm: float | None, model_class: str) -> _Sku:
     from mi400plan.api.sweep import _gpus_per_rack
 
     hw: dict[str, Any] = {}
     for case in ("nominal",) + CORNERS:
-        hw[case], sk = _hardware(cat, name, precision, case, matmul=matmul, hbm=hbm)
+        hw[case], sk = _hardware(cat, name, precision, case, matmul=matmul, hbm=hbm, model_class=model_class)
         if case == "nominal":
             nominal_sku = sk
     h = hw["nominal"]
@@ -155,23 +155,28 @@ def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, 
         sku=h.name, precision=precision, compute_precision=COMPUTE_PRECISION[precision], peak_flops=h.peak_flops,
         matmul=h.matmul_eff, hbm=h.hbm_eff, kernel_overhead_s=h.kernel_overhead_s, hbm_bandwidth=h.hbm_bw,
         hbm_capacity=h.hbm_bytes, domain=h.domain, gpus=gpus,
-        calibration=_calibration_text(cat, name, nominal_sku, matmul, hbm), gpu_hour_cost=cost,
+        calibration=_calibration_text(cat, name, nominal_sku, matmul, hbm, model_class), gpu_hour_cost=cost,
     )
     return _Sku(h.name, hw, info, rack_name)
 
 
-def _calibration_text(cat: Any, name: str, sku: Any, matmul: float | None, hbm: float | None) -> str:
+def _calibration_text(cat: Any, name: str, sku: Any, matmul: float | None, hbm: float | None,
+                      model_class: str) -> str:
     from mi400plan.serve_calibration import calibration_for, family_of
 
     arch = cat.get("accelerators", name).spec.architecture
-    cal = calibration_for(arch)
+    cal = calibration_for(arch, model_class)
     if matmul is not None or hbm is not None:
         return "efficiencies given on the command line"
     if cal is None:
         fam = family_of(arch) or arch or "unknown"
         return (f"uncalibrated: no InferenceX points for the {fam} family; profile efficiencies "
                 f"(matmul {sku.eff.matmul_status}, HBM {sku.eff.hbm_status})")
-    return (f"calibrated on {cal.points} InferenceX points of the {cal.family} family ({cal.dates}): "
+    kind = {"dense": "dense models", "moe": "MoE models"}[cal.model_class]
+    first, _, last = cal.dates.partition("..")
+    dates = first if last in ("", first) else cal.dates
+    borrowed = "" if cal.model_class == model_class else f"; no points of {model_class} models on the family"
+    return (f"calibrated on {cal.points} InferenceX points of {kind}, {cal.family} family, {dates}{borrowed}: "
             f"tok/s/GPU error {cal.tput_mean_err:.0%} mean, {cal.tput_max_err:.0%} max; TPOT {cal.tpot_mean_err:.0%} mean")
 
 
@@ -283,7 +288,11 @@ def serve(
     from mi400plan.api.cost import gpu_hour_costs
 
     costs, cost_src, cost_warn = gpu_hour_costs(catalog, names, gpu_hour_cost, site, cost_overrides)
-    sk = [_sku(catalog, n, prec, n_gpus, costs[n], matmul=matmul_efficiency, hbm=hbm_efficiency) for n in names]
+    from mi400plan.serve_calibration import model_class
+
+    cls = model_class(wl.model)
+    sk = [_sku(catalog, n, prec, n_gpus, costs[n], matmul=matmul_efficiency, hbm=hbm_efficiency, model_class=cls)
+          for n in names]
     rows: list[ServeRow] = []
     rejected = dict(lay.rejected)
     rejected.setdefault("sla", 0)
