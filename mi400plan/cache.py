@@ -119,6 +119,19 @@ class ProfileCache:
         self._dirty = True
         return raw
 
+    def head(self, text: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The catalog index's few fields of ``text`` (name, aliases, top-level strings): from the cache,
+        or ``compute()`` (then remembered). Unpickling this small dict instead of the whole parsed file
+        keeps indexing a kind of profiles cheap."""
+        entry = self._entry(text)
+        head = _unpickle(entry.get("head"))
+        if isinstance(head, dict):
+            return head
+        head = compute()
+        entry["head"] = _pickle(head)
+        self._dirty = True
+        return head
+
     def validated(self, kind: str, text: str, cls: type, validate: Callable[[], Any]) -> Any:
         """The validated spec of ``text`` as ``kind``: from the cache if it is a ``cls``, else
         ``validate()`` (then remembered). Validation errors are never cached."""

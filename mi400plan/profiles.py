@@ -67,8 +67,23 @@ class _Entry:
     path: str
     origin: Literal["bundled", "user", "file"]
     text: str
-    raw: dict[str, Any] | None
+    head: dict[str, str]  # the file's top-level string values (``name``, ``sku``, ...), read for indexing
     decode_error: ProfileError | None
+    cache: ProfileCache | None = None
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The parsed TOML (from the cache when it holds it): only for validating, not for indexing."""
+        cache = self.cache if self.cache is not None else ProfileCache(None)
+        return cache.parsed(self.text, lambda: parse_toml(self.path, self.text))
+
+
+def _head(raw: dict[str, Any]) -> dict[str, Any]:
+    """What the catalog index reads of a parsed profile: its top-level strings and its alias list."""
+    head: dict[str, Any] = {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, str)}
+    aliases = raw.get("aliases")
+    head["aliases"] = [a for a in aliases if isinstance(a, str)] if isinstance(aliases, list) else []
+    return head
 
 
 def bundled_root() -> Any:
@@ -326,7 +341,7 @@ class Catalog:
         if problem is not None:
             self._warn(f"{path}: {problem}; skipped")
             return None
-        raw: dict[str, Any] | None = None
+        head: dict[str, Any] = {}
         err: ProfileError | None = None
         try:
             text = _read_text(f)
@@ -334,15 +349,14 @@ class Catalog:
             text, err = "", ProfileError(f"cannot read profile: {exc}", path=path)
         if err is None:
             try:
-                raw = self.disk_cache.parsed(text, lambda: parse_toml(path, text))
+                parse = lambda: self.disk_cache.parsed(text, lambda: parse_toml(path, text))  # noqa: E731
+                head = self.disk_cache.head(text, lambda: _head(parse()))
             except ProfileError as exc:
-                raw, err = None, exc
+                err = exc
         stem = f.name[: -len(".toml")]
-        name = raw.get("name") if raw else None
+        name = head.get("name")
         name = name if isinstance(name, str) and name.strip() else stem
-        aliases = raw.get("aliases") if raw else None
-        aliases = [a for a in aliases if isinstance(a, str)] if isinstance(aliases, list) else []
-        return _Entry(name, aliases, path, origin, text, raw, err)
+        return _Entry(name, list(head.get("aliases", [])), path, origin, text, head, err, self.disk_cache)
 
     def names(self, kind: str) -> list[str]:
         """Canonical names of a kind, sorted."""
@@ -353,7 +367,7 @@ class Catalog:
         """Canonical names, sorted, of the profiles whose file sets the top-level string ``key`` to
         ``value`` (read off the parsed TOML, so only those need validating)."""
         self._entries(kind)
-        return sorted(n for n, e in self._by_name[kind].items() if e.raw is not None and e.raw.get(key) == value)
+        return sorted(n for n, e in self._by_name[kind].items() if e.decode_error is None and e.head.get(key) == value)
 
     def resolve(self, kind: str, name: str) -> str:
         """Canonical name for a name or alias, or UnknownNameError with close matches."""
@@ -394,10 +408,8 @@ class Catalog:
         entry = self._entries(kind)[canonical]
         if entry.decode_error is not None:
             raise entry.decode_error
-        assert entry.raw is not None
-        raw = entry.raw
         spec = self.disk_cache.validated(
-            kind, entry.text, spec_class(kind), lambda: validate_dict(kind, raw, entry.path, entry.text)
+            kind, entry.text, spec_class(kind), lambda: validate_dict(kind, entry.raw, entry.path, entry.text)
         )
         self.disk_cache.flush()
         stem = Path(entry.path).name[: -len(".toml")]
