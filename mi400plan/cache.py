@@ -108,41 +108,32 @@ class ProfileCache:
         self._used.add(key)
         return self._load().setdefault(key, {})
 
+    def _memo(self, text: str, slot: str, cls: type, compute: Callable[[], Any]) -> Any:
+        """``slot`` of ``text``'s entry when the cache holds a ``cls`` there, else ``compute()``, remembered.
+        An exception from ``compute`` (a parse or validation error) is never cached."""
+        entry = self._entry(text)
+        value = _unpickle(entry.get(slot))
+        if isinstance(value, cls):
+            return value
+        value = compute()
+        entry[slot] = _pickle(value)
+        self._dirty = True
+        return value
+
     def parsed(self, text: str, parse: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The parsed TOML of ``text``: from the cache, or ``parse()`` (then remembered)."""
-        entry = self._entry(text)
-        raw = _unpickle(entry.get("raw"))
-        if isinstance(raw, dict):
-            return raw
-        raw = parse()
-        entry["raw"] = _pickle(raw)
-        self._dirty = True
-        return raw
+        return self._memo(text, "raw", dict, parse)
 
     def head(self, text: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The catalog index's few fields of ``text`` (name, aliases, top-level strings): from the cache,
-        or ``compute()`` (then remembered). Unpickling this small dict instead of the whole parsed file
-        keeps indexing a kind of profiles cheap."""
-        entry = self._entry(text)
-        head = _unpickle(entry.get("head"))
-        if isinstance(head, dict):
-            return head
-        head = compute()
-        entry["head"] = _pickle(head)
-        self._dirty = True
-        return head
+        or ``compute()``. Unpickling this small dict instead of the whole parsed file keeps indexing a
+        kind of profiles cheap."""
+        return self._memo(text, "head", dict, compute)
 
     def validated(self, kind: str, text: str, cls: type, validate: Callable[[], Any]) -> Any:
         """The validated spec of ``text`` as ``kind``: from the cache if it is a ``cls``, else
         ``validate()`` (then remembered). Validation errors are never cached."""
-        entry = self._entry(text)
-        spec = _unpickle(entry.get(f"spec:{kind}"))
-        if isinstance(spec, cls):
-            return spec
-        spec = validate()
-        entry[f"spec:{kind}"] = _pickle(spec)
-        self._dirty = True
-        return spec
+        return self._memo(text, f"spec:{kind}", cls, validate)
 
     def flush(self) -> None:
         """Write new entries (atomically); any failure only costs the next run its time."""
