@@ -12,7 +12,9 @@ never used here):
   rows, then the flash-attention efficiency ``attention`` on the 128K row (attention is 57 % of
   its model FLOPs).
 * MI300X / MI325X: AMD's published max-achievable FLOPs (ROCm blog "Measuring Max-Achievable FLOPs
-  - Part 2", 2025): ceiling = MAF / dense peak, printed here from the published figures.
+  - Part 2", 2025): the kernel ceiling MAF / dense peak, printed here from the published figures, the
+  top of the profiles' ranges; the nominal ceilings come from the training fit below and the CDNA 3
+  rules (``cdna3_rules``).
 * AMD Instinct training runs (``tests/data/train_calibration_amd.csv``, ``tests/test_calibration_amd.py``):
   the BF16 / FP8 ceiling of each (SKU, precision) with measured rows, by grid search on their mean
   absolute error. Rows without a measured figure are listed as pending and not fitted; with no
@@ -165,9 +167,24 @@ def nvidia_ceilings() -> dict[tuple[str, str], float]:
     return fit
 
 
+# AMD's FP8/BF16 ratio of max-achievable fractions (MI325X: (1,519 / 2,614.9) / (843 / 1,307.4) = 0.90).
+AMD_FP8_OVER_BF16 = 0.90
+
+
+def cdna3_rules(fit: dict[tuple[str, str], float]) -> None:
+    """CDNA 3 ceilings without a training run of their own, from MI325X's fitted FP8 ceiling: MI325X BF16 =
+    that / 0.90; MI300X FP8 = that x MI300X / MI325X max-achievable FP8 (1,273 / 1,519, the same die at
+    750 W against 1,000 W), MI300X BF16 = that / 0.90."""
+    f8 = fit[("mi325x", "fp8")]
+    x = AMD_MAF[("mi300x", "fp8")] / AMD_MAF[("mi325x", "fp8")]
+    print(f"mi325x  matmul_bf16 {f8 / AMD_FP8_OVER_BF16:.3f}  (rule: fitted FP8 {f8:.3f} / {AMD_FP8_OVER_BF16})")
+    print(f"mi300x  matmul_fp8 {f8 * x:.3f}  matmul_bf16 {f8 * x / AMD_FP8_OVER_BF16:.3f}  (rule: MI325X fitted FP8 x "
+          f"MAF ratio {x:.4f}; BF16 / {AMD_FP8_OVER_BF16})")
+
+
 if __name__ == "__main__":
     nvidia_ceilings()
     amd_ceilings()
-    fit_amd_training()
+    cdna3_rules(fit_amd_training())
     fit_a100()  # sets gemm.TILES to the fitted small-tile efficiency, used by the H100 fit
     fit_h100()

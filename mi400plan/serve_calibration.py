@@ -24,7 +24,7 @@ model is served with its own class's calibration, or the family's other one wher
   model's, not the fit's, so the scale is what is left: how far a serving framework's kernels on that
   model (DeepSeek-R1's small expert GEMMs, MLA attention, FP4 formats) fall short of, or beat, the
   large-GEMM ceiling measured for training. It stays a fitted figure because it is far from 1 for MoE
-  models on the AMD families (CDNA 3 0.25, CDNA 4 0.30 at FP4; dense models on CDNA 3: 0.65) and above it
+  models on the AMD families (CDNA 3 0.35, CDNA 4 0.30 at FP4; dense models on CDNA 3: 0.90) and above it
   on Blackwell (1.25: TensorRT-LLM beats the 0.507 at-scale FP8 ceiling derived from vLLM's GEMM). It is
   fitted only when the family's points include 8k-token prompts (else 1, the prior), and applied only at
   the compute precisions of the points it was fitted on (other precisions keep the profile's ceiling);
@@ -95,7 +95,7 @@ class FamilyCalibration:
 # Output of benchmarks/calibrate_serve.py on tests/data/serve_inferencex.csv (checked by
 # tests/test_serve_calibration.py), keyed ``family/class``.
 CALIBRATION: dict[str, FamilyCalibration] = {
-    "amd-cdna3/moe": FamilyCalibration("amd-cdna3", "moe", 0.9, 20.0, 0.25, 30.0, 15, 0.0393, 0.1656, 0.0465, 0.1247,
+    "amd-cdna3/moe": FamilyCalibration("amd-cdna3", "moe", 0.9, 20.0, 0.35, 30.0, 15, 0.0393, 0.1656, 0.0465, 0.1247,
                                        0.1612, "2026-02-27..2026-02-27", ("fp8",)),
     "amd-cdna4/moe": FamilyCalibration("amd-cdna4", "moe", 0.95, 8.0, 0.3, 60.0, 14, 0.0395, 0.078, 0.0583, 0.1023,
                                        0.0723, "2026-02-27..2026-02-27", ("fp4",)),
@@ -103,8 +103,8 @@ CALIBRATION: dict[str, FamilyCalibration] = {
                                               0.1136, 0.2267, 0.7614, "2025-11-02..2026-02-03", ("fp4", "fp8")),
     "nvidia-hopper/moe": FamilyCalibration("nvidia-hopper", "moe", 0.95, 10.0, 1.0, 65.0, 10, 0.0306, 0.064, 0.0413,
                                            0.0685, 0.0734, "2025-11-02..2025-11-02", ("fp8",)),
-    "amd-cdna3/dense": FamilyCalibration("amd-cdna3", "dense", 0.8, 10.0, 0.65, 40.0, 119, 0.0823, 0.2535, 0.0803,
-                                         0.214, 0.2243, "2025-10-16..2025-10-16", ("fp8",)),
+    "amd-cdna3/dense": FamilyCalibration("amd-cdna3", "dense", 0.8, 10.0, 0.9, 40.0, 119, 0.0818, 0.2531, 0.0806,
+                                         0.2179, 0.2276, "2025-10-16..2025-10-16", ("fp8",)),
     "amd-cdna4/dense": FamilyCalibration("amd-cdna4", "dense", 0.7, 10.0, 1.0, 70.0, 120, 0.1341, 0.5986, 0.123,
                                          0.3342, 0.4006, "2025-10-16..2025-10-16", ("fp4", "fp8")),
     "nvidia-blackwell/dense": FamilyCalibration("nvidia-blackwell", "dense", 0.9, 8.0, 1.0, 65.0, 240, 0.0816,

@@ -28,10 +28,11 @@ import test_validation_train as val  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "train_calibration_amd.csv"
 ROW_TOL, MEAN_TOL = 0.07, 0.03
-# Rows with a measured tokens/s per GPU: AMD's MLPerf Training v5.1 Llama 3.1 8B run on MI355X. The
-# ROCm-documentation layouts (MI300X) are in the file; their figures (AMD's performance-results page,
-# AI Training tab) are not transcribed yet.
-MEASURED_ROWS = 1
+# Rows with a measured tokens/s per GPU: AMD's MLPerf Training v5.1 Llama 3.1 8B run on MI355X and its
+# one-node Primus Llama 3.1 8B FP8 run on MI325X (ROCm blog, 2026-05-14). The ROCm-documentation layouts
+# (MI300X) are in the file; their figures (AMD's performance-results page, AI Training tab) are not
+# transcribed yet.
+MEASURED_ROWS = 2
 
 
 def rows() -> list[dict[str, str]]:
@@ -94,8 +95,11 @@ def test_instinct_profiles_carry_the_fitted_value_and_the_rules(catalog) -> None
     """MI355X's FP8 ceiling is the value fitted on the MLPerf run (0.418, ``benchmarks/fit_gemm.py``),
     marked measured and citing it; its BF16 ceiling is that / 0.90 = 0.4644 (AMD's FP8/BF16
     max-achievable ratio on MI325X: (1,519 / 2,614.9) / (843 / 1,307.4) = 0.901), an estimate. MI350X
-    and the MI4xx parts take the same fractions by rule; MI300X / MI325X keep AMD's max-achievable
-    FLOPs (708 / 1,307.4 = 0.542 and 843 / 1,307.4 = 0.645 BF16)."""
+    and the MI4xx parts take the same fractions by rule. MI325X's FP8 ceiling is the value fitted on
+    AMD's Primus run (0.415), measured; its BF16 one 0.415 / 0.90 = 0.461. MI300X takes MI325X's FP8
+    fraction x their max-achievable FP8 ratio, 0.415 x 1,273 / 1,519 = 0.3478, and / 0.90 = 0.3864
+    for BF16, estimates. Each range tops out at AMD's max-achievable kernel figure (0.581, 0.645, 0.487,
+    0.542 of peak)."""
     eff = catalog.get("accelerators", "mi355x").spec.efficiency
     assert eff.matmul_fp8.nominal == pytest.approx(0.418) and eff.matmul_fp8.status == "measured"
     assert "ML51" in eff.matmul_fp8.source
@@ -104,5 +108,11 @@ def test_instinct_profiles_carry_the_fitted_value_and_the_rules(catalog) -> None
     for sku in ("mi350x", "mi430x", "mi440x", "mi455x"):
         e = catalog.get("accelerators", sku).spec.efficiency
         assert e.matmul_bf16.nominal == pytest.approx(0.464) and e.matmul_bf16.status == "estimate", sku
-    for sku, bf16 in (("mi300x", 708 / 1307.4), ("mi325x", 843 / 1307.4)):
-        assert catalog.get("accelerators", sku).spec.efficiency.matmul_bf16.nominal == pytest.approx(bf16, abs=0.001)
+    e325 = catalog.get("accelerators", "mi325x").spec.efficiency
+    assert (e325.matmul_fp8.nominal, e325.matmul_fp8.status) == (0.415, "measured") and "P26" in e325.matmul_fp8.source
+    assert e325.matmul_bf16.nominal == pytest.approx(0.415 / 0.90, abs=0.001)
+    e300 = catalog.get("accelerators", "mi300x").spec.efficiency
+    assert e300.matmul_fp8.nominal == pytest.approx(0.415 * 1273 / 1519, abs=0.001)
+    assert e300.matmul_bf16.nominal == pytest.approx(0.415 * 1273 / 1519 / 0.90, abs=0.001)
+    for e, (bf16, fp8) in ((e325, (843 / 1307.4, 1519 / 2614.9)), (e300, (708 / 1307.4, 1273 / 2614.9))):
+        assert (e.matmul_bf16.high, e.matmul_fp8.high) == pytest.approx((bf16, fp8), abs=0.001)

@@ -23,7 +23,7 @@ def test_maf_shape_reproduces_amds_hipblaslt_sample_line() -> None:
     """AMD's "Measuring Max-Achievable FLOPs - Part 2" (ROCm blog, 2025), appendix B sample output:
     hipblaslt-bench BF16 M=4096 N=4864 K=32896 on MI300X ran in 1,848.09 us = 709,258 GFLOP/s. The
     shape fills the machine exactly (256 x 128 tiles: 16 x 38 = 608 = 2 waves of 304 CUs), so the
-    model gives the ceiling (MAF 708 / 1,307.4 = 0.542, the profile value) less the 5 us overhead:
+    model gives the ceiling (MAF 708 / 1,307.4 = 0.542, the top of the profile's range) less the 5 us overhead:
     t = 2 x 4096 x 4864 x 32896 / (1307.4e12 x 0.542) + 5e-6 s."""
     flops = 2 * 4096 * 4864 * 32896
     assert (4096 // 256) * (4864 // 128) == 2 * 304
