@@ -67,7 +67,7 @@ class _Entry:
     path: str
     origin: Literal["bundled", "user", "file"]
     text: str
-    head: dict[str, str]  # the file's top-level string values (``name``, ``sku``, ...), read for indexing
+    head: dict[str, Any]  # top-level strings (``name``, ``sku``, ...) and the alias list, read for indexing
     decode_error: ProfileError | None
     cache: ProfileCache | None = None
 
@@ -348,9 +348,11 @@ class Catalog:
         except (OSError, UnicodeDecodeError) as exc:
             text, err = "", ProfileError(f"cannot read profile: {exc}", path=path)
         if err is None:
+            def parsed() -> dict[str, Any]:
+                return self.disk_cache.parsed(text, lambda: parse_toml(path, text))
+
             try:
-                parse = lambda: self.disk_cache.parsed(text, lambda: parse_toml(path, text))  # noqa: E731
-                head = self.disk_cache.head(text, lambda: _head(parse()))
+                head = self.disk_cache.head(text, lambda: _head(parsed()))
             except ProfileError as exc:
                 err = exc
         stem = f.name[: -len(".toml")]
@@ -367,7 +369,8 @@ class Catalog:
         """Canonical names, sorted, of the profiles whose file sets the top-level string ``key`` to
         ``value`` (read off the parsed TOML, so only those need validating)."""
         self._entries(kind)
-        return sorted(n for n, e in self._by_name[kind].items() if e.decode_error is None and e.head.get(key) == value)
+        entries = self._by_name[kind].items()
+        return sorted(n for n, e in entries if e.decode_error is None and e.head.get(key) == value)
 
     def resolve(self, kind: str, name: str) -> str:
         """Canonical name for a name or alias, or UnknownNameError with close matches."""

@@ -59,6 +59,26 @@ def test_second_run_reads_parsed_and_validated_profiles_from_the_cache(cache_dir
     assert second.memory.capacity_bytes.nominal == 100e9
 
 
+def test_a_warm_index_reads_only_the_heads(cache_dir, tmp_path, write_profile, monkeypatch):
+    """Listing and resolving names on a warm cache unpickles each profile's small head (name, aliases,
+    top-level strings), never its whole parsed table; a profile that is then validated reads its spec
+    from the cache, so no parsed table is read at all."""
+    root = _user_dir(tmp_path, write_profile)
+    cold = Catalog.default([root])
+    names = cold.names("accelerators")
+    racks_for_mi355x = cold.names_with("racks", "sku", "mi355x")
+    cold.get("accelerators", "testgpu")
+
+    def no_table(self, text, parse):  # noqa: ANN001, ANN202
+        raise AssertionError("a whole parsed table was read for indexing")
+
+    monkeypatch.setattr(cache_mod.ProfileCache, "parsed", no_table)
+    warm = Catalog.default([root])
+    assert warm.names("accelerators") == names and "testgpu" in names
+    assert warm.names_with("racks", "sku", "mi355x") == racks_for_mi355x and racks_for_mi355x
+    assert warm.get("accelerators", "testgpu").spec.memory.capacity_bytes.nominal == 100e9
+
+
 def test_an_edited_profile_is_seen(cache_dir, tmp_path, write_profile):
     root = _user_dir(tmp_path, write_profile, hbm="100")
     assert Catalog.default([root]).get("accelerators", "testgpu").spec.memory.capacity_bytes.nominal == 100e9
