@@ -101,8 +101,8 @@ CALIBRATION: dict[str, FamilyCalibration] = {
                                        0.0723, "2026-02-27..2026-02-27", ("fp4",)),
     "nvidia-blackwell/moe": FamilyCalibration("nvidia-blackwell", "moe", 0.65, 6.0, 1.25, 185.0, 12, 0.1138, 0.3279,
                                               0.1136, 0.2267, 0.7614, "2025-11-02..2026-02-03", ("fp4", "fp8")),
-    "nvidia-hopper/moe": FamilyCalibration("nvidia-hopper", "moe", 0.95, 10.0, 1.0, 65.0, 10, 0.0306, 0.064, 0.0413,
-                                           0.0685, 0.0734, "2025-11-02..2025-11-02", ("fp8",)),
+    "nvidia-hopper/moe": FamilyCalibration("nvidia-hopper", "moe", 0.8, 8.0, 0.8, 70.0, 39, 0.0492, 0.1112, 0.04,
+                                           0.1065, 0.1037, "2025-10-16..2025-11-02", ("fp8",)),
     "amd-cdna3/dense": FamilyCalibration("amd-cdna3", "dense", 0.8, 10.0, 0.9, 40.0, 119, 0.0818, 0.2531, 0.0806,
                                          0.2179, 0.2276, "2025-10-16..2025-10-16", ("fp8",)),
     "amd-cdna4/dense": FamilyCalibration("amd-cdna4", "dense", 0.7, 10.0, 1.0, 70.0, 120, 0.1341, 0.5986, 0.123,
@@ -177,8 +177,9 @@ def queued(p: Point) -> bool:
 
     In the InferenceX Llama-3.3-70B runs every point with a median TTFT above ``QUEUED_TTFT_S`` (4.2 s to
     390 s) keeps 32-128 sequences in flight on one or two GPUs, 0.8 to 2.9 times what the planner's
-    memory model says their KV cache holds at the full context; the slowest prefill kept is 2.3 s (an
-    8k-token prompt on one MI300X)."""
+    memory model says their KV cache holds at the full context (and one H200 DeepSeek-R1 point, 64
+    sequences of 8k-token prompts: 3.4 s); the slowest prefill kept is 2.3 s (an 8k-token prompt on
+    one MI300X)."""
     return p.ttft_s > QUEUED_TTFT_S
 
 
