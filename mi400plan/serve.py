@@ -65,7 +65,7 @@ Sources and model
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -328,6 +328,63 @@ def projection_times(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, ep: 
     return attn, dense, routed + shared
 
 
+class AttnCore(NamedTuple):
+    """One layer's attention on one GPU (:func:`attention_core`)."""
+
+    weights: np.ndarray  # attention projection parameters held (TP-split, or whole with DP-attention)
+    tokens: np.ndarray  # tokens whose attention this GPU computes
+    proj_flops: np.ndarray  # projection FLOP
+    core_flops: np.ndarray  # score and context FLOP
+    kv_bytes: np.ndarray  # KV-cache bytes read (prefill: written and read back once)
+    items: Any  # prefill work items (sequence x head x 128-query block) for wave quantization; None in decode
+
+
+def attention_core(T: Terms, wl: Workload, *, tp: np.ndarray, dpa: np.ndarray, t: np.ndarray, s: np.ndarray,
+                   ctx: np.ndarray, causal: bool) -> AttnCore:
+    """Attention of ``t`` tokens of ``s`` sequences at context ``ctx`` on one GPU of a ``tp``-wide stage.
+
+    Projections TP-split (GQA K/V by ``min(tp, kv_heads)``, MLA down-projections whole) or, with
+    DP-attention, whole on every rank that runs its own ``1/tp`` of the tokens. Core: every context
+    token's KV of each sequence on this GPU; FLOP per (query, context) pair from ``Terms`` (decode: MLA
+    absorbed; prefill: decompressed heads, causal mean context ``ctx + t / 2``)."""
+    kv_split = np.minimum(tp, float(T.kv_heads)) if not T.mla else tp
+    attn_tp = (T.attn - T.attn_kv - T.attn_rep) / tp + T.attn_kv / kv_split + T.attn_rep
+    attn_w = np.where(dpa, T.attn, attn_tp)
+    t_attn = np.where(dpa, t / tp, t)
+    kv_layer = T.kv_elems_per_layer * wl.recipe.kv_bytes
+    kv_rank = np.where(dpa, kv_layer, np.where(T.mla, kv_layer, kv_layer / np.minimum(tp, float(T.kv_heads))))
+    seqs_rank = np.where(dpa, s / tp, s)
+    heads_frac = np.where(dpa, 1.0, 1.0 / tp)
+    if causal:
+        core_flops = T.prefill_pair_flops * heads_frac * t_attn * (ctx + t / 2.0)
+        core_bytes = kv_rank * seqs_rank * (ctx + t) * 2.0  # write the new KV, read it back once
+        items = seqs_rank * T.shapes.heads * heads_frac * np.ceil(t / np.maximum(s, 1.0) / ATTN_BLOCK_Q)
+    else:
+        core_flops = T.decode_pair_flops * heads_frac * t_attn * ctx
+        core_bytes = kv_rank * seqs_rank * ctx
+        items = None
+    return AttnCore(attn_w, t_attn, 2.0 * attn_w * t_attn, core_flops, core_bytes, items)
+
+
+def stage_collectives(T: Terms, hw: ServeHardware, *, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray,
+                      dpa: np.ndarray, t: np.ndarray, L: Any, Ld: Any, Lm: Any) -> tuple[Any, Any, Any]:
+    """(TP, EP, PP) seconds of one forward pass of ``t`` tokens through a stage of ``L`` layers (``Ld``
+    dense, ``Lm`` MoE): two all-reduces of the hidden states per layer under TP; with DP-attention an
+    all-gather and reduce-scatter around each dense FFN, and around each MoE FFN either the same
+    (EP 1) or the all-to-all dispatch and combine of ``top_k`` copies of each token (EP > 1); one
+    send/recv of the hidden states per stage boundary."""
+    h = float(T.hidden)
+    act = t * h * ACT_BYTES
+    ar = _coll(hw, "all_reduce", act, tp, 1.0)
+    agrs = _coll(hw, "all_gather", act, tp, 1.0) + _coll(hw, "reduce_scatter", act, tp, 1.0)
+    a2a = _coll(hw, "all_to_all", t / tp * T.top_k * h * ACT_BYTES, ep, 1.0)
+    moe_dpa = np.where(ep > 1, 2.0 * a2a, agrs)
+    tp_t = np.where(dpa, Ld * agrs + Lm * np.where(ep > 1, 0.0, agrs), 2.0 * L * ar)
+    ep_t = np.where(dpa, Lm * np.where(ep > 1, moe_dpa, 0.0), 0.0)
+    pp_t = np.where(pp > 1, _coll(hw, "send_recv", act / tp, 2.0, tp), 0.0)
+    return tp_t, ep_t, pp_t
+
+
 def forward_stage(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any,
                   tokens: Any, seqs: Any, context: Any, causal: bool) -> StepParts:
     """One forward pass of ``tokens`` tokens (``seqs`` sequences, each attending to ``context`` tokens;
@@ -338,34 +395,11 @@ def forward_stage(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any
     dpa = np.asarray(dpa, dtype=bool)
     t = np.asarray(tokens, dtype=np.float64)
     s = np.asarray(seqs, dtype=np.float64)
-    ctx = np.asarray(context, dtype=np.float64)
-    wb, kvb = wl.recipe.weight_bytes, wl.recipe.kv_bytes
-    h = float(T.hidden)
+    wb, h = wl.recipe.weight_bytes, float(T.hidden)
     L = T.layers / pp
     Lm = T.moe_layers / pp
     Ld = L - Lm
-    # Attention projections: TP-split (GQA K/V by min(tp, kv_heads), MLA down-projections whole) or,
-    # with DP-attention, whole on every rank that runs its own 1/tp of the tokens.
-    kv_split = np.minimum(tp, float(T.kv_heads)) if not T.mla else tp
-    attn_tp = (T.attn - T.attn_kv - T.attn_rep) / tp + T.attn_kv / kv_split + T.attn_rep
-    attn_w = np.where(dpa, T.attn, attn_tp)
-    t_attn = np.where(dpa, t / tp, t)  # tokens whose attention this GPU computes
-    attn_flops = 2.0 * attn_w * t_attn
-    # Attention core: KV of every context token of each sequence on this GPU.
-    kv_layer = T.kv_elems_per_layer * kvb
-    kv_rank = np.where(dpa, kv_layer, np.where(T.mla, kv_layer, kv_layer / np.minimum(tp, float(T.kv_heads))))
-    seqs_rank = np.where(dpa, s / tp, s)
-    heads_frac = np.where(dpa, 1.0, 1.0 / tp)
-    if causal:
-        pair = T.prefill_pair_flops
-        core_flops = pair * heads_frac * t_attn * (ctx + t / 2.0)
-        core_bytes = kv_rank * seqs_rank * (ctx + t) * 2.0  # write the new KV, read it back once
-        items = seqs_rank * T.shapes.heads * heads_frac * np.ceil(t / np.maximum(s, 1.0) / ATTN_BLOCK_Q)
-    else:
-        pair = T.decode_pair_flops
-        core_flops = pair * heads_frac * t_attn * ctx
-        core_bytes = kv_rank * seqs_rank * ctx
-        items = None
+    a = attention_core(T, wl, tp=tp, dpa=dpa, t=t, s=s, ctx=np.asarray(context, dtype=np.float64), causal=causal)
     # FFNs: dense and shared experts TP-split; routed experts spread over the tp GPUs of the stage,
     # each reading only the experts the step activates.
     if T.num_experts:
@@ -374,9 +408,9 @@ def forward_stage(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any
         frac = np.zeros_like(t)
     ffn_flops_dense = 2.0 * T.ffn_dense / tp * t
     ffn_flops_moe = 2.0 * (T.shared + T.top_k * T.expert) / tp * t
-    t_a, t_d, t_m = projection_times(T, wl, hw, tp=tp, ep=ep, dpa=dpa, tokens=t, attn_w=attn_w, decode=not causal)
+    t_a, t_d, t_m = projection_times(T, wl, hw, tp=tp, ep=ep, dpa=dpa, tokens=t, attn_w=a.weights, decode=not causal)
     weights = L * t_a + Ld * t_d + Lm * t_m
-    attention = L * attention_time(core_flops, core_bytes, items, hw)
+    attention = L * attention_time(a.core_flops, a.kv_bytes, a.items, hw)
     elem_bytes = ELEMWISE_ELEMS_PER_H * h * ACT_BYTES * np.where(dpa, t / tp, t) + 3.0 * T.ffn_width / tp * ACT_BYTES * t
     elementwise = L * elem_bytes / (hw.hbm_bw * hw.hbm_eff)
     k_attn = KERNELS_ATTN_MLA if T.mla else KERNELS_ATTN_GQA
@@ -385,18 +419,12 @@ def forward_stage(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any
     # LM head (vocab-parallel over TP, 16-bit weights), on the tokens that are sampled.
     sampled = np.where(causal, s, t)
     head_t = shaped_gemm_time(sampled, T.head / h / tp, h, hw, 2.0, decode=not causal) + hw.kernel_overhead_s
-    # Collectives.
-    act = t * h * ACT_BYTES
-    ar = _coll(hw, "all_reduce", act, tp, 1.0)
-    agrs = _coll(hw, "all_gather", act, tp, 1.0) + _coll(hw, "reduce_scatter", act, tp, 1.0)
-    a2a = _coll(hw, "all_to_all", t / tp * T.top_k * h * ACT_BYTES, ep, 1.0)
-    moe_dpa = np.where(ep > 1, 2.0 * a2a, agrs)
-    tp_t = np.where(dpa, Ld * agrs + Lm * np.where(ep > 1, 0.0, agrs), 2.0 * L * ar)
-    ep_t = np.where(dpa, Lm * np.where(ep > 1, moe_dpa, 0.0), 0.0)
-    pp_t = np.where(pp > 1, _coll(hw, "send_recv", act / tp, 2.0, tp), 0.0)
-    flops = L * (attn_flops + core_flops) + Ld * ffn_flops_dense + Lm * ffn_flops_moe + 2.0 * T.head / tp * sampled
-    w_bytes = L * wb * attn_w + Ld * wb * T.ffn_dense / tp + Lm * wb * (T.shared + T.routed * frac) / tp + 2.0 * T.head / tp
-    kv_bytes = L * core_bytes
+    tp_t, ep_t, pp_t = stage_collectives(T, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, t=t, L=L, Ld=Ld, Lm=Lm)
+    flops = (L * (a.proj_flops + a.core_flops) + Ld * ffn_flops_dense + Lm * ffn_flops_moe
+             + 2.0 * T.head / tp * sampled)
+    w_bytes = (L * wb * a.weights + Ld * wb * T.ffn_dense / tp + Lm * wb * (T.shared + T.routed * frac) / tp
+               + 2.0 * T.head / tp)
+    kv_bytes = L * a.kv_bytes
     all_bytes = w_bytes + kv_bytes + L * elem_bytes
     return StepParts(
         weights=weights, attention=attention, elementwise=elementwise, overhead=overhead + 0.0 * t,
