@@ -24,7 +24,6 @@ taken as at least 1.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -52,15 +51,18 @@ def fsdp_microbatch(ag: Any, rs: Any, f: Any, b: Any, units: Any, prefetch: bool
     return FsdpTimes(fwd + bwd, raw)
 
 
-def fsdp_step_terms(dp_coll: Callable[[str, Any, Any], Any], dense_params: Any, expert_params: Any,
-                    param_bytes: float, grad_bytes: float, units: Any, compute_mb: Any,
-                    prefetch: bool = True) -> FsdpTimes:
-    """ZeRO-3 times per micro-batch for a GPU holding ``dense_params`` and ``expert_params`` (counts)
-    in ``units`` FSDP units (layers), whose micro-batch compute takes ``compute_mb`` seconds (one third
-    forward, two thirds backward). ``dp_coll(op, dense_bytes, expert_bytes)`` prices one collective
-    over the data-parallel groups (``search.step_time``'s). The embedding, head and norms are spread
-    over the units (the average unit)."""
+def fsdp_unit_bytes(dense_params: Any, expert_params: Any, bytes_per_param: float, units: Any) -> tuple[Any, Any]:
+    """(dense, expert) bytes of one FSDP unit's gather or reduce-scatter on a GPU holding
+    ``dense_params`` and ``expert_params`` in ``units`` units (layers; at least 1): the embedding, head
+    and norms are spread over the units (the average unit)."""
     u = np.maximum(np.asarray(units, dtype=np.float64), 1.0)
-    ag = dp_coll("all_gather", dense_params * param_bytes / u, expert_params * param_bytes / u)
-    rs = dp_coll("reduce_scatter", dense_params * grad_bytes / u, expert_params * grad_bytes / u)
+    return dense_params * bytes_per_param / u, expert_params * bytes_per_param / u
+
+
+def fsdp_step_terms(ag: Any, rs: Any, units: Any, compute_mb: Any, prefetch: bool = True) -> FsdpTimes:
+    """ZeRO-3 times per micro-batch of a GPU whose ``units`` FSDP units (layers) each all-gather their
+    parameters in ``ag`` and reduce-scatter their gradients in ``rs`` seconds (the collectives of
+    :func:`fsdp_unit_bytes`, priced by ``search.step_time``), and whose micro-batch compute takes
+    ``compute_mb`` seconds (one third forward, two thirds backward)."""
+    u = np.maximum(np.asarray(units, dtype=np.float64), 1.0)
     return fsdp_microbatch(ag, rs, compute_mb / 3.0 / u, compute_mb * 2.0 / 3.0 / u, u, prefetch)

@@ -71,7 +71,7 @@ from typing import Any
 import numpy as np
 
 from mi400plan import gemm
-from mi400plan.fsdp import fsdp_step_terms
+from mi400plan.fsdp import fsdp_step_terms, fsdp_unit_bytes
 from mi400plan.params import ParamCounts, attention_flops_per_token, model_flops_per_token
 from mi400plan.specs.model import ModelSpec
 
@@ -503,13 +503,18 @@ CollFn = Callable[[str, Any, Any, Any], Any]
 """``coll(op, size_bytes, group, stride) -> seconds`` (numpy-broadcasting), bound to one SKU."""
 
 
+CollReq = tuple[str, Any, Any, Any]
+"""One collective to price: ``(op, size_bytes, group, stride)``, numpy-broadcasting."""
+
+
 def make_coll(hw: Hardware) -> CollFn:
     """Bind ``comms.placed_collective_time`` to a SKU's tiers.
 
     Each element is priced on its own, so a grid is priced once per distinct (size, group, stride)
     and spread back (a search's grids repeat few of them: the TP group's message depends on TP, CP
     and the micro-batch only); a group of one costs nothing (``comms.collective_time``) and is not
-    priced at all.
+    priced at all. ``coll.many(requests)`` prices a dict of named requests together: all requests of
+    one op share one distinct-row pass and one ``comms`` call (:func:`price_many`).
     """
     from mi400plan import comms
 
@@ -525,7 +530,39 @@ def make_coll(hw: Hardware) -> CollFn:
                                          hw.scale_out)
         return t[inverse].reshape(S.shape)
 
+    def many(requests: dict[str, CollReq]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        by_op: dict[str, list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]] = {}
+        for name, (op, size, group, stride) in requests.items():
+            S, g, st = np.broadcast_arrays(np.asarray(size, dtype=np.float64),
+                                           np.asarray(group, dtype=np.float64), np.asarray(stride, dtype=np.float64))
+            if np.any(g > 1):
+                by_op.setdefault(op, []).append((name, S, g, st))
+            else:
+                out[name] = np.zeros(S.shape)
+        for op, items in by_op.items():
+            cols = [np.concatenate([item[k].ravel() for item in items]) for k in (1, 2, 3)]
+            first, inverse = distinct_rows(*cols)
+            t = comms.placed_collective_time(op, cols[0][first], cols[1][first], cols[2][first], hw.scale_up,
+                                             hw.scale_out)[inverse]
+            at = 0
+            for name, S, _, _ in items:
+                out[name] = t[at:at + S.size].reshape(S.shape)
+                at += S.size
+        return out
+
+    coll.many = many  # type: ignore[attr-defined]
     return coll
+
+
+def price_many(coll: CollFn, requests: dict[str, CollReq]) -> dict[str, np.ndarray]:
+    """Seconds of every named request: batched through ``coll.many`` when ``coll`` comes from
+    :func:`make_coll` (one pricing pass per op; the same numbers as one call per request), else one
+    ``coll`` call each."""
+    many = getattr(coll, "many", None)
+    if many is not None:
+        return many(requests)
+    return {name: coll(*req) for name, req in requests.items()}
 
 
 def distinct_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -543,22 +580,29 @@ def distinct_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order[new], inverse
 
 
-def _two_level(coll: CollFn, op: str, size: Any, g_in: Any, s_in: Any, g_out: Any, s_out: Any) -> Any:
-    """A collective over a group made of ``g_in`` ranks at stride ``s_in`` times ``g_out`` at ``s_out``.
+def _two_level_requests(name: str, op: str, size: Any, g_in: Any, s_in: Any, g_out: Any,
+                        s_out: Any) -> dict[str, CollReq]:
+    """The steps of a collective over a group made of ``g_in`` ranks at stride ``s_in`` times ``g_out``
+    at ``s_out`` (:func:`_two_level_time` adds them up), as named requests.
 
     Hierarchical algorithm (as NCCL/RCCL do across tiers): all-reduce = reduce-scatter inside +
     all-reduce outside on ``1/g_in`` of the data + all-gather inside; reduce-scatter / all-gather =
     the inner step on the full buffer then the outer step on ``1/g_in`` of it. Either level may be 1.
     """
-    g_in = np.asarray(g_in)
-    g_out = np.asarray(g_out)
-    if op == "all_reduce":
-        t_in = coll("reduce_scatter", size, g_in, s_in) + coll("all_gather", size, g_in, s_in)
-        t_out = coll("all_reduce", size / g_in, g_out, s_out)
-    else:
-        t_in = coll(op, size, g_in, s_in)
-        t_out = coll(op, size / g_in, g_out, s_out)
-    return np.where(g_in > 1, t_in, 0.0) + np.where(g_out > 1, t_out, 0.0)
+    inner = ("reduce_scatter", "all_gather") if op == "all_reduce" else (op,)
+    reqs: dict[str, CollReq] = {f"{name}/in/{o}": (o, size, g_in, s_in) for o in inner}
+    reqs[f"{name}/out"] = (op, size / np.asarray(g_in), g_out, s_out)
+    return reqs
+
+
+def _two_level_time(prices: dict[str, np.ndarray], name: str, op: str, g_in: Any, g_out: Any) -> Any:
+    """Seconds of the collective :func:`_two_level_requests` laid out as ``name``: each level only where
+    its group has more than one rank."""
+    inner = ("reduce_scatter", "all_gather") if op == "all_reduce" else (op,)
+    t_in = prices[f"{name}/in/{inner[0]}"]
+    for o in inner[1:]:
+        t_in = t_in + prices[f"{name}/in/{o}"]
+    return np.where(np.asarray(g_in) > 1, t_in, 0.0) + np.where(np.asarray(g_out) > 1, prices[f"{name}/out"], 0.0)
 
 
 def chunked_exposure(comm: Any, compute: Any, pp: Any, vpp: Any) -> Any:
@@ -608,6 +652,75 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
     return gemm_mb, attn_mb
 
 
+class _DpGroups:
+    """The data-parallel groups of a layout and the parameters each GPU reduces over them.
+
+    Non-expert parameters are replicated over DP x CP (CP ranks hold the same weights and see
+    different tokens), so their gradients are reduced over the DP x CP group (Megatron-Core
+    ``data_parallel_group_with_cp``; the distributed optimizer shards over it too): CP x fold ranks at
+    stride TP inside the block, then the outer DP index at stride replica. Expert parameters over the
+    expert-data-parallel ranks: ``TP x CP x fold / (EP x ETP)`` inside the block at stride EP x ETP,
+    then the same outer index.
+    """
+
+    def __init__(self, T: ModelTerms, *, tp: Any, pp: Any, cp: Any, ep: Any, etp: Any, fold: Any, dp: Any) -> None:
+        self.moe = T.expert_params > 0
+        self.dense = T.dense_params / (tp * pp) + T.replicated_params / pp  # parameters on this GPU
+        self.experts = T.expert_params / (ep * etp * pp)
+        inner = tp * cp * fold
+        self.levels = {"dense": (cp * fold, tp), "exp": (inner / (ep * etp), ep * etp)}  # (group, stride) inside
+        self.outer = (dp / fold, inner * pp)
+
+    def requests(self, name: str, op: str, dense_bytes: Any, exp_bytes: Any) -> dict[str, CollReq]:
+        """The two-level steps of one DP collective moving ``dense_bytes`` / ``exp_bytes`` per GPU."""
+        reqs = _two_level_requests(f"{name}/dense", op, dense_bytes, *self.levels["dense"], *self.outer)
+        if self.moe:
+            reqs |= _two_level_requests(f"{name}/exp", op, exp_bytes, *self.levels["exp"], *self.outer)
+        return reqs
+
+    def time(self, price: dict[str, np.ndarray], name: str, op: str) -> Any:
+        """Seconds of the DP collective requested as ``name``."""
+        t = _two_level_time(price, f"{name}/dense", op, self.levels["dense"][0], self.outer[0])
+        if self.moe:
+            t = t + _two_level_time(price, f"{name}/exp", op, self.levels["exp"][0], self.outer[0])
+        return t
+
+
+def _step_requests(T: ModelTerms, wl: Workload, dpg: _DpGroups, *, tp: Any, pp: Any, cp: Any, ep: Any, etp: Any,
+                   fold: Any, sp: Any, tok_mb: Any, layers: Any) -> dict[str, CollReq]:
+    """Every collective one training step prices (``step_time`` reads each by name).
+
+    TP: one full hidden activation of the micro-batch (bytes), all-reduced, or reduce-scattered and
+    all-gathered with SP. ETP: after the EP all-to-all each ETP rank holds ``s_disp`` bytes of tokens
+    for its experts and all-gathers them over the ETP group (Megatron-Core alltoall dispatcher:
+    ``gather_from_sequence_parallel_region(global_input_tokens, group=tp_group)``), then
+    reduce-scatters the expert output back: the full buffer (``S`` of ``comms``, nccl-tests' total
+    array) is ``etp x s_disp``. EP: the all-to-all of ``s_disp``, the token bytes each rank routes (SP
+    splits the sequence). CP: this rank's K and V of one layer over the CP group. PP: the
+    scatter/gather optimisation, each TP rank sends ``1/tp`` of the activation (Narayanan et al.
+    2021). DP: gradients in the accumulation buffer's dtype and parameters in theirs, and ZeRO-3's
+    per-unit gathers and reduce-scatters (``fsdp.fsdp_unit_bytes``)."""
+    a_bytes = float(wl.recipe.activation_bytes)
+    g_bytes, w_bytes = float(wl.recipe.grad_bytes), float(wl.recipe.param_bytes)
+    s_act = tok_mb * T.hidden * a_bytes
+    s_disp = tok_mb / np.where(sp, tp, 1.0) * T.top_k * T.hidden * a_bytes
+    kv_chunk = tok_mb * T.kv_width / tp * a_bytes
+    reqs: dict[str, CollReq] = {
+        "tp_ar": ("all_reduce", s_act, tp, 1), "tp_rs": ("reduce_scatter", s_act, tp, 1),
+        "tp_ag": ("all_gather", s_act, tp, 1),
+        "etp_rs": ("reduce_scatter", s_disp * etp, etp, 1), "etp_ag": ("all_gather", s_disp * etp, etp, 1),
+        "ep_a2a": ("all_to_all", s_disp, ep, etp),
+        "cp_ag": ("all_gather", kv_chunk * cp, cp, tp), "cp_rs": ("reduce_scatter", kv_chunk * cp, cp, tp),
+        "pp_p2p": ("send_recv", s_act / tp, pp, tp * cp * fold),
+    }
+    reqs |= dpg.requests("grad_ar", "all_reduce", dpg.dense * g_bytes, dpg.experts * g_bytes)
+    reqs |= dpg.requests("grad_rs", "reduce_scatter", dpg.dense * g_bytes, dpg.experts * g_bytes)
+    reqs |= dpg.requests("param_ag", "all_gather", dpg.dense * w_bytes, dpg.experts * w_bytes)
+    reqs |= dpg.requests("fsdp_ag", "all_gather", *fsdp_unit_bytes(dpg.dense, dpg.experts, w_bytes, layers))
+    reqs |= dpg.requests("fsdp_rs", "reduce_scatter", *fsdp_unit_bytes(dpg.dense, dpg.experts, g_bytes, layers))
+    return reqs
+
+
 def step_time(
     c: dict[str, Any], wl: Workload, hw: Hardware, terms: ModelTerms, opts: SearchOptions, coll: CollFn
 ) -> dict[str, Any]:
@@ -639,6 +752,10 @@ def step_time(
     tok_mb = mb * s / cp  # tokens of one micro-batch on one CP rank
     layers = T.n_layers / pp  # layers held by one GPU (over all its virtual stages)
     moe_layers = T.n_moe_layers / pp
+    # Every collective of the step, priced in one batch (``price_many``); each term below reads its own.
+    dpg = _DpGroups(T, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, fold=fold, dp=dp)
+    price = price_many(coll, _step_requests(T, wl, dpg, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, fold=fold, sp=sp,
+                                            tok_mb=tok_mb, layers=layers))
 
     # ---- compute (per micro-batch, per GPU) ----------------------------------------------
     full, sel = rc == 2, rc == 1
@@ -656,10 +773,9 @@ def step_time(
     mem_mb = elems * a_bytes * passes * tok_mb * layers / (hw.hbm_bw * hw.hbm_eff)
 
     # ---- TP / SP (per micro-batch) -----------------------------------------------------------
-    s_act = tok_mb * T.hidden * a_bytes  # one full hidden activation of the micro-batch, bytes
-    ar = coll("all_reduce", s_act, tp, 1)
-    rsag = coll("reduce_scatter", s_act, tp, 1) + coll("all_gather", s_act, tp, 1)
-    per_coll = np.where(sp, rsag, ar)
+    # One full hidden activation of the micro-batch (bytes): all-reduced, or with SP reduce-scattered
+    # and all-gathered, over the TP group.
+    per_coll = np.where(sp, price["tp_rs"] + price["tp_ag"], price["tp_ar"])
     dense_layers = layers - moe_layers
     # Dense layer: 2 fwd + 2 bwd (+2 recompute); MoE layer: attention block (1 + 1 (+1)), plus
     # the same again for shared experts, which Megatron-Core runs as a TP-split MLP on the TP group
@@ -668,24 +784,15 @@ def step_time(
     k_full = np.where(full, 1.5, 1.0)
     moe_pairs = 2.0 * (1.0 + T.shared_tp)
     tp_mb = np.where(tp > 1, per_coll * k_full * (4.0 * dense_layers + moe_pairs * moe_layers), 0.0)
-    tok_local = tok_mb / np.where(sp, tp, 1.0)  # tokens each rank routes (SP splits the sequence)
-    s_disp = tok_local * T.top_k * T.hidden * a_bytes  # dispatched token bytes per rank
-    # After the EP all-to-all each ETP rank holds ``s_disp`` bytes of tokens for its experts and
-    # all-gathers them over the ETP group (Megatron-Core alltoall dispatcher:
-    # ``gather_from_sequence_parallel_region(global_input_tokens, group=tp_group)``), then
-    # reduce-scatters the expert output back: the full buffer (``S`` of ``comms``, nccl-tests'
-    # total array) is ``etp x s_disp``.
-    etp_pair = coll("reduce_scatter", s_disp * etp, etp, 1) + coll("all_gather", s_disp * etp, etp, 1)
+    # The expert-TP pair on the ETP group (``_step_requests``).
+    etp_pair = price["etp_rs"] + price["etp_ag"]
     tp_mb = tp_mb + np.where(etp > 1, etp_pair * k_full * 2.0 * moe_layers, 0.0)
 
     # ---- EP all-to-all (per micro-batch) ------------------------------------------------------
-    a2a = coll("all_to_all", s_disp, ep, etp)
-    ep_mb = np.where(ep > 1, a2a * np.where(full, 6.0, 4.0) * moe_layers, 0.0)
+    ep_mb = np.where(ep > 1, price["ep_a2a"] * np.where(full, 6.0, 4.0) * moe_layers, 0.0)
 
     # ---- CP (per micro-batch) ---------------------------------------------------------------------
-    kv_chunk = tok_mb * T.kv_width / tp * a_bytes  # this rank's K and V for one layer, bytes
-    cp_ag = coll("all_gather", kv_chunk * cp, cp, tp)
-    cp_rs = coll("reduce_scatter", kv_chunk * cp, cp, tp)
+    cp_ag, cp_rs = price["cp_ag"], price["cp_rs"]  # this rank's K and V of one layer, over the CP group
     # Forward all-gathers K/V, backward all-gathers them again and reduce-scatters dK/dV. Recompute
     # (full, or selective: Megatron-Core's ``core_attn`` module re-runs core attention, CP exchange
     # included) repeats the forward exchange.
@@ -700,8 +807,7 @@ def step_time(
         ep_mb = np.maximum(0.0, ep_mb - gemm_mb)
 
     # ---- PP point-to-point ---------------------------------------------------------------------------
-    s_p2p = s_act / tp  # scatter/gather optimisation: each TP rank sends 1/tp (Narayanan et al. 2021)
-    p2p = coll("send_recv", s_p2p, pp, tp * cp * fold)
+    p2p = price["pp_p2p"]
     # Each of the ``vpp`` chunks sends its forward activation and its backward gradient once per
     # micro-batch. With ``overlap_pp`` and the interleaved schedule (VPP > 1) a transfer runs while
     # the next chunk computes (Megatron-LM ``overlap_p2p_comm``): the forward send hides behind one
@@ -729,26 +835,10 @@ def step_time(
     pp_fill = np.maximum(0.0, pp_fill)  # fill/drain transfers beyond those already in the bubble
 
     # ---- DP / ZeRO ---------------------------------------------------------------------------------
-    p_dense_local = T.dense_params / (tp * pp) + T.replicated_params / pp
-    p_exp_local = T.expert_params / (ep * etp * pp)
-    inner = tp * cp * fold
-    e_in = inner / (ep * etp)  # expert-DP ranks inside one block
-    d_out = dp / fold
-    replica = inner * pp
-
-    def dp_coll(op: str, dense_bytes: Any, exp_bytes: Any) -> Any:
-        # Non-expert parameters are replicated over DP x CP (CP ranks hold the same weights and see
-        # different tokens), so their gradients are reduced over the DP x CP group (Megatron-Core
-        # ``data_parallel_group_with_cp``; the distributed optimizer shards over it too): CP x fold
-        # ranks at stride TP inside the block, then the outer DP index at stride replica.
-        t = _two_level(coll, op, dense_bytes, cp * fold, tp, d_out, replica)
-        if T.expert_params > 0:
-            t = t + _two_level(coll, op, exp_bytes, e_in, ep * etp, d_out, replica)
-        return t
-
-    grad_ar = dp_coll("all_reduce", p_dense_local * g_bytes, p_exp_local * g_bytes)
-    grad_rs = dp_coll("reduce_scatter", p_dense_local * g_bytes, p_exp_local * g_bytes)
-    param_ag = dp_coll("all_gather", p_dense_local * w_bytes, p_exp_local * w_bytes)
+    p_dense_local, p_exp_local = dpg.dense, dpg.experts
+    grad_ar = dpg.time(price, "grad_ar", "all_reduce")
+    grad_rs = dpg.time(price, "grad_rs", "reduce_scatter")
+    param_ag = dpg.time(price, "param_ag", "all_gather")
     hide = 1.0 if opts.overlap_dp else 0.0
     bwd_mb = comp_mb * 2.0 / 3.0 * hide
     fwd_mb = comp_mb / 3.0 * hide
@@ -767,7 +857,8 @@ def step_time(
     # gathers the parameters before forward and again before backward. Hidden behind that
     # micro-batch's compute; the exposed rest stretches every micro-batch slot, bubble included.
     # ZeRO-3 / FSDP: per-layer gathers and reduce-scatters with prefetch (``fsdp.fsdp_step_terms``).
-    fsdp = fsdp_step_terms(dp_coll, p_dense_local, p_exp_local, w_bytes, g_bytes, layers, comp_mb, opts.overlap_dp)
+    fsdp = fsdp_step_terms(dpg.time(price, "fsdp_ag", "all_gather"), dpg.time(price, "fsdp_rs", "reduce_scatter"),
+                           layers, comp_mb, opts.overlap_dp)
     per_mb = np.where(zero == 2, grad_rs, np.where(zero == 3, fsdp.raw, 0.0))
     per_mb_exposed = np.where(zero == 3, fsdp.exposed, np.maximum(0.0, per_mb - comp_mb * hide)) * (m + (pp - 1.0) / vpp)
     dp_exposed = dp_exposed + per_mb_exposed
@@ -915,7 +1006,7 @@ def dp_tier(tp: Any, cp: Any, fold: Any, pp: Any, dp: Any, domain: int) -> Any:
     """Tier of the non-expert data-parallel group (DP x CP ranks, as ``step_time`` reduces them).
 
     The group is ``CP x fold`` ranks at stride ``TP`` inside the expert block, times ``DP / fold``
-    blocks at stride ``replica = TP x CP x fold x PP`` (``_two_level``). ``scale_up`` when the whole
+    blocks at stride ``replica = TP x CP x fold x PP`` (``_two_level_requests``). ``scale_up`` when the whole
     group lies in one domain, ``scale_out`` when both levels leave it (or the only level does),
     ``hierarchical`` when the inner level stays inside and the outer one crosses; ``none`` for a
     group of 1."""

@@ -771,3 +771,33 @@ def test_search_collectives_priced_once_per_distinct_input_equal_direct_pricing(
         want = comms.placed_collective_time(op, size, group, stride, hw.scale_up, hw.scale_out)
         assert got.shape == want.shape and np.array_equal(got, want)
     assert np.array_equal(make_coll(hw)("all_reduce", size, 1.0, stride), np.zeros((50, 4)))
+
+
+@pytest.mark.parametrize("sku", ["a100", "gb200", "mi355x"])
+def test_batched_collective_pricing_equals_one_call_per_request(catalog, sku) -> None:
+    """``price_many`` (requests of one op priced together) gives exactly what one ``coll`` call per
+    request gives, shapes included, with groups of one, mixed ops and broadcast shapes; a plain pricing
+    function without ``many`` is called once per request."""
+    from mi400plan.search import make_coll, price_many
+
+    hw = _hw(catalog, sku)
+    rng = np.random.default_rng(11)
+    size = rng.choice([1e3, 4e6, 3e8], size=(40, 1))
+    group = rng.choice([1, 2, 8, 64], size=(1, 3)).astype(float)
+    reqs = {
+        "a": ("all_reduce", size, group, 1.0), "b": ("all_reduce", size * 3.0, 8.0, np.array([[1.0, 8.0, 16.0]])),
+        "c": ("reduce_scatter", size, group, 4.0), "d": ("all_gather", 1e6, 1.0, 1.0),
+        "e": ("send_recv", size / 8.0, 2.0, 72.0), "f": ("all_to_all", size, 8.0, 1.0),
+    }
+    coll = make_coll(hw)
+    got = price_many(coll, reqs)
+    for name, req in reqs.items():
+        want = coll(*req)
+        assert got[name].shape == np.shape(want) and np.array_equal(got[name], want), name
+    calls: list[str] = []
+
+    def plain(op, size, group, stride):  # noqa: ANN001, ANN202
+        calls.append(op)
+        return coll(op, size, group, stride)
+
+    assert all(np.array_equal(v, got[k]) for k, v in price_many(plain, reqs).items()) and len(calls) == len(reqs)
