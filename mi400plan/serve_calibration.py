@@ -43,6 +43,7 @@ absolute TPOT error (a calibration cannot be trusted beyond the spread it leaves
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import date, timedelta
 from typing import Any
 
 import numpy as np
@@ -181,6 +182,45 @@ def queued(p: Point) -> bool:
     sequences of 8k-token prompts: 3.4 s); the slowest prefill kept is 2.3 s (an 8k-token prompt on
     one MI300X)."""
     return p.ttft_s > QUEUED_TTFT_S
+
+
+def point_from_row(r: dict[str, str]) -> Point:
+    """One row of ``tests/data/serve_inferencex.csv`` (strings, as ``csv.DictReader`` gives them)."""
+    return Point(r["sku"], r["model"], r["precision"], int(r["tp"]), int(r["ep"]), bool(int(r["dpa"])),
+                 int(r["isl"]), int(r["osl"]), int(r["conc"]), float(r["tput_per_gpu"]), float(r["median_tpot_s"]),
+                 float(r["median_ttft_s"]))
+
+
+@dataclass(frozen=True)
+class PointGroup:
+    """The points of one ``family/class`` split the way :func:`fit_family` takes them."""
+
+    family: str
+    model_class: str
+    fitted: list[Point]  # inside the window, steady state
+    older: list[Point]  # before the window (superseded software; their error is reported)
+    waiting: list[Point]  # inside the window, but measured a queue (:func:`queued`)
+    cut: date  # the window's first day: ``RECENT_DAYS`` before the group's newest run
+    dates: tuple[str, str]  # first and last run date inside the window
+
+
+def calibration_groups(cat: Any, rows: list[dict[str, str]]) -> dict[str, PointGroup]:
+    """The InferenceX rows grouped by ``family/class`` (the model's :func:`model_class`), each group's
+    points split into fitted, older and waiting (the module docstring's method)."""
+    grouped: dict[str, list[tuple[Point, date]]] = {}
+    for r in rows:
+        key = f"{r['family']}/{model_class(cat.get('models', r['model']).spec)}"
+        grouped.setdefault(key, []).append((point_from_row(r), date.fromisoformat(r["date"])))
+    out: dict[str, PointGroup] = {}
+    for key, items in grouped.items():
+        family, cls = key.split("/")
+        cut = max(d for _, d in items) - timedelta(days=RECENT_DAYS)
+        fresh = [(p, d) for p, d in items if d >= cut]
+        days = sorted(d for _, d in fresh)
+        out[key] = PointGroup(family, cls, [p for p, _ in fresh if not queued(p)],
+                              [p for p, d in items if d < cut], [p for p, _ in fresh if queued(p)], cut,
+                              (days[0].isoformat(), days[-1].isoformat()))
+    return out
 
 
 def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:

@@ -9,16 +9,15 @@ run and their errors checked against the figures the README reports; they never 
 from __future__ import annotations
 
 import csv
-from datetime import date, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mi400plan import serve as core
-from mi400plan.serve_calibration import (CALIBRATION, MEASUREMENT_KINDS, RECENT_DAYS, Measured, Point, apply,
-                                         best_within, calibration_for, errors, family_of, fit_family, model_class,
-                                         predict_measured, queued)
+from mi400plan.serve_calibration import (CALIBRATION, MEASUREMENT_KINDS, Measured, Point, apply, best_within,
+                                         calibration_for, calibration_groups, errors, family_of, fit_family,
+                                         model_class, predict_measured, queued)
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -31,18 +30,8 @@ def _rows(name: str) -> list[dict[str, str]]:
 def _points(catalog, key: str) -> tuple[list[Point], list[Point]]:
     """(fitted, not fitted) points of ``key`` = ``family/class``: the fit takes the runs from the
     ``RECENT_DAYS`` before the group's newest one, less the points that measured queueing."""
-    family, cls = key.split("/")
-    rows = [r for r in _rows("serve_inferencex.csv")
-            if r["family"] == family and model_class(catalog.get("models", r["model"]).spec) == cls]
-    newest = max(date.fromisoformat(r["date"]) for r in rows)
-    recent, old = [], []
-    for r in rows:
-        p = Point(r["sku"], r["model"], r["precision"], int(r["tp"]), int(r["ep"]), bool(int(r["dpa"])), int(r["isl"]),
-                  int(r["osl"]), int(r["conc"]), float(r["tput_per_gpu"]), float(r["median_tpot_s"]),
-                  float(r["median_ttft_s"]))
-        fresh = date.fromisoformat(r["date"]) >= newest - timedelta(days=RECENT_DAYS)
-        (recent if fresh and not queued(p) else old).append(p)
-    return recent, old
+    g = calibration_groups(catalog, _rows("serve_inferencex.csv"))[key]
+    return g.fitted, g.older + g.waiting
 
 
 def _base(catalog, points: list[Point], cls: str) -> dict:
