@@ -519,16 +519,7 @@ def make_coll(hw: Hardware) -> CollFn:
     from mi400plan import comms
 
     def coll(op: str, size: Any, group: Any, stride: Any) -> Any:
-        S, g, st = np.broadcast_arrays(np.asarray(size, dtype=np.float64), np.asarray(group, dtype=np.float64),
-                                       np.asarray(stride, dtype=np.float64))
-        if not np.any(g > 1):
-            return np.zeros(S.shape)
-        first, inverse = distinct_rows(S.ravel(), g.ravel(), st.ravel())
-        if 2 * first.size > S.size:
-            return comms.placed_collective_time(op, S, g, st, hw.scale_up, hw.scale_out)
-        t = comms.placed_collective_time(op, S.ravel()[first], g.ravel()[first], st.ravel()[first], hw.scale_up,
-                                         hw.scale_out)
-        return t[inverse].reshape(S.shape)
+        return many({"": (op, size, group, stride)})[""]
 
     def many(requests: dict[str, CollReq]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
@@ -580,6 +571,11 @@ def distinct_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order[new], inverse
 
 
+def _inner_ops(op: str) -> tuple[str, ...]:
+    """The in-domain steps of a two-level ``op`` (:func:`_two_level_requests`)."""
+    return ("reduce_scatter", "all_gather") if op == "all_reduce" else (op,)
+
+
 def _two_level_requests(name: str, op: str, size: Any, g_in: Any, s_in: Any, g_out: Any,
                         s_out: Any) -> dict[str, CollReq]:
     """The steps of a collective over a group made of ``g_in`` ranks at stride ``s_in`` times ``g_out``
@@ -589,8 +585,7 @@ def _two_level_requests(name: str, op: str, size: Any, g_in: Any, s_in: Any, g_o
     all-reduce outside on ``1/g_in`` of the data + all-gather inside; reduce-scatter / all-gather =
     the inner step on the full buffer then the outer step on ``1/g_in`` of it. Either level may be 1.
     """
-    inner = ("reduce_scatter", "all_gather") if op == "all_reduce" else (op,)
-    reqs: dict[str, CollReq] = {f"{name}/in/{o}": (o, size, g_in, s_in) for o in inner}
+    reqs: dict[str, CollReq] = {f"{name}/in/{o}": (o, size, g_in, s_in) for o in _inner_ops(op)}
     reqs[f"{name}/out"] = (op, size / np.asarray(g_in), g_out, s_out)
     return reqs
 
@@ -598,7 +593,7 @@ def _two_level_requests(name: str, op: str, size: Any, g_in: Any, s_in: Any, g_o
 def _two_level_time(prices: dict[str, np.ndarray], name: str, op: str, g_in: Any, g_out: Any) -> Any:
     """Seconds of the collective :func:`_two_level_requests` laid out as ``name``: each level only where
     its group has more than one rank."""
-    inner = ("reduce_scatter", "all_gather") if op == "all_reduce" else (op,)
+    inner = _inner_ops(op)
     t_in = prices[f"{name}/in/{inner[0]}"]
     for o in inner[1:]:
         t_in = t_in + prices[f"{name}/in/{o}"]

@@ -332,7 +332,6 @@ class AttnCore(NamedTuple):
     """One layer's attention on one GPU (:func:`attention_core`)."""
 
     weights: np.ndarray  # attention projection parameters held (TP-split, or whole with DP-attention)
-    tokens: np.ndarray  # tokens whose attention this GPU computes
     proj_flops: np.ndarray  # projection FLOP
     core_flops: np.ndarray  # score and context FLOP
     kv_bytes: np.ndarray  # KV-cache bytes read (prefill: written and read back once)
@@ -363,7 +362,7 @@ def attention_core(T: Terms, wl: Workload, *, tp: np.ndarray, dpa: np.ndarray, t
         core_flops = T.decode_pair_flops * heads_frac * t_attn * ctx
         core_bytes = kv_rank * seqs_rank * ctx
         items = None
-    return AttnCore(attn_w, t_attn, 2.0 * attn_w * t_attn, core_flops, core_bytes, items)
+    return AttnCore(attn_w, 2.0 * attn_w * t_attn, core_flops, core_bytes, items)
 
 
 def stage_collectives(T: Terms, hw: ServeHardware, *, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray,
