@@ -26,6 +26,8 @@ Sources
   ``DEFAULT_VOCAB_PADDING_SIZE`` = 64, independent of TP). See :func:`padded_vocab_size`.
 * FP8 training: ``recipe.fp8_weight_copies`` cached FP8 casts (Transformer Engine: row-wise + transposed)
   of the transformer-block GEMM weights only; embedding, output layer, norms and router have none.
+  With ``recipe.fp8_params`` (``--fp8-param-gather``) those weights are the FP8 tensors themselves, with
+  no bf16 working copy (``TrainRecipe.gemm_weight_bytes``).
 
 What the frameworks hold, and what they free early
 ------------------------------------------------
@@ -527,8 +529,8 @@ def _parameter_bytes(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
     d_dense = X(dp * cp)
     d_exp = X(dp * cp * tp / (ep * etp))
     z = X(zero)
-    pb = recipe.param_bytes
-    fb = recipe.fp8_weight_bytes  # cached FP8 copies of the block GEMM weights (0 without FP8)
+    pb = recipe.param_bytes  # everything but the block GEMM weights (embedding, head, norms, router)
+    gb = recipe.gemm_weight_bytes  # block GEMM weights: working copy + cached FP8 casts, or FP8 alone
 
     lt = _layer_table(counts)
     has_exp = lt.max_exp > 0
@@ -540,10 +542,11 @@ def _parameter_bytes(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
         out = p_d / np.where(z >= stage, d_dense, 1.0)
         return out + p_exp / np.where(z >= stage, d_exp, 1.0) if has_exp else out
 
-    w_full = pb * (p_dense + p_exp) + fb * (p_gemm + p_exp)
-    w_shard = pb * sharded(p_dense, 3) + fb * sharded(p_gemm, 3)
+    w_full = pb * (p_dense - p_gemm) + gb * (p_gemm + p_exp)
+    # pb x everything + (gb - pb) x the GEMM weights, each sharded (gb - pb < 0 with FP8 parameters).
+    w_shard = pb * sharded(p_dense, 3) + (gb - pb) * sharded(p_gemm, 3)
     gemm_max = _tp_group_per_rank(model, lt.max_tp, lt.max_kv, lt.max_arep, X(tp)) + lt.max_exp / X(ep * etp)
-    layer_max = pb * (gemm_max + lt.max_rep) + fb * gemm_max
+    layer_max = gb * gemm_max + pb * lt.max_rep
     weights = np.where(z >= 3, np.minimum(w_full, w_shard + 2.0 * layer_max), w_full)
     # ZeRO-2/3 (FSDP) keep only a shard of the gradients, but a layer's gradients exist whole from its
     # backward until their reduce-scatter completes: the layer being differentiated plus the one

@@ -708,6 +708,23 @@ def test_fp8_copies_need_fp8_precision() -> None:
         train_recipe("megatron", capacity_factor=0)
 
 
+def test_fp8_parameters_replace_the_bf16_working_copy() -> None:
+    """Bytes a block GEMM weight holds (``TrainRecipe.gemm_weight_bytes``): bf16 training 2; FP8 with
+    Transformer Engine's casts 2 + 2 x 1 = 4; FP8 parameters (``--fp8-param-gather``) 1 each FP8 copy,
+    2 with the transposed cache and 1 without; the rest of the model keeps its 2 B either way. Per
+    parameter with Adam and fp32 grads: 1 + 4 + 4 + 8 = 17 B for FP8 parameters without the cache."""
+    from mi400plan.errors import UsageError
+
+    assert train_recipe("megatron").gemm_weight_bytes == 2.0
+    assert train_recipe("megatron", precision="fp8").gemm_weight_bytes == 4.0
+    assert train_recipe("megatron", precision="fp8", fp8_params=True).gemm_weight_bytes == 2.0
+    one = train_recipe("megatron", precision="fp8", fp8_params=True, fp8_weight_copies=1)
+    assert one.gemm_weight_bytes == 1.0 and one.param_bytes == 2.0
+    assert one.bytes_per_param(8192) == 17.0
+    with pytest.raises(UsageError):
+        train_recipe("megatron", fp8_params=True)
+
+
 def test_moe_capacity_factor_scales_routed_activations() -> None:
     from mi400plan.memory import layer_activation_bytes_per_token
 

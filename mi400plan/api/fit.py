@@ -119,6 +119,7 @@ def fit(
     plan: str | Path | None = None,
     capacity_factor: float | None = None,
     fp8_weight_copies: int | None = None,
+    fp8_params: bool | None = None,
     vocab_divisible_by: int | None = None,
     dropout: bool | None = None,
     offload_layers: int | None = None,
@@ -213,13 +214,15 @@ def fit(
         opts = base_opts.merged(
             recipe=recipe, precision=precision, optimizer=optimizer, grad_dtype=grad_dtype,
             flash_attention=flash_attention, dropout=dropout, reserve=reserve, fp8_weight_copies=fp8_weight_copies,
-            capacity_factor=capacity_factor, vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers,
+            fp8_params=fp8_params, capacity_factor=capacity_factor, vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers,
             overlap_tp=overlap_tp,
             overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
             split_embedding_loss=split_embedding_loss, uneven_pp=uneven_pp,
         )
         if opts.fp8_weight_copies is not None and opts.precision != "fp8":
             raise UsageError("FP8 weight copies apply to FP8 training; add --precision fp8")
+        if opts.fp8_params and opts.precision != "fp8":
+            raise UsageError("FP8 parameters apply to FP8 training; add --precision fp8")
         return _fit_train(
             catalog, model, counts, accels, fm, warnings, plan_layout,
             dict(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch,
@@ -229,6 +232,7 @@ def fit(
     if recipe is not None and recipe not in ("bf16",):
         warnings.append(f"recipe {recipe!r} applies to training; inference uses --precision and --kv-dtype")
     for v, what in ((capacity_factor, "--capacity-factor"), (fp8_weight_copies, "--fp8-weight-copies"),
+                    (fp8_params, "--fp8-params"),
                     (vocab_divisible_by, "--vocab-divisible-by"), (offload_layers, "--offload-layers")):
         if v is not None:
             warnings.append(f"{what} applies to training; inference ignores it")
@@ -531,6 +535,7 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     code = pipeline_split(model.num_layers, layout.pp, layout.vpp, options.split_embedding_loss, options.uneven_pp)
     rdict["pipeline_split"] = split_text(model.num_layers, layout.pp, layout.vpp, max(code, 0))
     rdict["fp8_weight_bytes"] = recipe.fp8_weight_bytes
+    rdict["gemm_weight_bytes"] = recipe.gemm_weight_bytes
     return FitResult(model=fm, mode="train", recipe=rdict, reserve=recipe.reserve.text(), rows=rows,
                      warnings=warnings)
 

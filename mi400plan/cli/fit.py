@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.recipe import (
-    DropoutOpt, OffloadOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, SplitOpt,
-    UnevenOpt,
+    CapacityFactorOpt, DropoutOpt, Fp8CopiesOpt, Fp8ParamsOpt, OffloadOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt,
+    OverlapPpOpt, OverlapTpOpt, SplitOpt, UnevenOpt, VocabOpt,
 )
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
@@ -90,19 +90,10 @@ def fit_cmd(
     batch: Annotated[IntOpt, typer.Option("--batch", help="Concurrent sequences (infer).")] = None,
     reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default), '4GiB', '0'; vLLM's gpu-memory-utilization 0.9 is '10%'.")] = None,
     plan: Annotated[Optional[Path], typer.Option("--plan", help="Plan file saved by 'sweep --save'.")] = None,
-    capacity_factor: Annotated[Optional[float], typer.Option(
-        "--capacity-factor",
-        help="MoE (train): routed-token buffers hold top_k x this many copies of each local token. Default 1.25: "
-             "Megatron-Core's default MoE is dropless, so this is a load-imbalance allowance for the busiest "
-             "expert rank's dispatch buffers, not a token-dropping capacity.")] = None,
-    fp8_weight_copies: Annotated[Optional[int], typer.Option(
-        "--fp8-weight-copies", min=0, max=2,
-        help="With --precision fp8 (train): cached FP8 casts per GEMM weight. Default 2, as Transformer Engine "
-             "keeps them: a row-wise copy for the forward GEMM and a transposed one for the backward pass.")] = None,
-    vocab_divisible_by: Annotated[Optional[int], typer.Option(
-        "--vocab-divisible-by", min=1,
-        help="Train: Megatron-LM pads the vocabulary to a multiple of this x TP (default 128; Llama-3's 128,256 "
-             "-> 129,024 at TP 8). The padded rows cost memory; parameter counts stay unpadded.")] = None,
+    capacity_factor: CapacityFactorOpt = None,
+    fp8_weight_copies: Fp8CopiesOpt = None,
+    fp8_params: Fp8ParamsOpt = None,
+    vocab_divisible_by: VocabOpt = None,
     dropout: DropoutOpt = None,
     offload_layers: OffloadOpt = None,
     split_embedding_loss: SplitOpt = None,
@@ -145,7 +136,7 @@ def fit_cmd(
             "--vpp": vpp, "--dp": dp, "--etp": etp, "--cp": cp, "--zero": zero, "--micro-batch": micro_batch,
             "--recompute": recompute, "--sp/--no-sp": sp, "--global-batch": global_batch, "--recipe": recipe,
             "--optimizer": optimizer, "--grad-dtype": grad_dtype, "--flash/--no-flash": flash,
-            "--capacity-factor": capacity_factor, "--fp8-weight-copies": fp8_weight_copies,
+            "--capacity-factor": capacity_factor, "--fp8-weight-copies": fp8_weight_copies, "--fp8-params": fp8_params,
             "--vocab-divisible-by": vocab_divisible_by, "--offload-layers": offload_layers}, "training")
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
@@ -183,7 +174,7 @@ def fit_cmd(
             optimizer=optimizer.value if optimizer else None, grad_dtype=grad_dtype.value if grad_dtype else None,
             kv_dtype=kv_dtype.value if kv_dtype else None, flash_attention=flash, batch=batch, reserve=reserve,
             plan=str(plan) if plan else None, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-            vocab_divisible_by=vocab_divisible_by, dropout=dropout, offload_layers=offload_layers,
+            fp8_params=fp8_params, vocab_divisible_by=vocab_divisible_by, dropout=dropout, offload_layers=offload_layers,
             split_embedding_loss=split_embedding_loss,
             uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
             overlap_cp=overlap_cp, overlap_dp=overlap_dp,

@@ -46,6 +46,11 @@ Fp8CopiesOpt = Annotated[Optional[int], typer.Option(
     "--fp8-weight-copies", min=0, max=2,
     help="With --precision fp8 (train): cached FP8 casts per GEMM weight. Default 2, as Transformer Engine "
          "keeps them: a row-wise copy for the forward GEMM and a transposed one for the backward pass.")]
+Fp8ParamsOpt = Annotated[Optional[bool], typer.Option(
+    "--fp8-params/--no-fp8-params",
+    help="With --precision fp8 (train): hold the block GEMM weights as FP8 tensors, with no bf16 working copy "
+         "(Megatron-Core --fp8-param-gather; Megatron-Bridge's FP8 current-scaling preset sets it). The "
+         "fp32 master weights stay; embedding, output layer and norms stay bf16. Default off.")]
 VocabOpt = Annotated[Optional[int], typer.Option(
     "--vocab-divisible-by", min=1,
     help="Train: Megatron-LM pads the vocabulary to a multiple of this x TP (default 128; Llama-3's 128,256 "

@@ -314,6 +314,14 @@ class TrainRecipe(StrictModel):
     the output layer (a plain ``ColumnParallelLinear`` in Megatron-LM, not a TE layer), norms and
     router are not FP8 GEMMs and get no copy.
 
+    FP8 parameters (``fp8_params``, Megatron-Core ``--fp8-param-gather``, which Megatron-Bridge's
+    FP8 current-scaling preset ``bf16_with_fp8_current_scaling_mixed`` turns on): the block GEMM
+    weights are held as FP8 tensors, so no bf16 working copy of them exists; the FP8 tensor is the
+    row-wise copy, and a second copy is the cached transpose (Megatron FSDP drops it when
+    ``keep_fp8_transpose_cache`` is False, as Megatron-Bridge's FSDP performance recipes set:
+    ``fp8_weight_copies`` 1). The fp32 master weights stay in the optimizer state; the embedding,
+    output layer and norms stay bf16 (``gemm_weight_bytes``).
+
     Vocabulary padding: Megatron-LM pads the vocabulary to a multiple of ``vocab_divisible_by`` x TP
     (``--make-vocab-size-divisible-by``, default 128; ``_vocab_size_with_padding``), so Llama-3's 128,256
     tokens become 129,024 rows at TP 8. The padded rows are real parameters (with gradients and
@@ -331,6 +339,7 @@ class TrainRecipe(StrictModel):
     param_bytes: float = Field(default=2.0, gt=0)
     fp8_weight_copies: int = Field(default=0, ge=0)
     fp8_copy_bytes: float = Field(default=1.0, gt=0)  # bytes per parameter of one cached FP8 copy
+    fp8_params: bool = False  # block GEMM weights held as FP8 tensors (see above)
     grad_bytes: float = Field(default=4.0, gt=0)
     master_bytes: float = Field(default=4.0, ge=0)
     optimizer: Optimizer = "adamw"
@@ -355,6 +364,14 @@ class TrainRecipe(StrictModel):
         return self.fp8_weight_copies * self.fp8_copy_bytes
 
     @property
+    def gemm_weight_bytes(self) -> float:
+        """Bytes per transformer-block GEMM parameter of weights: the working copy plus the cached
+        FP8 casts, or with ``fp8_params`` the FP8 copies alone (at least one: the parameter itself)."""
+        if self.fp8_params:
+            return max(self.fp8_weight_copies, 1) * self.fp8_copy_bytes
+        return self.param_bytes + self.fp8_weight_bytes
+
+    @property
     def moments(self) -> int:
         return {"adamw": 2, "adam": 2, "sgd": 1, "adafactor": 0}[self.optimizer]
 
@@ -374,7 +391,7 @@ class TrainRecipe(StrictModel):
     def bytes_per_param(self, hidden_size: int) -> float:
         """Weights + gradients + optimizer bytes per parameter, unsharded (a transformer-block GEMM
         weight: the FP8 copies are included; the embedding and output layer have none)."""
-        return self.param_bytes + self.fp8_weight_bytes + self.grad_bytes + self.optimizer_state_bytes(hidden_size)
+        return self.gemm_weight_bytes + self.grad_bytes + self.optimizer_state_bytes(hidden_size)
 
 
 TRAIN_PRESETS: dict[str, dict[str, object]] = {
@@ -405,6 +422,7 @@ def train_recipe(
     vocab_divisible_by: int | None = None,
     dropout: bool | None = None,
     offload_layers: int | None = None,
+    fp8_params: bool | None = None,
 ) -> TrainRecipe:
     """A named preset with overrides. ``precision="fp8"`` keeps ``fp8_weight_copies`` cached FP8 casts
     of every transformer-block GEMM weight (default ``TE_FP8_WEIGHT_COPIES`` = 2, as Transformer
@@ -429,6 +447,10 @@ def train_recipe(
             raise UsageError(f"FP8 weight copies must be 0, 1 or 2 (row-wise, and a transposed copy for the "
                              f"backward pass), got {fp8_weight_copies}")
         fields["fp8_weight_copies"] = int(fp8_weight_copies)
+    if fp8_params:
+        if precision != "fp8":
+            raise UsageError("FP8 parameters apply to FP8 training; add --precision fp8")
+        fields["fp8_params"] = True
     if optimizer is not None:
         if optimizer not in ("adamw", "adam", "sgd", "adafactor"):
             raise UsageError(f"unknown optimizer {optimizer!r}; known: adamw, adam, sgd, adafactor")
@@ -463,7 +485,7 @@ class TrainOptions(StrictModel):
     """The training recipe and model switches ``fit`` and ``sweep`` share (one object for both).
 
     Memory (``train_recipe``): ``recipe`` preset, ``precision``, ``optimizer``, ``grad_dtype``,
-    ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``,
+    ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``, ``fp8_params``,
     ``capacity_factor``, ``vocab_divisible_by``, ``offload_layers`` (activation offloading to host memory,
     memory and step time). Pipeline split (both): ``split_embedding_loss``,
     ``uneven_pp`` (``mi400plan.pipeline``). Step time (``search.SearchOptions``): ``overlap_tp``,
@@ -480,6 +502,7 @@ class TrainOptions(StrictModel):
     dropout: bool = False
     reserve: str | None = None
     fp8_weight_copies: int | None = Field(default=None, ge=0, le=2)
+    fp8_params: bool = False
     capacity_factor: float | None = Field(default=None, gt=0)
     vocab_divisible_by: int | None = Field(default=None, ge=1)
     offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
@@ -499,6 +522,7 @@ class TrainOptions(StrictModel):
             reserve=parse_reserve(self.reserve) if self.reserve is not None else None,
             fp8_weight_copies=self.fp8_weight_copies, capacity_factor=self.capacity_factor,
             vocab_divisible_by=self.vocab_divisible_by, offload_layers=self.offload_layers,
+            fp8_params=self.fp8_params,
         )
 
     def search_flags(self) -> dict[str, bool]:
