@@ -171,6 +171,20 @@ class Workload:
     seq_len: int
     global_batch: int  # sequences per optimizer step
 
+    @property
+    def param_wire_bytes(self) -> float:
+        """Bytes a parameter takes in the DP parameter gathers (ZeRO-1's after the optimizer step,
+        ZeRO-3's per unit): the working copy's dtype; with FP8 parameters (``recipe.fp8_params``,
+        Megatron-Core ``--fp8-param-gather``, which gathers the FP8 tensors) the block GEMM weights at
+        ``fp8_copy_bytes`` and the rest (embedding, head, norms, routers) at the working dtype,
+        averaged over the whole model's parameters (a stage holding the embedding gathers a little more)."""
+        r = self.recipe
+        if not getattr(r, "fp8_params", False):
+            return float(r.param_bytes)
+        c = self.counts
+        gemm_w = sum(x.attention + x.mlp_dense + x.shared_experts + x.routed_experts for x in c.layers)
+        return float(r.param_bytes) + (float(r.fp8_copy_bytes) - float(r.param_bytes)) * gemm_w / c.total
+
 
 @dataclass(frozen=True)
 class SearchOptions:
@@ -696,7 +710,7 @@ def _step_requests(T: ModelTerms, wl: Workload, dpg: _DpGroups, *, tp: Any, pp: 
     2021). DP: gradients in the accumulation buffer's dtype and parameters in theirs, and ZeRO-3's
     per-unit gathers and reduce-scatters (``fsdp.fsdp_unit_bytes``)."""
     a_bytes = float(wl.recipe.activation_bytes)
-    g_bytes, w_bytes = float(wl.recipe.grad_bytes), float(wl.recipe.param_bytes)
+    g_bytes, w_bytes = float(wl.recipe.grad_bytes), wl.param_wire_bytes
     s_act = tok_mb * T.hidden * a_bytes
     s_disp = tok_mb / np.where(sp, tp, 1.0) * T.top_k * T.hidden * a_bytes
     kv_chunk = tok_mb * T.kv_width / tp * a_bytes
@@ -740,7 +754,6 @@ def step_time(
     # ``megatron`` recipe's 4-byte main grads therefore cost 4 bytes per gradient on the wire;
     # ``train_recipe(grad_dtype="bf16")`` gives 2.
     g_bytes = float(wl.recipe.grad_bytes)
-    w_bytes = float(wl.recipe.param_bytes)
     T = terms
     world = tp * cp * pp * dp
     m = B / (dp * mb)  # micro-batches per replica per step

@@ -77,7 +77,7 @@ def collective_bytes_per_step(lay: dict[str, Any], wl: Any, terms: Any) -> dict[
     zero, mb, rc = int(lay["zero"]), int(lay["micro_batch"]), int(lay["recompute"])
     sp = bool(lay["sp"])
     a_bytes, g_bytes, w_bytes = (float(x) for x in (wl.recipe.activation_bytes, wl.recipe.grad_bytes,
-                                                     wl.recipe.param_bytes))
+                                                     wl.param_wire_bytes))
     m = wl.global_batch / (dp * mb)
     tok_mb = mb * wl.seq_len / cp
     layers, moe_layers = terms.n_layers / pp, terms.n_moe_layers / pp

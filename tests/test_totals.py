@@ -63,6 +63,14 @@ def test_collective_bytes_by_hand(llama8b) -> None:  # noqa: ANN001
     local = (8_030_261_248 - 266_240) / 8 + 266_240 / 2
     assert b["dp"] == pytest.approx(7 / 8 * local * 4 + 7 / 8 * local * 2)  # 5,270,383,104
     assert b["ep"] == 0
+    # FP8 parameters (--fp8-param-gather): the block GEMM weights gather at 1 B. Llama 3.1 8B's are
+    # 32 x (41,943,040 + 176,160,768) = 6,979,321,856 of 8,030,261,248, so a parameter averages
+    # 2 - 6,979,321,856 / 8,030,261,248 = 1.130 87 B on the wire; the gradients stay fp32.
+    fp8 = Workload(llama8b, counts, train_recipe("megatron", precision="fp8", fp8_params=True), 8192, 64)
+    wire = 2 - 6_979_321_856 / 8_030_261_248
+    assert fp8.param_wire_bytes == pytest.approx(wire, rel=1e-12) and wl.param_wire_bytes == 2.0
+    b8 = collective_bytes_per_step(lay, fp8, model_terms(llama8b, counts, 8192, fp8.recipe))
+    assert b8["dp"] == pytest.approx(7 / 8 * local * 4 + 7 / 8 * local * wire)
 
 
 def test_sweep_json_total_is_tokens_times_flops_per_token(cli) -> None:
