@@ -466,6 +466,15 @@ def test_capacity_factor_flag(cli, catalog) -> None:
     assert res.exit_code == 2 and "--capacity-factor" in res.output and "Traceback" not in res.output
     res = cli(["fit", "llama3.1-8b", "--sku", "mi355x", "--fp8-weight-copies", "1"])
     assert res.exit_code == 2 and "--precision fp8" in res.output
+    res = cli(["fit", "llama3.1-8b", "--sku", "mi355x", "--fp8-params"])
+    assert res.exit_code == 2 and "--precision fp8" in res.output and "Traceback" not in res.output
+    # The breakdown says what an FP8 GEMM weight holds: bf16 + two casts = 4 B; FP8 parameters 2 B, 1 B.
+    for extra, text in (([], "bf16 working copy + 2 FP8 casts, 4 B"),
+                        (["--fp8-params"], "FP8 tensors (--fp8-params), with the transposed copy, 2 B"),
+                        (["--fp8-params", "--fp8-weight-copies", "1"], "no transposed copy, 1 B")):
+        res = cli(["fit", "llama3.1-8b", "--sku", "mi355x", "--precision", "fp8", *extra], env={"COLUMNS": "200"})
+        assert res.exit_code == 0 and text in res.stdout, res.output
+    assert "FP8 weights" not in cli(["fit", "llama3.1-8b", "--sku", "mi355x"], env={"COLUMNS": "200"}).stdout
     help_text = " ".join(cli(["fit", "--help"]).stdout.split())
     assert "--capacity-factor" in help_text and "dropless" in help_text and "load-imbalance" in help_text
     assert "--fp8-weight-copies" in help_text and "--vocab-divisible-by" in help_text

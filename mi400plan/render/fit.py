@@ -105,6 +105,7 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
     print_lines(console, [
         f"layout: {_gpus(row.gpus)}, {_layout_text(row)}; most loaded pipeline stage: {row.stage}",
         *offload,
+        *_fp8_weights_line(result.recipe),
         f"runtime reserve: {result.reserve}; GB = 10^9 B, GiB = 2^30 B",
         f"profiles: {short_path(result.model.profile)}, {short_path(row.profile)}",
     ])
@@ -125,6 +126,19 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
             f"{row.layout.get('batch')}: {row.max_context:,} tokens"
         )
     print_lines(console, lines)
+
+
+def _fp8_weights_line(recipe: dict) -> list[str]:
+    """What an FP8 training run holds per block GEMM weight (``TrainRecipe.gemm_weight_bytes``)."""
+    copies = int(recipe.get("fp8_weight_copies") or 0)
+    if not copies and not recipe.get("fp8_params"):
+        return []
+    b = recipe.get("gemm_weight_bytes")
+    if recipe.get("fp8_params"):
+        form = "FP8 tensors (--fp8-params)" + (", with the transposed copy" if copies >= 2 else ", no transposed copy")
+    else:
+        form = f"bf16 working copy + {copies} FP8 cast{'s' if copies != 1 else ''}"
+    return [f"FP8 weights: {form}, {b:g} B a block GEMM weight"]
 
 
 def _gpus(n: int) -> str:
