@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from mi400plan.params import mla_up_projection_widths
+
 # Output tile of a large BF16/FP8 GEMM kernel (M x N). 256 x 128 is the macro tile that hipBLASLt's
 # tuned MI300X kernels (MT256x128) and CUTLASS's Hopper warp-specialised kernels (128x256 /
 # 256x128 clusters) use for large LLM GEMMs; one tile per CU/SM at a time. Assumed, documented.
@@ -180,6 +182,11 @@ class LayerShapes:
     heads: int
     qk_dim: int  # per-head query/key width
     v_dim: int  # per-head value width
+    # MLA up-projections (``params.mla_up_projection_widths``): q_lora -> q_up, kv_lora -> kv_up; 0 without MLA
+    q_lora: int = 0
+    q_up: int = 0
+    kv_lora: int = 0
+    kv_up: int = 0
 
 
 def model_shapes(model: Any, attention_params_per_layer: float) -> LayerShapes:
@@ -199,6 +206,7 @@ def model_shapes(model: Any, attention_params_per_layer: float) -> LayerShapes:
         expert_in=gated * (moe.expert_ffn_dim if moe else 0), expert_out_k=moe.expert_ffn_dim if moe else 0,
         experts=moe.num_experts if moe else 0, top_k=moe.top_k if moe else 0, vocab=model.vocab_size,
         heads=a.num_heads, qk_dim=qk, v_dim=vd,
+        **dict(zip(("q_lora", "q_up", "kv_lora", "kv_up"), mla_up_projection_widths(model))),
     )
 
 
@@ -230,6 +238,33 @@ def layer_gemm_seconds(sh: LayerShapes, tok: Any, tp: Any, ep: Any, etp: Any, sp
     ef, eb = _mlp(tok_e, sh.expert_in, sh.expert_out_k, etp, h, sku, batch=sh.experts / ep)
     sf, sb = _mlp(tok, sh.shared_in, sh.shared_out_k, tp, h, sku) if sh.shared_in else (0.0, 0.0)
     return dense_f, dense_b, qf + of + ef + sf, qb + ob + eb + sb
+
+
+def recompute_gemm_seconds(sh: LayerShapes, tok: Any, tp: Any, ep: Any, etp: Any, sp: Any, sku: GemmSku,
+                           modules: tuple[str, ...]) -> tuple[Any, Any]:
+    """Forward GEMM seconds that selective recomputation of ``modules`` runs again in one dense and in
+    one MoE layer (Megatron-Core ``recompute_modules``; the FLOPs are
+    ``params.selective_recompute_flops_per_token``): "mla_up_proj" the MLA up-projections (TP-split
+    heads), "mlp" a dense layer's FFN, "moe" the routed (as :func:`layer_gemm_seconds` splits them)
+    and shared experts, "shared_experts" the shared experts alone. "core_attn" is attention, not a
+    GEMM (:func:`attention_seconds`)."""
+    h = sh.hidden
+    up = 0.0
+    if "mla_up_proj" in modules and sh.kv_up:
+        up = train_gemm_seconds(tok, sh.kv_up / tp, sh.kv_lora, sku)[0]
+        if sh.q_up:
+            up = up + train_gemm_seconds(tok, sh.q_up / tp, sh.q_lora, sku)[0]
+    dense = up + (_mlp(tok, sh.ffn_in, sh.ffn_out_k, tp, h, sku)[0] if "mlp" in modules else 0.0)
+    if sh.experts == 0:
+        return dense, dense
+    moe = up
+    shared = _mlp(tok, sh.shared_in, sh.shared_out_k, tp, h, sku)[0] if sh.shared_in else 0.0
+    if "moe" in modules:
+        tok_e = ep * etp * tok / np.where(sp, tp, 1.0) * sh.top_k / sh.experts
+        moe = moe + _mlp(tok_e, sh.expert_in, sh.expert_out_k, etp, h, sku, batch=sh.experts / ep)[0] + shared
+    elif "shared_experts" in modules:
+        moe = moe + shared
+    return dense, moe
 
 
 def head_gemm_seconds(sh: LayerShapes, tok: Any, tp: Any, sku: GemmSku) -> tuple[Any, Any]:

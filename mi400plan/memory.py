@@ -364,6 +364,14 @@ def layer_activation_bytes_per_token(
       dispatched input ``e*h*etp``, expert output after the reduce-scatter ``e*h``, and FFN
       intermediates ``e*3*ffn_e`` (``etp`` times the tokens at ``1/etp`` of the width: ETP does not
       shrink them).
+    * selective recompute (``rc`` 1) of ``recipe.recompute_modules`` (Megatron-Core ``recompute_modules``,
+      ``specs.layout.RECOMPUTE_MODULES``): "core_attn" drops the core as above; "mla_up_proj" the
+      up-projected Q, K and V (MLA); "layernorm" the two norm outputs (the QKV and FFN inputs,
+      ``g*h`` each); "mlp" a dense layer's FFN (its input and intermediates: the checkpoint keeps the
+      norm input, counted anyway); "moe" the routed path, shared experts and router probabilities;
+      "shared_experts" the shared experts' intermediates; "moe_act" the routed experts'
+      down-projection input (the activation output). What a module recomputes lives for one layer's
+      backward at a time and is not counted.
     * full recompute: only the layer input ``e*h`` (``/t`` with SP).
     * FP8 training (``recipe.gemm_input_bytes`` = 1): the inputs of the block's GEMMs (QKV input, the
       output-projection input, the FFN input, the down-projection input, the MLA up-projection inputs,
@@ -396,27 +404,39 @@ def layer_activation_bytes_per_token(
         d_qk = d_v = float(a.head_size(model.hidden_size))
         kv_r = np.maximum(a.kv_heads / tp, 1.0)
         latent = 0.0
-    replicated = 2.0 * e * h + 2.0 * g * h + drop * 2.0 * h * MASK_BYTES + latent
-    split = e * heads * d_qk / tp + e * kv_r * (d_qk + d_v) + g * heads * d_v / tp
+    sel = rc == 1
+    mods = set(recipe.recompute_modules)
+
+    def unless(module: str, x: Any) -> Any:
+        """``x`` bytes, or 0 where selective recompute discards them (``module`` listed)."""
+        return np.where(sel, 0.0, x) if module in mods else x
+
+    qkv = e * heads * d_qk / tp + e * kv_r * (d_qk + d_v)  # Q, K, V for the attention core
+    replicated = 2.0 * e * h + unless("layernorm", g * h) + drop * 2.0 * h * MASK_BYTES + latent
+    split = (unless("mla_up_proj", qkv) if a.kind == "mla" else qkv) + g * heads * d_v / tp
     s = np.asarray(seq_len, dtype=np.float64)
     if recipe.flash_attention:
         core = LSE_BYTES * heads / tp + 0.0 * s
     else:
         core = (e + drop * (MASK_BYTES + e)) * heads * s / tp
-    core = np.where(rc >= 1, np.where(recipe.flash_attention, core, 0.0), core)
+    if not recipe.flash_attention:  # flash attention keeps only the log-sum-exp whatever is recomputed
+        core = unless("core_attn", core)
+    ffn_in = unless("layernorm", g * h)  # the FFN input (the pre-FFN norm's output)
     routed = 0.0
     if moe:
         m = model.moe
         assert m is not None
-        replicated = replicated + 4.0 * m.num_experts
+        width = float(m.expert_ffn_dim)
         shared = m.num_shared_experts * (m.shared_expert_ffn_dim or m.expert_ffn_dim)
-        split = split + _ffn_bytes(model, shared, e, g) / tp
         etp_a = np.asarray(etp, dtype=np.float64)
-        routed = m.top_k * recipe.moe_capacity_factor * (
-            g * h * etp_a + e * h + _ffn_bytes(model, m.expert_ffn_dim, e, g)
-        )
+        act_out = g * width  # the activation's output, the down-projection input
+        expert = g * h * etp_a + e * h + (_ffn_bytes(model, width, e, g) - act_out) + unless("moe_act", act_out)
+        routed = unless("moe", m.top_k * recipe.moe_capacity_factor * expert)
+        replicated = replicated + ffn_in + unless("moe", 4.0 * m.num_experts)
+        split = split + unless("moe", unless("shared_experts", _ffn_bytes(model, shared, e, g) / tp))
     else:
-        split = split + _ffn_bytes(model, model.ffn_dim, e, g) / tp
+        replicated = replicated + unless("mlp", ffn_in)
+        split = split + unless("mlp", _ffn_bytes(model, model.ffn_dim, e, g) / tp)
     full = replicated / tsp + split + core + routed / tsp
     return np.where(rc >= 2, e * h / tsp, full)
 
@@ -460,7 +480,8 @@ def _stage_terms(
     Per stage, with ``P`` parameters on the rank (TP/EP split as in the module docstring), ``G`` of
     them transformer-block GEMM weights (attention, dense FFN, shared and routed experts), and ZeRO
     shard ``d`` (dense: dp*cp; experts: tp*cp*dp/(ep*etp)):
-    weights = P x param bytes + G x FP8-copy bytes [/d at ZeRO-3], gradients = P x grad bytes
+    weights = (P - G) x param bytes + G x ``recipe.gemm_weight_bytes`` (param bytes + FP8-copy bytes,
+    or the FP8 copies alone with FP8 parameters) [/d at ZeRO-3], gradients = P x grad bytes
     [/d at ZeRO>=2], optimizer = P x (master + moments) bytes [/d at ZeRO>=1] (Rajbhandari et al. 2020,
     fig. 1). The embedding and output layer hold ``padded_vocab_size(V, vocab_divisible_by x tp) x h /
     tp`` parameters (Megatron-LM vocabulary padding; a tied output layer on a separate last stage is a
@@ -545,6 +566,8 @@ def _parameter_bytes(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
     w_full = pb * (p_dense - p_gemm) + gb * (p_gemm + p_exp)
     # pb x everything + (gb - pb) x the GEMM weights, each sharded (gb - pb < 0 with FP8 parameters).
     w_shard = pb * sharded(p_dense, 3) + (gb - pb) * sharded(p_gemm, 3)
+    if not recipe.sharded_working_copy:  # PyTorch FSDP: the fp32 shard is the master copy (optimizer state)
+        w_shard = 0.0 * w_shard
     gemm_max = _tp_group_per_rank(model, lt.max_tp, lt.max_kv, lt.max_arep, X(tp)) + lt.max_exp / X(ep * etp)
     layer_max = gb * gemm_max + pb * lt.max_rep
     weights = np.where(z >= 3, np.minimum(w_full, w_shard + 2.0 * layer_max), w_full)

@@ -252,6 +252,44 @@ def attention_flops_per_token(model: ModelSpec, seq_len: int) -> float:
     return per_layer * model.num_layers
 
 
+def mla_up_projection_widths(model: ModelSpec) -> tuple[int, int, int, int]:
+    """MLA's up-projections as (q_lora, q_out, kv_lora, kv_out): ``q_lora -> heads x (nope + rope)``
+    and ``kv_lora -> heads x (nope + v)`` (DeepSeek-V2, arXiv 2405.04434, section 2.1); zeros for a
+    model without MLA (or without a query latent)."""
+    a = model.attention
+    if a.kind != "mla":
+        return 0, 0, 0, 0
+    nope, rope, v = a.qk_nope_head_dim or 0, a.qk_rope_head_dim or 0, a.v_head_dim or 0
+    q_lora = a.q_lora_rank or 0
+    return q_lora, (a.num_heads * (nope + rope) if q_lora else 0), a.kv_lora_rank or 0, a.num_heads * (nope + v)
+
+
+def selective_recompute_flops_per_token(model: ModelSpec, seq_len: int, modules: tuple[str, ...]) -> float:
+    """Forward FLOPs per token (all layers) that selective recomputation of ``modules`` runs again
+    (Megatron-Core ``recompute_modules``; ``specs.layout.RECOMPUTE_MODULES``): "core_attn" the
+    attention scores and context (:func:`attention_flops_per_token`); "mla_up_proj" MLA's
+    up-projections; "mlp" the dense layers' FFN; "moe" the routed experts a token visits (top-k) and
+    the shared experts; "shared_experts" the shared experts; 2 FLOP a weight. "moe_act" and
+    "layernorm" re-run elementwise work only (no FLOPs counted)."""
+    h = model.hidden_size
+    mult = 3 if model.ffn_kind == "swiglu" else 2
+    moe = model.moe
+    n_moe = sum(1 for i in range(model.num_layers) if model.is_moe_layer(i)) if moe else 0
+    flops = attention_flops_per_token(model, seq_len) if "core_attn" in modules else 0.0
+    if "mla_up_proj" in modules:
+        q_lora, q_out, kv_lora, kv_out = mla_up_projection_widths(model)
+        flops += 2.0 * model.num_layers * (q_lora * q_out + kv_lora * kv_out)
+    if "mlp" in modules:
+        flops += 2.0 * (model.num_layers - n_moe) * mult * h * model.ffn_dim
+    if moe is not None:
+        shared = moe.num_shared_experts * (moe.shared_expert_ffn_dim or moe.expert_ffn_dim)
+        if "moe" in modules:
+            flops += 2.0 * n_moe * mult * h * (moe.top_k * moe.expert_ffn_dim + shared)
+        elif "shared_experts" in modules:
+            flops += 2.0 * n_moe * mult * h * shared
+    return flops
+
+
 def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
     """Training model FLOPs per token, forward + backward (FLOP), as used for MFU.
 

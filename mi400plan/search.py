@@ -72,7 +72,10 @@ import numpy as np
 
 from mi400plan import gemm
 from mi400plan.fsdp import fsdp_step_terms, fsdp_unit_bytes
-from mi400plan.params import ParamCounts, attention_flops_per_token, model_flops_per_token
+from mi400plan.params import (
+    ParamCounts, attention_flops_per_token, model_flops_per_token, selective_recompute_flops_per_token,
+)
+from mi400plan.specs.layout import DEFAULT_RECOMPUTE_MODULES
 from mi400plan.specs.model import ModelSpec
 
 # --- rules --------------------------------------------------------------------------------------
@@ -428,6 +431,8 @@ class ModelTerms:
     flops_model: float  # model FLOPs per token (fwd + bwd), FLOP
     flops_layers: float  # of which transformer layers (excl. LM head), FLOP
     flops_attn_fwd: float  # forward attention score/context FLOPs per token, FLOP
+    # forward FLOPs per token that selective recomputation runs again (the recipe's modules), FLOP
+    flops_sel_fwd: float
     flops_expert_frac: float  # share of layer FLOPs in routed experts
     dense_params: float  # parameters split by TP (attention, dense FFN, shared experts, emb/head), count
     replicated_params: float  # norms, routers, MLA down-projections (every TP rank holds them), count
@@ -443,6 +448,7 @@ class ModelTerms:
     hidden: int
     top_k: int
     shared_tp: int = 0  # 1 when MoE layers have shared experts (a TP-split MLP with its own TP/SP pair)
+    recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES  # what "selective" recomputes
 
 
 def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any = None) -> ModelTerms:
@@ -452,6 +458,7 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
     f_attn = attention_flops_per_token(model, seq_len)
     f_head = 6.0 * model.vocab_size * h  # LM head matmul, fwd + bwd (params.matmul_params_per_token)
     f_layers = f_model - f_head
+    modules = DEFAULT_RECOMPUTE_MODULES if recipe is None else tuple(recipe.recompute_modules)
     moe = model.moe
     n_moe = counts.num_moe_layers
     top_k = moe.top_k if moe else 0
@@ -495,6 +502,7 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         flops_model=f_model,
         flops_layers=f_layers,
         flops_attn_fwd=f_attn,
+        flops_sel_fwd=selective_recompute_flops_per_token(model, seq_len, modules),
         flops_expert_frac=(expert_w / f_layers) if f_layers > 0 else 0.0,
         dense_params=dense,
         replicated_params=replicated,
@@ -510,6 +518,7 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         hidden=h,
         top_k=top_k,
         shared_tp=int(moe is not None and moe.num_shared_experts > 0),
+        recompute_modules=modules,
     )
 
 
@@ -645,8 +654,9 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
     Every linear layer's forward, data-gradient and weight-gradient GEMM at its own (M, N, K) for
     this candidate's TP / EP / ETP split and micro-batch tokens, plus the forward again for the
     layers under full recomputation; the LM head once per micro-batch spread over the PP stages
-    (as the FLOP count is); attention forward + backward (+ forward again under selective or full
-    recomputation) at the flash-attention model.
+    (as the FLOP count is); attention forward + backward (+ forward again under full recomputation,
+    or selective with "core_attn") at the flash-attention model; under selective recomputation the
+    GEMMs of the recipe's other modules once more (``gemm.recompute_gemm_seconds``).
     """
     tp, pp, cp, ep, etp = (np.asarray(c[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep", "etp"))
     g = hw.gemm_sku()
@@ -656,8 +666,13 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
     hf, hb = gemm.head_gemm_seconds(T.shapes, tok_mb, tp, g)
     layer_fwd = dense * df + moe * mf
     gemm_mb = layer_fwd * np.where(rc == 2, 2.0, 1.0) + dense * db + moe * mbw + (hf + hb) / pp
+    mods = T.recompute_modules
+    if set(mods) - {"core_attn", "moe_act", "layernorm"}:  # selective recomputation re-runs GEMMs too
+        rd, rm = gemm.recompute_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, g, mods)
+        gemm_mb = gemm_mb + np.where(rc == 1, dense * rd + moe * rm, 0.0)
     af, ab = gemm.attention_seconds(T.shapes, mb, s, cp, tp, T.flash, g, hw.attn_sku())
-    attn_mb = T.n_layers / pp * (af * np.where(rc >= 1, 2.0, 1.0) + ab)
+    attn_again = (rc == 2) | ((rc == 1) & ("core_attn" in mods))
+    attn_mb = T.n_layers / pp * (af * np.where(attn_again, 2.0, 1.0) + ab)
     return gemm_mb, attn_mb
 
 
@@ -767,7 +782,7 @@ def step_time(
 
     # ---- compute (per micro-batch, per GPU) ----------------------------------------------
     full, sel = rc == 2, rc == 1
-    rc_flops = np.where(full, T.flops_layers / 3.0, np.where(sel, T.flops_attn_fwd, 0.0))
+    rc_flops = np.where(full, T.flops_layers / 3.0, np.where(sel, T.flops_sel_fwd, 0.0))
     flops_hw_tok = T.flops_model + rc_flops
     tok_gpu_mb = tok_mb / tp  # a micro-batch's tokens per GPU-equivalent of work within a stage
     gemm_mb, attn_core_mb = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc)
@@ -797,7 +812,10 @@ def step_time(
     tp_mb = tp_mb + np.where(etp > 1, etp_pair * k_full * 2.0 * moe_layers, 0.0)
 
     # ---- EP all-to-all (per micro-batch) ------------------------------------------------------
-    ep_mb = np.where(ep > 1, price["ep_a2a"] * np.where(full, 6.0, 4.0) * moe_layers, 0.0)
+    # Dispatch and combine in the forward and twice in the backward, and again where the MoE layer's
+    # forward is recomputed (full recomputation, or selective with "moe").
+    again = full | (sel & ("moe" in T.recompute_modules))
+    ep_mb = np.where(ep > 1, price["ep_a2a"] * np.where(again, 6.0, 4.0) * moe_layers, 0.0)
 
     # ---- CP (per micro-batch) ---------------------------------------------------------------------
     cp_ag, cp_rs = price["cp_ag"], price["cp_rs"]  # this rank's K and V of one layer, over the CP group

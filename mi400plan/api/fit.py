@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mi400plan.errors import LayoutError, PlannerError, ProfileError, UsageError
-from mi400plan.results.fit import FitModel, FitResult, FitRow, MemoryBytes
+from mi400plan.results.fit import FitModel, FitResult, FitRow, MemoryBytes, RecipeValue
 from mi400plan.specs.layout import (
     RECOMPUTE_CODES,
     InferRecipe,
@@ -120,6 +120,7 @@ def fit(
     capacity_factor: float | None = None,
     fp8_weight_copies: int | None = None,
     fp8_params: bool | None = None,
+    recompute_modules: str | tuple[str, ...] | None = None,
     vocab_divisible_by: int | None = None,
     dropout: bool | None = None,
     offload_layers: int | None = None,
@@ -214,7 +215,7 @@ def fit(
         opts = base_opts.merged(
             recipe=recipe, precision=precision, optimizer=optimizer, grad_dtype=grad_dtype,
             flash_attention=flash_attention, dropout=dropout, reserve=reserve, fp8_weight_copies=fp8_weight_copies,
-            fp8_params=fp8_params, capacity_factor=capacity_factor, vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers,
+            fp8_params=fp8_params, recompute_modules=recompute_modules, capacity_factor=capacity_factor, vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers,
             overlap_tp=overlap_tp,
             overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
             split_embedding_loss=split_embedding_loss, uneven_pp=uneven_pp,
@@ -223,6 +224,12 @@ def fit(
             raise UsageError("FP8 weight copies apply to FP8 training; add --precision fp8")
         if opts.fp8_params and opts.precision != "fp8":
             raise UsageError("FP8 parameters apply to FP8 training; add --precision fp8")
+        if recompute_modules is not None:
+            if recompute is None:
+                recompute = "selective"  # the modules say what selective recomputation covers
+            elif recompute != "selective":
+                raise UsageError(f"--recompute-modules says what --recompute selective recomputes; "
+                                 f"got --recompute {recompute}", hint="drop one of them")
         return _fit_train(
             catalog, model, counts, accels, fm, warnings, plan_layout,
             dict(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch,
@@ -232,7 +239,7 @@ def fit(
     if recipe is not None and recipe not in ("bf16",):
         warnings.append(f"recipe {recipe!r} applies to training; inference uses --precision and --kv-dtype")
     for v, what in ((capacity_factor, "--capacity-factor"), (fp8_weight_copies, "--fp8-weight-copies"),
-                    (fp8_params, "--fp8-params"),
+                    (fp8_params, "--fp8-params"), (recompute_modules, "--recompute-modules"),
                     (vocab_divisible_by, "--vocab-divisible-by"), (offload_layers, "--offload-layers")):
         if v is not None:
             warnings.append(f"{what} applies to training; inference ignores it")
@@ -525,8 +532,8 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
                         "host_offload_bytes": int(round(mem["offloaded"])) if recipe.offload_layers else None})
         )
     _suggest_other_skus(rows, catalog, recipe.reserve)
-    rdict: dict[str, float | int | str | bool] = {
-        k: v for k, v in recipe.model_dump().items() if k != "reserve"
+    rdict: dict[str, RecipeValue] = {
+        k: (list(v) if isinstance(v, tuple) else v) for k, v in recipe.model_dump().items() if k != "reserve"
     }
     rdict["bytes_per_param"] = recipe.bytes_per_param(model.hidden_size)
     from mi400plan.pipeline import pipeline_split, split_text

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.recipe import (
-    CapacityFactorOpt, DropoutOpt, Fp8CopiesOpt, Fp8ParamsOpt, OffloadOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt,
+    CapacityFactorOpt, DropoutOpt, Fp8CopiesOpt, Fp8ParamsOpt, OffloadOpt, RecipeOpt, RecomputeModulesOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt,
     OverlapPpOpt, OverlapTpOpt, SplitOpt, UnevenOpt, VocabOpt,
 )
 from mi400plan.cli.common import (
@@ -38,12 +38,6 @@ class OptimizerChoice(str, Enum):
     adam = "adam"
     sgd = "sgd"
     adafactor = "adafactor"
-
-
-class RecipeChoice(str, Enum):
-    megatron = "megatron"
-    zero = "zero"
-    fp32 = "fp32"
 
 
 class GradDtype(str, Enum):
@@ -81,7 +75,7 @@ def fit_cmd(
     sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism with TP (default on).")] = None,
     gpus: Annotated[IntOpt, typer.Option("--gpus", help="Total GPUs (train: sets DP; infer: sets TP).")] = None,
     global_batch: Annotated[IntOpt, typer.Option("--global-batch", help="Sequences per step (caps micro-batches in flight).")] = None,
-    recipe: Annotated[Optional[RecipeChoice], typer.Option("--recipe", help="Training bytes-per-parameter preset: megatron (18 B/param) or zero (16 B/param).")] = None,
+    recipe: RecipeOpt = None,
     precision: Annotated[Optional[list[str]], typer.Option("--precision", metavar="PRECISION", help="train: bf16|fp8|fp32; infer weights: bf16|fp8|mxfp8|fp6|fp4|nvfp4|int4 (bfloat16, float32, float8 too). Repeat or comma-separate (bf16,fp8) to compare them in one table.")] = None,
     optimizer: Annotated[Optional[OptimizerChoice], typer.Option("--optimizer", help="Optimizer (train).")] = None,
     grad_dtype: Annotated[Optional[GradDtype], typer.Option("--grad-dtype", help="Gradient accumulation dtype (train).")] = None,
@@ -93,6 +87,7 @@ def fit_cmd(
     capacity_factor: CapacityFactorOpt = None,
     fp8_weight_copies: Fp8CopiesOpt = None,
     fp8_params: Fp8ParamsOpt = None,
+    recompute_modules: RecomputeModulesOpt = None,
     vocab_divisible_by: VocabOpt = None,
     dropout: DropoutOpt = None,
     offload_layers: OffloadOpt = None,
@@ -137,6 +132,7 @@ def fit_cmd(
             "--recompute": recompute, "--sp/--no-sp": sp, "--global-batch": global_batch, "--recipe": recipe,
             "--optimizer": optimizer, "--grad-dtype": grad_dtype, "--flash/--no-flash": flash,
             "--capacity-factor": capacity_factor, "--fp8-weight-copies": fp8_weight_copies, "--fp8-params": fp8_params,
+            "--recompute-modules": recompute_modules,
             "--vocab-divisible-by": vocab_divisible_by, "--offload-layers": offload_layers}, "training")
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
@@ -174,7 +170,7 @@ def fit_cmd(
             optimizer=optimizer.value if optimizer else None, grad_dtype=grad_dtype.value if grad_dtype else None,
             kv_dtype=kv_dtype.value if kv_dtype else None, flash_attention=flash, batch=batch, reserve=reserve,
             plan=str(plan) if plan else None, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-            fp8_params=fp8_params, vocab_divisible_by=vocab_divisible_by, dropout=dropout, offload_layers=offload_layers,
+            fp8_params=fp8_params, recompute_modules=recompute_modules, vocab_divisible_by=vocab_divisible_by, dropout=dropout, offload_layers=offload_layers,
             split_embedding_loss=split_embedding_loss,
             uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
             overlap_cp=overlap_cp, overlap_dp=overlap_dp,

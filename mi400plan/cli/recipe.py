@@ -17,6 +17,7 @@ from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
 class RecipeChoice(str, Enum):
     megatron = "megatron"
     zero = "zero"
+    fsdp = "fsdp"
     fp32 = "fp32"
 
 
@@ -28,7 +29,10 @@ class OptimizerChoice(str, Enum):
 
 
 RecipeOpt = Annotated[Optional[RecipeChoice], typer.Option(
-    "--recipe", help="Training bytes-per-parameter preset: megatron (18 B/param) or zero (16 B/param).")]
+    "--recipe", help="Training bytes-per-parameter preset: megatron (Megatron-LM's distributed optimizer: bf16 "
+    "weights + fp32 grads + fp32 master + Adam, 18 B/param), zero (ZeRO paper, 16 B/param) or fsdp (PyTorch "
+    "FSDP mixed precision: fp32 sharded params as the master copy + fp32 grads + Adam, 16 B/param, bf16 only "
+    "for the units being gathered).")]
 OptimizerOpt = Annotated[Optional[OptimizerChoice], typer.Option("--optimizer", help="Optimizer (train).")]
 FlashOpt = Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="Flash attention (default on).")]
 DropoutOpt = Annotated[Optional[bool], typer.Option(
@@ -46,6 +50,11 @@ Fp8CopiesOpt = Annotated[Optional[int], typer.Option(
     "--fp8-weight-copies", min=0, max=2,
     help="With --precision fp8 (train): cached FP8 casts per GEMM weight. Default 2, as Transformer Engine "
          "keeps them: a row-wise copy for the forward GEMM and a transposed one for the backward pass.")]
+RecomputeModulesOpt = Annotated[Optional[str], typer.Option(
+    "--recompute-modules", metavar="LIST",
+    help="What --recompute selective recomputes (Megatron-Core --recompute-modules; comma-separated; default "
+         "core_attn): core_attn, mla_up_proj, moe_act, layernorm, mlp, moe, shared_experts. Sets --recompute "
+         "selective in fit when --recompute is not given.")]
 Fp8ParamsOpt = Annotated[Optional[bool], typer.Option(
     "--fp8-params/--no-fp8-params",
     help="With --precision fp8 (train): hold the block GEMM weights as FP8 tensors, with no bf16 working copy "

@@ -106,6 +106,7 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
         f"layout: {_gpus(row.gpus)}, {_layout_text(row)}; most loaded pipeline stage: {row.stage}",
         *offload,
         *_fp8_weights_line(result.recipe),
+        *_recompute_line(row, result.recipe),
         f"runtime reserve: {result.reserve}; GB = 10^9 B, GiB = 2^30 B",
         f"profiles: {short_path(result.model.profile)}, {short_path(row.profile)}",
     ])
@@ -126,6 +127,14 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
             f"{row.layout.get('batch')}: {row.max_context:,} tokens"
         )
     print_lines(console, lines)
+
+
+def _recompute_line(row: FitRow, recipe: dict) -> list[str]:
+    """What selective recomputation covers, when the recipe names its modules."""
+    mods = recipe.get("recompute_modules") or []
+    if row.layout.get("recompute") != "selective" or list(mods) == ["core_attn"]:
+        return []
+    return [f"selective recomputation of: {', '.join(mods)} (Megatron-Core recompute_modules)"]
 
 
 def _fp8_weights_line(recipe: dict) -> list[str]:

@@ -81,17 +81,21 @@ class FitRow(OutModel):
     cross_domain_min_layout: str | None = None  # its flags (TP wider than the domain)
 
 
+# A recipe field's value in a result: a number, a name, a switch, or a list of names (recompute modules).
+RecipeValue = float | int | str | bool | list[str]
+
+
 class FitResult(Result):
     command: ClassVar[str] = "fit"
 
     model: FitModel
     mode: Literal["train", "infer"]
-    recipe: dict[str, float | int | str | bool]
+    recipe: dict[str, RecipeValue]
     reserve: str  # the runtime reserve rule, e.g. "2.0 GiB + 5% of HBM"
     rows: list[FitRow] = Field(default_factory=list)
     # Several --precision values compared: their order, and each one's recipe (``recipe`` is the first's).
     precisions: list[str] = Field(default_factory=list)
-    recipes: dict[str, dict[str, float | int | str | bool]] = Field(default_factory=dict)
+    recipes: dict[str, dict[str, RecipeValue]] = Field(default_factory=dict)
 
     def check_failed(self) -> bool:
         return not any(r.fits for r in self.rows)

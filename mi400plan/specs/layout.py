@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from mi400plan.errors import LayoutError, UsageError
 from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
@@ -39,6 +39,13 @@ Schedule = Literal["1f1b", "interleaved"]
 # Integer codes for the vectorized memory functions (numpy arrays cannot hold strings cheaply).
 RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
 RECOMPUTE_NAMES: dict[int, str] = {v: k for k, v in RECOMPUTE_CODES.items()}
+# What "selective" recomputes: Megatron-Core's ``recompute_modules`` (``TransformerConfig``, used when
+# ``recompute_granularity`` is "selective"; default ["core_attn"]). "core_attn", "mlp", "moe" and
+# "shared_experts" are checkpointed whole (only the module's input is kept); "mla_up_proj",
+# "moe_act" and "layernorm" discard their outputs and recompute them before the backward pass.
+RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "mla_up_proj", "moe_act", "layernorm", "mlp", "moe",
+                                      "shared_experts")
+DEFAULT_RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn",)
 
 
 class Layout(StrictModel):
@@ -356,6 +363,12 @@ class TrainRecipe(StrictModel):
     # the saved activations of the first ``offload_layers`` layers of each model chunk are copied to
     # pinned host memory after their forward and back before their backward (``OFFLOAD_IN_FLIGHT``).
     offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
+    # The modules ``recompute="selective"`` recomputes (``RECOMPUTE_MODULES``).
+    recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES
+    # PyTorch FSDP mixed precision keeps the sharded parameters in fp32 (they are the optimizer's
+    # master copy) and casts to the 16-bit ``param_bytes`` only the units it gathers; Megatron's
+    # distributed optimizer and Megatron FSDP keep a 16-bit shard besides the fp32 main params.
+    sharded_working_copy: bool = True
     reserve: RuntimeReserve = Field(default_factory=RuntimeReserve)
 
     @property
@@ -401,6 +414,13 @@ TRAIN_PRESETS: dict[str, dict[str, object]] = {
     # ZeRO (Rajbhandari et al. 2020, section 3.1): fp16 params (2) + fp16 grads (2) + K = 12 optimizer
     # bytes (fp32 master 4 + momentum 4 + variance 4) = 16 B/param.
     "zero": dict(param_bytes=2.0, grad_bytes=2.0, master_bytes=4.0, optimizer="adam", moment_bytes=4.0),
+    # PyTorch FSDP with MixedPrecision(param_dtype=bf16, reduce_dtype=fp32), as MosaicML's Composer
+    # "DEFAULT" runs it: "outside forward and backward, the sharded parameters are kept in full
+    # precision" (torch.distributed.fsdp.MixedPrecision docs), so the fp32 shard is the master copy
+    # (4) with fp32 gradients (4) and Adam (8): 16 B/param sharded, and bf16 copies only of the units
+    # being gathered (``sharded_working_copy`` False).
+    "fsdp": dict(param_bytes=2.0, grad_bytes=4.0, master_bytes=4.0, optimizer="adam", moment_bytes=4.0,
+                 sharded_working_copy=False),
     # Pure fp32 training: 4 + 4 + Adam 8 = 16 B/param, no separate master copy.
     "fp32": dict(param_bytes=4.0, grad_bytes=4.0, master_bytes=0.0, optimizer="adam", moment_bytes=4.0,
                  activation_bytes=4.0, gemm_input_bytes=4.0),
@@ -423,6 +443,7 @@ def train_recipe(
     dropout: bool | None = None,
     offload_layers: int | None = None,
     fp8_params: bool | None = None,
+    recompute_modules: tuple[str, ...] | list[str] | str | None = None,
 ) -> TrainRecipe:
     """A named preset with overrides. ``precision="fp8"`` keeps ``fp8_weight_copies`` cached FP8 casts
     of every transformer-block GEMM weight (default ``TE_FP8_WEIGHT_COPIES`` = 2, as Transformer
@@ -451,6 +472,8 @@ def train_recipe(
         if precision != "fp8":
             raise UsageError("FP8 parameters apply to FP8 training; add --precision fp8")
         fields["fp8_params"] = True
+    if recompute_modules is not None:
+        fields["recompute_modules"] = parse_recompute_modules(recompute_modules)
     if optimizer is not None:
         if optimizer not in ("adamw", "adam", "sgd", "adafactor"):
             raise UsageError(f"unknown optimizer {optimizer!r}; known: adamw, adam, sgd, adafactor")
@@ -481,11 +504,23 @@ def train_recipe(
     return TrainRecipe(**fields)  # type: ignore[arg-type]
 
 
+def parse_recompute_modules(given: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Megatron-Core ``recompute_modules`` names (a list, or one comma-separated string), checked
+    against ``RECOMPUTE_MODULES``, deduplicated, in the order given."""
+    items = given.split(",") if isinstance(given, str) else list(given)
+    names = [str(x).strip().lower() for x in items if str(x).strip()]
+    unknown = [n for n in names if n not in RECOMPUTE_MODULES]
+    if unknown or not names:
+        raise UsageError(f"unknown recompute module(s) {', '.join(unknown) or '(none given)'}; "
+                         f"known: {', '.join(RECOMPUTE_MODULES)}")
+    return tuple(dict.fromkeys(names))
+
+
 class TrainOptions(StrictModel):
     """The training recipe and model switches ``fit`` and ``sweep`` share (one object for both).
 
     Memory (``train_recipe``): ``recipe`` preset, ``precision``, ``optimizer``, ``grad_dtype``,
-    ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``, ``fp8_params``,
+    ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``, ``fp8_params``, ``recompute_modules``,
     ``capacity_factor``, ``vocab_divisible_by``, ``offload_layers`` (activation offloading to host memory,
     memory and step time). Pipeline split (both): ``split_embedding_loss``,
     ``uneven_pp`` (``mi400plan.pipeline``). Step time (``search.SearchOptions``): ``overlap_tp``,
@@ -494,7 +529,7 @@ class TrainOptions(StrictModel):
     reads them back, so the same layout gives the same memory in both commands.
     """
 
-    recipe: Literal["megatron", "zero", "fp32"] = "megatron"
+    recipe: Literal["megatron", "zero", "fsdp", "fp32"] = "megatron"
     precision: Literal["bf16", "fp8", "fp32"] = "bf16"
     optimizer: Optimizer | None = None
     grad_dtype: Literal["fp32", "bf16", "fp16"] | None = None
@@ -503,6 +538,7 @@ class TrainOptions(StrictModel):
     reserve: str | None = None
     fp8_weight_copies: int | None = Field(default=None, ge=0, le=2)
     fp8_params: bool = False
+    recompute_modules: tuple[str, ...] | None = None  # a comma-separated string is accepted too
     capacity_factor: float | None = Field(default=None, gt=0)
     vocab_divisible_by: int | None = Field(default=None, ge=1)
     offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
@@ -514,6 +550,12 @@ class TrainOptions(StrictModel):
     split_embedding_loss: bool = False
     uneven_pp: bool = True
 
+    @field_validator("recompute_modules", mode="before")
+    @classmethod
+    def _modules(cls, v: object) -> object:
+        """Names checked and normalised (``parse_recompute_modules``) as they come in."""
+        return None if v is None else parse_recompute_modules(v)  # type: ignore[arg-type]
+
     def train_recipe(self) -> TrainRecipe:
         """The memory recipe these switches describe (``train_recipe``)."""
         return train_recipe(
@@ -522,7 +564,7 @@ class TrainOptions(StrictModel):
             reserve=parse_reserve(self.reserve) if self.reserve is not None else None,
             fp8_weight_copies=self.fp8_weight_copies, capacity_factor=self.capacity_factor,
             vocab_divisible_by=self.vocab_divisible_by, offload_layers=self.offload_layers,
-            fp8_params=self.fp8_params,
+            fp8_params=self.fp8_params, recompute_modules=self.recompute_modules,
         )
 
     def search_flags(self) -> dict[str, bool]:
