@@ -1,6 +1,7 @@
 """Start-up cost of the command line: wall time per command and where it goes.
 
-For each command below, the installed console script runs in a subprocess several times and the
+For each command below, the installed package runs in a subprocess (from the file-system root, so a
+source checkout in the working directory is not what is imported) several times and the
 minimum wall time and minimum CPU time (user + system; steadier than wall time when other work
 shares the CPU) are printed next to its target, with the physical floor: the interpreter, and the
 interpreter importing numpy, pydantic and typer, which every computing command needs. Then, per
@@ -45,7 +46,7 @@ def _times(cmd: list[str], runs: int, env: dict[str, str]) -> tuple[float, float
     for _ in range(runs):
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=os.sep)
         wall.append(time.perf_counter() - t0)
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
@@ -136,9 +137,9 @@ def _paired(cmd: list[str], runs: int, env: dict[str, str]) -> tuple[float, floa
     walls, own = [], []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", _FLOOR], capture_output=True, env=env)
+        subprocess.run([sys.executable, "-c", _FLOOR], capture_output=True, env=env, cwd=os.sep)
         t1 = time.perf_counter()
-        subprocess.run(cmd, capture_output=True, env=env)
+        subprocess.run(cmd, capture_output=True, env=env, cwd=os.sep)
         t2 = time.perf_counter()
         walls.append(t2 - t1)
         own.append((t2 - t1) - (t1 - t0))

@@ -47,11 +47,16 @@ def cache_dir() -> Path | None:
 
 def package_dir(name: str) -> Any:
     """A directory shipped inside the installed package. A plain path when the package is installed
-    as files (any pip install); ``importlib.resources`` (whose import and first lookup cost about
-    4 ms of every start-up) only for a package imported from a zip archive."""
+    as files (any pip install), or the checkout's own folder when the source tree runs in place
+    (``python -m mi400plan`` in a clone: the wheel maps ``profiles/`` into the package);
+    ``importlib.resources`` (whose import and first lookup cost about 4 ms of every start-up) only
+    for a package imported from a zip archive."""
     here = Path(__file__).parent / name
     if here.is_dir():
         return here
+    checkout = Path(__file__).parent.parent / name  # run in place from a source checkout, where the
+    if checkout.is_dir() and (checkout.parent / "pyproject.toml").is_file():  # wheel's map is not applied
+        return checkout
     from importlib import resources
 
     return resources.files("mi400plan") / name
