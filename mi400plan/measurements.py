@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from mi400plan.errors import ProfileError
+from mi400plan.errors import ProfileError, UsageError
 from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
 from mi400plan.specs.common import StrictModel
 
@@ -66,11 +66,30 @@ class MeasuredRun(StrictModel):
     split_embedding_loss: bool = False
     # activation offloading (Megatron-Core --cpu-offloading-num-layers), as sweep's --offload-layers
     offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
+    # The recipe switches of fit and sweep (``specs.layout.TrainOptions``): memory preset, FP8
+    # parameters, what selective recomputation covers ("mla_up_proj+moe_act" in a CSV cell), MoE
+    # routed-buffer allowance.
+    recipe: Literal["megatron", "zero", "fsdp"] = "megatron"
+    fp8_params: bool = False
+    recompute_modules: tuple[str, ...] | None = None
+    capacity_factor: float | None = Field(default=None, gt=0, le=64, allow_inf_nan=False)
     # Lower bounds a real measurement clears by orders of magnitude: 5e-324 s is positive, but the
     # model's step time over it overflows a float.
     step_time_s: float | None = Field(default=None, ge=1e-6, le=1e7, allow_inf_nan=False)
     tflops_per_gpu: float | None = Field(default=None, ge=1e-6, le=1e7, allow_inf_nan=False)
     tflops_basis: Literal["model", "hardware"] = "model"
+
+    @field_validator("recompute_modules", mode="before")
+    @classmethod
+    def _modules(cls, v: object) -> object:
+        from mi400plan.specs.layout import parse_recompute_modules
+
+        if v is None or v == "":
+            return None
+        try:
+            return parse_recompute_modules(v)  # type: ignore[arg-type]
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
 
     @model_validator(mode="after")
     def _one_measurement(self) -> "MeasuredRun":
@@ -78,6 +97,11 @@ class MeasuredRun(StrictModel):
             raise ValueError("give exactly one measurement: step_time_s or tflops_per_gpu")
         if self.vpp > 1 and self.pp < 2:
             raise ValueError("vpp > 1 (interleaved schedule) needs pp >= 2")
+        if self.recompute_modules and self.recompute != "selective":
+            raise ValueError("recompute_modules say what recompute = \"selective\" recomputes; "
+                             f"this run has recompute = {self.recompute!r}")
+        if self.fp8_params and self.precision != "fp8":
+            raise ValueError("fp8_params needs precision = \"fp8\"")
         if self.gpus is not None and self.gpus != self.world:
             raise ValueError(f"gpus = {self.gpus} but tp x pp x cp x dp = {self.world}")
         return self

@@ -462,6 +462,10 @@ def test_cli_save_never_overwrites_without_force(cli, runs_file, tmp_path) -> No
                     "dp = 2\nep = 2\nstep_time_s = 1.0\n", "ep.toml:1"),
         ("gpus.csv", f"model,sku,seq_len,global_batch,tp,dp,gpus,step_time_s\nllama3.1-8b,{SKU},4096,8,2,2,8,1.0\n",
          "gpus.csv:2"),
+        ("mods.csv", f"model,sku,seq_len,global_batch,recompute_modules,step_time_s\n"
+                     f"llama3.1-8b,{SKU},4096,8,mlp,1.0\n", "mods.csv:2"),
+        ("modname.csv", f"model,sku,seq_len,global_batch,recompute,recompute_modules,step_time_s\n"
+                        f"llama3.1-8b,{SKU},4096,8,selective,mlp+attn,1.0\n", "modname.csv:2 [recompute_modules]"),
         ("all_reduce_perf.txt", ALL_REDUCE_LOG.replace("  5239.58", "  -5239.58"), "all_reduce_perf.txt:24 [time]"),
         ("all_gather_perf.txt", ALL_REDUCE_LOG.replace("  1073741824", "9" * 400), "all_gather_perf.txt:24 [size]"),
     ],
@@ -476,6 +480,24 @@ def test_cli_bad_files_exit_3_naming_file_line_field(cli, tmp_path, name, text, 
     j = cli(["calibrate", str(p), "--sku", "h100", "--json"])
     env = json.loads(j.stdout)
     assert j.exit_code == 3 and env["status"] == "error" and env["errors"][0]["code"] == "bad_profile"
+
+
+def test_runs_carry_the_recipe_switches_of_fit_and_sweep(catalog, tmp_path) -> None:
+    """A run with selective recomputation of named modules, the fsdp recipe and a capacity factor is read
+    as ``fit`` would read those flags; the recomputed forward makes the same measured step time imply a
+    faster GEMM (a higher fitted ceiling) than the same run without the modules."""
+    from mi400plan.api.calibrate import calibrate
+    from mi400plan.measurements import read_runs
+
+    head = "model,sku,seq_len,global_batch,dp,micro_batch,zero,recompute,recompute_modules,recipe,step_time_s\n"
+    row = "llama3.1-8b,h100,4096,64,8,1,3,selective,{mods},fsdp,8.0\n"
+    (tmp_path / "a.csv").write_text(head + row.format(mods="core_attn"), encoding="utf-8")
+    (tmp_path / "b.csv").write_text(head + row.format(mods="core_attn+mlp+layernorm"), encoding="utf-8")
+    run = read_runs(tmp_path / "b.csv", (tmp_path / "b.csv").read_text())[0].run
+    assert run.recompute_modules == ("core_attn", "mlp", "layernorm") and run.recipe == "fsdp"
+    a = _param(calibrate(catalog, [str(tmp_path / "a.csv")]), "matmul_bf16").value
+    b = _param(calibrate(catalog, [str(tmp_path / "b.csv")]), "matmul_bf16").value
+    assert b > a
 
 
 def test_rate_above_peak_is_flagged(catalog, tmp_path) -> None:

@@ -114,7 +114,7 @@ def row_recipe(r: dict[str, str]):
         r["recipe"], precision=r["precision"], grad_dtype=r["grad_dtype"], offload_layers=int(r["offload_layers"]),
         fp8_params=r["fp8_params"] == "1" or None,
         fp8_weight_copies=int(r["fp8_weight_copies"]) if r["fp8_weight_copies"] else None,
-        recompute_modules=r["recompute_modules"].replace("+", ",") or None,
+        recompute_modules=r["recompute_modules"] or None,
         capacity_factor=float(r["capacity_factor"]) if r["capacity_factor"] else None)
 
 

@@ -132,8 +132,9 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
     sku = cat.get("accelerators", r.sku).spec.name
     # an undisclosed peak (or host link, when the run offloads activations) stops here, naming the run
     base_hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw
-    recipe = train_recipe("megatron", precision=r.precision, grad_dtype=r.grad_dtype, flash_attention=r.flash_attention,
-                          offload_layers=r.offload_layers)
+    recipe = train_recipe(r.recipe, precision=r.precision, grad_dtype=r.grad_dtype, flash_attention=r.flash_attention,
+                          offload_layers=r.offload_layers, fp8_params=r.fp8_params or None,
+                          recompute_modules=r.recompute_modules, capacity_factor=r.capacity_factor)
     wl = Workload(spec, count_params(spec), recipe, r.seq_len, r.global_batch)
     layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
                   recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))

@@ -505,9 +505,10 @@ def train_recipe(
 
 
 def parse_recompute_modules(given: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """Megatron-Core ``recompute_modules`` names (a list, or one comma-separated string), checked
-    against ``RECOMPUTE_MODULES``, deduplicated, in the order given."""
-    items = given.split(",") if isinstance(given, str) else list(given)
+    """Megatron-Core ``recompute_modules`` names (a list, or one string separated by commas or ``+``,
+    which a CSV cell holds unquoted), checked against ``RECOMPUTE_MODULES``, deduplicated, in the
+    order given."""
+    items = given.replace("+", ",").split(",") if isinstance(given, str) else list(given)
     names = [str(x).strip().lower() for x in items if str(x).strip()]
     unknown = [n for n in names if n not in RECOMPUTE_MODULES]
     if unknown or not names:
