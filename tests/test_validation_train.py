@@ -40,7 +40,8 @@ what the model can represent:
   head are not counted: about half the module's FLOPs (NVIDIA's own TFLOP/s figures give 260 GFLOP a
   token with it against 250 without);
 - ``fp8_params``: 1 on every FP8 run, whose precision preset (``get_precision_config("fp8_cs")`` =
-  ``bf16_with_fp8_current_scaling_mixed``) sets ``fp8_param_gather``; ``fp8_weight_copies``: 1 where
+  ``bf16_with_fp8_current_scaling_mixed``) sets ``fp8_param_gather``, and on AMD's MLPerf v5.1 MI350X
+  run (``FP8_PARAMS=1`` in its configuration); ``fp8_weight_copies``: 1 where
   the run is Megatron FSDP, whose overrides set ``keep_fp8_transpose_cache = False``;
 - ``recompute_modules`` (``+``-separated; the row's ``recompute`` is then 1, selective): the DeepSeek-V3
   recipes' ``recompute_modules``, ``mla_up_proj`` on B200 and GB200, ``mlp`` and ``moe_act`` in the
