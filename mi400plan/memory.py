@@ -383,15 +383,39 @@ def layer_activation_bytes_per_token(
     Check: GPT (GELU, ffn 4h, MHA), dropout on, no flash, no SP: ``10*h + 24*h/t + 5*a*s/t`` per token,
     i.e. Korthikanti's ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` divided by ``s*b``.
     """
-    a = model.attention
     h = float(model.hidden_size)
     e = recipe.activation_bytes
-    g = recipe.gemm_input_bytes
-    drop = 1.0 if recipe.dropout else 0.0
     tp = np.asarray(tp, dtype=np.float64)
-    sp = np.asarray(sequence_parallel, dtype=bool)
     rc = np.asarray(recompute)
-    tsp = np.where(sp, tp, 1.0)
+    tsp = np.where(np.asarray(sequence_parallel, dtype=bool), tp, 1.0)
+    keep = _Kept(rc, recipe.recompute_modules)
+    rep_a, split_a, core = _attention_saved(model, recipe, tp=tp, seq_len=seq_len, keep=keep)
+    rep_f, split_f, routed = _ffn_saved(model, recipe, tp=tp, etp=etp, moe=moe, keep=keep)
+    full = (rep_a + rep_f) / tsp + split_a + split_f + core + routed / tsp
+    return np.where(rc >= 2, e * h / tsp, full)
+
+
+class _Kept:
+    """Bytes selective recomputation keeps: ``keep(module, x)`` is ``x``, or 0 where the layout
+    recomputes selectively (code 1) and ``module`` is one of ``modules``."""
+
+    def __init__(self, rc: np.ndarray, modules: tuple[str, ...]) -> None:
+        self.sel = rc == 1
+        self.modules = set(modules)
+
+    def __call__(self, module: str, x: Any) -> Any:
+        return np.where(self.sel, 0.0, x) if module in self.modules else x
+
+
+def _attention_saved(model: ModelSpec, recipe: TrainRecipe, *, tp: np.ndarray, seq_len: ArrayLike,
+                     keep: _Kept) -> tuple[Any, Any, Any]:
+    """The attention block's saved bytes per token (:func:`layer_activation_bytes_per_token`): those
+    replicated over TP unless SP (norm inputs, the QKV input, dropout masks, MLA latents), those split
+    by TP (Q, K, V, the output-projection input) and the core's."""
+    a = model.attention
+    h = float(model.hidden_size)
+    e, g = recipe.activation_bytes, recipe.gemm_input_bytes
+    drop = 1.0 if recipe.dropout else 0.0
     heads = float(a.num_heads)
     if a.kind == "mla":
         assert a.qk_nope_head_dim and a.qk_rope_head_dim and a.v_head_dim and a.kv_lora_rank
@@ -404,41 +428,38 @@ def layer_activation_bytes_per_token(
         d_qk = d_v = float(a.head_size(model.hidden_size))
         kv_r = np.maximum(a.kv_heads / tp, 1.0)
         latent = 0.0
-    sel = rc == 1
-    mods = set(recipe.recompute_modules)
-
-    def unless(module: str, x: Any) -> Any:
-        """``x`` bytes, or 0 where selective recompute discards them (``module`` listed)."""
-        return np.where(sel, 0.0, x) if module in mods else x
-
     qkv = e * heads * d_qk / tp + e * kv_r * (d_qk + d_v)  # Q, K, V for the attention core
-    replicated = 2.0 * e * h + unless("layernorm", g * h) + drop * 2.0 * h * MASK_BYTES + latent
-    split = (unless("mla_up_proj", qkv) if a.kind == "mla" else qkv) + g * heads * d_v / tp
+    replicated = 2.0 * e * h + keep("layernorm", g * h) + drop * 2.0 * h * MASK_BYTES + latent
+    split = (keep("mla_up_proj", qkv) if a.kind == "mla" else qkv) + g * heads * d_v / tp
     s = np.asarray(seq_len, dtype=np.float64)
-    if recipe.flash_attention:
+    if recipe.flash_attention:  # flash attention keeps only the log-sum-exp whatever is recomputed
         core = LSE_BYTES * heads / tp + 0.0 * s
     else:
-        core = (e + drop * (MASK_BYTES + e)) * heads * s / tp
-    if not recipe.flash_attention:  # flash attention keeps only the log-sum-exp whatever is recomputed
-        core = unless("core_attn", core)
-    ffn_in = unless("layernorm", g * h)  # the FFN input (the pre-FFN norm's output)
-    routed = 0.0
-    if moe:
-        m = model.moe
-        assert m is not None
-        width = float(m.expert_ffn_dim)
-        shared = m.num_shared_experts * (m.shared_expert_ffn_dim or m.expert_ffn_dim)
-        etp_a = np.asarray(etp, dtype=np.float64)
-        act_out = g * width  # the activation's output, the down-projection input
-        expert = g * h * etp_a + e * h + (_ffn_bytes(model, width, e, g) - act_out) + unless("moe_act", act_out)
-        routed = unless("moe", m.top_k * recipe.moe_capacity_factor * expert)
-        replicated = replicated + ffn_in + unless("moe", 4.0 * m.num_experts)
-        split = split + unless("moe", unless("shared_experts", _ffn_bytes(model, shared, e, g) / tp))
-    else:
-        replicated = replicated + unless("mlp", ffn_in)
-        split = split + unless("mlp", _ffn_bytes(model, model.ffn_dim, e, g) / tp)
-    full = replicated / tsp + split + core + routed / tsp
-    return np.where(rc >= 2, e * h / tsp, full)
+        core = keep("core_attn", (e + drop * (MASK_BYTES + e)) * heads * s / tp)
+    return replicated, split, core
+
+
+def _ffn_saved(model: ModelSpec, recipe: TrainRecipe, *, tp: np.ndarray, etp: ArrayLike, moe: bool,
+               keep: _Kept) -> tuple[Any, Any, Any]:
+    """The FFN block's saved bytes per token (:func:`layer_activation_bytes_per_token`): replicated
+    over TP unless SP (the FFN input, router probabilities), split by TP (dense FFN or shared-expert
+    intermediates) and the routed path (``top_k x capacity factor`` copies, split by SP)."""
+    h = float(model.hidden_size)
+    e, g = recipe.activation_bytes, recipe.gemm_input_bytes
+    ffn_in = keep("layernorm", g * h)  # the FFN input (the pre-FFN norm's output)
+    if not moe:
+        return keep("mlp", ffn_in), keep("mlp", _ffn_bytes(model, model.ffn_dim, e, g) / tp), 0.0
+    m = model.moe
+    assert m is not None
+    width = float(m.expert_ffn_dim)
+    shared = m.num_shared_experts * (m.shared_expert_ffn_dim or m.expert_ffn_dim)
+    etp_a = np.asarray(etp, dtype=np.float64)
+    act_out = g * width  # the activation's output, the down-projection input
+    expert = g * h * etp_a + e * h + (_ffn_bytes(model, width, e, g) - act_out) + keep("moe_act", act_out)
+    routed = keep("moe", m.top_k * recipe.moe_capacity_factor * expert)
+    replicated = ffn_in + keep("moe", 4.0 * m.num_experts)
+    split = keep("moe", keep("shared_experts", _ffn_bytes(model, shared, e, g) / tp))
+    return replicated, split, routed
 
 
 # --- training ----------------------------------------------------------------------------------
