@@ -124,3 +124,31 @@ def test_bad_modules_and_contradictions_are_refused(cli) -> None:
     assert data["recipe"]["recompute_modules"] == ["mla_up_proj"]
     r = cli(["fit", "deepseek-v3", "--sku", "gb200", "--mode", "infer", "--recompute-modules", "moe"])
     assert r.exit_code == 2 and "training" in r.output
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "llama3.1-8b", "mixtral-8x7b", "qwen3-235b-a22b"])
+def test_more_modules_never_hold_more_or_recompute_less(catalog, name) -> None:
+    """Property: adding a module to what selective recomputation covers never raises a layer's saved
+    bytes and never lowers the recomputed FLOPs (every subset of the seven modules, MoE and dense
+    layers, TP 1 and 4 with and without SP)."""
+    from itertools import combinations
+
+    from mi400plan.specs.layout import RECOMPUTE_MODULES
+
+    spec = catalog.get("models", name).spec
+    subsets = [c for k in range(len(RECOMPUTE_MODULES) + 1) for c in combinations(RECOMPUTE_MODULES, k)]
+    for tp, sp in ((1, False), (4, True), (4, False)):
+        for moe in ((False, True) if spec.moe else (False,)):
+            def saved(mods: tuple[str, ...]) -> float:
+                rec = train_recipe("megatron", recompute_modules=mods or ("core_attn",), flash_attention=False)
+                rc = 1 if mods else 0
+                return float(layer_activation_bytes_per_token(spec, rec, tp=tp, etp=1, sequence_parallel=sp,
+                                                              recompute=rc, seq_len=2048, moe=moe))
+            cache = {m: saved(m) for m in subsets}
+            for m in subsets:
+                for extra in RECOMPUTE_MODULES:
+                    if extra not in m:
+                        bigger = tuple(x for x in RECOMPUTE_MODULES if x in m or x == extra)
+                        assert cache[bigger] <= cache[m] + 1e-9, (name, m, extra)
+                        assert (selective_recompute_flops_per_token(spec, 2048, bigger)
+                                >= selective_recompute_flops_per_token(spec, 2048, m))
