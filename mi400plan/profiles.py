@@ -119,7 +119,7 @@ def validation_error(path: str, text: str, exc: ValidationError) -> ProfileError
     first = errs[0]
     loc = tuple(first.get("loc", ()))
     dotted = ".".join(str(p) for p in loc) or None
-    msg = first.get("msg", "invalid value")
+    msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
     if first.get("type") == "extra_forbidden":
         msg = "unknown key (typo?)"
     given = first.get("input")

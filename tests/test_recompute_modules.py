@@ -152,3 +152,18 @@ def test_more_modules_never_hold_more_or_recompute_less(catalog, name) -> None:
                         assert cache[bigger] <= cache[m] + 1e-9, (name, m, extra)
                         assert (selective_recompute_flops_per_token(spec, 2048, bigger)
                                 >= selective_recompute_flops_per_token(spec, 2048, m))
+
+
+@pytest.mark.parametrize("value, words", [('["mlp", "nope"]', "unknown recompute module(s) nope"),
+                                          ("3", "a list of module names")])
+def test_a_bad_plan_value_names_file_line_and_field(cli, tmp_path, value, words) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        '[plan]\nmodel = "llama3.1-8b"\nsku = "h100"\ngpus = 8\nseq_len = 4096\nglobal_batch = 64\n\n'
+        "[layout]\ntp = 1\npp = 1\nvpp = 1\ndp = 8\nep = 1\netp = 1\ncp = 1\nzero = 1\nmicro_batch = 1\n"
+        'recompute = "selective"\nsequence_parallel = false\n\n'
+        f"[recipe]\nrecompute_modules = {value}\n", encoding="utf-8")
+    r = cli(["fit", "--plan", str(plan)])
+    assert r.exit_code == 3 and "Traceback" not in r.output and "internal error" not in r.output
+    out = " ".join(r.output.split())
+    assert "plan.toml:22 [recipe.recompute_modules]" in out and words in out and "Value error" not in out

@@ -554,8 +554,17 @@ class TrainOptions(StrictModel):
     @field_validator("recompute_modules", mode="before")
     @classmethod
     def _modules(cls, v: object) -> object:
-        """Names checked and normalised (``parse_recompute_modules``) as they come in."""
-        return None if v is None else parse_recompute_modules(v)  # type: ignore[arg-type]
+        """Names checked and normalised (``parse_recompute_modules``) as they come in; a bad value is a
+        validation error, so a plan file's reader names the file, line and field."""
+        if v is None:
+            return None
+        items = [v] if isinstance(v, str) else v
+        if not isinstance(items, (list, tuple)) or not all(isinstance(x, str) for x in items):
+            raise ValueError("a list of module names, or one string of them separated by commas")
+        try:
+            return parse_recompute_modules(v)  # type: ignore[arg-type]
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
 
     def train_recipe(self) -> TrainRecipe:
         """The memory recipe these switches describe (``train_recipe``)."""
@@ -591,7 +600,8 @@ class TrainOptions(StrictModel):
                          capacity_factor=new["capacity_factor"], vocab_divisible_by=new["vocab_divisible_by"],
                          offload_layers=new["offload_layers"] if isinstance(new["offload_layers"], int) else None)
             e = exc.errors()[0]
-            raise UsageError(f"invalid training option {'.'.join(str(x) for x in e['loc'])}: {e['msg']}") from None
+            msg = str(e['msg']).removeprefix('Value error, ')
+            raise UsageError(f"invalid training option {'.'.join(str(x) for x in e['loc'])}: {msg}") from None
 
 
 # --- inference recipe --------------------------------------------------------------------------
