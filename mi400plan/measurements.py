@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from mi400plan.errors import ProfileError, UsageError
+from mi400plan.errors import ProfileError
 from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
 from mi400plan.specs.common import StrictModel
 
@@ -82,14 +82,9 @@ class MeasuredRun(StrictModel):
     @field_validator("recompute_modules", mode="before")
     @classmethod
     def _modules(cls, v: object) -> object:
-        from mi400plan.specs.layout import parse_recompute_modules
+        from mi400plan.specs.layout import recompute_modules_value
 
-        if v is None or v == "":
-            return None
-        try:
-            return parse_recompute_modules(v)  # type: ignore[arg-type]
-        except UsageError as exc:
-            raise ValueError(exc.message) from None
+        return recompute_modules_value(v)
 
     @model_validator(mode="after")
     def _one_measurement(self) -> "MeasuredRun":

@@ -517,6 +517,21 @@ def parse_recompute_modules(given: str | tuple[str, ...] | list[str]) -> tuple[s
     return tuple(dict.fromkeys(names))
 
 
+def recompute_modules_value(v: object) -> tuple[str, ...] | None:
+    """A ``recompute_modules`` field's value checked and normalised (``parse_recompute_modules``); a bad
+    one raises ``ValueError``, so pydantic reports it and a file's reader names the file, line and field.
+    ``None`` or an empty string: not given."""
+    if v is None or v == "":
+        return None
+    items = [v] if isinstance(v, str) else v
+    if not isinstance(items, (list, tuple)) or not all(isinstance(x, str) for x in items):
+        raise ValueError("a list of module names, or one string of them separated by commas")
+    try:
+        return parse_recompute_modules(v)  # type: ignore[arg-type]
+    except UsageError as exc:
+        raise ValueError(exc.message) from None
+
+
 class TrainOptions(StrictModel):
     """The training recipe and model switches ``fit`` and ``sweep`` share (one object for both).
 
@@ -554,17 +569,7 @@ class TrainOptions(StrictModel):
     @field_validator("recompute_modules", mode="before")
     @classmethod
     def _modules(cls, v: object) -> object:
-        """Names checked and normalised (``parse_recompute_modules``) as they come in; a bad value is a
-        validation error, so a plan file's reader names the file, line and field."""
-        if v is None:
-            return None
-        items = [v] if isinstance(v, str) else v
-        if not isinstance(items, (list, tuple)) or not all(isinstance(x, str) for x in items):
-            raise ValueError("a list of module names, or one string of them separated by commas")
-        try:
-            return parse_recompute_modules(v)  # type: ignore[arg-type]
-        except UsageError as exc:
-            raise ValueError(exc.message) from None
+        return recompute_modules_value(v)
 
     def train_recipe(self) -> TrainRecipe:
         """The memory recipe these switches describe (``train_recipe``)."""
