@@ -72,6 +72,7 @@ class MeasuredRun(StrictModel):
     recipe: Literal["megatron", "zero", "fsdp"] = "megatron"
     fp8_params: bool = False
     recompute_modules: tuple[str, ...] | None = None
+    recompute_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)  # with recompute = "full"
     capacity_factor: float | None = Field(default=None, gt=0, le=64, allow_inf_nan=False)
     # Lower bounds a real measurement clears by orders of magnitude: 5e-324 s is positive, but the
     # model's step time over it overflows a float.
@@ -95,6 +96,9 @@ class MeasuredRun(StrictModel):
         if self.recompute_modules and self.recompute != "selective":
             raise ValueError("recompute_modules say what recompute = \"selective\" recomputes; "
                              f"this run has recompute = {self.recompute!r}")
+        if self.recompute_layers and self.recompute != "full":
+            raise ValueError("recompute_layers say how many layers of each chunk recompute = \"full\" "
+                             f"recomputes; this run has recompute = {self.recompute!r}")
         if self.fp8_params and self.precision != "fp8":
             raise ValueError("fp8_params needs precision = \"fp8\"")
         if self.gpus is not None and self.gpus != self.world:

@@ -537,6 +537,17 @@ def _stage_terms(
     return _StageTerms(shape, weights, grads, optim, acts, recipe.reserve.fixed_bytes, total, slots["stage"], offloaded)
 
 
+def recompute_share(rc: ArrayLike, recompute_layers: int, layers_per_chunk: ArrayLike) -> np.ndarray:
+    """The share of a stage's layers that full recomputation re-runs: 1 under ``rc`` 2 (full) with
+    every layer recomputed (``recompute_layers`` 0), ``min(N, layers per chunk) / layers per chunk``
+    with Megatron-Core's block method (``--recompute-method block --recompute-num-layers N``: the first
+    ``N`` layers of each model chunk), 0 otherwise (none, selective). Arrays broadcast."""
+    rc = np.asarray(rc)
+    lc = np.maximum(np.asarray(layers_per_chunk, dtype=np.float64), 1.0)
+    part = 1.0 if recompute_layers <= 0 else np.minimum(float(recompute_layers), lc) / lc
+    return np.where(rc >= 2, part, 0.0)
+
+
 def _per_slot(x: np.ndarray) -> np.ndarray:
     """A per-candidate array broadcast against the stage-slot axis."""
     return x[..., None]
@@ -620,6 +631,13 @@ def _activation_bytes(model: ModelSpec, recipe: TrainRecipe, slots: dict[str, np
     stage_act = (slots["layers"] - slots["moe"]) * X(act_dense) + slots["moe"] * X(act_moe)
     s_idx = slots["stage"]
     P, V = X(pp), X(vpp)
+    if recipe.recompute_layers > 0:  # full recomputation of the first N layers of each chunk only
+        none = dict(kw, recompute=np.zeros_like(rc))
+        d0 = layer_activation_bytes_per_token(model, recipe, moe=False, **none)
+        m0 = layer_activation_bytes_per_token(model, recipe, moe=True, **none) if model.moe else d0
+        kept = (slots["layers"] - slots["moe"]) * X(d0) + slots["moe"] * X(m0)
+        f = recompute_share(X(rc), recipe.recompute_layers, slots["layers"] / V)
+        stage_act = np.where(X(rc) >= 2, f * stage_act + (1.0 - f) * kept, stage_act)
     inflight_1f1b = np.minimum(P - s_idx, X(nmb))
     chunks = np.minimum(2.0 * (P - s_idx - 1.0) + (V - 1.0) * P + 1.0, X(nmb) * V)
     inflight = np.where(V > 1, chunks / V, inflight_1f1b)

@@ -72,6 +72,7 @@ import numpy as np
 
 from mi400plan import gemm
 from mi400plan.fsdp import fsdp_step_terms, fsdp_unit_bytes
+from mi400plan.memory import recompute_share
 from mi400plan.params import (
     ParamCounts, attention_flops_per_token, model_flops_per_token, selective_recompute_flops_per_token,
 )
@@ -648,15 +649,16 @@ BREAKDOWN = ("compute", "attention", "gemm_overhead", "memory_bound", "tp", "cp"
 
 
 def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float, c: dict[str, Any],
-                    sp: Any, rc: Any) -> tuple[Any, Any]:
+                    sp: Any, rc: Any, share: Any = None) -> tuple[Any, Any]:
     """GEMM and attention-core seconds of one micro-batch on one GPU (shape-aware, ``mi400plan.gemm``).
 
     Every linear layer's forward, data-gradient and weight-gradient GEMM at its own (M, N, K) for
     this candidate's TP / EP / ETP split and micro-batch tokens, plus the forward again for the
-    layers under full recomputation; the LM head once per micro-batch spread over the PP stages
-    (as the FLOP count is); attention forward + backward (+ forward again under full recomputation,
-    or selective with "core_attn") at the flash-attention model; under selective recomputation the
-    GEMMs of the recipe's other modules once more (``gemm.recompute_gemm_seconds``).
+    layers under full recomputation (``share`` of them, ``memory.recompute_share``; all by default);
+    the LM head once per micro-batch spread over the PP stages (as the FLOP count is); attention
+    forward + backward (+ forward again for those layers, or under selective recomputation with
+    "core_attn") at the flash-attention model; under selective recomputation the GEMMs of the
+    recipe's other modules once more (``gemm.recompute_gemm_seconds``).
     """
     tp, pp, cp, ep, etp = (np.asarray(c[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep", "etp"))
     g = hw.gemm_sku()
@@ -665,14 +667,15 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
     dense = T.n_layers / pp - moe
     hf, hb = gemm.head_gemm_seconds(T.shapes, tok_mb, tp, g)
     layer_fwd = dense * df + moe * mf
-    gemm_mb = layer_fwd * np.where(rc == 2, 2.0, 1.0) + dense * db + moe * mbw + (hf + hb) / pp
+    share = np.where(rc == 2, 1.0, 0.0) if share is None else share
+    gemm_mb = layer_fwd * (1.0 + share) + dense * db + moe * mbw + (hf + hb) / pp
     mods = T.recompute_modules
     if set(mods) - {"core_attn", "moe_act", "layernorm"}:  # selective recomputation re-runs GEMMs too
         rd, rm = gemm.recompute_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, g, mods)
         gemm_mb = gemm_mb + np.where(rc == 1, dense * rd + moe * rm, 0.0)
     af, ab = gemm.attention_seconds(T.shapes, mb, s, cp, tp, T.flash, g, hw.attn_sku())
-    attn_again = (rc == 2) | ((rc == 1) & ("core_attn" in mods))
-    attn_mb = T.n_layers / pp * (af * np.where(attn_again, 2.0, 1.0) + ab)
+    attn_again = np.maximum(share, np.where((rc == 1) & ("core_attn" in mods), 1.0, 0.0))
+    attn_mb = T.n_layers / pp * (af * (1.0 + attn_again) + ab)
     return gemm_mb, attn_mb
 
 
@@ -781,18 +784,21 @@ def step_time(
                                             tok_mb=tok_mb, layers=layers))
 
     # ---- compute (per micro-batch, per GPU) ----------------------------------------------
-    full, sel = rc == 2, rc == 1
-    rc_flops = np.where(full, T.flops_layers / 3.0, np.where(sel, T.flops_sel_fwd, 0.0))
+    sel = rc == 1
+    # The share of the layers full recomputation re-runs (all, or Megatron-Core's block method's first N
+    # of each chunk): each "again" below is that share of one more forward.
+    full = recompute_share(rc, wl.recipe.recompute_layers, layers / vpp)
+    rc_flops = full * T.flops_layers / 3.0 + np.where(sel, T.flops_sel_fwd, 0.0)
     flops_hw_tok = T.flops_model + rc_flops
     tok_gpu_mb = tok_mb / tp  # a micro-batch's tokens per GPU-equivalent of work within a stage
-    gemm_mb, attn_core_mb = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc)
+    gemm_mb, attn_core_mb = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc, full)
     comp_mb = gemm_mb + attn_core_mb
-    n_gemm = layers * GEMMS_FWD_PER_LAYER * np.where(full, 4.0, 3.0)
+    n_gemm = layers * GEMMS_FWD_PER_LAYER * (3.0 + full)
     ovh_mb = n_gemm * hw.gemm_overhead_s
 
     # ---- memory-bound (per micro-batch) ------------------------------------------------------
     elems = (T.elems_tp_split + T.elems_scores) / tp + T.elems_replicable * np.where(sp, 1.0 / tp, 1.0)
-    passes = np.where(full, 4.0, 3.0)  # fwd + 2x bwd (+ fwd again under full recompute)
+    passes = 3.0 + full  # fwd + 2x bwd (+ fwd again under full recompute)
     mem_mb = elems * a_bytes * passes * tok_mb * layers / (hw.hbm_bw * hw.hbm_eff)
 
     # ---- TP / SP (per micro-batch) -----------------------------------------------------------
@@ -804,7 +810,7 @@ def step_time(
     # the same again for shared experts, which Megatron-Core runs as a TP-split MLP on the TP group
     # (``SharedExpertMLP(MLP)``: SP all-gather before fc1, reduce-scatter after fc2), plus the
     # expert-TP pair on the ETP group when ETP > 1.
-    k_full = np.where(full, 1.5, 1.0)
+    k_full = 1.0 + 0.5 * full
     moe_pairs = 2.0 * (1.0 + T.shared_tp)
     tp_mb = np.where(tp > 1, per_coll * k_full * (4.0 * dense_layers + moe_pairs * moe_layers), 0.0)
     # The expert-TP pair on the ETP group (``_step_requests``).
@@ -814,15 +820,16 @@ def step_time(
     # ---- EP all-to-all (per micro-batch) ------------------------------------------------------
     # Dispatch and combine in the forward and twice in the backward, and again where the MoE layer's
     # forward is recomputed (full recomputation, or selective with "moe").
-    again = full | (sel & ("moe" in T.recompute_modules))
-    ep_mb = np.where(ep > 1, price["ep_a2a"] * np.where(again, 6.0, 4.0) * moe_layers, 0.0)
+    again = np.maximum(full, np.where(sel & ("moe" in T.recompute_modules), 1.0, 0.0))
+    ep_mb = np.where(ep > 1, price["ep_a2a"] * (4.0 + 2.0 * again) * moe_layers, 0.0)
 
     # ---- CP (per micro-batch) ---------------------------------------------------------------------
     cp_ag, cp_rs = price["cp_ag"], price["cp_rs"]  # this rank's K and V of one layer, over the CP group
     # Forward all-gathers K/V, backward all-gathers them again and reduce-scatters dK/dV. Recompute
     # (full, or selective: Megatron-Core's ``core_attn`` module re-runs core attention, CP exchange
     # included) repeats the forward exchange.
-    cp_raw = layers * (np.where(rc >= 1, 3.0, 2.0) * cp_ag + cp_rs)
+    cp_again = np.maximum(full, np.where(sel & ("core_attn" in T.recompute_modules), 1.0, 0.0))
+    cp_raw = layers * ((2.0 + cp_again) * cp_ag + cp_rs)
     cp_hide = attn_core_mb if opts.overlap_cp else 0.0
     cp_mb = np.where(cp > 1, np.maximum(0.0, cp_raw - cp_hide), 0.0)
 

@@ -469,6 +469,8 @@ def test_cli_save_never_overwrites_without_force(cli, runs_file, tmp_path) -> No
         ("modnum.toml", f'[[run]]\nmodel = "llama3.1-8b"\nsku = "{SKU}"\nseq_len = 4096\nglobal_batch = 8\n'
                         'recompute = "selective"\nrecompute_modules = 3\nstep_time_s = 1.0\n',
          "modnum.toml:7 [recompute_modules]"),
+        ("rclayers.csv", f"model,sku,seq_len,global_batch,recompute_layers,step_time_s\n"
+                         f"llama3.1-8b,{SKU},4096,8,4,1.0\n", "rclayers.csv:2"),
         ("all_reduce_perf.txt", ALL_REDUCE_LOG.replace("  5239.58", "  -5239.58"), "all_reduce_perf.txt:24 [time]"),
         ("all_gather_perf.txt", ALL_REDUCE_LOG.replace("  1073741824", "9" * 400), "all_gather_perf.txt:24 [size]"),
     ],

@@ -166,6 +166,7 @@ def test_sweep_finds_the_table4_layout_without_lifting_capacity(catalog) -> None
      "--optimizer", "adam", "--vocab-divisible-by", "64"],
     ["--precision", "fp8", "--fp8-params", "--fp8-weight-copies", "1"],
     ["--recipe", "fsdp", "--recompute", "selective", "--recompute-modules", "layernorm,mlp"],
+    ["--recompute", "full", "--recompute-layers", "3"],
 ])
 def test_sweep_saved_plan_refits_with_identical_memory(cli, tmp_path, extra) -> None:
     """sweep --save, then fit --plan: the same layout, the same recipe, the same bytes (reserve included)."""
@@ -192,7 +193,7 @@ def test_every_recipe_switch_of_one_command_exists_in_the_other(cli) -> None:
         return set(re.findall(r"--[a-z0-9-]+", cli([cmd, "--help"], env={"COLUMNS": "300"}).stdout))
 
     recipe = {"--precision", "--recipe", "--optimizer", "--grad-dtype", "--flash", "--no-flash", "--dropout",
-              "--reserve", "--capacity-factor", "--fp8-weight-copies", "--fp8-params", "--recompute-modules", "--vocab-divisible-by", "--split-embedding-loss",
+              "--reserve", "--capacity-factor", "--fp8-weight-copies", "--fp8-params", "--recompute-modules", "--recompute-layers", "--vocab-divisible-by", "--split-embedding-loss",
               "--uneven-pp", "--no-uneven-pp", "--overlap-tp", "--overlap-ep", "--overlap-pp", "--no-overlap-pp",
               "--overlap-cp", "--no-overlap-cp", "--overlap-dp", "--no-overlap-dp", "--zero", "--recompute",
               "--micro-batch", "--vpp"}

@@ -167,3 +167,47 @@ def test_a_bad_plan_value_names_file_line_and_field(cli, tmp_path, value, words)
     assert r.exit_code == 3 and "Traceback" not in r.output and "internal error" not in r.output
     out = " ".join(r.output.split())
     assert "plan.toml:22 [recipe.recompute_modules]" in out and words in out and "Value error" not in out
+
+
+def test_full_recomputation_of_the_first_layers_of_each_chunk_by_hand(cli) -> None:
+    """``--recompute-layers 8`` (Megatron-Core's block method) on Llama 3.1 8B, TP 1, one 8,192-token
+    sequence. A layer keeps per token, bf16 and flash attention: norm inputs 2 x 2 x 4,096 and the QKV
+    and FFN inputs 2 x 2 x 4,096 (32,768), Q 2 x 4,096, K and V 2 x 2 x 1,024, the output-projection
+    input 2 x 4,096 (20,480), the log-sum-exp 4 x 32 = 128 and the SwiGLU intermediates 2 x 2 x 14,336 +
+    2 x 14,336 = 86,016: 139,392 B; recomputed, only its input, 2 x 4,096 = 8,192 B. So 24 of 32 layers
+    kept whole add 24 x (139,392 - 8,192) x 8,192 = 25,794,969,600 B to full recomputation."""
+    def acts(*extra: str) -> int:
+        r = cli(["fit", "llama3.1-8b", "--sku", "h100", "--seq", "8192", "--micro-batch", "1", *extra, "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["data"]["rows"][0]["memory_bytes"]["activations"]
+
+    full, part = acts("--recompute", "full"), acts("--recompute-layers", "8")
+    assert part - full == 24 * (139_392 - 8_192) * 8_192 == 25_794_969_600
+    assert acts("--recompute-layers", "32") == acts("--recompute-layers", "40") == full
+
+
+def test_partial_full_recomputation_step_flops_by_hand(cli) -> None:
+    """Hardware FLOPs a token: the model's plus a quarter (8 of 32 layers) of the layers' forward. Llama
+    3.1 8B at 8,192: layers = 6 x 7,504,658,432 + 3 x 4,294,967,296 - 6 x 128,256 x 4,096 =
+    54,760,833,024 FLOP, a forward a third of that; a quarter of it is 4,563,402,752."""
+    def row(*extra: str) -> dict:
+        r = cli(["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "8", "--seq", "8192", "--global-batch", "64",
+                 "--tp", "1", "--pp", "1", "--cp", "1", "--micro-batch", "1", "--zero", "1", *extra,
+                 "--no-ranges", "--top", "1", "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["data"]["rows"][0]
+
+    none, part, full = row("--recompute", "none"), row("--recompute", "full", "--recompute-layers", "8"), \
+        row("--recompute", "full")
+    model = 6 * 7_504_658_432 + 3 * 4_294_967_296
+    assert part["hfu"] / part["mfu"] * model - model == pytest.approx(4_563_402_752, rel=1e-3)
+    assert none["step_time_s"] < part["step_time_s"] < full["step_time_s"]
+
+
+def test_recompute_layers_need_full_recomputation(cli) -> None:
+    r = cli(["fit", "llama3.1-8b", "--sku", "h100", "--recompute", "selective", "--recompute-layers", "4"])
+    assert r.exit_code == 2 and "--recompute full" in r.output
+    r = cli(["fit", "llama3.1-8b", "--sku", "h100", "--recompute-layers", "4", "--recompute-modules", "mlp"])
+    assert r.exit_code == 2 and "give the one" in " ".join(r.output.split())
+    r = cli(["fit", "llama3.1-8b", "--sku", "h100", "--recompute-layers", "-1"])
+    assert r.exit_code == 2 and "Traceback" not in r.output

@@ -51,10 +51,11 @@ what the model can represent:
 
 MosaicML's rows take the ``fsdp`` recipe (``recipe`` column): PyTorch FSDP mixed precision, fp32
 sharded parameters as the master copy. The other rows keep the defaults, as before, and so does a
-file without these columns (``RECIPE_DEFAULTS``). Recipe settings the model has no switch for are not
-applied: full recomputation of some layers only (H100 Llama 3 8B, ``recompute_num_layers=5``; that
-release-tag recipe is DDP where the table says FSDP, and the table's layout is kept), the MoE token
-dispatcher (alltoall on B200 in 25.11, HybridEP on GB200 / GB300) and CUDA graphs. The memory-only
+file without these columns (``RECIPE_DEFAULTS``). Not applied: full recomputation of 5 layers
+(``recompute_num_layers=5``, ``--recompute-layers``) in the H100 Llama 3 8B recipe, because that
+release-tag recipe is DDP where the table says FSDP and the table's layout is kept; and the settings
+the model has no switch for, the MoE token dispatcher (alltoall on B200 in 25.11, HybridEP on GB200 /
+GB300) and CUDA graphs. The memory-only
 columns (``fp8_weight_copies``, ``capacity_factor``, the ``fsdp`` recipe) matter to
 ``test_every_published_layout_fits_with_its_recipe``, which runs every row at its real capacity.
 

@@ -134,7 +134,8 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
     base_hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw
     recipe = train_recipe(r.recipe, precision=r.precision, grad_dtype=r.grad_dtype, flash_attention=r.flash_attention,
                           offload_layers=r.offload_layers, fp8_params=r.fp8_params or None,
-                          recompute_modules=r.recompute_modules, capacity_factor=r.capacity_factor)
+                          recompute_modules=r.recompute_modules, recompute_layers=r.recompute_layers,
+                          capacity_factor=r.capacity_factor)
     wl = Workload(spec, count_params(spec), recipe, r.seq_len, r.global_batch)
     layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
                   recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))
@@ -200,7 +201,8 @@ def _explain(fit: ProfileFit, fwd: Forward) -> list[RunExplain]:
         run: PreparedRun = pt.detail["run"]
         r, wl = run.entry.run, run.workload
         hw = fwd.hardware(fit.fitted_values(), r.precision)
-        split = flops_per_token(wl.model, wl.seq_len, run.layout["recompute"])
+        split = flops_per_token(wl.model, wl.seq_len, run.layout["recompute"], wl.recipe,
+                                wl.model.num_layers / (r.pp * r.vpp))
         ex = explain_step(fwd.step(run, hw), run.measured_s, model_flops_per_token=run.model_flops_per_token,
                           recompute_flops_per_token=split.recompute,
                           tokens_per_gpu=r.global_batch * r.seq_len / r.world, peak_flops=hw.peak_flops)

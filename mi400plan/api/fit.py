@@ -88,6 +88,24 @@ def read_plan(path: str | Path) -> tuple[dict[str, Any], Layout]:
     return meta, layout
 
 
+def _recompute_level(recompute: str | None, modules: object, layers: int | None) -> str | None:
+    """The recomputation level, with what ``--recompute-modules`` (selective) and ``--recompute-layers``
+    (full) imply when ``--recompute`` is not given; ``UsageError`` when they contradict it or each other."""
+    implied = [lvl for given, lvl in ((modules, "selective"), (layers, "full")) if given is not None]
+    if len(implied) == 2:
+        raise UsageError("--recompute-modules says what selective recomputation covers and --recompute-layers "
+                         "what full recomputation covers; give the one for your --recompute")
+    if not implied:
+        return recompute
+    if recompute is None:
+        return implied[0]
+    if recompute != implied[0]:
+        flag = "--recompute-modules" if implied[0] == "selective" else "--recompute-layers"
+        raise UsageError(f"{flag} says what --recompute {implied[0]} recomputes; got --recompute {recompute}",
+                         hint="drop one of them")
+    return recompute
+
+
 def fit(
     catalog: Any,
     model_name: str | None,
@@ -121,6 +139,7 @@ def fit(
     fp8_weight_copies: int | None = None,
     fp8_params: bool | None = None,
     recompute_modules: str | tuple[str, ...] | None = None,
+    recompute_layers: int | None = None,
     vocab_divisible_by: int | None = None,
     dropout: bool | None = None,
     offload_layers: int | None = None,
@@ -215,7 +234,8 @@ def fit(
         opts = base_opts.merged(
             recipe=recipe, precision=precision, optimizer=optimizer, grad_dtype=grad_dtype,
             flash_attention=flash_attention, dropout=dropout, reserve=reserve, fp8_weight_copies=fp8_weight_copies,
-            fp8_params=fp8_params, recompute_modules=recompute_modules, capacity_factor=capacity_factor, vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers,
+            fp8_params=fp8_params, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
+            capacity_factor=capacity_factor, vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers,
             overlap_tp=overlap_tp,
             overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
             split_embedding_loss=split_embedding_loss, uneven_pp=uneven_pp,
@@ -224,12 +244,7 @@ def fit(
             raise UsageError("FP8 weight copies apply to FP8 training; add --precision fp8")
         if opts.fp8_params and opts.precision != "fp8":
             raise UsageError("FP8 parameters apply to FP8 training; add --precision fp8")
-        if recompute_modules is not None:
-            if recompute is None:
-                recompute = "selective"  # the modules say what selective recomputation covers
-            elif recompute != "selective":
-                raise UsageError(f"--recompute-modules says what --recompute selective recomputes; "
-                                 f"got --recompute {recompute}", hint="drop one of them")
+        recompute = _recompute_level(recompute, recompute_modules, recompute_layers)
         return _fit_train(
             catalog, model, counts, accels, fm, warnings, plan_layout,
             dict(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch,
@@ -240,6 +255,7 @@ def fit(
         warnings.append(f"recipe {recipe!r} applies to training; inference uses --precision and --kv-dtype")
     for v, what in ((capacity_factor, "--capacity-factor"), (fp8_weight_copies, "--fp8-weight-copies"),
                     (fp8_params, "--fp8-params"), (recompute_modules, "--recompute-modules"),
+                    (recompute_layers, "--recompute-layers"),
                     (vocab_divisible_by, "--vocab-divisible-by"), (offload_layers, "--offload-layers")):
         if v is not None:
             warnings.append(f"{what} applies to training; inference ignores it")

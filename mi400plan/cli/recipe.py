@@ -55,6 +55,11 @@ RecomputeModulesOpt = Annotated[Optional[str], typer.Option(
     help="What --recompute selective recomputes (Megatron-Core --recompute-modules; comma-separated; default "
          "core_attn): core_attn, mla_up_proj, moe_act, layernorm, mlp, moe, shared_experts. Sets --recompute "
          "selective in fit when --recompute is not given.")]
+RecomputeLayersOpt = Annotated[Optional[int], typer.Option(
+    "--recompute-layers", min=0, max=MAX_OFFLOAD_LAYERS,
+    help="What --recompute full recomputes: the first N layers of each model chunk (Megatron-Core "
+         "--recompute-method block --recompute-num-layers N); 0, the default: every layer. Sets --recompute full "
+         "in fit when --recompute is not given.")]
 Fp8ParamsOpt = Annotated[Optional[bool], typer.Option(
     "--fp8-params/--no-fp8-params",
     help="With --precision fp8 (train): hold the block GEMM weights as FP8 tensors, with no bf16 working copy "

@@ -130,8 +130,12 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
 
 
 def _recompute_line(row: FitRow, recipe: dict) -> list[str]:
-    """What selective recomputation covers, when the recipe names its modules."""
+    """What selective recomputation covers when the recipe names its modules, and full recomputation
+    when it covers only the first layers of each chunk."""
     mods = recipe.get("recompute_modules") or []
+    n = int(recipe.get("recompute_layers") or 0)
+    if row.layout.get("recompute") == "full" and n:
+        return [f"full recomputation of the first {n} layers of each model chunk (Megatron-Core block method)"]
     if row.layout.get("recompute") != "selective" or list(mods) == ["core_attn"]:
         return []
     return [f"selective recomputation of: {', '.join(mods)} (Megatron-Core recompute_modules)"]

@@ -365,6 +365,9 @@ class TrainRecipe(StrictModel):
     offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
     # The modules ``recompute="selective"`` recomputes (``RECOMPUTE_MODULES``).
     recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES
+    # ``recompute="full"`` on the first ``recompute_layers`` layers of each model chunk only (Megatron-Core
+    # ``--recompute-method block --recompute-num-layers N``); 0: every layer (``memory.recompute_share``).
+    recompute_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
     # PyTorch FSDP mixed precision keeps the sharded parameters in fp32 (they are the optimizer's
     # master copy) and casts to the 16-bit ``param_bytes`` only the units it gathers; Megatron's
     # distributed optimizer and Megatron FSDP keep a 16-bit shard besides the fp32 main params.
@@ -444,6 +447,7 @@ def train_recipe(
     offload_layers: int | None = None,
     fp8_params: bool | None = None,
     recompute_modules: tuple[str, ...] | list[str] | str | None = None,
+    recompute_layers: int | None = None,
 ) -> TrainRecipe:
     """A named preset with overrides. ``precision="fp8"`` keeps ``fp8_weight_copies`` cached FP8 casts
     of every transformer-block GEMM weight (default ``TE_FP8_WEIGHT_COPIES`` = 2, as Transformer
@@ -474,6 +478,10 @@ def train_recipe(
         fields["fp8_params"] = True
     if recompute_modules is not None:
         fields["recompute_modules"] = parse_recompute_modules(recompute_modules)
+    if recompute_layers is not None:
+        if not 0 <= int(recompute_layers) <= MAX_OFFLOAD_LAYERS:
+            raise UsageError(f"recomputed layers must be an integer in 0..{MAX_OFFLOAD_LAYERS}, got {recompute_layers}")
+        fields["recompute_layers"] = int(recompute_layers)
     if optimizer is not None:
         if optimizer not in ("adamw", "adam", "sgd", "adafactor"):
             raise UsageError(f"unknown optimizer {optimizer!r}; known: adamw, adam, sgd, adafactor")
@@ -536,7 +544,7 @@ class TrainOptions(StrictModel):
     """The training recipe and model switches ``fit`` and ``sweep`` share (one object for both).
 
     Memory (``train_recipe``): ``recipe`` preset, ``precision``, ``optimizer``, ``grad_dtype``,
-    ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``, ``fp8_params``, ``recompute_modules``,
+    ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``, ``fp8_params``, ``recompute_modules``, ``recompute_layers``,
     ``capacity_factor``, ``vocab_divisible_by``, ``offload_layers`` (activation offloading to host memory,
     memory and step time). Pipeline split (both): ``split_embedding_loss``,
     ``uneven_pp`` (``mi400plan.pipeline``). Step time (``search.SearchOptions``): ``overlap_tp``,
@@ -555,6 +563,7 @@ class TrainOptions(StrictModel):
     fp8_weight_copies: int | None = Field(default=None, ge=0, le=2)
     fp8_params: bool = False
     recompute_modules: tuple[str, ...] | None = None  # a comma-separated string is accepted too
+    recompute_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
     capacity_factor: float | None = Field(default=None, gt=0)
     vocab_divisible_by: int | None = Field(default=None, ge=1)
     offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
@@ -580,6 +589,7 @@ class TrainOptions(StrictModel):
             fp8_weight_copies=self.fp8_weight_copies, capacity_factor=self.capacity_factor,
             vocab_divisible_by=self.vocab_divisible_by, offload_layers=self.offload_layers,
             fp8_params=self.fp8_params, recompute_modules=self.recompute_modules,
+            recompute_layers=self.recompute_layers,
         )
 
     def search_flags(self) -> dict[str, bool]:
