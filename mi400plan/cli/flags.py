@@ -61,6 +61,7 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "--concurrency": _pos_int(2**20), "--input-len": _pos_int(2**27), "--output-len": _pos_int(2**27),
     "--spec-tokens": Domain("int", 0, 64), "--fp8-weight-copies": Domain("int", 0, 2),
     "--vocab-divisible-by": _pos_int(2**20), "--offload-layers": Domain("int", 0, MAX_OFFLOAD_LAYERS),
+    "--recompute-layers": Domain("int", 0, MAX_OFFLOAD_LAYERS),
     # fractions, factors and overrides (floats)
     "--capacity-factor": Domain("float", 0.0, 1e3, True), "--matmul-efficiency": _fraction(),
     "--hbm-efficiency": _fraction(), "--gemm-overhead-us": Domain("float", 0.0, 1e6),
@@ -79,7 +80,7 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "--bw": Domain("rate", 0.0, 1e15, True), "--latency": Domain("time", 0.0, 1.0),
     # names: an empty one is a mistake, not "use the default"
     "--sku": _NAME, "--fabric": _NAME, "--scale-out": _NAME, "--site": _NAME, "--facility": _NAME,
-    "--plan": _NAME, "--save": _NAME, "--plot": _NAME, "--profiles": _NAME,
+    "--plan": _NAME, "--save": _NAME, "--plot": _NAME, "--profiles": _NAME, "--recompute-modules": _NAME,
 }
 
 # Choices that are plain strings at the parser (the Enum-typed ones are checked by click itself).
