@@ -548,6 +548,14 @@ def recompute_share(rc: ArrayLike, recompute_layers: int, layers_per_chunk: Arra
     return np.where(rc >= 2, part, 0.0)
 
 
+def forward_again(rc: ArrayLike, full_share: ArrayLike, modules: tuple[str, ...], module: str) -> np.ndarray:
+    """The share of a layer's ``module`` forward that recomputation runs again: ``full_share`` of it
+    under full recomputation (:func:`recompute_share`), all of it under selective recomputation that
+    lists ``module`` (``recipe.recompute_modules``), none otherwise. Arrays broadcast."""
+    sel = (np.asarray(rc) == 1) & (module in modules)
+    return np.maximum(full_share, np.where(sel, 1.0, 0.0))
+
+
 def _per_slot(x: np.ndarray) -> np.ndarray:
     """A per-candidate array broadcast against the stage-slot axis."""
     return x[..., None]
@@ -599,7 +607,7 @@ def _parameter_bytes(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
     # pb x everything + (gb - pb) x the GEMM weights, each sharded (gb - pb < 0 with FP8 parameters).
     w_shard = pb * sharded(p_dense, 3) + (gb - pb) * sharded(p_gemm, 3)
     if not recipe.sharded_working_copy:  # PyTorch FSDP: the fp32 shard is the master copy (optimizer state)
-        w_shard = 0.0 * w_shard
+        w_shard = np.zeros_like(w_shard)
     gemm_max = _tp_group_per_rank(model, lt.max_tp, lt.max_kv, lt.max_arep, X(tp)) + lt.max_exp / X(ep * etp)
     layer_max = gb * gemm_max + pb * lt.max_rep
     weights = np.where(z >= 3, np.minimum(w_full, w_shard + 2.0 * layer_max), w_full)
@@ -631,10 +639,11 @@ def _activation_bytes(model: ModelSpec, recipe: TrainRecipe, slots: dict[str, np
     stage_act = (slots["layers"] - slots["moe"]) * X(act_dense) + slots["moe"] * X(act_moe)
     s_idx = slots["stage"]
     P, V = X(pp), X(vpp)
+    # Every activation of a layer, as no recomputation keeps them.
+    none = dict(kw, recompute=np.zeros_like(rc))
+    d0 = layer_activation_bytes_per_token(model, recipe, moe=False, **none)
+    m0 = layer_activation_bytes_per_token(model, recipe, moe=True, **none) if model.moe else d0
     if recipe.recompute_layers > 0:  # full recomputation of the first N layers of each chunk only
-        none = dict(kw, recompute=np.zeros_like(rc))
-        d0 = layer_activation_bytes_per_token(model, recipe, moe=False, **none)
-        m0 = layer_activation_bytes_per_token(model, recipe, moe=True, **none) if model.moe else d0
         kept = (slots["layers"] - slots["moe"]) * X(d0) + slots["moe"] * X(m0)
         f = recompute_share(X(rc), recipe.recompute_layers, slots["layers"] / V)
         stage_act = np.where(X(rc) >= 2, f * stage_act + (1.0 - f) * kept, stage_act)
@@ -648,15 +657,7 @@ def _activation_bytes(model: ModelSpec, recipe: TrainRecipe, slots: dict[str, np
     # First stage: int64 token ids, and with dropout the embedding-dropout mask (1 byte per element;
     # Megatron-LM theoretical_memory_usage "Dropout in embedding layer", pp micro-batches in flight).
     first_extra = TOKEN_ID_BYTES + (MASK_BYTES * h / tsp if recipe.dropout else 0.0)
-    if model.moe is not None:
-        no_rc = dict(kw, recompute=np.zeros_like(rc))
-        work = np.maximum(
-            layer_activation_bytes_per_token(model, recipe, moe=False, **no_rc),
-            layer_activation_bytes_per_token(model, recipe, moe=True, **no_rc),
-        )
-    else:
-        work = layer_activation_bytes_per_token(model, recipe, moe=False, **dict(kw, recompute=np.zeros_like(rc)))
-    working = np.where(X(rc) >= 2, X(work), 0.0)
+    working = np.where(X(rc) >= 2, X(np.maximum(d0, m0)), 0.0)
     acts = tokens * (
         inflight * (stage_act + slots["first"] * first_extra) + slots["last"] * last_extra + working
     )

@@ -72,7 +72,7 @@ import numpy as np
 
 from mi400plan import gemm
 from mi400plan.fsdp import fsdp_step_terms, fsdp_unit_bytes
-from mi400plan.memory import recompute_share
+from mi400plan.memory import forward_again, recompute_share
 from mi400plan.params import (
     ParamCounts, attention_flops_per_token, model_flops_per_token, selective_recompute_flops_per_token,
 )
@@ -649,12 +649,12 @@ BREAKDOWN = ("compute", "attention", "gemm_overhead", "memory_bound", "tp", "cp"
 
 
 def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float, c: dict[str, Any],
-                    sp: Any, rc: Any, share: Any = None) -> tuple[Any, Any]:
+                    sp: Any, rc: Any, share: Any) -> tuple[Any, Any]:
     """GEMM and attention-core seconds of one micro-batch on one GPU (shape-aware, ``mi400plan.gemm``).
 
     Every linear layer's forward, data-gradient and weight-gradient GEMM at its own (M, N, K) for
     this candidate's TP / EP / ETP split and micro-batch tokens, plus the forward again for the
-    layers under full recomputation (``share`` of them, ``memory.recompute_share``; all by default);
+    layers under full recomputation (``share`` of them, ``memory.recompute_share``);
     the LM head once per micro-batch spread over the PP stages (as the FLOP count is); attention
     forward + backward (+ forward again for those layers, or under selective recomputation with
     "core_attn") at the flash-attention model; under selective recomputation the GEMMs of the
@@ -667,14 +667,13 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
     dense = T.n_layers / pp - moe
     hf, hb = gemm.head_gemm_seconds(T.shapes, tok_mb, tp, g)
     layer_fwd = dense * df + moe * mf
-    share = np.where(rc == 2, 1.0, 0.0) if share is None else share
     gemm_mb = layer_fwd * (1.0 + share) + dense * db + moe * mbw + (hf + hb) / pp
     mods = T.recompute_modules
     if set(mods) - {"core_attn", "moe_act", "layernorm"}:  # selective recomputation re-runs GEMMs too
         rd, rm = gemm.recompute_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, g, mods)
         gemm_mb = gemm_mb + np.where(rc == 1, dense * rd + moe * rm, 0.0)
     af, ab = gemm.attention_seconds(T.shapes, mb, s, cp, tp, T.flash, g, hw.attn_sku())
-    attn_again = np.maximum(share, np.where((rc == 1) & ("core_attn" in mods), 1.0, 0.0))
+    attn_again = forward_again(rc, share, mods, "core_attn")
     attn_mb = T.n_layers / pp * (af * (1.0 + attn_again) + ab)
     return gemm_mb, attn_mb
 
@@ -820,7 +819,7 @@ def step_time(
     # ---- EP all-to-all (per micro-batch) ------------------------------------------------------
     # Dispatch and combine in the forward and twice in the backward, and again where the MoE layer's
     # forward is recomputed (full recomputation, or selective with "moe").
-    again = np.maximum(full, np.where(sel & ("moe" in T.recompute_modules), 1.0, 0.0))
+    again = forward_again(rc, full, T.recompute_modules, "moe")
     ep_mb = np.where(ep > 1, price["ep_a2a"] * (4.0 + 2.0 * again) * moe_layers, 0.0)
 
     # ---- CP (per micro-batch) ---------------------------------------------------------------------
@@ -828,7 +827,7 @@ def step_time(
     # Forward all-gathers K/V, backward all-gathers them again and reduce-scatters dK/dV. Recompute
     # (full, or selective: Megatron-Core's ``core_attn`` module re-runs core attention, CP exchange
     # included) repeats the forward exchange.
-    cp_again = np.maximum(full, np.where(sel & ("core_attn" in T.recompute_modules), 1.0, 0.0))
+    cp_again = forward_again(rc, full, T.recompute_modules, "core_attn")
     cp_raw = layers * ((2.0 + cp_again) * cp_ag + cp_rs)
     cp_hide = attn_core_mb if opts.overlap_cp else 0.0
     cp_mb = np.where(cp > 1, np.maximum(0.0, cp_raw - cp_hide), 0.0)

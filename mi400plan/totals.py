@@ -46,13 +46,13 @@ RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
 
 
 def flops_per_token(model: Any, seq_len: int, recompute: str | int = "none", recipe: Any = None,
-                    layers_per_chunk: float = 1.0) -> FlopsPerToken:
+                    pp: int = 1, vpp: int = 1) -> FlopsPerToken:
     """The split of one token's training FLOPs (see the module doc). The recompute term is the forward
     run again: under selective recomputation that of the ``recipe``'s modules
     (``params.selective_recompute_flops_per_token``; core attention without a recipe), under full
     recomputation a third of the layers' FLOPs times the share of layers recomputed
-    (``memory.recompute_share`` of ``recipe.recompute_layers`` over ``layers_per_chunk``; all without a
-    recipe)."""
+    (``memory.recompute_share`` of ``recipe.recompute_layers`` over the layers of a ``pp x vpp`` chunk;
+    all without a recipe)."""
     rc = RECOMPUTE[recompute] if isinstance(recompute, str) else int(recompute)
     dense = 6.0 * matmul_params_per_token(model)
     attn_fwd = attention_flops_per_token(model, seq_len)
@@ -62,7 +62,7 @@ def flops_per_token(model: Any, seq_len: int, recompute: str | int = "none", rec
         mods = tuple(recipe.recompute_modules) if recipe is not None else ("core_attn",)
         extra = selective_recompute_flops_per_token(model, seq_len, mods)
     else:
-        extra = layers / 3.0 * _full_share(rc, recipe, layers_per_chunk)
+        extra = layers / 3.0 * _full_share(rc, recipe, model.num_layers / (pp * vpp))
     return FlopsPerToken(dense, 3.0 * attn_fwd, extra)
 
 
@@ -99,6 +99,8 @@ def collective_bytes_per_step(lay: dict[str, Any], wl: Any, terms: Any) -> dict[
     m = wl.global_batch / (dp * mb)
     tok_mb = mb * wl.seq_len / cp
     layers, moe_layers = terms.n_layers / pp, terms.n_moe_layers / pp
+    from mi400plan.memory import forward_again
+
     full = _full_share(rc, wl.recipe, layers / vpp)
     mods = tuple(getattr(wl.recipe, "recompute_modules", ("core_attn",)))
     k_full = 1.0 + 0.5 * full
@@ -107,10 +109,10 @@ def collective_bytes_per_step(lay: dict[str, Any], wl: Any, terms: Any) -> dict[
     tp_b = pairs * all_reduce_bytes(s_act, tp)  # all-reduce, or reduce-scatter + all-gather: the same bytes
     s_disp = tok_mb / (tp if sp else 1) * terms.top_k * terms.hidden * a_bytes
     tp_b += k_full * 2.0 * moe_layers * all_reduce_bytes(s_disp * etp, etp)
-    again = max(full, 1.0 if rc == 1 and "moe" in mods else 0.0)
+    again = float(forward_again(rc, full, mods, "moe"))
     ep_b = (4.0 + 2.0 * again) * moe_layers * gather_bytes(s_disp, ep)
     kv_chunk = tok_mb * terms.kv_width / tp * a_bytes
-    cp_again = max(full, 1.0 if rc == 1 and "core_attn" in mods else 0.0)
+    cp_again = float(forward_again(rc, full, mods, "core_attn"))
     cp_b = layers * (2.0 + cp_again + 1.0) * gather_bytes(kv_chunk * cp, cp)
     pp_b = 2.0 * vpp * s_act / tp if pp > 1 else 0.0
     dense = terms.dense_params / (tp * pp) + terms.replicated_params / pp

@@ -201,8 +201,7 @@ def _explain(fit: ProfileFit, fwd: Forward) -> list[RunExplain]:
         run: PreparedRun = pt.detail["run"]
         r, wl = run.entry.run, run.workload
         hw = fwd.hardware(fit.fitted_values(), r.precision)
-        split = flops_per_token(wl.model, wl.seq_len, run.layout["recompute"], wl.recipe,
-                                wl.model.num_layers / (r.pp * r.vpp))
+        split = flops_per_token(wl.model, wl.seq_len, run.layout["recompute"], wl.recipe, r.pp, r.vpp)
         ex = explain_step(fwd.step(run, hw), run.measured_s, model_flops_per_token=run.model_flops_per_token,
                           recompute_flops_per_token=split.recompute,
                           tokens_per_gpu=r.global_batch * r.seq_len / r.world, peak_flops=hw.peak_flops)

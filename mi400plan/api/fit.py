@@ -242,8 +242,6 @@ def fit(
         )
         if opts.fp8_weight_copies is not None and opts.precision != "fp8":
             raise UsageError("FP8 weight copies apply to FP8 training; add --precision fp8")
-        if opts.fp8_params and opts.precision != "fp8":
-            raise UsageError("FP8 parameters apply to FP8 training; add --precision fp8")
         recompute = _recompute_level(recompute, recompute_modules, recompute_layers)
         return _fit_train(
             catalog, model, counts, accels, fm, warnings, plan_layout,

@@ -12,8 +12,7 @@ def plan_totals(row: dict[str, Any], wl: Any, terms: Any, sku: str, gpus: int, l
     """FLOPs split, total training FLOPs and collective bytes per step for search row ``row``."""
     from mi400plan.totals import collective_bytes_per_step, flops_per_token
 
-    f = flops_per_token(wl.model, wl.seq_len, int(row["recompute"]), wl.recipe,
-                        wl.model.num_layers / (int(row["pp"]) * int(row["vpp"])))
+    f = flops_per_token(wl.model, wl.seq_len, int(row["recompute"]), wl.recipe, int(row["pp"]), int(row["vpp"]))
     b = collective_bytes_per_step(row, wl, terms)
     return PlanTotals(
         sku=sku, gpus=gpus, layout_text=layout_text,
