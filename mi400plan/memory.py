@@ -77,7 +77,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -294,6 +294,42 @@ def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
     out = {name: picked[:, f, :].reshape(pp.shape + (S,)) for f, name in enumerate(SLOT_FIELDS)}
     out["valid"] = picked[:, F, :].reshape(pp.shape + (S,)) > 0.0
     return out
+
+
+class StageImbalance(NamedTuple):
+    """The slowest pipeline stage over the mean stage, per kind of per-micro-batch work (each >= 1)."""
+
+    work: np.ndarray  # FLOPs: dense and MoE layers and the LM head
+    layers: np.ndarray  # transformer layers (per-layer kernels, TP/CP exchanges)
+    moe: np.ndarray  # MoE layers (EP all-to-all)
+
+
+def stage_imbalance(counts: ParamCounts, pp: ArrayLike, vpp: ArrayLike, split: ArrayLike, *, dense: float,
+                    moe: float, head: float) -> StageImbalance:
+    """The slowest pipeline stage's load over the mean stage's, ``max_s W_s / (sum_s W_s / pp)``.
+
+    A 1F1B or interleaved pipeline runs at its slowest stage's pace (Narayanan et al. 2021, section
+    2.2), so each per-micro-batch term of the step scales by the ratio of its own kind of load:
+    ``work`` weighs a stage's dense layers by ``dense``, its MoE layers by ``moe`` (FLOPs per token)
+    and the LM head and loss, on the last stage, by ``head`` (the embedding lookup does no FLOPs);
+    ``layers`` counts transformer layers, ``moe`` MoE layers (1 where the model has none). Layers
+    per stage come from the pipeline split (``pipeline.chunk_layers``: even, embedding and loss
+    counted as layers, or uneven first/last stages). All 1 with PP 1; arrays broadcast."""
+    pp = np.asarray(pp, dtype=np.int64)
+    vpp = np.broadcast_to(np.asarray(vpp, dtype=np.int64), pp.shape)
+    sl = _gather_slots(counts, pp, vpp, np.broadcast_to(np.asarray(split, dtype=np.int64), pp.shape))
+    n_moe = float(counts.num_moe_layers)
+    n_dense = len(counts.layers) - n_moe
+
+    def ratio(per_stage: np.ndarray, total: float) -> np.ndarray:
+        if total <= 0.0:
+            return np.ones(pp.shape)
+        peak = np.where(sl["valid"], per_stage, 0.0).max(axis=-1)
+        return np.maximum(peak * pp / total, 1.0)
+
+    work = (sl["layers"] - sl["moe"]) * dense + sl["moe"] * moe + sl["last"] * head
+    return StageImbalance(work=ratio(work, n_dense * dense + n_moe * moe + head),
+                          layers=ratio(sl["layers"], float(len(counts.layers))), moe=ratio(sl["moe"], n_moe))
 
 
 def _tp_group_per_rank(model: ModelSpec, tp_sum: ArrayLike, kv_sum: ArrayLike, arep_sum: ArrayLike,

@@ -72,9 +72,10 @@ import numpy as np
 
 from mi400plan import gemm
 from mi400plan.fsdp import fsdp_step_terms, fsdp_unit_bytes
-from mi400plan.memory import forward_again, recompute_share
+from mi400plan.memory import forward_again, recompute_share, stage_imbalance
 from mi400plan.params import (
-    ParamCounts, attention_flops_per_token, model_flops_per_token, selective_recompute_flops_per_token,
+    ParamCounts, attention_flops_per_token, layer_matmul_weights, model_flops_per_token,
+    selective_recompute_flops_per_token,
 )
 from mi400plan.specs.layout import DEFAULT_RECOMPUTE_MODULES
 from mi400plan.specs.model import ModelSpec
@@ -434,6 +435,11 @@ class ModelTerms:
     flops_attn_fwd: float  # forward attention score/context FLOPs per token, FLOP
     # forward FLOPs per token that selective recomputation runs again (the recipe's modules), FLOP
     flops_sel_fwd: float
+    # training FLOPs per token (fwd + bwd) of one dense layer, one MoE layer and the LM head: the weights
+    # of a pipeline stage's work (``stage_imbalance``), FLOP
+    flops_dense_layer: float
+    flops_moe_layer: float
+    flops_head: float
     flops_expert_frac: float  # share of layer FLOPs in routed experts
     dense_params: float  # parameters split by TP (attention, dense FFN, shared experts, emb/head), count
     replicated_params: float  # norms, routers, MLA down-projections (every TP rank holds them), count
@@ -459,6 +465,7 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
     f_attn = attention_flops_per_token(model, seq_len)
     f_head = 6.0 * model.vocab_size * h  # LM head matmul, fwd + bwd (params.matmul_params_per_token)
     f_layers = f_model - f_head
+    dense_w, moe_w = layer_matmul_weights(model)
     modules = DEFAULT_RECOMPUTE_MODULES if recipe is None else tuple(recipe.recompute_modules)
     moe = model.moe
     n_moe = counts.num_moe_layers
@@ -504,6 +511,9 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         flops_layers=f_layers,
         flops_attn_fwd=f_attn,
         flops_sel_fwd=selective_recompute_flops_per_token(model, seq_len, modules),
+        flops_dense_layer=6.0 * dense_w + 3.0 * f_attn / model.num_layers,
+        flops_moe_layer=6.0 * moe_w + 3.0 * f_attn / model.num_layers,
+        flops_head=f_head,
         flops_expert_frac=(expert_w / f_layers) if f_layers > 0 else 0.0,
         dense_params=dense,
         replicated_params=replicated,
@@ -790,15 +800,20 @@ def step_time(
     rc_flops = full * T.flops_layers / 3.0 + np.where(sel, T.flops_sel_fwd, 0.0)
     flops_hw_tok = T.flops_model + rc_flops
     tok_gpu_mb = tok_mb / tp  # a micro-batch's tokens per GPU-equivalent of work within a stage
+    # The pipeline runs at its slowest stage's pace: each per-micro-batch term below is that stage's,
+    # the mean stage's scaled by the load ratio of its kind (FLOPs, layers, MoE layers).
+    imb = stage_imbalance(wl.counts, pp, vpp, c["split"] if "split" in c else 0, dense=T.flops_dense_layer,
+                          moe=T.flops_moe_layer, head=T.flops_head)
     gemm_mb, attn_core_mb = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc, full)
+    gemm_mb, attn_core_mb = gemm_mb * imb.work, attn_core_mb * imb.work
     comp_mb = gemm_mb + attn_core_mb
     n_gemm = layers * GEMMS_FWD_PER_LAYER * (3.0 + full)
-    ovh_mb = n_gemm * hw.gemm_overhead_s
+    ovh_mb = n_gemm * hw.gemm_overhead_s * imb.layers
 
     # ---- memory-bound (per micro-batch) ------------------------------------------------------
     elems = (T.elems_tp_split + T.elems_scores) / tp + T.elems_replicable * np.where(sp, 1.0 / tp, 1.0)
     passes = 3.0 + full  # fwd + 2x bwd (+ fwd again under full recompute)
-    mem_mb = elems * a_bytes * passes * tok_mb * layers / (hw.hbm_bw * hw.hbm_eff)
+    mem_mb = elems * a_bytes * passes * tok_mb * layers / (hw.hbm_bw * hw.hbm_eff) * imb.layers
 
     # ---- TP / SP (per micro-batch) -----------------------------------------------------------
     # One full hidden activation of the micro-batch (bytes): all-reduced, or with SP reduce-scattered
@@ -814,13 +829,13 @@ def step_time(
     tp_mb = np.where(tp > 1, per_coll * k_full * (4.0 * dense_layers + moe_pairs * moe_layers), 0.0)
     # The expert-TP pair on the ETP group (``_step_requests``).
     etp_pair = price["etp_rs"] + price["etp_ag"]
-    tp_mb = tp_mb + np.where(etp > 1, etp_pair * k_full * 2.0 * moe_layers, 0.0)
+    tp_mb = tp_mb * imb.layers + np.where(etp > 1, etp_pair * k_full * 2.0 * moe_layers, 0.0) * imb.moe
 
     # ---- EP all-to-all (per micro-batch) ------------------------------------------------------
     # Dispatch and combine in the forward and twice in the backward, and again where the MoE layer's
     # forward is recomputed (full recomputation, or selective with "moe").
     again = forward_again(rc, full, T.recompute_modules, "moe")
-    ep_mb = np.where(ep > 1, price["ep_a2a"] * (4.0 + 2.0 * again) * moe_layers, 0.0)
+    ep_mb = np.where(ep > 1, price["ep_a2a"] * (4.0 + 2.0 * again) * moe_layers, 0.0) * imb.moe
 
     # ---- CP (per micro-batch) ---------------------------------------------------------------------
     cp_ag, cp_rs = price["cp_ag"], price["cp_rs"]  # this rank's K and V of one layer, over the CP group
@@ -828,7 +843,7 @@ def step_time(
     # (full, or selective: Megatron-Core's ``core_attn`` module re-runs core attention, CP exchange
     # included) repeats the forward exchange.
     cp_again = forward_again(rc, full, T.recompute_modules, "core_attn")
-    cp_raw = layers * ((2.0 + cp_again) * cp_ag + cp_rs)
+    cp_raw = layers * ((2.0 + cp_again) * cp_ag + cp_rs) * imb.layers
     cp_hide = attn_core_mb if opts.overlap_cp else 0.0
     cp_mb = np.where(cp > 1, np.maximum(0.0, cp_raw - cp_hide), 0.0)
 
@@ -926,6 +941,7 @@ def step_time(
         "dp_raw": dp_raw,
         "world": world,
         "tok_gpu_mb": tok_gpu_mb,
+        "stage_imbalance": imb.work,
     }
     return out
 

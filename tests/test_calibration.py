@@ -15,7 +15,7 @@ no distributed optimizer (ZeRO 0). The layout search picks the micro-batch size 
 virtual stages (the paper tuned them per run; they are not in Table 1).
 
 Tolerance (issue 9's calibration targets): every row within 7 %, mean absolute error within 3 %. The
-efficiencies are fitted by ``benchmarks/fit_gemm.py`` (A100: large-GEMM ceiling 0.665 and HBM
+efficiencies are fitted by ``benchmarks/fit_gemm.py`` (A100: large-GEMM ceiling 0.685 and HBM
 efficiency 0.90 of the shape-aware GEMM model, ``mi400plan/gemm.py``).
 """
 

@@ -336,8 +336,8 @@ def test_memory_capacity_with_a_unit_has_a_domain(cli, tmp_path, line, value):
 
 @pytest.mark.parametrize(
     ("old", "new", "field"),
-    [("step_time_s = 5.867", "step_time_s = 5e-324", "step_time_s"),
-     ("step_time_s = 5.867", "tflops_per_gpu = 5e-324", "tflops_per_gpu")],
+    [("step_time_s = 6.002", "step_time_s = 5e-324", "step_time_s"),
+     ("step_time_s = 6.002", "tflops_per_gpu = 5e-324", "tflops_per_gpu")],
 )
 def test_calibration_measurements_have_a_lower_bound(cli, tmp_path, old, new, field):
     """Was an internal error (overflow in a divide): a denormal step time is positive but the model's

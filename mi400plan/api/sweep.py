@@ -362,6 +362,7 @@ def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any,
     return SweepRow(
         rank=rank, sku=sku.name, gpus=gpus, layout=lay,
         pipeline_split=split_text(wl.model.num_layers, int(pp), int(r["vpp"]), int(r.get("split", 0))),
+        stage_imbalance=float(r["stage_imbalance"]),
         replica_gpus=int(inner * pp),
         microbatches=int(round(r["m"])),
         memory_bytes=_memory(r, wl, hw),

@@ -168,7 +168,11 @@ def render(res: SweepResult, console: Any) -> None:
 def _split_note(rows: list[SweepRow]) -> str:
     """Rows whose layers do not split evenly over PP x VPP, with the split they use (``pipeline``)."""
     odd = [f"#{r.rank} {r.pipeline_split}" for r in rows if not r.pipeline_split.startswith("even")]
-    return (" Pipeline splits other than even: " + "; ".join(odd) + ".") if odd else ""
+    text = (" Pipeline splits other than even: " + "; ".join(odd) + ".") if odd else ""
+    slow = [f"#{r.rank} {r.stage_imbalance:.2f}x" for r in rows if r.stage_imbalance >= 1.005]
+    if slow:
+        text += " Slowest pipeline stage's work over the mean stage's (the LM head runs on the last): " + ", ".join(slow) + "."
+    return text
 
 
 def _no_layout_headline(res: SweepResult) -> str:
