@@ -296,40 +296,59 @@ def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
     return out
 
 
+def stage_slot_table(counts: ParamCounts, pp: ArrayLike, vpp: ArrayLike, split: ArrayLike) -> dict[str, np.ndarray]:
+    """Each layout's pipeline stages (layers, MoE layers, last-stage flag, validity mask), arrays of
+    shape ``pp.shape + (S,)``: what :func:`stage_imbalance` weighs."""
+    pp = np.asarray(pp, dtype=np.int64)
+    vpp = np.broadcast_to(np.asarray(vpp, dtype=np.int64), pp.shape)
+    return _gather_slots(counts, pp, vpp, np.broadcast_to(np.asarray(split, dtype=np.int64), pp.shape))
+
+
 class StageImbalance(NamedTuple):
     """The slowest pipeline stage over the mean stage, per kind of per-micro-batch work (each >= 1)."""
 
-    work: np.ndarray  # FLOPs: dense and MoE layers and the LM head
+    work: np.ndarray  # the ``dense`` / ``moe`` / ``head`` weights (FLOPs or seconds), :func:`stage_work_ratio`
     layers: np.ndarray  # transformer layers (per-layer kernels, TP/CP exchanges)
     moe: np.ndarray  # MoE layers (EP all-to-all)
 
 
-def stage_imbalance(counts: ParamCounts, pp: ArrayLike, vpp: ArrayLike, split: ArrayLike, *, dense: float,
-                    moe: float, head: float) -> StageImbalance:
-    """The slowest pipeline stage's load over the mean stage's, ``max_s W_s / (sum_s W_s / pp)``.
+def _peak_over_mean(sl: dict[str, np.ndarray], pp: np.ndarray, per_stage: np.ndarray, total: ArrayLike) -> np.ndarray:
+    """``max_s W_s / (total / pp)``, at least 1; 1 where ``total`` is 0 (nothing of that kind)."""
+    peak = np.where(sl["valid"], per_stage, 0.0).max(axis=-1)
+    total = np.asarray(total, dtype=np.float64)
+    ok = total > 0.0
+    return np.where(ok, np.maximum(peak * pp / np.where(ok, total, 1.0), 1.0), 1.0)
 
-    A 1F1B or interleaved pipeline runs at its slowest stage's pace (Narayanan et al. 2021, section
-    2.2), so each per-micro-batch term of the step scales by the ratio of its own kind of load:
-    ``work`` weighs a stage's dense layers by ``dense``, its MoE layers by ``moe`` (FLOPs per token)
-    and the LM head and loss, on the last stage, by ``head`` (the embedding lookup does no FLOPs);
-    ``layers`` counts transformer layers, ``moe`` MoE layers (1 where the model has none). Layers
-    per stage come from the pipeline split (``pipeline.chunk_layers``: even, embedding and loss
-    counted as layers, or uneven first/last stages). All 1 with PP 1; arrays broadcast."""
+
+def stage_work_ratio(counts: ParamCounts, pp: ArrayLike, slots: dict[str, np.ndarray], *, dense: ArrayLike,
+                     moe: ArrayLike, head: ArrayLike) -> np.ndarray:
+    """The slowest pipeline stage's work over the mean stage's, ``max_s W_s / (sum_s W_s / pp)``, with
+    ``W_s`` = the stage's dense layers x ``dense`` + its MoE layers x ``moe`` + ``head`` on the last
+    stage (the LM head and loss; the embedding lookup does no FLOPs). A 1F1B or interleaved pipeline
+    runs at its slowest stage's pace (Narayanan et al. 2021, section 2.2). Weights are FLOPs per
+    token or seconds per micro-batch, arrays broadcast over the layouts of ``slots``
+    (:func:`stage_slot_table`); 1 with PP 1."""
     pp = np.asarray(pp, dtype=np.int64)
-    vpp = np.broadcast_to(np.asarray(vpp, dtype=np.int64), pp.shape)
-    sl = _gather_slots(counts, pp, vpp, np.broadcast_to(np.asarray(split, dtype=np.int64), pp.shape))
     n_moe = float(counts.num_moe_layers)
     n_dense = len(counts.layers) - n_moe
+    d, m, h = (np.asarray(x, dtype=np.float64) for x in (dense, moe, head))
+    work = (slots["layers"] - slots["moe"]) * d[..., None] + slots["moe"] * m[..., None] + slots["last"] * h[..., None]
+    return _peak_over_mean(slots, pp, work, n_dense * d + n_moe * m + h)
 
-    def ratio(per_stage: np.ndarray, total: float) -> np.ndarray:
-        if total <= 0.0:
-            return np.ones(pp.shape)
-        peak = np.where(sl["valid"], per_stage, 0.0).max(axis=-1)
-        return np.maximum(peak * pp / total, 1.0)
 
-    work = (sl["layers"] - sl["moe"]) * dense + sl["moe"] * moe + sl["last"] * head
-    return StageImbalance(work=ratio(work, n_dense * dense + n_moe * moe + head),
-                          layers=ratio(sl["layers"], float(len(counts.layers))), moe=ratio(sl["moe"], n_moe))
+def stage_imbalance(counts: ParamCounts, pp: ArrayLike, vpp: ArrayLike, split: ArrayLike, *, dense: ArrayLike,
+                    moe: ArrayLike, head: ArrayLike, slots: dict[str, np.ndarray] | None = None) -> StageImbalance:
+    """The slowest pipeline stage's load over the mean stage's, per kind: ``work`` weighed by
+    ``dense`` / ``moe`` / ``head`` (:func:`stage_work_ratio`), ``layers`` counting transformer layers,
+    ``moe`` MoE layers (1 where the model has none). Each per-micro-batch term of the step scales by
+    the ratio of its own kind. Layers per stage come from the pipeline split (``pipeline.chunk_layers``:
+    even, embedding and loss counted as layers, or uneven first/last stages). All 1 with PP 1; arrays
+    broadcast. ``slots``: the layouts' :func:`stage_slot_table`, when the caller has it."""
+    pp = np.asarray(pp, dtype=np.int64)
+    sl = stage_slot_table(counts, pp, vpp, split) if slots is None else slots
+    return StageImbalance(work=stage_work_ratio(counts, pp, sl, dense=dense, moe=moe, head=head),
+                          layers=_peak_over_mean(sl, pp, sl["layers"], float(len(counts.layers))),
+                          moe=_peak_over_mean(sl, pp, sl["moe"], float(counts.num_moe_layers)))
 
 
 def _tp_group_per_rank(model: ModelSpec, tp_sum: ArrayLike, kv_sum: ArrayLike, arep_sum: ArrayLike,

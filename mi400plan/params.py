@@ -231,21 +231,6 @@ def matmul_params_per_token(model: ModelSpec) -> int:
     return layers + model.vocab_size * model.hidden_size
 
 
-def layer_matmul_weights(model: ModelSpec) -> tuple[int, int]:
-    """Per-token active matmul weights of one dense layer and of one MoE layer (0 for a kind the
-    model has none of): the per-layer terms of :func:`matmul_params_per_token`."""
-    dense = moe = 0
-    for i in range(model.num_layers):
-        w = _layer(model, i)[1]
-        if model.moe is not None and model.is_moe_layer(i):
-            moe = moe or w
-        else:
-            dense = dense or w
-        if dense and (moe or model.moe is None):
-            break
-    return dense, moe
-
-
 def attention_flops_per_token(model: ModelSpec, seq_len: int) -> float:
     """Forward attention score + context FLOPs per token, all layers (FLOP).
 

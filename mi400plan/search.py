@@ -59,23 +59,22 @@ sum of the per-micro-batch terms; hence ``step >= compute-only time`` always, an
 ``MFU = model FLOPs / (step x GPUs x peak) <= 1``: each GEMM runs at most at the ceiling, and flash
 attention does 3.5/2 of the half (causal) of the 3x forward FLOPs the MFU convention counts, so its
 counted rate is 3 / 1.75 = 1.71 x its efficiency, under the peak for any attention efficiency up to
-0.58 (the bundled profiles and the 0.49 x ceiling rule give at most about 0.37).
+0.58 (the bundled profiles and the 0.495 x ceiling rule give at most about 0.37).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from mi400plan import gemm
 from mi400plan.fsdp import fsdp_step_terms, fsdp_unit_bytes
-from mi400plan.memory import forward_again, recompute_share, stage_imbalance
+from mi400plan.memory import forward_again, recompute_share, stage_imbalance, stage_slot_table, stage_work_ratio
 from mi400plan.params import (
-    ParamCounts, attention_flops_per_token, layer_matmul_weights, model_flops_per_token,
-    selective_recompute_flops_per_token,
+    ParamCounts, attention_flops_per_token, model_flops_per_token, selective_recompute_flops_per_token,
 )
 from mi400plan.specs.layout import DEFAULT_RECOMPUTE_MODULES
 from mi400plan.specs.model import ModelSpec
@@ -127,9 +126,9 @@ MOE_PERMUTE_ELEMS_PER_H_PER_K = 4
 OPTIMIZER_BYTES_PER_PARAM = 30.0
 # Flash attention's fraction of peak relative to the BF16 large-GEMM ceiling where a profile gives
 # no measured ``attention`` efficiency: the ratio fitted on H100 (Llama 3 405B, Table 4: attention
-# 0.265 / ceiling 0.54 = 0.49, ``benchmarks/fit_gemm.py``), the only calibration run dominated by
+# 0.27 / ceiling 0.545 = 0.495, ``benchmarks/fit_gemm.py``), the only calibration run dominated by
 # flash attention. A documented rule, not a measurement of the other SKUs.
-ATTN_OVER_MATMUL = 0.49
+ATTN_OVER_MATMUL = 0.495
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -154,12 +153,24 @@ class Hardware:
     attn_eff: float = 0.0  # flash-attention fraction of the BF16 peak; 0 = ``ATTN_OVER_MATMUL`` x matmul_eff
     peak_bf16_flops: float = 0.0  # BF16 dense peak for attention, FLOP/s; 0 = peak_flops
     operand_bytes: float = 2.0  # GEMM input element size (1 for FP8)
+    # BF16 large-GEMM ceiling, for the LM head of FP8 training (``head_gemm_sku``); 0 = matmul_eff
+    matmul_bf16_eff: float = 0.0
     host_bw: float = 0.0  # B/s per direction per GPU to host memory (activation offloading); 0 = unknown
 
     def gemm_sku(self) -> "gemm.GemmSku":
         """The GEMM model's view of this SKU (``mi400plan.gemm``)."""
         return gemm.GemmSku(self.peak_flops, self.matmul_eff, self.hbm_bw * self.hbm_eff, self.units,
                             self.gemm_overhead_s, self.operand_bytes)
+
+    def head_gemm_sku(self) -> "gemm.GemmSku":
+        """The LM head's GEMM: BF16 in FP8 training. Megatron-Core builds the output layer as its own
+        ``tensor_parallel.ColumnParallelLinear``, not a Transformer Engine module, so ``fp8_autocast``
+        leaves it in the parameters' BF16 (``megatron/core/models/gpt/gpt_model.py``); torchtitan's
+        float8 conversion skips ``output`` by default likewise. Other precisions: ``gemm_sku``."""
+        if self.operand_bytes != 1.0 or not self.peak_bf16_flops:
+            return self.gemm_sku()
+        return gemm.GemmSku(self.peak_bf16_flops, self.matmul_bf16_eff or self.matmul_eff, self.hbm_bw * self.hbm_eff,
+                            self.units, self.gemm_overhead_s, 2.0)
 
     def attn_sku(self) -> "gemm.AttnSku":
         """The flash-attention model's view of this SKU (``mi400plan.gemm``)."""
@@ -435,11 +446,6 @@ class ModelTerms:
     flops_attn_fwd: float  # forward attention score/context FLOPs per token, FLOP
     # forward FLOPs per token that selective recomputation runs again (the recipe's modules), FLOP
     flops_sel_fwd: float
-    # training FLOPs per token (fwd + bwd) of one dense layer, one MoE layer and the LM head: the weights
-    # of a pipeline stage's work (``stage_imbalance``), FLOP
-    flops_dense_layer: float
-    flops_moe_layer: float
-    flops_head: float
     flops_expert_frac: float  # share of layer FLOPs in routed experts
     dense_params: float  # parameters split by TP (attention, dense FFN, shared experts, emb/head), count
     replicated_params: float  # norms, routers, MLA down-projections (every TP rank holds them), count
@@ -465,7 +471,6 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
     f_attn = attention_flops_per_token(model, seq_len)
     f_head = 6.0 * model.vocab_size * h  # LM head matmul, fwd + bwd (params.matmul_params_per_token)
     f_layers = f_model - f_head
-    dense_w, moe_w = layer_matmul_weights(model)
     modules = DEFAULT_RECOMPUTE_MODULES if recipe is None else tuple(recipe.recompute_modules)
     moe = model.moe
     n_moe = counts.num_moe_layers
@@ -511,9 +516,6 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         flops_layers=f_layers,
         flops_attn_fwd=f_attn,
         flops_sel_fwd=selective_recompute_flops_per_token(model, seq_len, modules),
-        flops_dense_layer=6.0 * dense_w + 3.0 * f_attn / model.num_layers,
-        flops_moe_layer=6.0 * moe_w + 3.0 * f_attn / model.num_layers,
-        flops_head=f_head,
         flops_expert_frac=(expert_w / f_layers) if f_layers > 0 else 0.0,
         dense_params=dense,
         replicated_params=replicated,
@@ -658,34 +660,51 @@ BREAKDOWN = ("compute", "attention", "gemm_overhead", "memory_bound", "tp", "cp"
              "offload")
 
 
+class StageCompute(NamedTuple):
+    """GEMM and attention-core seconds of one micro-batch on the slowest pipeline stage, and that
+    stage's compute time over the mean stage's (``memory.stage_imbalance``)."""
+
+    gemm: Any
+    attention: Any
+    ratio: Any
+
+
 def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float, c: dict[str, Any],
-                    sp: Any, rc: Any, share: Any) -> tuple[Any, Any]:
-    """GEMM and attention-core seconds of one micro-batch on one GPU (shape-aware, ``mi400plan.gemm``).
+                    sp: Any, rc: Any, share: Any, counts: ParamCounts,
+                    slots: dict[str, np.ndarray] | None = None) -> StageCompute:
+    """GEMM and attention-core seconds of one micro-batch on one GPU (shape-aware, ``mi400plan.gemm``)
+    on the pipeline's slowest stage.
 
     Every linear layer's forward, data-gradient and weight-gradient GEMM at its own (M, N, K) for
     this candidate's TP / EP / ETP split and micro-batch tokens, plus the forward again for the
-    layers under full recomputation (``share`` of them, ``memory.recompute_share``);
-    the LM head once per micro-batch spread over the PP stages (as the FLOP count is); attention
+    layers under full recomputation (``share`` of them, ``memory.recompute_share``); attention
     forward + backward (+ forward again for those layers, or under selective recomputation with
     "core_attn") at the flash-attention model; under selective recomputation the GEMMs of the
-    recipe's other modules once more (``gemm.recompute_gemm_seconds``).
+    recipe's other modules once more (``gemm.recompute_gemm_seconds``); the LM head once per
+    micro-batch on the last stage (in BF16 under FP8, ``Hardware.head_gemm_sku``). A stage's time is
+    its dense layers', MoE layers' and (last stage) head's seconds; the pipeline runs at the slowest
+    stage's, the mean stage's times ``ratio`` (both terms scale by it).
     """
     tp, pp, cp, ep, etp = (np.asarray(c[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep", "etp"))
     g = hw.gemm_sku()
     df, db, mf, mbw = gemm.layer_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, g)
-    moe = T.n_moe_layers / pp
-    dense = T.n_layers / pp - moe
-    hf, hb = gemm.head_gemm_seconds(T.shapes, tok_mb, tp, g)
-    layer_fwd = dense * df + moe * mf
-    gemm_mb = layer_fwd * (1.0 + share) + dense * db + moe * mbw + (hf + hb) / pp
+    hf, hb = gemm.head_gemm_seconds(T.shapes, tok_mb, tp, hw.head_gemm_sku())
+    dense_gemm, moe_gemm = df * (1.0 + share) + db, mf * (1.0 + share) + mbw
     mods = T.recompute_modules
     if set(mods) - {"core_attn", "moe_act", "layernorm"}:  # selective recomputation re-runs GEMMs too
         rd, rm = gemm.recompute_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, g, mods)
-        gemm_mb = gemm_mb + np.where(rc == 1, dense * rd + moe * rm, 0.0)
+        dense_gemm = dense_gemm + np.where(rc == 1, rd, 0.0)
+        moe_gemm = moe_gemm + np.where(rc == 1, rm, 0.0)
     af, ab = gemm.attention_seconds(T.shapes, mb, s, cp, tp, T.flash, g, hw.attn_sku())
-    attn_again = forward_again(rc, share, mods, "core_attn")
-    attn_mb = T.n_layers / pp * (af * (1.0 + attn_again) + ab)
-    return gemm_mb, attn_mb
+    attn = af * (1.0 + forward_again(rc, share, mods, "core_attn")) + ab  # one layer's
+    moe = T.n_moe_layers / pp
+    dense = T.n_layers / pp - moe
+    gemm_mb = dense * dense_gemm + moe * moe_gemm + (hf + hb) / pp  # the mean stage's
+    attn_mb = T.n_layers / pp * attn
+    if slots is None:
+        slots = stage_slot_table(counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0)
+    ratio = stage_work_ratio(counts, c["pp"], slots, dense=dense_gemm + attn, moe=moe_gemm + attn, head=hf + hb)
+    return StageCompute(gemm_mb * ratio, attn_mb * ratio, ratio)
 
 
 class _DpGroups:
@@ -801,11 +820,11 @@ def step_time(
     flops_hw_tok = T.flops_model + rc_flops
     tok_gpu_mb = tok_mb / tp  # a micro-batch's tokens per GPU-equivalent of work within a stage
     # The pipeline runs at its slowest stage's pace: each per-micro-batch term below is that stage's,
-    # the mean stage's scaled by the load ratio of its kind (FLOPs, layers, MoE layers).
-    imb = stage_imbalance(wl.counts, pp, vpp, c["split"] if "split" in c else 0, dense=T.flops_dense_layer,
-                          moe=T.flops_moe_layer, head=T.flops_head)
-    gemm_mb, attn_core_mb = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc, full)
-    gemm_mb, attn_core_mb = gemm_mb * imb.work, attn_core_mb * imb.work
+    # the mean stage's scaled by the load ratio of its kind (compute time, layers, MoE layers).
+    slots = stage_slot_table(wl.counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0)
+    imb = stage_imbalance(wl.counts, c["pp"], c["vpp"], 0, dense=1.0, moe=1.0, head=0.0, slots=slots)
+    stage = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc, full, wl.counts, slots)
+    gemm_mb, attn_core_mb = stage.gemm, stage.attention
     comp_mb = gemm_mb + attn_core_mb
     n_gemm = layers * GEMMS_FWD_PER_LAYER * (3.0 + full)
     ovh_mb = n_gemm * hw.gemm_overhead_s * imb.layers
@@ -941,7 +960,7 @@ def step_time(
         "dp_raw": dp_raw,
         "world": world,
         "tok_gpu_mb": tok_gpu_mb,
-        "stage_imbalance": imb.work,
+        "stage_imbalance": stage.ratio,
     }
     return out
 

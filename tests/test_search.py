@@ -177,11 +177,12 @@ def test_helios_keeps_tp_and_pp_in_the_rack(catalog) -> None:
     parameter all-gather, and a smaller micro-batch with a shorter bubble). What separates them is
     the LM head: it runs on the last stage (``memory.stage_imbalance``), and the pipeline runs at
     that stage's pace. Its 6 V h = 3.71 GFLOP a token is 0.33 of a layer's 6 x 12 h^2 + 12 s h =
-    11.17 GFLOP, so the last stage carries 2.4 % more than the mean stage at PP 8 (12 layers) and
-    5.2 % at PP 16 (6 layers): the in-rack layout is about 1.2 % faster, just over the sweep's 1 %
-    flip threshold. (The fill/drain count is an upper bound on the crossing cost: only the hops
-    between racks are really scale-out, but the comm model prices the whole group at its slowest
-    pair.)"""
+    11.17 GFLOP, and it runs in BF16 (``Hardware.head_gemm_sku``), a quarter of MI455X's FP8 peak:
+    0.33 x (20,132.7 x 0.435) / (5,033.2 x 0.483) = 1.19 layers of time. The last stage then carries
+    (12 + 1.19) / ((96 + 1.19) / 8) = 8.6 % more than the mean stage at PP 8 and 18 % at PP 16: the
+    in-rack layout is about 4.6 % faster. (The fill/drain count is an upper bound on the crossing
+    cost: only the hops between racks are really scale-out, but the comm model prices the whole group
+    at its slowest pair.)"""
     from mi400plan.comms import placed_collective_time
     from mi400plan.search import SearchOptions, iter_rows, search, tier_of
 
@@ -211,14 +212,20 @@ def test_helios_keeps_tp_and_pp_in_the_rack(catalog) -> None:
     assert cross["tp"] * cross["pp"] > 72
     assert str(tier_of(cross["pp"], cross["tp"], 72)) == "hierarchical"
     assert best_in["step"] == rows[0]["step"]
-    assert 0.005 < cross["step"] / best_in["step"] - 1.0 < 0.02
-    # The head's share (docstring): the same micro-batch's compute over a step, PP 16 over PP 8.
+    assert 0.03 < cross["step"] / best_in["step"] - 1.0 < 0.06
+    # The head's share (docstring). Its time in layers, x, from PP 8's ratio r = (12 + x) / ((96 + x) / 8),
+    # is the BF16 head's FLOPs at BF16 speed over a layer's at FP8 speed (within the GEMM shapes' fill),
+    # and the same x gives PP 16's ratio; each step's compute scales by its ratio.
     W = 6 * 12 * 12288**2 + 12 * 2048 * 12288  # one layer, FLOP per token (fwd + bwd)
     H = 6 * 50257 * 12288  # the LM head
     assert W == 11_173_625_856 and H == 3_705_348_096
     twin = next(r for r in rows if span(r) <= 72 and (r["micro_batch"], r["vpp"], r["zero"]) ==
                 (cross["micro_batch"], cross["vpp"], cross["zero"]))
-    assert cross["t_compute"] / twin["t_compute"] == pytest.approx(2 * (6 * W + H) / (12 * W + H), rel=1e-6)
+    r8 = twin["stage_imbalance"]
+    x = 12 * (r8 - 1) / (1 - r8 / 8)
+    assert x == pytest.approx(H / W * (20132.7e12 * 0.435) / (5033.2e12 * 0.483), rel=0.05)
+    assert cross["stage_imbalance"] == pytest.approx((6 + x) / ((96 + x) / 16), rel=1e-9)
+    assert cross["t_compute"] / twin["t_compute"] == pytest.approx(cross["stage_imbalance"] / r8, rel=1e-9)
     # the deeper pipeline halves the parameters per GPU, so it moves less DP traffic
     assert cross["pp"] == 2 * best_in["pp"] and cross["t_dp"] < best_in["t_dp"]
     # Both run virtual stages; their exposed pipeline time is exactly the fill/drain transfers.
@@ -272,7 +279,7 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
     definition: the smallest size; threshold ``SCALING_THRESHOLD`` = 0.90). The hand arithmetic below
     runs at AMD's max-achievable FP8 kernel ceiling for MI300X (1,273 / 2,614.9 = 0.487 of peak, the top
     of the profile's range), where the mechanism shows within 32,768 GPUs; at the profile's nominal
-    ceiling, fitted on AMD's MI325X training run (0.348), each step computes longer and the curve sits a
+    ceiling, fitted on AMD's MI325X training run (0.360), each step computes longer and the curve sits a
     little higher (checked at the end; the README's table). What the arithmetic says:
 
     * 768 GPUs (the baseline) cannot run virtual stages. 768 = 3 x 256: a power-of-two replica leaves
@@ -280,16 +287,17 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
       are powers of two (64 heads, 256 experts), so PP carries the factor 3 (the best has PP 12).
       Micro-batches per replica (32,768 / (DP x micro-batch)) are then a power of two, never a
       multiple of PP, so the interleaved schedule is out (``vpp-microbatches``). The pipeline runs
-      plain 1F1B and all ``m x 2`` transfers are exposed: 1.5 s, 1.3 % of the step.
-    * 1,024..16,384 GPUs: >= 0.9. From 1,024 GPUs a 256-GPU replica (TP 1, PP 16 x VPP 6, CP x
-      folded DP = 8, EP 16) runs the interleaved schedule: only the 2 x 15 fill/drain transfers stay
-      exposed. It is 1-2 % *above* the 768 baseline up to 4,096 GPUs. PP 16 rather than the PP 32 a
-      deeper pipeline would allow: the LM head (about one MoE layer of work) runs on the last stage
-      (``memory.stage_imbalance``), which with 3 layers a stage is 35 % more loaded than the mean
-      stage, with 6 layers 17 %.
+      plain 1F1B and all ``m x 2`` transfers are exposed: 1.5 s, 1.2 % of the step.
+    * 1,024..16,384 GPUs: >= 0.9, on the interleaved schedule (PP 8 or 16, VPP 12 or 6): only the
+      2 (PP - 1) fill/drain transfers stay exposed. No best layout runs deeper than PP 16: the LM
+      head runs on the last stage (``memory.stage_imbalance``), in BF16 (``Hardware.head_gemm_sku``):
+      its 1.08 MoE layers of FLOPs at half the FP8 peak and the BF16 ceiling take about 2.6 layers of
+      time, so with 6 layers a stage the last one takes 1.4x the mean stage's time, with 3 layers
+      1.8x.
     * 32,768 GPUs: first size below 0.9 (128 replicas, per-replica batch 1Mi tokens = 256 sequences).
     * The mechanism, on the whitepaper-like PP 32 replica (TP 1 x CP 4 x EP 8 inside a node, PP 32 x
-      VPP 3 across nodes) pinned at 16,384 GPUs: the per-step DP traffic of a GPU does not depend on how many replicas there are:
+      VPP 3 across nodes) pinned at 16,384 GPUs: the per-step DP traffic of a GPU does not depend on
+      how many replicas there are:
       it reduce-scatters its gradients and all-gathers its parameters once per step, each about
       (d-1)/d of its shard over its own NIC. Gradients travel in the dtype of the ``megatron``
       recipe's fp32 main-grad buffer (4 bytes; Megatron-LM reduces in fp32 for BF16/FP8 training),
@@ -300,14 +308,12 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
       (CP 4 x 2 folded DP ranks) over xGMI, then 64 nodes on 1/8 of it: 0.026 s both ways. With
       VPP 3 each model chunk's collective starts when its last backward (forward) runs, so it hides
       behind (3-1) x 32 + 1 = 65 chunk-times of one micro-batch (``chunked_exposure``): 65/3 x
-      22.0 ms = 0.48 s of compute (2/3 backward, 1/3 forward; GEMMs at their shapes, at the pace of the
-      last stage, which holds the head). About 0.57 s stays exposed against a 7.0 s step: 8 %.
-    * The location does not depend on the baseline here: against 1,024 GPUs (which runs VPP),
-      16,384 is still at 0.94 and 32,768 below.
+      29.3 ms = 0.63 s of compute (2/3 backward, 1/3 forward; GEMMs at their shapes, at the pace of the
+      last stage, which holds the head). About 0.41 s stays exposed against an 8.8 s step: 5 %.
     * 768 = 2 x 384: the whitepaper's own replica (EP 8 x CP 8 x PP 48, DP 2) is expressible, and
-      about 20 % slower than the best 768-GPU layout: with two layers a stage, the stage that also
-      runs the LM head carries 1.5x the mean stage's work; 65,536 / 384 is not whole (see the rejection test), so
-      at 65,536 GPUs the tool uses power-of-two replicas.
+      about 1.65x as slow as the best 768-GPU layout: with two layers a stage, the stage that also
+      runs the LM head takes 2.2x the mean stage's time; 65,536 / 384 is not whole (see the rejection
+      test), so at 65,536 GPUs the tool uses power-of-two replicas.
 
     Disagreement with seed 004's Table 1 (1.0 up to 32,768 GPUs, 0.9 at 65,536): the table was
     extrapolated from 2 replicas on 768 GPUs by shrinking the local batch, so its DP traffic is that
@@ -338,8 +344,7 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
     eff = {g: per_gpu[g] / per_gpu[768] for g in sizes}
     first_below = next(g for g in sizes if eff[g] < SCALING_THRESHOLD)
     assert first_below == 32768, eff
-    assert eff[1024] > 1.0 and eff[2048] > 1.0 and eff[4096] > 1.0
-    assert eff[16384] / eff[1024] >= SCALING_THRESHOLD > eff[32768] / eff[1024]  # same place vs 1,024
+    assert min(eff[g] for g in sizes[1:-1]) >= SCALING_THRESHOLD
 
     # The 768 baseline: no virtual stages possible, every pipeline transfer exposed.
     base = dict(tp=1, etp=1, ep=8, zero=1, micro_batch=1, recompute=0, sp=0)
@@ -358,9 +363,8 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
     assert b["t_pp"] / b["step"] > 0.01
     for g in sizes[1:]:
         r = best[g]
-        assert (r["tp"], r["pp"], r["vpp"], r["ep"]) == (1, 16, 6, 16), g
-        assert r["tp"] * r["cp"] * r["fold"] * r["pp"] == 256
-        assert r["t_pp"] == pytest.approx(2 * 15 * p2p(r), rel=1e-9)  # fill/drain only
+        assert r["vpp"] > 1 and r["pp"] <= 16 and r["stage_imbalance"] > 1.1, g
+        assert r["t_pp"] == pytest.approx(2 * (r["pp"] - 1) * p2p(r), rel=1e-9)  # fill/drain only
 
     # The mechanism at 16,384 GPUs on the PP 32 replica: a fixed per-step DP cost, hidden behind 65
     # chunk-times (docstring).
@@ -393,15 +397,15 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
     comp_mb = (r["t_compute"] + r["t_attention"]) / r["m"]  # GEMMs + attention core of one micro-batch
     chunk_times = ((3 - 1) * 32 + 1) / 3 * comp_mb  # 65 chunk-times of one micro-batch
     hidden = chunk_times * 2 / 3 + chunk_times / 3  # gradients behind backward, parameters behind forward
-    assert hidden == pytest.approx(0.48, abs=0.01)
+    assert hidden == pytest.approx(0.63, abs=0.01)
     assert r["t_dp"] == pytest.approx(rs + ag - hidden, rel=1e-3)
-    assert r["t_dp"] / r["step"] > 0.075
+    assert r["t_dp"] / r["step"] > 0.045
 
     # The whitepaper's 384-GPU replica at 768 GPUs: EP 8 x CP 8 inside a node, PP 48 across nodes, DP 2.
     wp = search(wl, hw, 768, SearchOptions(overlap_ep=True, tp=(1,), cp=(8,), ep=(8,), etp=(1,), pp=(48,)), top_k=1)
     w = next(iter_rows(wp.top))
     assert w["tp"] * w["cp"] * w["fold"] * w["pp"] == 384 and w["dp"] == 2
-    assert 1.15 * best[768]["step"] <= w["step"] <= 1.25 * best[768]["step"]
+    assert 1.5 * best[768]["step"] <= w["step"] <= 1.8 * best[768]["step"] and w["stage_imbalance"] > 2.0
 
     # At the nominal (training-fitted) ceiling the drop below 0.9 is at 32,768 GPUs too.
     at = {g: 2**27 / next(iter_rows(search(wl, nominal, g, opts, top_k=1).top))["step"] / g

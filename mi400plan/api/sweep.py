@@ -162,7 +162,10 @@ def _gemm_fields(acc: Any, precision: str, case: str) -> dict[str, Any]:
     units = acc.silicon.compute_units
     bf16 = acc.compute.peak_flops("bf16")
     att = acc.efficiency.attention
+    mm16 = acc.efficiency.matmul("bf16")
     return {
+        "matmul_bf16_eff": _pick(mm16, f"{acc.name} bf16 matmul efficiency", case, higher_is_better=True)
+        if mm16.known else 0.0,
         "units": int(units.nominal) if units.known else 0,
         "peak_bf16_flops": _pick(bf16, f"{acc.name} dense bf16 peak", case, higher_is_better=True) if bf16.known else 0.0,
         "attn_eff": _pick(att, f"{acc.name} attention efficiency", case, higher_is_better=True) if att.known else 0.0,

@@ -171,7 +171,7 @@ def _split_note(rows: list[SweepRow]) -> str:
     text = (" Pipeline splits other than even: " + "; ".join(odd) + ".") if odd else ""
     slow = [f"#{r.rank} {r.stage_imbalance:.2f}x" for r in rows if r.stage_imbalance >= 1.005]
     if slow:
-        text += " Slowest pipeline stage's work over the mean stage's (the LM head runs on the last): " + ", ".join(slow) + "."
+        text += " Slowest pipeline stage's time over the mean stage's (the LM head runs on the last): " + ", ".join(slow) + "."
     return text
 
 

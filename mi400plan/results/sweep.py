@@ -113,8 +113,8 @@ class SweepRow(OutModel):
     gpus: int
     layout: SweepLayout
     pipeline_split: str  # how the layers sit on the pipeline stages, e.g. "uneven: 2 + 14 x 4 + 3 layers"
-    # the slowest pipeline stage's FLOPs over the mean stage's, which every micro-batch runs at (1 =
-    # balanced; the LM head and loss run on the last stage; ``memory.stage_imbalance``)
+    # the slowest pipeline stage's compute time over the mean stage's, which every micro-batch runs at
+    # (1 = balanced; the LM head and loss run on the last stage; ``search.compute_seconds``)
     stage_imbalance: float
     replica_gpus: int  # TP x CP x fold x PP: GPUs of one model replica
     microbatches: int  # micro-batches per replica per step
