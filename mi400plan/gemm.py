@@ -122,14 +122,35 @@ def gemm_efficiency(m: Any, n: Any, k: Any, sku: GemmSku, batch: Any = 1.0) -> A
     return 2.0 * m * n * k * batch / (gemm_time(m, n, k, sku, batch) * sku.peak_flops)
 
 
+# HBM bytes per element to quantize a GEMM input to FP8 with per-tensor current scaling (Transformer
+# Engine's ``Float8CurrentScalingQuantizer``, the FP8 recipe of the Megatron-Bridge runs): one pass reads
+# the BF16 tensor for its amax (2 B), a second reads it again (2 B) and writes the row-wise FP8 copy
+# (1 B) and, for the weight gradient's transposed operand, the column-wise one (1 B). Inference
+# quantization writes no transposed copy: 5 B (``tests/test_gemm_vendor.py`` checks it against vLLM's
+# GEMM timed with its quantization kernel).
+FP8_CAST_BYTES_TRAIN = 6.0
+FP8_CAST_BYTES_INFER = 5.0
+
+
+def fp8_cast_seconds(elems: Any, sku: GemmSku, bytes_per_elem: float = FP8_CAST_BYTES_TRAIN) -> Any:
+    """Seconds to quantize ``elems`` BF16 elements to FP8 (streaming, at the achievable HBM rate)."""
+    return np.asarray(elems, dtype=np.float64) * bytes_per_elem / sku.hbm_bytes_per_s
+
+
 def train_gemm_seconds(m: Any, n: Any, k: Any, sku: GemmSku, batch: Any = 1.0) -> tuple[Any, Any]:
     """Forward and backward (data + weight gradient) time of a linear layer, seconds, no overhead.
 
     Forward ``Y[M,N] = X[M,K] W[K,N]``; backward ``dX[M,K] = dY[M,N] W^T`` (dgrad: M x K, inner N)
-    and ``dW[K,N] = X^T dY`` (wgrad: K x N, inner M), the two GEMMs every framework launches.
+    and ``dW[K,N] = X^T dY`` (wgrad: K x N, inner M), the two GEMMs every framework launches. In FP8
+    (``operand_bytes`` 1) each GEMM's activation input is quantized first: ``X`` before the forward and
+    ``dY`` before the backward (:func:`fp8_cast_seconds`; the weights' FP8 copies are made once a step).
     """
     fwd = gemm_seconds(m, n, k, sku, batch)
     bwd = gemm_seconds(m, k, n, sku, batch) + gemm_seconds(k, n, m, sku, batch)
+    if sku.operand_bytes == 1.0:
+        mm, nn, kk = (np.maximum(np.asarray(x, dtype=np.float64), 1.0) for x in (m, n, k))
+        fwd = fwd + fp8_cast_seconds(mm * kk * batch, sku)
+        bwd = bwd + fp8_cast_seconds(mm * nn * batch, sku)
     return fwd, bwd
 
 

@@ -192,3 +192,23 @@ def test_h100_bf16_figure_at_500w_exceeds_the_llama3_ceiling(catalog) -> None:
     (r,) = [r for r in rows() if r["id"] == "fbgemm-h100-500w-bf16-8192"]
     err = predicted_tflops(catalog, r) / float(r["tflops"]) - 1.0
     assert -0.14 <= err <= -0.08
+
+
+def test_fp8_quantization_kernel_matches_vllms_timing(catalog) -> None:
+    """The FP8 cast the step model adds before each FP8 GEMM (``gemm.fp8_cast_seconds``), checked on a
+    figure not used anywhere else: vLLM pull request #19566 times its B200 CUTLASS FP8 GEMM at M=16384
+    N=6144 K=4096 both alone (2,544.7 TFLOP/s, the fit row) and with its per-tensor activation
+    quantization kernel (2,225.8). Inference quantization reads the BF16 input twice (amax, then cast)
+    and writes it once in FP8: 5 B an element, 16,384 x 4,096 x 5 = 335,544,320 B at the B200's
+    7.7 TB/s x 0.80 = 54.5 us, on 2 x 16,384 x 6,144 x 4,096 / 2,544.7e12 = 324.0 us of GEMM: 2,179
+    TFLOP/s, 2.1 % under the measured figure."""
+    from mi400plan import gemm
+
+    (r,) = [r for r in rows() if r["id"] == "vllm-b200-fp8-16384x6144x4096"]
+    sku = gemm_sku(catalog, r)
+    assert sku.hbm_bytes_per_s == pytest.approx(7.7e12 * 0.80)
+    flops = 2 * 16384 * 6144 * 4096
+    gemm_alone = flops / 2544.68e12
+    cast = float(gemm.fp8_cast_seconds(16384 * 4096, sku, gemm.FP8_CAST_BYTES_INFER))
+    assert cast == pytest.approx(335_544_320 / 6.16e12)
+    assert flops / (gemm_alone + cast) / 1e12 == pytest.approx(2225.8, rel=0.03)
