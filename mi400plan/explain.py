@@ -7,7 +7,8 @@ step's *ideal* time, and the measured step splits exactly into
 
     ideal (model FLOPs at peak)                          share = MFU
   + recompute FLOPs at peak                              share = HFU - MFU
-  + GEMM and attention kernels below peak, and the critical stage's extra layers
+  + GEMM and attention kernels below peak (FP8 input casts included), and the slowest stage's extra
+    work over the mean stage (uneven layers, the LM head)
   + memory-bound kernels, per-kernel overhead
   + exposed TP, CP, EP collectives, pipeline sends, pipeline bubble, DP collectives, optimizer step
   + not in the model = measured - modelled step
