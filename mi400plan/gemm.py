@@ -238,6 +238,12 @@ def _mlp(tok: Any, w_in: float, w_out_k: float, split: Any, h: int, sku: GemmSku
     return f1 + f2, b1 + b2
 
 
+def _expert_tokens(sh: LayerShapes, tok: Any, tp: Any, ep: Any, etp: Any, sp: Any) -> Any:
+    """Tokens each local expert receives: ``EP x ETP x routed tokens x top_k / E`` (balanced routing;
+    routed tokens per rank = ``tok / TP`` with sequence parallelism)."""
+    return ep * etp * (tok / np.where(sp, tp, 1.0)) * sh.top_k / sh.experts
+
+
 def layer_gemm_seconds(sh: LayerShapes, tok: Any, tp: Any, ep: Any, etp: Any, sp: Any, sku: GemmSku) -> tuple[Any, Any, Any, Any]:
     """Forward/backward GEMM seconds of one dense layer and of one MoE layer for ``tok`` tokens per TP group.
 
@@ -254,9 +260,8 @@ def layer_gemm_seconds(sh: LayerShapes, tok: Any, tp: Any, ep: Any, etp: Any, sp
     dense_f, dense_b = qf + of + mf, qb + ob + mb
     if sh.experts == 0:
         return dense_f, dense_b, dense_f, dense_b
-    routed = tok / np.where(sp, tp, 1.0)
-    tok_e = ep * etp * routed * sh.top_k / sh.experts
-    ef, eb = _mlp(tok_e, sh.expert_in, sh.expert_out_k, etp, h, sku, batch=sh.experts / ep)
+    ef, eb = _mlp(_expert_tokens(sh, tok, tp, ep, etp, sp), sh.expert_in, sh.expert_out_k, etp, h, sku,
+                  batch=sh.experts / ep)
     sf, sb = _mlp(tok, sh.shared_in, sh.shared_out_k, tp, h, sku) if sh.shared_in else (0.0, 0.0)
     return dense_f, dense_b, qf + of + ef + sf, qb + ob + eb + sb
 
@@ -281,7 +286,7 @@ def recompute_gemm_seconds(sh: LayerShapes, tok: Any, tp: Any, ep: Any, etp: Any
     moe = up
     shared = _mlp(tok, sh.shared_in, sh.shared_out_k, tp, h, sku)[0] if sh.shared_in else 0.0
     if "moe" in modules:
-        tok_e = ep * etp * tok / np.where(sp, tp, 1.0) * sh.top_k / sh.experts
+        tok_e = _expert_tokens(sh, tok, tp, ep, etp, sp)
         moe = moe + _mlp(tok_e, sh.expert_in, sh.expert_out_k, etp, h, sku, batch=sh.experts / ep)[0] + shared
     elif "shared_experts" in modules:
         moe = moe + shared

@@ -336,19 +336,26 @@ def stage_work_ratio(counts: ParamCounts, pp: ArrayLike, slots: dict[str, np.nda
     return _peak_over_mean(slots, pp, work, n_dense * d + n_moe * m + h)
 
 
+def stage_count_ratios(counts: ParamCounts, pp: ArrayLike, slots: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The slowest pipeline stage's transformer layers and MoE layers over the mean stage's (each 1
+    where the model has none), for the layouts of ``slots`` (:func:`stage_slot_table`)."""
+    pp = np.asarray(pp, dtype=np.int64)
+    return (_peak_over_mean(slots, pp, slots["layers"], float(len(counts.layers))),
+            _peak_over_mean(slots, pp, slots["moe"], float(counts.num_moe_layers)))
+
+
 def stage_imbalance(counts: ParamCounts, pp: ArrayLike, vpp: ArrayLike, split: ArrayLike, *, dense: ArrayLike,
-                    moe: ArrayLike, head: ArrayLike, slots: dict[str, np.ndarray] | None = None) -> StageImbalance:
+                    moe: ArrayLike, head: ArrayLike) -> StageImbalance:
     """The slowest pipeline stage's load over the mean stage's, per kind: ``work`` weighed by
     ``dense`` / ``moe`` / ``head`` (:func:`stage_work_ratio`), ``layers`` counting transformer layers,
     ``moe`` MoE layers (1 where the model has none). Each per-micro-batch term of the step scales by
     the ratio of its own kind. Layers per stage come from the pipeline split (``pipeline.chunk_layers``:
     even, embedding and loss counted as layers, or uneven first/last stages). All 1 with PP 1; arrays
-    broadcast. ``slots``: the layouts' :func:`stage_slot_table`, when the caller has it."""
-    pp = np.asarray(pp, dtype=np.int64)
-    sl = stage_slot_table(counts, pp, vpp, split) if slots is None else slots
+    broadcast."""
+    sl = stage_slot_table(counts, pp, vpp, split)
+    layers, moe_layers = stage_count_ratios(counts, pp, sl)
     return StageImbalance(work=stage_work_ratio(counts, pp, sl, dense=dense, moe=moe, head=head),
-                          layers=_peak_over_mean(sl, pp, sl["layers"], float(len(counts.layers))),
-                          moe=_peak_over_mean(sl, pp, sl["moe"], float(counts.num_moe_layers)))
+                          layers=layers, moe=moe_layers)
 
 
 def _tp_group_per_rank(model: ModelSpec, tp_sum: ArrayLike, kv_sum: ArrayLike, arep_sum: ArrayLike,

@@ -72,7 +72,7 @@ import numpy as np
 
 from mi400plan import gemm
 from mi400plan.fsdp import fsdp_step_terms, fsdp_unit_bytes
-from mi400plan.memory import forward_again, recompute_share, stage_imbalance, stage_slot_table, stage_work_ratio
+from mi400plan.memory import forward_again, recompute_share, stage_count_ratios, stage_slot_table, stage_work_ratio
 from mi400plan.params import (
     ParamCounts, attention_flops_per_token, model_flops_per_token, selective_recompute_flops_per_token,
 )
@@ -670,8 +670,7 @@ class StageCompute(NamedTuple):
 
 
 def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float, c: dict[str, Any],
-                    sp: Any, rc: Any, share: Any, counts: ParamCounts,
-                    slots: dict[str, np.ndarray] | None = None) -> StageCompute:
+                    sp: Any, rc: Any, share: Any, counts: ParamCounts, slots: dict[str, np.ndarray]) -> StageCompute:
     """GEMM and attention-core seconds of one micro-batch on one GPU (shape-aware, ``mi400plan.gemm``)
     on the pipeline's slowest stage.
 
@@ -683,7 +682,8 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
     recipe's other modules once more (``gemm.recompute_gemm_seconds``); the LM head once per
     micro-batch on the last stage (in BF16 under FP8, ``Hardware.head_gemm_sku``). A stage's time is
     its dense layers', MoE layers' and (last stage) head's seconds; the pipeline runs at the slowest
-    stage's, the mean stage's times ``ratio`` (both terms scale by it).
+    stage's, the mean stage's times ``ratio`` (both terms scale by it); ``slots``: the layouts' stages
+    (``memory.stage_slot_table``).
     """
     tp, pp, cp, ep, etp = (np.asarray(c[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep", "etp"))
     g = hw.gemm_sku()
@@ -701,8 +701,6 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
     dense = T.n_layers / pp - moe
     gemm_mb = dense * dense_gemm + moe * moe_gemm + (hf + hb) / pp  # the mean stage's
     attn_mb = T.n_layers / pp * attn
-    if slots is None:
-        slots = stage_slot_table(counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0)
     ratio = stage_work_ratio(counts, c["pp"], slots, dense=dense_gemm + attn, moe=moe_gemm + attn, head=hf + hb)
     return StageCompute(gemm_mb * ratio, attn_mb * ratio, ratio)
 
@@ -822,17 +820,17 @@ def step_time(
     # The pipeline runs at its slowest stage's pace: each per-micro-batch term below is that stage's,
     # the mean stage's scaled by the load ratio of its kind (compute time, layers, MoE layers).
     slots = stage_slot_table(wl.counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0)
-    imb = stage_imbalance(wl.counts, c["pp"], c["vpp"], 0, dense=1.0, moe=1.0, head=0.0, slots=slots)
+    layer_ratio, moe_ratio = stage_count_ratios(wl.counts, c["pp"], slots)
     stage = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc, full, wl.counts, slots)
     gemm_mb, attn_core_mb = stage.gemm, stage.attention
     comp_mb = gemm_mb + attn_core_mb
     n_gemm = layers * GEMMS_FWD_PER_LAYER * (3.0 + full)
-    ovh_mb = n_gemm * hw.gemm_overhead_s * imb.layers
+    ovh_mb = n_gemm * hw.gemm_overhead_s * layer_ratio
 
     # ---- memory-bound (per micro-batch) ------------------------------------------------------
     elems = (T.elems_tp_split + T.elems_scores) / tp + T.elems_replicable * np.where(sp, 1.0 / tp, 1.0)
     passes = 3.0 + full  # fwd + 2x bwd (+ fwd again under full recompute)
-    mem_mb = elems * a_bytes * passes * tok_mb * layers / (hw.hbm_bw * hw.hbm_eff) * imb.layers
+    mem_mb = elems * a_bytes * passes * tok_mb * layers / (hw.hbm_bw * hw.hbm_eff) * layer_ratio
 
     # ---- TP / SP (per micro-batch) -----------------------------------------------------------
     # One full hidden activation of the micro-batch (bytes): all-reduced, or with SP reduce-scattered
@@ -848,13 +846,13 @@ def step_time(
     tp_mb = np.where(tp > 1, per_coll * k_full * (4.0 * dense_layers + moe_pairs * moe_layers), 0.0)
     # The expert-TP pair on the ETP group (``_step_requests``).
     etp_pair = price["etp_rs"] + price["etp_ag"]
-    tp_mb = tp_mb * imb.layers + np.where(etp > 1, etp_pair * k_full * 2.0 * moe_layers, 0.0) * imb.moe
+    tp_mb = tp_mb * layer_ratio + np.where(etp > 1, etp_pair * k_full * 2.0 * moe_layers, 0.0) * moe_ratio
 
     # ---- EP all-to-all (per micro-batch) ------------------------------------------------------
     # Dispatch and combine in the forward and twice in the backward, and again where the MoE layer's
     # forward is recomputed (full recomputation, or selective with "moe").
     again = forward_again(rc, full, T.recompute_modules, "moe")
-    ep_mb = np.where(ep > 1, price["ep_a2a"] * (4.0 + 2.0 * again) * moe_layers, 0.0) * imb.moe
+    ep_mb = np.where(ep > 1, price["ep_a2a"] * (4.0 + 2.0 * again) * moe_layers, 0.0) * moe_ratio
 
     # ---- CP (per micro-batch) ---------------------------------------------------------------------
     cp_ag, cp_rs = price["cp_ag"], price["cp_rs"]  # this rank's K and V of one layer, over the CP group
@@ -862,7 +860,7 @@ def step_time(
     # (full, or selective: Megatron-Core's ``core_attn`` module re-runs core attention, CP exchange
     # included) repeats the forward exchange.
     cp_again = forward_again(rc, full, T.recompute_modules, "core_attn")
-    cp_raw = layers * ((2.0 + cp_again) * cp_ag + cp_rs) * imb.layers
+    cp_raw = layers * ((2.0 + cp_again) * cp_ag + cp_rs) * layer_ratio
     cp_hide = attn_core_mb if opts.overlap_cp else 0.0
     cp_mb = np.where(cp > 1, np.maximum(0.0, cp_raw - cp_hide), 0.0)
 
