@@ -31,7 +31,8 @@ Step-time model (per GPU, one optimizer step; every term is reported):
   quantization, saturating to ``peak(precision) x matmul efficiency``); see ``compute_seconds``;
 * attention: the attention core, flash attention at its own efficiency on the causal work done
   (unfused score GEMMs without flash attention);
-* GEMM overhead: ``gemm_overhead_us`` per GEMM kernel (launch, prologue/epilogue);
+* GEMM overhead: ``gemm_overhead_us`` per GEMM kernel (launch, prologue/epilogue), every local
+  expert's GEMMs launched on their own (``moe_gemms_fwd_per_layer``);
 * memory-bound work (norms, residual adds, activation functions, rotary, MoE token permutation)
   at ``HBM bandwidth x hbm efficiency``; optimizer step likewise;
 * TP/SP collectives per layer, CP key/value exchanges, EP all-to-all dispatch + combine (forward
@@ -101,8 +102,19 @@ RECOMPUTE_LABELS = ("none", "selective", "full")
 
 # GEMM kernels per layer per micro-batch, forward: QKV, attention core (one fused flash-attention
 # kernel), output projection, FFN in (gate+up fused), FFN out = 5; backward: 2 per forward GEMM
-# (data and weight gradients) = 10. Full recompute repeats the forward.
+# (data and weight gradients) = 10. Full recompute repeats the forward. An MoE layer's FFN is
+# ``moe_gemms_fwd_per_layer``.
 GEMMS_FWD_PER_LAYER = 5
+
+
+def moe_gemms_fwd_per_layer(T: "ModelTerms", ep: Any) -> Any:
+    """GEMM kernels of one MoE layer's forward on one GPU: QKV, attention core and output projection
+    (3), the router (1), the shared experts' FFN in and out (2 where there are any), and FFN in and
+    out of every local expert (2 x E / EP). Transformer Engine's grouped linear, which Megatron-Core's
+    grouped-GEMM experts run on, launches one cuBLAS GEMM per expert over its compute streams
+    (``nvte_multi_stream_cublas_gemm``: "For now, we only have multi-stream cublas backend"), so the
+    per-kernel overhead is paid E / EP times per projection, not once."""
+    return 4.0 + 2.0 * T.shared_tp + 2.0 * T.shapes.experts / np.asarray(ep, dtype=np.float64)
 # Elementwise HBM traffic per token per layer, forward, in activation elements (bytes = x
 # activation_bytes): two norms (read + write h each: 4h), two residual adds (2 reads + 1 write: 6h);
 # activation function: SwiGLU reads 2 x ffn and writes ffn (3 ffn), GELU reads and writes ffn
@@ -824,8 +836,9 @@ def step_time(
     stage = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc, full, wl.counts, slots)
     gemm_mb, attn_core_mb = stage.gemm, stage.attention
     comp_mb = gemm_mb + attn_core_mb
-    n_gemm = layers * GEMMS_FWD_PER_LAYER * (3.0 + full)
-    ovh_mb = n_gemm * hw.gemm_overhead_s * layer_ratio
+    n_gemm_dense = (layers - moe_layers) * GEMMS_FWD_PER_LAYER * layer_ratio
+    n_gemm_moe = moe_layers * moe_gemms_fwd_per_layer(T, ep) * moe_ratio if T.n_moe_layers else 0.0
+    ovh_mb = (n_gemm_dense + n_gemm_moe) * (3.0 + full) * hw.gemm_overhead_s
 
     # ---- memory-bound (per micro-batch) ------------------------------------------------------
     elems = (T.elems_tp_split + T.elems_scores) / tp + T.elems_replicable * np.where(sp, 1.0 / tp, 1.0)

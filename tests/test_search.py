@@ -408,10 +408,11 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
     assert w["tp"] * w["cp"] * w["fold"] * w["pp"] == 384 and w["dp"] == 2
     assert 1.5 * best[768]["step"] <= w["step"] <= 1.8 * best[768]["step"] and w["stage_imbalance"] > 2.0
 
-    # At the nominal (training-fitted) ceiling the drop below 0.9 is at 32,768 GPUs too.
+    # At the nominal (training-fitted) ceiling GEMMs run slower, so the same per-step DP traffic and
+    # kernel overheads weigh less: the drop below 0.9 comes one doubling later, at 65,536 GPUs.
     at = {g: 2**27 / next(iter_rows(search(wl, nominal, g, opts, top_k=1).top))["step"] / g
-          for g in (768, 16384, 32768)}
-    assert at[16384] / at[768] >= SCALING_THRESHOLD > at[32768] / at[768]
+          for g in (768, 32768, 65536)}
+    assert at[32768] / at[768] >= SCALING_THRESHOLD > at[65536] / at[768]
 
 
 @pytest.mark.parametrize(
