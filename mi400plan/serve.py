@@ -50,8 +50,11 @@ Sources and model
   per step per sequence, 1 without speculation); prefill utilisation ``rho = X t_prefill``; TPOT =
   ``t_step / (a (1 - rho))`` (decode steps stretched by the prefills interleaved with them); TTFT =
   ``t_prefill`` + the M/D/1 mean wait ``rho t_prefill / (2 (1 - rho))`` (Pollaczek-Khinchine,
-  deterministic service) at that offered load + the per-request overhead outside the GPU model
-  (``ServeHardware.request_overhead_s``, fitted per family in ``serve_calibration``).
+  deterministic service) at that offered load + the rest of the decode step a prompt arrives in,
+  ``(1 - rho) t_step / 2`` (a scheduler starts a prompt only between steps, and a step is in progress a
+  share ``1 - rho`` of the time; the mean residual of a deterministic step is half of it) + the
+  per-request overhead outside the GPU model (``ServeHardware.request_overhead_s``, fitted per family in
+  ``serve_calibration``).
 * Per-kernel overhead: every kernel of a layer (counted from the architecture, ``KERNELS_*``) pays
   ``kernel_overhead_s`` (launch, synchronisation, the framework's work between kernels).
 * Speculative decoding / MTP with ``n`` draft tokens of acceptance rate ``p`` each: expected tokens
@@ -562,7 +565,7 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
         X = 1.0 / (pf_busy + O * t_step / (b * a))  # requests per second per replica
         rho = X * pf_busy
         tpot = t_step / (a * (1.0 - rho))
-        queue = rho * pf_busy / (2.0 * (1.0 - rho))
+        queue = rho * pf_busy / (2.0 * (1.0 - rho)) + (1.0 - rho) * t_step / 2.0
         kv_tx = np.zeros_like(tpot)
         gpus = G
         n_pf = np.zeros_like(tpot)

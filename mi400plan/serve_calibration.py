@@ -96,22 +96,22 @@ class FamilyCalibration:
 # Output of benchmarks/calibrate_serve.py on tests/data/serve_inferencex.csv (checked by
 # tests/test_serve_calibration.py), keyed ``family/class``.
 CALIBRATION: dict[str, FamilyCalibration] = {
-    "amd-cdna3/moe": FamilyCalibration("amd-cdna3", "moe", 0.9, 20.0, 0.3, 30.0, 15, 0.0347, 0.1572, 0.0517, 0.1183,
-                                       0.1863, "2026-02-27..2026-02-27", ("fp8",)),
-    "amd-cdna4/moe": FamilyCalibration("amd-cdna4", "moe", 0.95, 8.0, 0.25, 60.0, 14, 0.0384, 0.0706, 0.0592, 0.1028,
-                                       0.0693, "2026-02-27..2026-02-27", ("fp4",)),
-    "nvidia-blackwell/moe": FamilyCalibration("nvidia-blackwell", "moe", 0.65, 6.0, 1.25, 185.0, 12, 0.1137, 0.329,
-                                              0.1134, 0.2273, 0.7615, "2025-11-02..2026-02-03", ("fp4", "fp8")),
-    "nvidia-hopper/moe": FamilyCalibration("nvidia-hopper", "moe", 0.8, 8.0, 0.75, 65.0, 39, 0.0474, 0.1108, 0.0414,
-                                           0.108, 0.1068, "2025-10-16..2025-11-02", ("fp8",)),
-    "amd-cdna3/dense": FamilyCalibration("amd-cdna3", "dense", 0.8, 10.0, 0.8, 40.0, 119, 0.0804, 0.2519, 0.0815,
-                                         0.2334, 0.2379, "2025-10-16..2025-10-16", ("fp8",)),
-    "amd-cdna4/dense": FamilyCalibration("amd-cdna4", "dense", 0.7, 10.0, 0.95, 70.0, 120, 0.1345, 0.6128, 0.1216,
-                                         0.3401, 0.3882, "2025-10-16..2025-10-16", ("fp4", "fp8")),
-    "nvidia-blackwell/dense": FamilyCalibration("nvidia-blackwell", "dense", 0.9, 8.0, 1.0, 65.0, 240, 0.082, 0.4118,
-                                                0.0822, 0.3694, 0.3128, "2025-10-16..2025-10-16", ("fp4", "fp8")),
-    "nvidia-hopper/dense": FamilyCalibration("nvidia-hopper", "dense", 0.9, 8.0, 1.2, 40.0, 169, 0.1, 0.5022, 0.113,
-                                             0.342, 0.3232, "2025-10-16..2025-10-16", ("fp8",)),
+    "amd-cdna3/moe": FamilyCalibration("amd-cdna3", "moe", 0.9, 20.0, 0.3, 15.0, 15, 0.0347, 0.1572, 0.0517, 0.1183,
+                                       0.1749, "2026-02-27..2026-02-27", ("fp8",)),
+    "amd-cdna4/moe": FamilyCalibration("amd-cdna4", "moe", 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592, 0.1028,
+                                       0.0703, "2026-02-27..2026-02-27", ("fp4",)),
+    "nvidia-blackwell/moe": FamilyCalibration("nvidia-blackwell", "moe", 0.65, 6.0, 1.25, 175.0, 12, 0.1137, 0.329,
+                                              0.1134, 0.2273, 0.7504, "2025-11-02..2026-02-03", ("fp4", "fp8")),
+    "nvidia-hopper/moe": FamilyCalibration("nvidia-hopper", "moe", 0.8, 8.0, 0.75, 60.0, 39, 0.0474, 0.1108, 0.0414,
+                                           0.108, 0.1005, "2025-10-16..2025-11-02", ("fp8",)),
+    "amd-cdna3/dense": FamilyCalibration("amd-cdna3", "dense", 0.8, 10.0, 0.8, 35.0, 119, 0.0804, 0.2519, 0.0815,
+                                         0.2334, 0.2383, "2025-10-16..2025-10-16", ("fp8",)),
+    "amd-cdna4/dense": FamilyCalibration("amd-cdna4", "dense", 0.7, 10.0, 0.95, 65.0, 120, 0.1345, 0.6128, 0.1216,
+                                         0.3401, 0.3896, "2025-10-16..2025-10-16", ("fp4", "fp8")),
+    "nvidia-blackwell/dense": FamilyCalibration("nvidia-blackwell", "dense", 0.9, 8.0, 1.0, 60.0, 240, 0.082, 0.4118,
+                                                0.0822, 0.3694, 0.3121, "2025-10-16..2025-10-16", ("fp4", "fp8")),
+    "nvidia-hopper/dense": FamilyCalibration("nvidia-hopper", "dense", 0.9, 8.0, 1.2, 35.0, 169, 0.1, 0.5022, 0.113,
+                                             0.342, 0.3237, "2025-10-16..2025-10-16", ("fp8",)),
 }
 
 
