@@ -68,9 +68,10 @@ class MeasuredRun(StrictModel):
     offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
     # The recipe switches of fit and sweep (``specs.layout.TrainOptions``): memory preset, FP8
     # parameters, what selective recomputation covers ("mla_up_proj+moe_act" in a CSV cell), MoE
-    # routed-buffer allowance.
+    # routed-buffer allowance, the fused cross entropy's 16-bit logits.
     recipe: Literal["megatron", "zero", "fsdp"] = "megatron"
     fp8_params: bool = False
+    fused_cross_entropy: bool = False
     recompute_modules: tuple[str, ...] | None = None
     recompute_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)  # with recompute = "full"
     capacity_factor: float | None = Field(default=None, gt=0, le=64, allow_inf_nan=False)

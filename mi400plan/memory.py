@@ -42,7 +42,8 @@ What the frameworks hold, and what they free early
   micro-batches, capped by the step's micro-batches. A stage's output tensor is not held after it is
   sent (Megatron-Core ``deallocate_output_tensor``; Llama 3 frees the stage inputs and outputs it no
   longer needs): the next stage's first layer holds it as its input, counted once. The last stage
-  holds one micro-batch's fp32 logits (1F1B runs its backward at once).
+  holds one micro-batch's fp32 logits (1F1B runs its backward at once; 16-bit under Transformer
+  Engine's fused cross entropy, ``TrainRecipe.logit_bytes``).
 * Allocator fragmentation: the PyTorch caching allocator rounds blocks up and cannot always reuse
   freed segments, so ``reserved`` exceeds ``allocated``; the planner counts it as the capacity share
   of the runtime reserve (``RuntimeReserve.fraction``, default 5% of HBM), with the CUDA/HIP context
@@ -106,7 +107,7 @@ __all__ = [
 ArrayLike = Any  # int | float | np.ndarray
 
 TOKEN_ID_BYTES = 8  # int64 input ids held by the first stage (Megatron theoretical_memory_usage)
-LOGIT_BYTES = 4  # fp32 logits for the cross-entropy loss (vocab-parallel: / tp)
+LOGIT_BYTES = 4  # fp32 logits: sampling (inference); training reads ``TrainRecipe.logit_bytes``
 MASK_BYTES = 1  # dropout masks are 1 byte per element (Korthikanti et al. 2022, sec. 4.1)
 LSE_BYTES = 4  # flash attention saves one fp32 log-sum-exp per head and query (Dao et al. 2022)
 
@@ -570,8 +571,8 @@ def _stage_terms(
     tp`` parameters (Megatron-LM vocabulary padding; a tied output layer on a separate last stage is a
     copy of the word embedding).
     Activations: ``tokens x (in_flight x stage layers x per-layer bytes)`` plus the first stage's token
-    ids (and embedding-dropout mask when ``recipe.dropout``), the last stage's fp32 logits ``4*Vp/t``
-    per token (``Vp`` the padded vocabulary) and output-layer input, and under full recompute one
+    ids (and embedding-dropout mask when ``recipe.dropout``), the last stage's logits ``4*Vp/t``
+    per token in fp32 (``Vp`` the padded vocabulary; ``recipe.logit_bytes``, 16-bit with a fused cross entropy) and output-layer input, and under full recompute one
     layer's full activations while it is recomputed.
     """
     if isinstance(recompute, str):
@@ -715,7 +716,7 @@ def _activation_bytes(model: ModelSpec, recipe: TrainRecipe, slots: dict[str, np
     tokens = X(seq * mb / cp)
     tsp = X(np.where(sp, tp, 1.0))
     e = recipe.activation_bytes
-    last_extra = LOGIT_BYTES * vp / X(tp) + 2.0 * e * h / tsp  # padded logits + final norm/head input
+    last_extra = recipe.logit_bytes * vp / X(tp) + 2.0 * e * h / tsp  # padded logits + final norm/head input
     # First stage: int64 token ids, and with dropout the embedding-dropout mask (1 byte per element;
     # Megatron-LM theoretical_memory_usage "Dropout in embedding layer", pp micro-batches in flight).
     first_extra = TOKEN_ID_BYTES + (MASK_BYTES * h / tsp if recipe.dropout else 0.0)

@@ -135,7 +135,7 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
     recipe = train_recipe(r.recipe, precision=r.precision, grad_dtype=r.grad_dtype, flash_attention=r.flash_attention,
                           offload_layers=r.offload_layers, fp8_params=r.fp8_params or None,
                           recompute_modules=r.recompute_modules, recompute_layers=r.recompute_layers,
-                          capacity_factor=r.capacity_factor)
+                          capacity_factor=r.capacity_factor, fused_cross_entropy=r.fused_cross_entropy or None)
     wl = Workload(spec, count_params(spec), recipe, r.seq_len, r.global_batch)
     layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
                   recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))

@@ -138,6 +138,7 @@ def fit(
     capacity_factor: float | None = None,
     fp8_weight_copies: int | None = None,
     fp8_params: bool | None = None,
+    fused_cross_entropy: bool | None = None,
     recompute_modules: str | tuple[str, ...] | None = None,
     recompute_layers: int | None = None,
     vocab_divisible_by: int | None = None,
@@ -235,7 +236,7 @@ def fit(
             recipe=recipe, precision=precision, optimizer=optimizer, grad_dtype=grad_dtype,
             flash_attention=flash_attention, dropout=dropout, reserve=reserve, fp8_weight_copies=fp8_weight_copies,
             fp8_params=fp8_params, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
-            capacity_factor=capacity_factor, vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers,
+            fused_cross_entropy=fused_cross_entropy, capacity_factor=capacity_factor, vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers,
             overlap_tp=overlap_tp,
             overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
             split_embedding_loss=split_embedding_loss, uneven_pp=uneven_pp,
@@ -253,7 +254,7 @@ def fit(
         warnings.append(f"recipe {recipe!r} applies to training; inference uses --precision and --kv-dtype")
     for v, what in ((capacity_factor, "--capacity-factor"), (fp8_weight_copies, "--fp8-weight-copies"),
                     (fp8_params, "--fp8-params"), (recompute_modules, "--recompute-modules"),
-                    (recompute_layers, "--recompute-layers"),
+                    (recompute_layers, "--recompute-layers"), (fused_cross_entropy, "--fused-cross-entropy"),
                     (vocab_divisible_by, "--vocab-divisible-by"), (offload_layers, "--offload-layers")):
         if v is not None:
             warnings.append(f"{what} applies to training; inference ignores it")

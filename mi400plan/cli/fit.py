@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.recipe import (
-    CapacityFactorOpt, DropoutOpt, Fp8CopiesOpt, Fp8ParamsOpt, OffloadOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt,
+    CapacityFactorOpt, DropoutOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OffloadOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt,
     OverlapPpOpt, OverlapTpOpt, SplitOpt, UnevenOpt, VocabOpt,
 )
 from mi400plan.cli.common import (
@@ -87,6 +87,7 @@ def fit_cmd(
     capacity_factor: CapacityFactorOpt = None,
     fp8_weight_copies: Fp8CopiesOpt = None,
     fp8_params: Fp8ParamsOpt = None,
+    fused_cross_entropy: FusedCeOpt = None,
     recompute_modules: RecomputeModulesOpt = None,
     recompute_layers: RecomputeLayersOpt = None,
     vocab_divisible_by: VocabOpt = None,
@@ -134,7 +135,7 @@ def fit_cmd(
             "--optimizer": optimizer, "--grad-dtype": grad_dtype, "--flash/--no-flash": flash,
             "--capacity-factor": capacity_factor, "--fp8-weight-copies": fp8_weight_copies, "--fp8-params": fp8_params,
             "--recompute-modules": recompute_modules, "--recompute-layers": recompute_layers,
-            "--vocab-divisible-by": vocab_divisible_by, "--offload-layers": offload_layers}, "training")
+            "--fused-cross-entropy": fused_cross_entropy, "--vocab-divisible-by": vocab_divisible_by, "--offload-layers": offload_layers}, "training")
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
 
@@ -171,7 +172,7 @@ def fit_cmd(
             optimizer=optimizer.value if optimizer else None, grad_dtype=grad_dtype.value if grad_dtype else None,
             kv_dtype=kv_dtype.value if kv_dtype else None, flash_attention=flash, batch=batch, reserve=reserve,
             plan=str(plan) if plan else None, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-            fp8_params=fp8_params, recompute_modules=recompute_modules,
+            fp8_params=fp8_params, recompute_modules=recompute_modules, fused_cross_entropy=fused_cross_entropy,
             recompute_layers=recompute_layers, vocab_divisible_by=vocab_divisible_by, dropout=dropout, offload_layers=offload_layers,
             split_embedding_loss=split_embedding_loss,
             uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,

@@ -65,6 +65,11 @@ Fp8ParamsOpt = Annotated[Optional[bool], typer.Option(
     help="With --precision fp8 (train): hold the block GEMM weights as FP8 tensors, with no bf16 working copy "
          "(Megatron-Core --fp8-param-gather; Megatron-Bridge's FP8 current-scaling preset sets it). The "
          "fp32 master weights stay; embedding, output layer and norms stay bf16. Default off.")]
+FusedCeOpt = Annotated[Optional[bool], typer.Option(
+    "--fused-cross-entropy/--no-fused-cross-entropy",
+    help="Train: the loss is Transformer Engine's fused cross entropy (Megatron-Core --cross-entropy-loss-fusion "
+         "--cross-entropy-fusion-impl te; Megatron-Bridge's performance recipes set it), which keeps the 16-bit "
+         "logits for the backward instead of an fp32 copy. Default off (fp32 logits).")]
 VocabOpt = Annotated[Optional[int], typer.Option(
     "--vocab-divisible-by", min=1,
     help="Train: Megatron-LM pads the vocabulary to a multiple of this x TP (default 128; Llama-3's 128,256 "

@@ -7,7 +7,7 @@ import typer
 
 from mi400plan.cli.cost import GridOpt, LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.recipe import (
-    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, OptimizerOpt, RecomputeLayersOpt, RecomputeModulesOpt, OverlapDpOpt, RecipeOpt, ReserveOpt,
+    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OptimizerOpt, RecomputeLayersOpt, RecomputeModulesOpt, OverlapDpOpt, RecipeOpt, ReserveOpt,
     OffloadOpt, UnevenOpt, VocabOpt, recipe_flags,
 )
 from mi400plan.cli.common import (
@@ -104,6 +104,7 @@ def cmd(
     capacity_factor: CapacityFactorOpt = None,
     fp8_weight_copies: Fp8CopiesOpt = None,
     fp8_params: Fp8ParamsOpt = None,
+    fused_cross_entropy: FusedCeOpt = None,
     recompute_modules: RecomputeModulesOpt = None,
     recompute_layers: RecomputeLayersOpt = None,
     vocab_divisible_by: VocabOpt = None,
@@ -190,7 +191,7 @@ def cmd(
                 **recipe_flags(recipe=recipe, optimizer=optimizer, flash_attention=flash, dropout=dropout,
                                reserve=reserve, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
                                fp8_params=fp8_params, recompute_modules=recompute_modules,
-                               recompute_layers=recompute_layers,
+                               recompute_layers=recompute_layers, fused_cross_entropy=fused_cross_entropy,
                                vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers, uneven_pp=uneven_pp,
                                overlap_dp=overlap_dp),
             )

@@ -106,6 +106,7 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
         f"layout: {_gpus(row.gpus)}, {_layout_text(row)}; most loaded pipeline stage: {row.stage}",
         *offload,
         *_fp8_weights_line(result.recipe),
+        *_logits_line(result.recipe),
         *_recompute_line(row, result.recipe),
         f"runtime reserve: {result.reserve}; GB = 10^9 B, GiB = 2^30 B",
         f"profiles: {short_path(result.model.profile)}, {short_path(row.profile)}",
@@ -139,6 +140,14 @@ def _recompute_line(row: FitRow, recipe: dict) -> list[str]:
     if row.layout.get("recompute") != "selective" or list(mods) == ["core_attn"]:
         return []
     return [f"selective recomputation of: {', '.join(mods)} (Megatron-Core recompute_modules)"]
+
+
+def _logits_line(recipe: dict) -> list[str]:
+    """The loss's saved logits when they are not the default fp32 copy (``TrainRecipe.logit_bytes``)."""
+    b = recipe.get("logit_bytes")
+    if b is None or b == 4.0:
+        return []
+    return [f"loss: fused cross entropy (--fused-cross-entropy), logits kept at {b:g} B an element, no fp32 copy"]
 
 
 def _fp8_weights_line(recipe: dict) -> list[str]:

@@ -357,6 +357,11 @@ class TrainRecipe(StrictModel):
     gemm_input_bytes: float = Field(default=2.0, gt=0)
     flash_attention: bool = True
     dropout: bool = False  # Korthikanti's accounting keeps dropout masks; modern LLM pre-training has none
+    # Bytes an element of the logits the loss keeps for its backward: Megatron-Core's vocabulary-parallel
+    # cross entropy casts them to fp32 and saves that copy (4); Transformer Engine's fused cross entropy
+    # (``--cross-entropy-loss-fusion --cross-entropy-fusion-impl te``) writes the gradient into the 16-bit
+    # logits in the forward and keeps only them (``activation_bytes``).
+    logit_bytes: float = Field(default=4.0, gt=0)
     moe_capacity_factor: float = Field(default=1.25, gt=0)  # load-imbalance allowance (see above)
     vocab_divisible_by: int = Field(default=128, ge=1)  # Megatron-LM --make-vocab-size-divisible-by
     # Activation offloading to host memory (Megatron-Core ``--cpu-offloading --cpu-offloading-num-layers``):
@@ -448,11 +453,13 @@ def train_recipe(
     fp8_params: bool | None = None,
     recompute_modules: tuple[str, ...] | list[str] | str | None = None,
     recompute_layers: int | None = None,
+    fused_cross_entropy: bool | None = None,
 ) -> TrainRecipe:
     """A named preset with overrides. ``precision="fp8"`` keeps ``fp8_weight_copies`` cached FP8 casts
     of every transformer-block GEMM weight (default ``TE_FP8_WEIGHT_COPIES`` = 2, as Transformer
     Engine does: row-wise + transposed). ``capacity_factor`` sets the MoE routed-buffer allowance and
-    ``vocab_divisible_by`` Megatron-LM's vocabulary padding unit (padded to a multiple of it x TP)."""
+    ``vocab_divisible_by`` Megatron-LM's vocabulary padding unit (padded to a multiple of it x TP).
+    ``fused_cross_entropy`` keeps the loss's logits at the activation width instead of an fp32 copy."""
     if preset not in TRAIN_PRESETS:
         raise UsageError(f"unknown training recipe {preset!r}; known: {', '.join(TRAIN_PRESETS)}")
     fields: dict[str, object] = dict(TRAIN_PRESETS[preset])
@@ -493,6 +500,8 @@ def train_recipe(
         fields["grad_bytes"] = sizes[grad_dtype]
     if flash_attention is not None:
         fields["flash_attention"] = flash_attention
+    if fused_cross_entropy:
+        fields["logit_bytes"] = fields.get("activation_bytes", 2.0)
     if dropout is not None:
         fields["dropout"] = dropout
     if reserve is not None:
@@ -544,7 +553,7 @@ class TrainOptions(StrictModel):
     """The training recipe and model switches ``fit`` and ``sweep`` share (one object for both).
 
     Memory (``train_recipe``): ``recipe`` preset, ``precision``, ``optimizer``, ``grad_dtype``,
-    ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``, ``fp8_params``, ``recompute_modules``, ``recompute_layers``,
+    ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``, ``fp8_params``, ``fused_cross_entropy``, ``recompute_modules``, ``recompute_layers``,
     ``capacity_factor``, ``vocab_divisible_by``, ``offload_layers`` (activation offloading to host memory,
     memory and step time). Pipeline split (both): ``split_embedding_loss``,
     ``uneven_pp`` (``mi400plan.pipeline``). Step time (``search.SearchOptions``): ``overlap_tp``,
@@ -562,6 +571,7 @@ class TrainOptions(StrictModel):
     reserve: str | None = None
     fp8_weight_copies: int | None = Field(default=None, ge=0, le=2)
     fp8_params: bool = False
+    fused_cross_entropy: bool = False
     recompute_modules: tuple[str, ...] | None = None  # a comma-separated string is accepted too
     recompute_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
     capacity_factor: float | None = Field(default=None, gt=0)
@@ -589,7 +599,7 @@ class TrainOptions(StrictModel):
             fp8_weight_copies=self.fp8_weight_copies, capacity_factor=self.capacity_factor,
             vocab_divisible_by=self.vocab_divisible_by, offload_layers=self.offload_layers,
             fp8_params=self.fp8_params, recompute_modules=self.recompute_modules,
-            recompute_layers=self.recompute_layers,
+            recompute_layers=self.recompute_layers, fused_cross_entropy=self.fused_cross_entropy,
         )
 
     def search_flags(self) -> dict[str, bool]:
