@@ -64,6 +64,7 @@ class MeasuredRun(StrictModel):
     overlap_pp: bool = True
     overlap_cp: bool = True
     split_embedding_loss: bool = False
+    uneven_pp: bool = True  # uneven first/last stages where the layers need them, as fit and sweep
     # activation offloading (Megatron-Core --cpu-offloading-num-layers), as sweep's --offload-layers
     offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
     # The recipe switches of fit and sweep (``specs.layout.TrainOptions``): memory preset, FP8

@@ -521,3 +521,35 @@ def test_cli_usage_errors_exit_2(cli, tmp_path, runs_file) -> None:
     r = cli(["calibrate", str(p), "--sku", "h100", "--algo", "butterfly"])
     assert r.exit_code == 2 and "--algo" in r.output
     assert cli(["calibrate", str(tmp_path / "missing.toml")]).exit_code == 3
+
+
+def test_published_uneven_pipeline_layouts_are_calibrated_as_sweep_prices_them(catalog, tmp_path) -> None:
+    """Qwen3-235B-A22B's 94 layers on PP 8 (NVIDIA's B200 layout: 11 layers on the first and last stage, 12
+    on the others) is accepted as fit and sweep accept it, and its model step before the fit is the one
+    the search gives the same layout; with ``uneven_pp = false`` the run is refused naming the rule."""
+    from mi400plan.api.calibrate import calibrate
+    from mi400plan.api.sweep import build_sku
+    from mi400plan.errors import PlannerError
+    from mi400plan.params import count_params
+    from mi400plan.search import SearchOptions, Workload, evaluate_one
+    from mi400plan.specs.layout import train_recipe
+
+    head = ('sku = "b200"\nprecision = "fp8"\nseq_len = 4096\nfp8_params = true\ncapacity_factor = 1.0\n'
+            'grad_dtype = "bf16"\n')
+    run = ('[[run]]\nmodel = "qwen3-235b-a22b"\nglobal_batch = 8192\ntp = 1\npp = 8\ndp = 32\nep = 8\n'
+           'micro_batch = 1\nstep_time_s = 34.44\n')
+    good = tmp_path / "uneven.toml"
+    good.write_text(head + run, encoding="utf-8")
+    res = calibrate(catalog, [str(good)])
+    spec = catalog.get("models", "qwen3-235b-a22b").spec
+    wl = Workload(spec, count_params(spec), train_recipe("megatron", precision="fp8", fp8_params=True,
+                                                         capacity_factor=1.0, grad_dtype="bf16"), 4096, 8192)
+    layout = dict(tp=1, pp=8, vpp=1, cp=1, ep=8, etp=1, zero=1, micro_batch=1, recompute=0, sp=0)
+    want = evaluate_one(layout, wl, build_sku(catalog, "b200", "fp8").hw, 256, SearchOptions())["step"]
+    assert 94 % 8 != 0
+    (row,) = [r for r in res.rows if r.kind == "training"]
+    assert row.model_before_s == pytest.approx(want, rel=1e-9)
+    bad = tmp_path / "even.toml"
+    bad.write_text(head + "uneven_pp = false\n" + run, encoding="utf-8")
+    with pytest.raises(PlannerError, match="pp-layers"):
+        calibrate(catalog, [str(bad)])

@@ -140,7 +140,8 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
     layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
                   recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))
     opts = SearchOptions(overlap_tp=r.overlap_tp, overlap_ep=r.overlap_ep, overlap_dp=r.overlap_dp,
-                         overlap_pp=r.overlap_pp, overlap_cp=r.overlap_cp, split_embedding_loss=r.split_embedding_loss)
+                         overlap_pp=r.overlap_pp, overlap_cp=r.overlap_cp, split_embedding_loss=r.split_embedding_loss,
+                         uneven_pp=r.uneven_pp)
     _check_structure(r, spec)
     bad = layout_violations(layout, wl, r.world, opts)
     if bad:
@@ -160,11 +161,7 @@ def _check_structure(r: Any, spec: Any) -> None:
 
     lay = Layout(tp=r.tp, pp=r.pp, vpp=r.vpp, dp=r.dp, ep=r.ep, etp=r.etp, cp=r.cp, zero=r.zero,
                  micro_batch=r.micro_batch, recompute=r.recompute, sequence_parallel=r.sequence_parallel)
-    try:
-        check_layout(lay, spec, seq_len=r.seq_len)
-    except LayoutError as exc:
-        if not (exc.rule == "pp-layers" and r.split_embedding_loss):  # layers + 2 may divide instead
-            raise
+    check_layout(lay, spec, seq_len=r.seq_len, split_embedding_loss=r.split_embedding_loss, uneven_pp=r.uneven_pp)
 
 
 def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
