@@ -571,8 +571,9 @@ def _stage_terms(
     tp`` parameters (Megatron-LM vocabulary padding; a tied output layer on a separate last stage is a
     copy of the word embedding).
     Activations: ``tokens x (in_flight x stage layers x per-layer bytes)`` plus the first stage's token
-    ids (and embedding-dropout mask when ``recipe.dropout``), the last stage's logits ``4*Vp/t``
-    per token in fp32 (``Vp`` the padded vocabulary; ``recipe.logit_bytes``, 16-bit with a fused cross entropy) and output-layer input, and under full recompute one
+    ids (and embedding-dropout mask when ``recipe.dropout``), the last stage's logits
+    ``recipe.logit_bytes*Vp/t`` per token (``Vp`` the padded vocabulary; an fp32 copy, 4 B, or 16-bit
+    under a fused cross entropy) and output-layer input, and under full recompute one
     layer's full activations while it is recomputed.
     """
     if isinstance(recompute, str):

@@ -837,7 +837,7 @@ def step_time(
     gemm_mb, attn_core_mb = stage.gemm, stage.attention
     comp_mb = gemm_mb + attn_core_mb
     n_gemm_dense = (layers - moe_layers) * GEMMS_FWD_PER_LAYER * layer_ratio
-    n_gemm_moe = moe_layers * moe_gemms_fwd_per_layer(T, ep) * moe_ratio if T.n_moe_layers else 0.0
+    n_gemm_moe = moe_layers * moe_gemms_fwd_per_layer(T, ep) * moe_ratio
     ovh_mb = (n_gemm_dense + n_gemm_moe) * (3.0 + full) * hw.gemm_overhead_s
 
     # ---- memory-bound (per micro-batch) ------------------------------------------------------

@@ -21,7 +21,7 @@ from mi400plan.calibrate import (
     Forward, PlacedLog, PreparedRun, ProfileFit, fit_accelerator, fit_fabric, fit_fabric_placed, measured_step,
     with_fabric,
 )
-from mi400plan.errors import LayoutError, PlannerError, ProfileError, UsageError
+from mi400plan.errors import PlannerError, ProfileError, UsageError
 from mi400plan.measurements import NcclLog, RunEntry, classify, read_nccl_log, read_runs
 from mi400plan.results.calibrate import (
     CalibrateResult, ExplainTerm, FitSummary, FittedParam, PointRow, RunExplain,

@@ -236,8 +236,8 @@ def fit(
             recipe=recipe, precision=precision, optimizer=optimizer, grad_dtype=grad_dtype,
             flash_attention=flash_attention, dropout=dropout, reserve=reserve, fp8_weight_copies=fp8_weight_copies,
             fp8_params=fp8_params, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
-            fused_cross_entropy=fused_cross_entropy, capacity_factor=capacity_factor, vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers,
-            overlap_tp=overlap_tp,
+            fused_cross_entropy=fused_cross_entropy, capacity_factor=capacity_factor,
+            vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers, overlap_tp=overlap_tp,
             overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
             split_embedding_loss=split_embedding_loss, uneven_pp=uneven_pp,
         )

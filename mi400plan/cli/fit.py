@@ -9,8 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.recipe import (
-    CapacityFactorOpt, DropoutOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OffloadOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt,
-    OverlapPpOpt, OverlapTpOpt, SplitOpt, UnevenOpt, VocabOpt,
+    CapacityFactorOpt, DropoutOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OffloadOpt, OverlapCpOpt, OverlapDpOpt,
+    OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt,
+    UnevenOpt, VocabOpt,
 )
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
@@ -135,7 +136,8 @@ def fit_cmd(
             "--optimizer": optimizer, "--grad-dtype": grad_dtype, "--flash/--no-flash": flash,
             "--capacity-factor": capacity_factor, "--fp8-weight-copies": fp8_weight_copies, "--fp8-params": fp8_params,
             "--recompute-modules": recompute_modules, "--recompute-layers": recompute_layers,
-            "--fused-cross-entropy": fused_cross_entropy, "--vocab-divisible-by": vocab_divisible_by, "--offload-layers": offload_layers}, "training")
+            "--fused-cross-entropy": fused_cross_entropy, "--vocab-divisible-by": vocab_divisible_by,
+            "--offload-layers": offload_layers}, "training")
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
 
@@ -173,7 +175,8 @@ def fit_cmd(
             kv_dtype=kv_dtype.value if kv_dtype else None, flash_attention=flash, batch=batch, reserve=reserve,
             plan=str(plan) if plan else None, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
             fp8_params=fp8_params, recompute_modules=recompute_modules, fused_cross_entropy=fused_cross_entropy,
-            recompute_layers=recompute_layers, vocab_divisible_by=vocab_divisible_by, dropout=dropout, offload_layers=offload_layers,
+            recompute_layers=recompute_layers, vocab_divisible_by=vocab_divisible_by, dropout=dropout,
+            offload_layers=offload_layers,
             split_embedding_loss=split_embedding_loss,
             uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
             overlap_cp=overlap_cp, overlap_dp=overlap_dp,

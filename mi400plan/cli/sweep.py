@@ -7,8 +7,8 @@ import typer
 
 from mi400plan.cli.cost import GridOpt, LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.recipe import (
-    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OptimizerOpt, RecomputeLayersOpt, RecomputeModulesOpt, OverlapDpOpt, RecipeOpt, ReserveOpt,
-    OffloadOpt, UnevenOpt, VocabOpt, recipe_flags,
+    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OffloadOpt, OptimizerOpt,
+    OverlapDpOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, UnevenOpt, VocabOpt, recipe_flags,
 )
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,

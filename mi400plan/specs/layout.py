@@ -553,7 +553,8 @@ class TrainOptions(StrictModel):
     """The training recipe and model switches ``fit`` and ``sweep`` share (one object for both).
 
     Memory (``train_recipe``): ``recipe`` preset, ``precision``, ``optimizer``, ``grad_dtype``,
-    ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``, ``fp8_params``, ``fused_cross_entropy``, ``recompute_modules``, ``recompute_layers``,
+    ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``,
+    ``fp8_params``, ``fused_cross_entropy``, ``recompute_modules``, ``recompute_layers``,
     ``capacity_factor``, ``vocab_divisible_by``, ``offload_layers`` (activation offloading to host memory,
     memory and step time). Pipeline split (both): ``split_embedding_loss``,
     ``uneven_pp`` (``mi400plan.pipeline``). Step time (``search.SearchOptions``): ``overlap_tp``,
