@@ -19,6 +19,9 @@ never used here):
   the BF16 / FP8 ceiling of each (SKU, precision) with measured rows, by grid search on their mean
   absolute error. Rows without a measured figure are listed as pending and not fitted; with no
   measured row a SKU keeps its max-achievable-FLOPs ceiling.
+* AMD's measured MoE runs in the same file (DeepSeek-V2 on 32 MI355X): the host time per local-expert
+  GEMM ``expert_host_us`` (``search.expert_host_seconds``), by grid search, the ceilings held at their
+  dense-run fit; the MoE runs are left out of the ceiling fit.
 * NVIDIA H100 FP8, B200 BF16 / FP8: published GEMM benchmark figures with their shapes
   (``tests/data/gemm_vendor.csv``, ``tests/test_gemm_vendor.py``): each ``fit`` figure inverted through
   the GEMM model (the ceiling that gives it back at its shape), the mean per (SKU, precision); the
@@ -119,8 +122,8 @@ def amd_ceilings() -> None:
 def fit_amd_training() -> dict[tuple[str, str], float]:
     """Ceiling per (SKU, precision) on AMD's measured training runs; pending rows are only listed."""
     rows = amdcal.rows()
-    done = amdcal.measured()
-    pending = [r["id"] for r in rows if r not in done]
+    done = [r for r in amdcal.measured() if not is_moe(r)]
+    pending = [r["id"] for r in rows if r not in amdcal.measured()]
     print(f"AMD training runs: {len(done)} measured, {len(pending)} pending (no figure transcribed): {pending}")
     out: dict[tuple[str, str], float] = {}
     for key in sorted({(r["sku"], r["precision"]) for r in done}):
@@ -147,6 +150,35 @@ def fit_amd_training() -> dict[tuple[str, str], float]:
         out[key] = float(mm)
         print(f"{key[0]:<7} matmul_{key[1]} {mm:.4f}  errors % {np.round(e * 100, 1)}  mean {np.abs(e).mean() * 100:.1f}")
     return out
+
+
+def is_moe(r: dict[str, str]) -> bool:
+    """Whether a calibration run trains a mixture-of-experts model (it fits ``expert_host_us``)."""
+    return amdcal.val.model_spec(Catalog.default([]), r["model"], int(r["seq"])).moe is not None
+
+
+def fit_expert_host() -> float:
+    """Host microseconds per local-expert GEMM (``expert_host_us``) on AMD's measured MoE runs, by grid
+    search on their mean absolute error; the GEMM ceilings stay as fitted on the dense runs."""
+    group = [r for r in amdcal.measured() if is_moe(r)]
+
+    def err(us: float) -> np.ndarray:
+        def with_host(s):
+            return dataclasses.replace(s, hw=dataclasses.replace(s.hw, expert_host_s=us * 1e-6))
+
+        orig = sweep_api.build_sku
+        sweep_api.build_sku = lambda *a, **k: with_host(orig(*a, **k))
+        try:
+            cat = Catalog.default([])
+            return np.array([amdcal.val.predict(cat, r) / float(r["tokens_per_s_per_gpu"]) - 1.0 for r in group])
+        finally:
+            sweep_api.build_sku = orig
+
+    us = min(np.arange(0.0, 600.1, 1.0), key=lambda x: np.abs(err(x)).mean())
+    e0, e = err(0.0), err(us)
+    print(f"expert_host_us {us:.0f}  on {[r['id'] for r in group]}: errors % {np.round(e * 100, 1)}"
+          f"  (without the host term {np.round(e0 * 100, 1)})")
+    return float(us)
 
 
 def nvidia_ceilings() -> dict[tuple[str, str], float]:
@@ -193,5 +225,6 @@ if __name__ == "__main__":
     nvidia_ceilings()
     amd_ceilings()
     cdna3_rules(fit_amd_training())
+    fit_expert_host()
     fit_a100()  # sets gemm.TILES to the fitted small-tile efficiency, used by the H100 fit
     fit_h100()

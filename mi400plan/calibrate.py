@@ -70,6 +70,7 @@ _CANDIDATES: tuple[FitParam, ...] = (
     FitParam("matmul_{precision}", "matmul efficiency", "of peak", 0.01, 1.0, 0.5),
     FitParam("gemm_overhead_us", "GEMM overhead", "us", 0.0, 1000.0, 5.0),
     FitParam("attention", "attention efficiency", "of BF16 peak", 0.01, 1.0, 0.4),
+    FitParam("expert_host_us", "expert host time", "us per expert GEMM", 0.0, 5000.0, 200.0),
 )
 NOT_FITTED: dict[str, str] = {
     "hbm_bandwidth": "streaming kernels are a few % of a training step; step times do not separate it from "

@@ -31,6 +31,7 @@ LOSS_TERMS: tuple[tuple[str, str], ...] = (
     ("t_cp", "CP collectives, exposed"),
     ("t_ep", "EP all-to-all, exposed"),
     ("t_pp", "pipeline sends, exposed"),
+    ("t_host", "host-bound expert GEMMs"),
     ("t_bubble", "pipeline bubble"),
     ("t_dp", "DP collectives, exposed"),
     ("t_optimizer", "optimizer step"),

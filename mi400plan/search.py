@@ -33,6 +33,8 @@ Step-time model (per GPU, one optimizer step; every term is reported):
   (unfused score GEMMs without flash attention);
 * GEMM overhead: ``gemm_overhead_us`` per GEMM kernel (launch, prologue/epilogue), every local
   expert's GEMMs launched on their own (``moe_gemms_fwd_per_layer``);
+* host: where issuing the local experts' GEMMs takes the host longer than the micro-batch takes the
+  GPU (``expert_host_us`` per expert GEMM, ``expert_host_seconds``), the difference;
 * memory-bound work (norms, residual adds, activation functions, rotary, MoE token permutation)
   at ``HBM bandwidth x hbm efficiency``; optimizer step likewise;
 * TP/SP collectives per layer, CP key/value exchanges, EP all-to-all dispatch + combine (forward
@@ -115,6 +117,22 @@ def moe_gemms_fwd_per_layer(T: "ModelTerms", ep: Any) -> Any:
     (``nvte_multi_stream_cublas_gemm``: "For now, we only have multi-stream cublas backend"), so the
     per-kernel overhead is paid E / EP times per projection, not once."""
     return 4.0 + 2.0 * T.shared_tp + 2.0 * T.shapes.experts / np.asarray(ep, dtype=np.float64)
+
+
+def expert_host_seconds(T: "ModelTerms", ep: Any, again: Any, moe_layers: Any, host_s: float) -> Any:
+    """Host (CPU) seconds to issue one micro-batch's local-expert GEMMs on one GPU:
+    ``moe_layers x 2 E / EP x (3 + again) x host_s``, every local expert's FFN in and out GEMM in
+    the forward, its data- and weight-gradient GEMMs in the backward (twice the forward's count),
+    and the forward again where the MoE layer is recomputed (``again``).
+
+    Transformer Engine's grouped linear prepares each expert on the host before its GEMMs run
+    (splitting the input, allocating outputs and FP8 copies per expert: "the CPU overheads of PyTorch
+    ops, such as torch.split() and torch.empty() (2 x num_gemms calls)", TransformerEngine issue #1499,
+    maintainer answer, 2025-02-24), and Megatron-Core's token dispatcher hands it the per-expert
+    token counts through a device-to-host copy, so the GPU cannot be fed ahead of that work. The
+    step is then as slow as the slower of the two: ``step_time`` runs a micro-batch at
+    ``max(GPU seconds, host seconds)``. ``host_s`` is the profile's ``expert_host_us``."""
+    return moe_layers * 2.0 * T.shapes.experts / np.asarray(ep, dtype=np.float64) * (3.0 + again) * host_s
 # Elementwise HBM traffic per token per layer, forward, in activation elements (bytes = x
 # activation_bytes): two norms (read + write h each: 4h), two residual adds (2 reads + 1 write: 6h);
 # activation function: SwiGLU reads 2 x ffn and writes ffn (3 ffn), GELU reads and writes ffn
@@ -168,6 +186,7 @@ class Hardware:
     # BF16 large-GEMM ceiling, for the LM head of FP8 training (``head_gemm_sku``); 0 = matmul_eff
     matmul_bf16_eff: float = 0.0
     host_bw: float = 0.0  # B/s per direction per GPU to host memory (activation offloading); 0 = unknown
+    expert_host_s: float = 0.0  # host seconds per local-expert GEMM (``expert_host_seconds``); 0 = none
 
     def gemm_sku(self) -> "gemm.GemmSku":
         """The GEMM model's view of this SKU (``mi400plan.gemm``)."""
@@ -668,8 +687,8 @@ def chunked_exposure(comm: Any, compute: Any, pp: Any, vpp: Any) -> Any:
     return np.maximum(0.0, np.maximum((comm - compute) / vpp, comm - lead))
 
 
-BREAKDOWN = ("compute", "attention", "gemm_overhead", "memory_bound", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer",
-             "offload")
+BREAKDOWN = ("compute", "attention", "gemm_overhead", "memory_bound", "tp", "cp", "ep", "pp", "host", "bubble", "dp",
+             "optimizer", "offload")
 
 
 class StageCompute(NamedTuple):
@@ -904,6 +923,12 @@ def step_time(
     pp_mb = np.where(pp > 1, pp_link, 0.0)
 
     t_mb = comp_mb + ovh_mb + mem_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    # ---- host-bound expert GEMMs (per micro-batch): the part of the host's issue time beyond the GPU's
+    host_mb = 0.0
+    if hw.expert_host_s > 0.0 and T.shapes.experts:
+        issue = expert_host_seconds(T, ep, again, moe_layers * moe_ratio, hw.expert_host_s)
+        host_mb = np.maximum(0.0, issue - t_mb)
+        t_mb = t_mb + host_mb
     off_mb = 0.0
     if wl.recipe.offload_layers > 0:  # activation copies to and from host memory, exposed part
         off_mb = offload_exposed(c, wl, hw, comp_mb, layers)
@@ -960,6 +985,7 @@ def step_time(
         "t_cp": m * cp_mb,
         "t_ep": m * ep_mb,
         "t_pp": m * pp_mb + pp_fill,
+        "t_host": m * host_mb,
         "t_bubble": bubble,
         "t_dp": dp_exposed,
         "t_optimizer": opt,

@@ -21,6 +21,7 @@ TRUE_MATMUL = 0.34  # far below the bundled mi355x BF16 ceiling (0.464), so the 
 TRUE_MATMUL_FP8 = 0.27
 TRUE_OVERHEAD_US = 18.0
 TRUE_ATTENTION = 0.30  # only where the installed profile schema has an attention efficiency
+TRUE_HOST_US = 120.0  # host time per local-expert GEMM (the bundled mi355x value is 219 us)
 
 RUNS = [  # layouts that vary the per-GPU GEMM sizes (hidden size, TP, micro-batch, sequence)
     dict(model="llama3.1-8b", tp=1, pp=1, dp=8, micro_batch=1, seq_len=8192, global_batch=64),
@@ -46,7 +47,8 @@ def truth(catalog, tmp_path_factory):
 
     path, _ = catalog.entry_path("accelerators", SKU)
     raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    values = {"matmul_bf16": TRUE_MATMUL, "matmul_fp8": TRUE_MATMUL_FP8, "gemm_overhead_us": TRUE_OVERHEAD_US}
+    values = {"matmul_bf16": TRUE_MATMUL, "matmul_fp8": TRUE_MATMUL_FP8, "gemm_overhead_us": TRUE_OVERHEAD_US,
+              "expert_host_us": TRUE_HOST_US}
     if _has_attention():
         values["attention"] = TRUE_ATTENTION
     raw["efficiency"] = {**raw["efficiency"], **{k: {"nominal": v, "status": "measured"} for k, v in values.items()}}
@@ -56,8 +58,8 @@ def truth(catalog, tmp_path_factory):
     return Catalog.default([root])
 
 
-def true_step(truth, run: dict) -> float:
-    """Step time of ``run`` on SKU at the true efficiencies."""
+def true_step(truth, run: dict, key: str = "step") -> float:
+    """Step time (or another ``evaluate_one`` figure, ``key``) of ``run`` on SKU at the true efficiencies."""
     from mi400plan.api.sweep import build_sku
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one
@@ -68,10 +70,10 @@ def true_step(truth, run: dict) -> float:
     wl = Workload(spec, count_params(spec), train_recipe("megatron", precision=precision), run["seq_len"],
                   run["global_batch"])
     hw = build_sku(truth, SKU, precision).hw
-    layout = dict(tp=run["tp"], pp=run["pp"], vpp=run.get("vpp", 1), cp=1, ep=1, etp=1, zero=1,
+    layout = dict(tp=run["tp"], pp=run["pp"], vpp=run.get("vpp", 1), cp=1, ep=run.get("ep", 1), etp=1, zero=1,
                   micro_batch=run["micro_batch"], recompute=0, sp=int(run["tp"] > 1))
     world = run["tp"] * run["pp"] * run["dp"]
-    return evaluate_one(layout, wl, hw, world, SearchOptions())["step"]
+    return evaluate_one(layout, wl, hw, world, SearchOptions())[key]
 
 
 def write_runs(path: Path, runs: list[dict], steps: list[float], header: str = f'sku = "{SKU}"\n') -> Path:
@@ -136,6 +138,35 @@ def test_round_trip_with_measurement_noise(catalog, truth, tmp_path) -> None:
     assert _param(res, "gemm_overhead_us").value == pytest.approx(TRUE_OVERHEAD_US, rel=0.25)
     assert max(abs(r.residual) for r in res.rows) < 0.03
     assert _param(res, "matmul_bf16").std_error > 0
+
+
+# Mixtral 8x7B on 8 GPUs at EP 8 (one local expert): the GPU is the slower side at any host time. Qwen3-235B
+# on 32 GPUs at PP 4 and EP 8 (16 of its 128 experts a GPU, 1,024 routed tokens an expert at micro-batch 1
+# of 2,048 tokens): issuing the experts' GEMMs holds the micro-batch at micro-batch 1, and no longer at 4.
+MOE_RUNS = [
+    dict(model="mixtral-8x7b", tp=1, pp=1, ep=8, dp=8, micro_batch=1, seq_len=4096, global_batch=64),
+    dict(model="qwen3-235b-a22b", tp=1, pp=4, ep=8, dp=8, micro_batch=1, seq_len=2048, global_batch=64),
+    dict(model="qwen3-235b-a22b", tp=1, pp=4, ep=8, dp=8, micro_batch=4, seq_len=2048, global_batch=64),
+]
+
+
+def test_round_trip_recovers_the_expert_host_time(catalog, truth, tmp_path) -> None:
+    """Dense runs fix the GEMM efficiencies; the host-bound MoE run fixes ``expert_host_us``. Hand count of
+    that run's micro-batch: 94 layers on PP 4 = 23 + 24 + 24 + 23 (uneven first and last stages), so the
+    busiest stage issues 24 MoE layers x 2 GEMMs x 128 / 8 local experts x 3 passes x 120 us = 0.27648 s,
+    longer than its GPU time; the 1F1B bubble is (PP - 1) = 3 such micro-batch slots."""
+    from mi400plan.api.calibrate import calibrate
+
+    issue = 24 * 2 * 128 / 8 * 3 * TRUE_HOST_US * 1e-6
+    assert issue == pytest.approx(0.27648, rel=1e-12)
+    assert true_step(truth, MOE_RUNS[1], "t_bubble") == pytest.approx(3 * issue, rel=1e-9)
+    assert true_step(truth, MOE_RUNS[1], "t_host") > 0
+    assert true_step(truth, MOE_RUNS[0], "t_host") == 0.0 == true_step(truth, MOE_RUNS[2], "t_host")
+    runs = RUNS + MOE_RUNS
+    res = calibrate(catalog, [str(write_runs(tmp_path / "moe.toml", runs, [true_step(truth, r) for r in runs]))])
+    assert _param(res, "expert_host_us").value == pytest.approx(TRUE_HOST_US, rel=1e-3)
+    assert _param(res, "matmul_bf16").value == pytest.approx(TRUE_MATMUL, rel=1e-3)
+    assert max(abs(r.residual) for r in res.rows) < 1e-5
 
 
 def test_tflops_per_gpu_is_the_same_measurement(catalog, truth, tmp_path) -> None:

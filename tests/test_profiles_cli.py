@@ -38,7 +38,7 @@ def test_list_json(cli):
     assert helios["aliases"] == ["mi400x", "mi450x"]
     assert helios["origin"] == "bundled"
     assert helios["status"]["conflict"] == 0  # capacity, bandwidth and FP4 basis settled by AMD in 2026
-    assert helios["status"]["estimate"] == 3  # TDP, and the BF16 / FP8 ceilings extrapolated from MI355X
+    assert helios["status"]["estimate"] == 4  # TDP, the BF16 / FP8 ceilings and the expert host time from MI355X
     assert "R1" in helios["sources"] and "R10" in helios["sources"] and "S003" in helios["sources"]
     assert helios["error"] is None
 

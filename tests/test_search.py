@@ -270,58 +270,61 @@ def test_tp_wider_than_domain_pays_scale_out(catalog) -> None:
     assert t16["t_tp"] > 2 * t8["t_tp"]
 
 
-def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
+def test_whitepaper_setting_scales_near_linearly(catalog) -> None:
     """Seed 004's setting: moe-2t (2.011T, 96 layers, hidden 8,192), 32,768 x 4,096 = 2^27 = 128Mi
     tokens per step, MI300X nodes of 8 (xGMI domain 8) with one 400 Gb/s NIC per GPU (50 GB/s per
     direction), FP8, all-to-all overlapped with compute (the whitepaper uses DeepEP-like overlap:
     ``overlap_ep``), interleaved-pipeline p2p overlapped (Megatron-LM's default, ``overlap_pp``).
 
     Scaling efficiency = tokens/s per GPU relative to 768 GPUs (the ``sweep`` scaling view's
-    definition: the smallest size; threshold ``SCALING_THRESHOLD`` = 0.90). The hand arithmetic below
-    runs at AMD's max-achievable FP8 kernel ceiling for MI300X (1,273 / 2,614.9 = 0.487 of peak, the top
-    of the profile's range), where the mechanism shows within 32,768 GPUs; at the profile's nominal
-    ceiling, fitted on AMD's MI325X training run (0.379), each step computes longer and the curve sits a
-    little higher (checked at the end; the README's table). What the arithmetic says:
+    definition: the smallest size; threshold ``SCALING_THRESHOLD`` = 0.90). The arithmetic below runs
+    at AMD's max-achievable FP8 kernel ceiling for MI300X (1,273 / 2,614.9 = 0.487 of peak, the top of
+    the profile's range); at the profile's nominal ceiling, fitted on AMD's MI325X training run (0.379),
+    each step computes longer (checked at the end; the README's table). What the arithmetic says:
 
     * 768 GPUs (the baseline) cannot run virtual stages. 768 = 3 x 256: a power-of-two replica leaves
       DP with a factor 3 that does not divide 32,768 sequences (``batch-dp-mb``), and TP, CP and EP
       are powers of two (64 heads, 256 experts), so PP carries the factor 3 (the best has PP 12).
       Micro-batches per replica (32,768 / (DP x micro-batch)) are then a power of two, never a
       multiple of PP, so the interleaved schedule is out (``vpp-microbatches``). The pipeline runs
-      plain 1F1B and all ``m x 2`` transfers are exposed: 1.5 s, 1.2 % of the step.
-    * 1,024..16,384 GPUs: >= 0.9, on the interleaved schedule (PP 8 or 16, VPP 12 or 6): only the
-      2 (PP - 1) fill/drain transfers stay exposed. No best layout runs deeper than PP 16: the LM
-      head runs on the last stage (``memory.stage_imbalance``), in BF16 (``Hardware.head_gemm_sku``):
-      its 1.08 MoE layers of FLOPs at half the FP8 peak and the BF16 ceiling take about 2.3 layers of
-      time (the layers' own time includes casting their FP8 inputs), so with 6 layers a stage the
-      last one takes 1.35x the mean stage's time, with 3 layers 1.7x.
-    * 32,768 GPUs: first size below 0.9 (128 replicas, per-replica batch 1Mi tokens = 256 sequences).
-    * The mechanism, on the whitepaper-like PP 32 replica (TP 1 x CP 4 x EP 8 inside a node, PP 32 x
-      VPP 3 across nodes) pinned at 16,384 GPUs: the per-step DP traffic of a GPU does not depend on
-      how many replicas there are:
-      it reduce-scatters its gradients and all-gathers its parameters once per step, each about
-      (d-1)/d of its shard over its own NIC. Gradients travel in the dtype of the ``megatron``
-      recipe's fp32 main-grad buffer (4 bytes; Megatron-LM reduces in fp32 for BF16/FP8 training),
-      parameters in 16 bits. With TP 1 x CP 4 x PP 32 x EP 8 the GPU holds 26.7B/32 non-expert +
-      1,984.7B/(8 x 32) expert parameters = 8.59B. The expert part (7.75B) is reduced over d = 64
-      replicas at 50 GB/s x 0.9: 0.678 s for the fp32 reduce-scatter, 0.339 s for the 16-bit
-      all-gather. The non-expert part (0.83B) is reduced over DP x CP: first the 8 GPUs of a node
-      (CP 4 x 2 folded DP ranks) over xGMI, then 64 nodes on 1/8 of it: 0.026 s both ways. With
-      VPP 3 each model chunk's collective starts when its last backward (forward) runs, so it hides
-      behind (3-1) x 32 + 1 = 65 chunk-times of one micro-batch (``chunked_exposure``): 65/3 x
-      29.9 ms = 0.65 s of compute (2/3 backward, 1/3 forward; GEMMs at their shapes, at the pace of the
-      last stage, which holds the head). About 0.40 s stays exposed against a 9.0 s step: 4 %.
-    * 768 = 2 x 384: the whitepaper's own replica (EP 8 x CP 8 x PP 48, DP 2) is expressible, and
-      about 1.6x as slow as the best 768-GPU layout: with two layers a stage, the stage that also
-      runs the LM head takes 2.1x the mean stage's time; 65,536 / 384 is not whole (see the rejection
-      test), so at 65,536 GPUs the tool uses power-of-two replicas.
+      plain 1F1B and all ``m x 2`` transfers are exposed: 1.5 s, 0.9 % of the step.
+    * 1,024..32,768 GPUs: >= 0.94, on the interleaved schedule (PP 16, VPP 6): only the 2 (PP - 1)
+      fill/drain transfers stay exposed. The LM head runs on the last stage (``memory.stage_imbalance``),
+      in BF16 (``Hardware.head_gemm_sku``), so that stage takes 1.27-1.35x the mean stage's time.
+    * No best layout waits on the host. With EP 8 each GPU holds 32 of the 256 experts, and at one
+      sequence a micro-batch issuing their GEMMs (219 us each, the profile's ``expert_host_us``) takes
+      the host about four times as long as the GPU takes to run them (pinned below), so the best
+      layouts run EP 32 (8 local experts) or two-sequence micro-batches.
+    * The mechanism of the DP cost, on the whitepaper-like PP 32 replica (TP 1 x CP 4 x EP 8 inside a
+      node, PP 32 x VPP 3 across nodes) pinned at 16,384 GPUs with one-sequence micro-batches: the
+      per-step DP traffic of a GPU does not depend on how many replicas there are: it reduce-scatters
+      its gradients and all-gathers its parameters once per step, each about (d-1)/d of its shard over
+      its own NIC. Gradients travel in the dtype of the ``megatron`` recipe's fp32 main-grad buffer (4
+      bytes; Megatron-LM reduces in fp32 for BF16/FP8 training), parameters in 16 bits. With TP 1 x CP
+      4 x PP 32 x EP 8 the GPU holds 26.7B/32 non-expert + 1,984.7B/(8 x 32) expert parameters =
+      8.59B. The expert part (7.75B) is reduced over d = 64 replicas at 50 GB/s x 0.9: 0.678 s for the
+      fp32 reduce-scatter, 0.339 s for the 16-bit all-gather. The non-expert part (0.83B) is reduced
+      over DP x CP: first the 8 GPUs of a node (CP 4 x 2 folded DP ranks) over xGMI, then 64 nodes on
+      1/8 of it: 0.026 s both ways. With VPP 3 each model chunk's collective starts when its last
+      backward (forward) runs, so it hides behind (3-1) x 32 + 1 = 65 chunk-times of one micro-batch's
+      GPU compute (``chunked_exposure``): 0.65 s. About 0.39 s stays exposed.
+    * The same replica is host-bound: PP 32 x VPP 3 = 96 chunks of one layer, the first three dense, so
+      the busiest stage holds 3 MoE layers, whose 32 local experts' GEMMs take the host 3 x 2 x 32 x 3
+      (forward, data and weight gradients) x 219 us = 0.1261 s a micro-batch; every one of the 256
+      micro-batches and the (PP - 1) / VPP = 31/3 slots of the bubble run at that pace, about 4x the
+      best 16,384-GPU step.
+    * 768 = 2 x 384: the whitepaper's own replica (EP 8 x CP 8 x PP 48, DP 2) is expressible; its
+      best micro-batch escapes the host (8 sequences with full recomputation), and it is about 1.4x as
+      slow as the best 768-GPU layout: with two layers a stage, the stage that also runs the LM head
+      takes 1.8x the mean stage's time; 65,536 / 384 is not whole (see the rejection test), so at
+      65,536 GPUs the tool uses power-of-two replicas.
 
-    Disagreement with seed 004's Table 1 (1.0 up to 32,768 GPUs, 0.9 at 65,536): the table was
-    extrapolated from 2 replicas on 768 GPUs by shrinking the local batch, so its DP traffic is that
-    of a 2-way reduction ((2-1)/2 of the buffer per GPU) rather than one over dozens to hundreds of
-    replicas ((d-1)/d, about twice the bytes), and its compute-to-DP ratio is that of 768 GPUs with a
-    smaller batch; here each added replica keeps the full per-step DP cost while its share of the
-    batch (and so its compute per step) shrinks.
+    Against seed 004's Table 1 (1.0 up to 32,768 GPUs, 0.9 at 65,536): the table was extrapolated from 2
+    replicas on 768 GPUs by shrinking the local batch, so its DP traffic is that of a 2-way reduction
+    ((2-1)/2 of the buffer per GPU) rather than one over dozens to hundreds of replicas ((d-1)/d, about
+    twice the bytes); here each added replica keeps the full per-step DP cost while its share of the
+    batch (and so its compute per step) shrinks, and the efficiency falls from 1.04 at 1,024 GPUs to
+    0.94 at 32,768 (0.92 at 65,536 at the nominal ceiling).
     """
     from mi400plan.api.sweep import SCALING_THRESHOLD
     from mi400plan.comms import placed_collective_time
@@ -337,15 +340,17 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
     hw = replace(nominal, matmul_eff=kernel)
     assert hw.domain == 8 and wl.model.hidden_size == 8192
     assert hw.scale_out.bw_per_dir == pytest.approx(400e9 / 8)  # 400 Gb/s = 50 GB/s per direction
+    assert hw.expert_host_s == pytest.approx(219e-6)
     opts = SearchOptions(overlap_ep=True)
     assert opts.overlap_pp  # Megatron-LM's default
     sizes = (768, 1024, 2048, 4096, 8192, 16384, 32768)
     best = {g: next(iter_rows(search(wl, hw, g, opts, top_k=1).top)) for g in sizes}
     per_gpu = {g: 2**27 / best[g]["step"] / g for g in sizes}
     eff = {g: per_gpu[g] / per_gpu[768] for g in sizes}
-    first_below = next(g for g in sizes if eff[g] < SCALING_THRESHOLD)
-    assert first_below == 32768, eff
-    assert min(eff[g] for g in sizes[1:-1]) >= SCALING_THRESHOLD
+    assert min(eff.values()) >= 0.94 > SCALING_THRESHOLD, eff
+    assert eff[1024] > 1.0 > eff[32768]
+    assert all(best[g]["t_host"] == 0.0 for g in sizes)
+    assert all(best[g]["ep"] == 32 or best[g]["micro_batch"] >= 2 for g in sizes)
 
     # The 768 baseline: no virtual stages possible, every pipeline transfer exposed.
     base = dict(tp=1, etp=1, ep=8, zero=1, micro_batch=1, recompute=0, sp=0)
@@ -361,15 +366,15 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
                                             hw.scale_up, hw.scale_out))
 
     assert b["t_pp"] == pytest.approx(b["m"] * 2 * p2p(b), rel=1e-9)
-    assert b["t_pp"] / b["step"] > 0.01
+    assert b["t_pp"] / b["step"] > 0.005
     for g in sizes[1:]:
         r = best[g]
         assert r["vpp"] > 1 and r["pp"] <= 16 and r["stage_imbalance"] > 1.1, g
         assert r["t_pp"] == pytest.approx(2 * (r["pp"] - 1) * p2p(r), rel=1e-9)  # fill/drain only
 
-    # The mechanism at 16,384 GPUs on the PP 32 replica: a fixed per-step DP cost, hidden behind 65
-    # chunk-times (docstring).
-    pinned = SearchOptions(overlap_ep=True, tp=(1,), pp=(32,), vpp=(3,), ep=(8,), cp=(4,))
+    # The mechanism at 16,384 GPUs on the PP 32 replica, one sequence a micro-batch: a fixed per-step DP
+    # cost, hidden behind 65 chunk-times, and the host's pace (docstring).
+    pinned = SearchOptions(overlap_ep=True, tp=(1,), pp=(32,), vpp=(3,), ep=(8,), etp=(1,), cp=(4,), micro_batch=(1,))
     r = next(iter_rows(search(wl, hw, 16384, pinned, top_k=1).top))
     assert r["step"] > best[16384]["step"]
     assert (r["zero"], r["micro_batch"]) == (1, 1) and 16384 // 256 == 64
@@ -400,19 +405,23 @@ def test_whitepaper_setting_scales_near_linearly_then_drops(catalog) -> None:
     hidden = chunk_times * 2 / 3 + chunk_times / 3  # gradients behind backward, parameters behind forward
     assert hidden == pytest.approx(0.65, abs=0.01)
     assert r["t_dp"] == pytest.approx(rs + ag - hidden, rel=1e-3)
-    assert r["t_dp"] / r["step"] > 0.04
+    issue = 3 * 2 * 32 * 3 * 219e-6  # 3 MoE layers x 2 GEMMs x 32 local experts x 3 passes
+    assert issue == pytest.approx(0.126144, rel=1e-9)
+    assert r["t_bubble"] == pytest.approx(31 / 3 * issue, rel=1e-9) and r["t_host"] > 0
+    assert r["step"] > 256 * issue > 3.5 * best[16384]["step"]
 
     # The whitepaper's 384-GPU replica at 768 GPUs: EP 8 x CP 8 inside a node, PP 48 across nodes, DP 2.
     wp = search(wl, hw, 768, SearchOptions(overlap_ep=True, tp=(1,), cp=(8,), ep=(8,), etp=(1,), pp=(48,)), top_k=1)
     w = next(iter_rows(wp.top))
     assert w["tp"] * w["cp"] * w["fold"] * w["pp"] == 384 and w["dp"] == 2
-    assert 1.5 * best[768]["step"] <= w["step"] <= 1.8 * best[768]["step"] and w["stage_imbalance"] > 2.0
+    assert w["t_host"] == 0.0 and w["micro_batch"] > 1
+    assert 1.3 * best[768]["step"] <= w["step"] <= 1.5 * best[768]["step"] and w["stage_imbalance"] > 1.7
 
     # At the nominal (training-fitted) ceiling GEMMs run slower, so the same per-step DP traffic and
-    # kernel overheads weigh less: the drop below 0.9 comes one doubling later, at 65,536 GPUs.
+    # kernel overheads weigh less: 65,536 GPUs still keep 90 %.
     at = {g: 2**27 / next(iter_rows(search(wl, nominal, g, opts, top_k=1).top))["step"] / g
           for g in (768, 32768, 65536)}
-    assert at[32768] / at[768] >= SCALING_THRESHOLD > at[65536] / at[768]
+    assert at[32768] / at[768] >= at[65536] / at[768] >= SCALING_THRESHOLD
 
 
 @pytest.mark.parametrize(

@@ -260,5 +260,6 @@ def _limit(out: Any, wl: Any, days_target: float | None, usd: float | None, pric
 
 _TERMS = {"gemm_overhead": "per-GEMM kernel overhead", "memory_bound": "memory-bound work", "tp": "exposed TP traffic",
           "cp": "exposed CP traffic", "ep": "exposed EP all-to-all", "pp": "exposed pipeline transfers",
+          "host": "host-bound expert GEMMs",
           "bubble": "the pipeline bubble", "dp": "exposed data-parallel traffic", "optimizer": "the optimizer step",
           "offload": "exposed activation offloading"}

@@ -158,11 +158,13 @@ def _span_text(label: str, est: Any, scale: float, unit: str, digits: int = 2) -
 def _gemm_fields(acc: Any, precision: str, case: str) -> dict[str, Any]:
     """Shape-aware GEMM / attention inputs of ``search.Hardware`` (``mi400plan.gemm``): compute units
     (0 where not disclosed: no wave quantization), the BF16 peak and the measured flash-attention
-    efficiency (0 where the profile has none: ``search.ATTN_OVER_MATMUL`` rule), operand width."""
+    efficiency (0 where the profile has none: ``search.ATTN_OVER_MATMUL`` rule), operand width, and
+    the host time per local-expert GEMM (0 where the profile has none: no host term)."""
     units = acc.silicon.compute_units
     bf16 = acc.compute.peak_flops("bf16")
     att = acc.efficiency.attention
     mm16 = acc.efficiency.matmul("bf16")
+    host = acc.efficiency.expert_host_us
     return {
         "matmul_bf16_eff": _pick(mm16, f"{acc.name} bf16 matmul efficiency", case, higher_is_better=True)
         if mm16.known else 0.0,
@@ -170,6 +172,8 @@ def _gemm_fields(acc: Any, precision: str, case: str) -> dict[str, Any]:
         "peak_bf16_flops": _pick(bf16, f"{acc.name} dense bf16 peak", case, higher_is_better=True) if bf16.known else 0.0,
         "attn_eff": _pick(att, f"{acc.name} attention efficiency", case, higher_is_better=True) if att.known else 0.0,
         "operand_bytes": 1.0 if precision == "fp8" else 2.0,
+        "expert_host_s": _pick(host, f"{acc.name} expert host time", case, higher_is_better=False) * US
+        if host.known else 0.0,
     }
 
 
@@ -234,6 +238,8 @@ def build_sku(
         eff.gemm_overhead_us.require(what)
         ovh = _pick(eff.gemm_overhead_us, what, case, higher_is_better=False)
         varied.append(_span_text("GEMM overhead", eff.gemm_overhead_us, 1.0, " us", 0))
+    if eff.expert_host_us.known:
+        varied.append(_span_text("expert host time", eff.expert_host_us, 1.0, " us", 0))
     for label, v in (("matmul efficiency", mm), ("HBM efficiency", hb)):
         if not 0 < v <= 1:
             raise UsageError(f"{label} must be a fraction in (0, 1], got {v}")

@@ -23,7 +23,7 @@ def _breakdown(r: SweepRow) -> str:
     t = r.time_s
     parts = [("comp", t.compute), ("attn", t.attention), ("mem", t.memory_bound), ("tp", t.tp), ("cp", t.cp), ("ep", t.ep),
              ("pp", t.pp), ("bubble", t.bubble), ("dp", t.dp), ("opt", t.optimizer + t.gemm_overhead),
-             ("offl", t.offload)]
+             ("offl", t.offload), ("host", t.host)]
     return " ".join(f"{k} {v / r.step_time_s * 100:.0f}%" for k, v in parts if v / r.step_time_s >= 0.005)
 
 

@@ -39,7 +39,9 @@ class TimeBreakdown(OutModel):
     cost per GEMM kernel; ``memory_bound``: norms, residuals, activation functions at HBM speed;
     ``tp``/``cp``/``ep``/``pp``: exposed collective time of each group; ``bubble``: pipeline
     bubble; ``dp``: exposed data-parallel / ZeRO traffic; ``optimizer``: optimizer step; ``offload``:
-    activation copies to and from host memory (--offload-layers) longer than the compute they hide behind.
+    activation copies to and from host memory (--offload-layers) longer than the compute they hide behind;
+    ``host``: MoE micro-batches whose local-expert GEMMs take the host longer to issue than the GPU takes
+    to run them (the accelerator's ``expert_host_us``), the difference.
     """
 
     compute: float
@@ -54,6 +56,7 @@ class TimeBreakdown(OutModel):
     dp: float
     optimizer: float
     offload: float = 0.0
+    host: float = 0.0
 
 
 class MemoryBytes(OutModel):

@@ -16,6 +16,10 @@ How ``sweep`` uses them (``mi400plan/search.py``):
 * ``attention``: fraction of the dense BF16 peak that flash attention reaches on the causal work it
   does (masked blocks skipped). Where it is not given, ``search.ATTN_OVER_MATMUL`` x the BF16
   ceiling is used (documented rule).
+* ``expert_host_us``: host (CPU) time, microseconds, to issue one local expert's GEMM in MoE training
+  (PyTorch eager frameworks prepare every expert on the host); a micro-batch whose experts take the
+  host longer to issue than the GPU takes to run it runs at the host's pace
+  (``search.expert_host_seconds``). Not given: no host term (compiled-graph stacks).
 * ``hbm_bandwidth``: achieved fraction of the HBM peak for streaming (memory-bound) kernels: norms,
   residual adds, activation functions, optimizer step.
 """
@@ -34,6 +38,7 @@ class Efficiency(StrictModel):
     hbm_bandwidth: PosFraction = ND  # achievable fraction of HBM peak for streaming kernels
     gemm_overhead_us: Latency = ND  # fixed cost per GEMM kernel, microseconds (small-GEMM falloff)
     attention: PosFraction = ND  # flash-attention fraction of the dense BF16 peak (causal work actually done)
+    expert_host_us: Latency = ND  # host time to issue one local-expert GEMM, microseconds (MoE training)
 
     def matmul(self, precision: str) -> Estimate:
         """The matmul efficiency estimate for ``precision`` (``bf16``/``fp16`` or ``fp8``)."""
