@@ -140,11 +140,16 @@ RECIPE_DEFAULTS = {"offload_layers": "0", "tp_overlap": "0", "ep_overlap": "0", 
                    "capacity_factor": "", "fused_cross_entropy": ""}
 
 
+def with_defaults(r: dict[str, str]) -> dict[str, str]:
+    """The row with ``RECIPE_DEFAULTS`` for every recipe column it lacks or leaves empty."""
+    return {**RECIPE_DEFAULTS, **{k: v for k, v in r.items() if not (k in RECIPE_DEFAULTS and v == "")}}
+
+
 def row_recipe(r: dict[str, str]):
     """The run's memory recipe from its columns (``RECIPE_DEFAULTS`` where a file has none)."""
     from mi400plan.specs.layout import train_recipe
 
-    r = {**RECIPE_DEFAULTS, **r}
+    r = with_defaults(r)
     return train_recipe(
         r["recipe"], precision=r["precision"], grad_dtype=r["grad_dtype"], offload_layers=int(r["offload_layers"]),
         fp8_params=r["fp8_params"] == "1" or None,
@@ -161,7 +166,7 @@ def run_row(catalog, r: dict[str, str], *, lift: bool = True) -> dict | None:
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, search
 
-    r = {**RECIPE_DEFAULTS, **r}  # files without the recipe columns (the calibration runs) take the defaults
+    r = with_defaults(r)  # files without the recipe columns (the calibration runs) take the defaults
     keys = ("gpus", "seq", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep", "fsdp", "recompute", "offload_layers",
             "tp_overlap", "ep_overlap", "mtp_layers")
     n = {k: int(r[k]) for k in keys}
