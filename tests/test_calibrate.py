@@ -169,6 +169,21 @@ def test_round_trip_recovers_the_expert_host_time(catalog, truth, tmp_path) -> N
     assert max(abs(r.residual) for r in res.rows) < 1e-5
 
 
+def test_one_host_bound_run_fits_the_host_time_alone(catalog, truth, tmp_path) -> None:
+    """A single host-bound MoE run measures the host time and nothing else: its micro-batches run at the
+    host's pace, so the GEMM efficiencies and overheads do not move its step (they are reported as such,
+    not as crowded out by the number of runs), and the one parameter it does move is fitted exactly."""
+    from mi400plan.api.calibrate import calibrate
+
+    run = MOE_RUNS[1]
+    res = calibrate(catalog, [str(write_runs(tmp_path / "one_moe.toml", [run], [true_step(truth, run)]))])
+    assert _param(res, "expert_host_us").value == pytest.approx(TRUE_HOST_US, rel=1e-4)
+    for key in ("matmul_bf16", "gemm_overhead_us"):
+        p = _param(res, key)
+        assert p.value is None and "move by less than" in p.note, key
+    assert abs(res.rows[0].residual) < 1e-6
+
+
 def test_tflops_per_gpu_is_the_same_measurement(catalog, truth, tmp_path) -> None:
     """A run given as TFLOP/s per GPU (model FLOPs, the MFU convention) calibrates like its step time.
     Llama-3.1 8B model FLOPs per token at sequence s (PaLM appendix B's 6 N + 12 L H Q T, causal
