@@ -927,8 +927,8 @@ def step_time(
     host_mb = 0.0
     if hw.expert_host_s > 0.0 and T.shapes.experts:
         issue = expert_host_seconds(T, ep, again, moe_layers * moe_ratio, hw.expert_host_s)
-        host_mb = np.maximum(0.0, issue - t_mb)
-        t_mb = t_mb + host_mb
+        gpu_mb, t_mb = t_mb, np.maximum(t_mb, issue)
+        host_mb = t_mb - gpu_mb
     off_mb = 0.0
     if wl.recipe.offload_layers > 0:  # activation copies to and from host memory, exposed part
         off_mb = offload_exposed(c, wl, hw, comp_mb, layers)
