@@ -119,6 +119,22 @@ def amd_ceilings() -> None:
         print(f"{sku:<7} matmul_{prec} {maf / peak:.3f}  (MAF {maf} / peak {peak:.1f} TFLOP/s)")
 
 
+def amd_errors(group: list[dict[str, str]], **hw_update) -> np.ndarray:
+    """Relative errors of AMD calibration runs with ``search.Hardware`` fields replaced."""
+    orig = sweep_api.build_sku
+
+    def patched(*a, **k):
+        s = orig(*a, **k)
+        return dataclasses.replace(s, hw=dataclasses.replace(s.hw, **hw_update))
+
+    sweep_api.build_sku = patched
+    try:
+        cat = Catalog.default([])
+        return np.array([amdcal.val.predict(cat, r) / float(r["tokens_per_s_per_gpu"]) - 1.0 for r in group])
+    finally:
+        sweep_api.build_sku = orig
+
+
 def fit_amd_training() -> dict[tuple[str, str], float]:
     """Ceiling per (SKU, precision) on AMD's measured training runs; pending rows are only listed."""
     rows = amdcal.rows()
@@ -133,17 +149,7 @@ def fit_amd_training() -> dict[tuple[str, str], float]:
             # The BF16 ceiling moves with the FP8 one by the CDNA rule (it prices the LM head, BF16 in FP8
             # training: ``search.Hardware.head_gemm_sku``), so the fit is the rule's fixed point.
             bf16 = mm / AMD_FP8_OVER_BF16 if key[1] == "fp8" else 0.0
-
-            def with_mm(s):
-                return dataclasses.replace(s, hw=dataclasses.replace(s.hw, matmul_eff=mm, matmul_bf16_eff=bf16))
-
-            orig = sweep_api.build_sku
-            sweep_api.build_sku = lambda *a, **k: with_mm(orig(*a, **k))
-            try:
-                cat = Catalog.default([])
-                return np.array([amdcal.val.predict(cat, r) / float(r["tokens_per_s_per_gpu"]) - 1.0 for r in group])
-            finally:
-                sweep_api.build_sku = orig
+            return amd_errors(group, matmul_eff=mm, matmul_bf16_eff=bf16)
 
         mm = min(np.arange(0.25, 0.801, 0.0025), key=lambda x: np.abs(err(x)).mean())
         e = err(mm)
@@ -163,16 +169,7 @@ def fit_expert_host() -> float:
     group = [r for r in amdcal.measured() if is_moe(r)]
 
     def err(us: float) -> np.ndarray:
-        def with_host(s):
-            return dataclasses.replace(s, hw=dataclasses.replace(s.hw, expert_host_s=us * 1e-6))
-
-        orig = sweep_api.build_sku
-        sweep_api.build_sku = lambda *a, **k: with_host(orig(*a, **k))
-        try:
-            cat = Catalog.default([])
-            return np.array([amdcal.val.predict(cat, r) / float(r["tokens_per_s_per_gpu"]) - 1.0 for r in group])
-        finally:
-            sweep_api.build_sku = orig
+        return amd_errors(group, expert_host_s=us * 1e-6)
 
     us = min(np.arange(0.0, 600.1, 1.0), key=lambda x: np.abs(err(x)).mean())
     e0, e = err(0.0), err(us)
