@@ -33,6 +33,7 @@ The printed values are what the profiles carry (``[efficiency]``, with these sou
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import sys
@@ -57,8 +58,9 @@ AMD_MAF = {("mi300x", "bf16"): 708, ("mi300x", "fp8"): 1273, ("mi325x", "bf16"):
 AMD_PEAK_BF16 = 1307.4
 
 
-def errors(mod, rows, col: int, **hw_update) -> np.ndarray:
-    """Relative errors of the calibration test's rows with ``search.Hardware`` fields replaced."""
+@contextlib.contextmanager
+def hardware_replaced(**hw_update):
+    """Every SKU the planner builds meanwhile has these ``search.Hardware`` fields replaced."""
     orig = sweep_api.build_sku
 
     def patched(*args, **kw):
@@ -67,14 +69,20 @@ def errors(mod, rows, col: int, **hw_update) -> np.ndarray:
 
     sweep_api.build_sku = patched
     try:
+        yield
+    finally:
+        sweep_api.build_sku = orig
+
+
+def errors(mod, rows, col: int, **hw_update) -> np.ndarray:
+    """Relative errors of the calibration test's rows with ``search.Hardware`` fields replaced."""
+    with hardware_replaced(**hw_update):
         cat = Catalog.default([])
         out = []
         for r in rows:
             v = mod.achieved_tflops(cat, r)
             out.append((v[0] if isinstance(v, tuple) else v) / r[col] - 1.0)
         return np.array(out)
-    finally:
-        sweep_api.build_sku = orig
 
 
 def fit_a100() -> tuple[float, float, float]:
@@ -121,18 +129,9 @@ def amd_ceilings() -> None:
 
 def amd_errors(group: list[dict[str, str]], **hw_update) -> np.ndarray:
     """Relative errors of AMD calibration runs with ``search.Hardware`` fields replaced."""
-    orig = sweep_api.build_sku
-
-    def patched(*a, **k):
-        s = orig(*a, **k)
-        return dataclasses.replace(s, hw=dataclasses.replace(s.hw, **hw_update))
-
-    sweep_api.build_sku = patched
-    try:
+    with hardware_replaced(**hw_update):
         cat = Catalog.default([])
         return np.array([amdcal.val.predict(cat, r) / float(r["tokens_per_s_per_gpu"]) - 1.0 for r in group])
-    finally:
-        sweep_api.build_sku = orig
 
 
 def fit_amd_training() -> dict[tuple[str, str], float]:
@@ -140,7 +139,7 @@ def fit_amd_training() -> dict[tuple[str, str], float]:
     rows = amdcal.rows()
     done = [r for r in amdcal.measured() if not is_moe(r)]
     pending = [r["id"] for r in rows if r not in amdcal.measured()]
-    print(f"AMD training runs: {len(done)} measured, {len(pending)} pending (no figure transcribed): {pending}")
+    print(f"AMD dense training runs: {len(done)} measured; {len(pending)} runs pending (no figure transcribed): {pending}")
     out: dict[tuple[str, str], float] = {}
     for key in sorted({(r["sku"], r["precision"]) for r in done}):
         group = [r for r in done if (r["sku"], r["precision"]) == key]
