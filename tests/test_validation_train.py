@@ -286,7 +286,7 @@ def test_validation_errors(catalog) -> None:
 # CDNA 3 24.2 %). The largest misses are NVIDIA's MoE runs at EP 8 and micro-batch 1 on B200, now too slow:
 # Qwen3-235B -48 % (26.02) and -40 % (25.11), DeepSeek-V3 -37 %. Their 16-32 local experts a GPU make
 # them host-bound at the host time per expert GEMM fitted on AMD's Primus run (219 us); the published
-# B200 throughputs put NVIDIA's stack at 116-150 us or less (a user fits their own with ``calibrate``).
+# B200 throughputs put NVIDIA's stack at 115-140 us or less (a user fits their own with ``calibrate``).
 # Without the host term the same rows came out +50 % to +106 % too fast. Then MPT-1B at 32k tokens on
 # H100 (+36 %: MPT's Triton attention against the flash attention Llama 3 ran, which set the H100
 # attention efficiency), MiTAC's MLPerf v6.0 MI325X run (+24 %, whose configuration leaves out the
