@@ -571,16 +571,16 @@ def _fit_free(fwd: Forward, runs: Sequence[PreparedRun], free: list[FitParam], f
 
 
 def _moves_steps(fwd: Forward, runs: Sequence[PreparedRun], p: FitParam, values: dict[str, float],
-                 meas: np.ndarray) -> bool:
-    """Whether the runs' step times move with ``p`` at ``values`` (the solver's sensitivity test,
-    ``MIN_SENSITIVITY``, by a forward difference of 1 % of the value): a run that is not host-bound does
-    not measure the host time, one that is host-bound does not measure the GEMM efficiency."""
+                 steps: np.ndarray, meas: np.ndarray) -> bool:
+    """Whether the runs' residuals (model ``steps`` at ``values`` over measured ``meas``) move with ``p``
+    (the solver's sensitivity test, ``MIN_SENSITIVITY``, by a forward difference of 1 % of the value):
+    a run that is not host-bound does not measure the host time, one that is host-bound does not
+    measure the GEMM efficiency."""
     x0 = values[p.key]
     h = 0.01 * max(abs(x0), p.scale)
     x1 = x0 + h if x0 + h <= p.hi else x0 - h
-    r0 = fwd.steps(runs, values) / meas
-    r1 = fwd.steps(runs, {**values, p.key: x1}) / meas
-    return float(np.max(np.abs(r1 - r0))) / abs(x1 - x0) * max(abs(x0), p.scale) >= MIN_SENSITIVITY
+    moved = (fwd.steps(runs, {**values, p.key: x1}) - steps) / meas
+    return float(np.max(np.abs(moved))) / abs(x1 - x0) * max(abs(x0), p.scale) >= MIN_SENSITIVITY
 
 
 def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
@@ -597,7 +597,8 @@ def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
             raise ProfileError("the step-time model gives no finite step time for this run", path=run.entry.path,
                                line=run.entry.line)
     meas = np.array([r.measured_s for r in runs])
-    moving = [p for p in params if _moves_steps(fwd, runs, p, start, meas)]
+    at_start = fwd.steps(runs, start)
+    moving = [p for p in params if _moves_steps(fwd, runs, p, start, at_start, meas)]
     free = moving[: len(runs)]
     held = {p.key: _not_identified(True, []) for p in params if p not in moving}
     held |= {p.key: f"not identified: {len(runs)} run(s) fit at most {len(runs)} parameter(s); profile value kept"

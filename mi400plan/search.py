@@ -109,21 +109,27 @@ RECOMPUTE_LABELS = ("none", "selective", "full")
 GEMMS_FWD_PER_LAYER = 5
 
 
+def expert_gemms_fwd_per_layer(T: "ModelTerms", ep: Any) -> Any:
+    """GEMM kernels of one MoE layer's local experts in the forward on one GPU: FFN in and out of each
+    of the E / EP local experts, ``2 E / EP``."""
+    return 2.0 * T.shapes.experts / np.asarray(ep, dtype=np.float64)
+
+
 def moe_gemms_fwd_per_layer(T: "ModelTerms", ep: Any) -> Any:
     """GEMM kernels of one MoE layer's forward on one GPU: QKV, attention core and output projection
     (3), the router (1), the shared experts' FFN in and out (2 where there are any), and FFN in and
-    out of every local expert (2 x E / EP). Transformer Engine's grouped linear, which Megatron-Core's
-    grouped-GEMM experts run on, launches one cuBLAS GEMM per expert over its compute streams
-    (``nvte_multi_stream_cublas_gemm``: "For now, we only have multi-stream cublas backend"), so the
-    per-kernel overhead is paid E / EP times per projection, not once."""
-    return 4.0 + 2.0 * T.shared_tp + 2.0 * T.shapes.experts / np.asarray(ep, dtype=np.float64)
+    out of every local expert (``expert_gemms_fwd_per_layer``). Transformer Engine's grouped linear,
+    which Megatron-Core's grouped-GEMM experts run on, launches one cuBLAS GEMM per expert over its
+    compute streams (``nvte_multi_stream_cublas_gemm``: "For now, we only have multi-stream cublas
+    backend"), so the per-kernel overhead is paid E / EP times per projection, not once."""
+    return 4.0 + 2.0 * T.shared_tp + expert_gemms_fwd_per_layer(T, ep)
 
 
 def expert_host_seconds(T: "ModelTerms", ep: Any, again: Any, moe_layers: Any, host_s: float) -> Any:
     """Host (CPU) seconds to issue one micro-batch's local-expert GEMMs on one GPU:
     ``moe_layers x 2 E / EP x (3 + again) x host_s``, every local expert's FFN in and out GEMM in
-    the forward, its data- and weight-gradient GEMMs in the backward (twice the forward's count),
-    and the forward again where the MoE layer is recomputed (``again``).
+    the forward (``expert_gemms_fwd_per_layer``), its data- and weight-gradient GEMMs in the backward
+    (twice the forward's count), and the forward again where the MoE layer is recomputed (``again``).
 
     Transformer Engine's grouped linear prepares each expert on the host before its GEMMs run
     (splitting the input, allocating outputs and FP8 copies per expert: "the CPU overheads of PyTorch
@@ -132,7 +138,9 @@ def expert_host_seconds(T: "ModelTerms", ep: Any, again: Any, moe_layers: Any, h
     token counts through a device-to-host copy, so the GPU cannot be fed ahead of that work. The
     step is then as slow as the slower of the two: ``step_time`` runs a micro-batch at
     ``max(GPU seconds, host seconds)``. ``host_s`` is the profile's ``expert_host_us``."""
-    return moe_layers * 2.0 * T.shapes.experts / np.asarray(ep, dtype=np.float64) * (3.0 + again) * host_s
+    return moe_layers * expert_gemms_fwd_per_layer(T, ep) * (3.0 + again) * host_s
+
+
 # Elementwise HBM traffic per token per layer, forward, in activation elements (bytes = x
 # activation_bytes): two norms (read + write h each: 4h), two residual adds (2 reads + 1 write: 6h);
 # activation function: SwiGLU reads 2 x ffn and writes ffn (3 ffn), GELU reads and writes ffn
