@@ -33,8 +33,6 @@ The printed values are what the profiles carry (``[efficiency]``, with these sou
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import itertools
 import sys
 from pathlib import Path
@@ -47,8 +45,8 @@ import test_calibration as nar21  # noqa: E402
 import test_calibration_amd as amdcal  # noqa: E402
 import test_calibration_h100 as ll3  # noqa: E402
 import test_gemm_vendor as vendor  # noqa: E402
+from test_validation_train import hardware_replaced  # noqa: E402
 
-import mi400plan.api.sweep as sweep_api  # noqa: E402
 from mi400plan import gemm  # noqa: E402
 from mi400plan.profiles import Catalog  # noqa: E402
 
@@ -56,22 +54,6 @@ from mi400plan.profiles import Catalog  # noqa: E402
 # from the same blog's footnotes (MI300X / MI325X: 1,307.4 BF16, twice that FP8).
 AMD_MAF = {("mi300x", "bf16"): 708, ("mi300x", "fp8"): 1273, ("mi325x", "bf16"): 843, ("mi325x", "fp8"): 1519}
 AMD_PEAK_BF16 = 1307.4
-
-
-@contextlib.contextmanager
-def hardware_replaced(**hw_update):
-    """Every SKU the planner builds meanwhile has these ``search.Hardware`` fields replaced."""
-    orig = sweep_api.build_sku
-
-    def patched(*args, **kw):
-        s = orig(*args, **kw)
-        return dataclasses.replace(s, hw=dataclasses.replace(s.hw, **hw_update))
-
-    sweep_api.build_sku = patched
-    try:
-        yield
-    finally:
-        sweep_api.build_sku = orig
 
 
 def errors(mod, rows, col: int, **hw_update) -> np.ndarray:
@@ -136,9 +118,9 @@ def amd_errors(group: list[dict[str, str]], **hw_update) -> np.ndarray:
 
 def fit_amd_training() -> dict[tuple[str, str], float]:
     """Ceiling per (SKU, precision) on AMD's measured training runs; pending rows are only listed."""
-    rows = amdcal.rows()
-    done = [r for r in amdcal.measured() if not is_moe(r)]
-    pending = [r["id"] for r in rows if r not in amdcal.measured()]
+    measured = amdcal.measured()
+    done = [r for r in measured if not is_moe(r)]
+    pending = [r["id"] for r in amdcal.rows() if r not in measured]
     print(f"AMD dense training runs: {len(done)} measured; {len(pending)} runs pending (no figure transcribed): {pending}")
     out: dict[tuple[str, str], float] = {}
     for key in sorted({(r["sku"], r["precision"]) for r in done}):

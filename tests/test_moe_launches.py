@@ -69,15 +69,8 @@ def _dsv2_row(catalog, host_us: float | None = None, micro_batch: int = 1):
     row = {**row, "mbs": str(micro_batch)}
     if host_us is None:
         return val.run_row(catalog, row)
-    import mi400plan.api.sweep as sweep_api
-
-    orig = sweep_api.build_sku
-    sweep_api.build_sku = lambda *a, **k: dataclasses.replace(
-        orig(*a, **k), hw=dataclasses.replace(orig(*a, **k).hw, expert_host_s=host_us * 1e-6))
-    try:
+    with val.hardware_replaced(expert_host_s=host_us * 1e-6):
         return val.run_row(catalog, row)
-    finally:
-        sweep_api.build_sku = orig
 
 
 def test_host_bound_micro_batch_by_hand(catalog) -> None:

@@ -79,6 +79,7 @@ Targets (issue 9): mean absolute error <= 6 %, max <= 12 %. The figures reached 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 from pathlib import Path
@@ -157,6 +158,25 @@ def row_recipe(r: dict[str, str]):
         recompute_modules=r["recompute_modules"] or None,
         capacity_factor=float(r["capacity_factor"]) if r["capacity_factor"] else None,
         fused_cross_entropy=r["fused_cross_entropy"] == "1" or None)
+
+
+@contextlib.contextmanager
+def hardware_replaced(**hw_update):
+    """Every SKU the planner builds meanwhile (``api.sweep.build_sku``) has these ``search.Hardware``
+    fields replaced: the fits of ``benchmarks/fit_gemm.py`` and the tests that price a run at another value."""
+    import mi400plan.api.sweep as sweep_api
+
+    orig = sweep_api.build_sku
+
+    def patched(*args, **kw):
+        s = orig(*args, **kw)
+        return dataclasses.replace(s, hw=dataclasses.replace(s.hw, **hw_update))
+
+    sweep_api.build_sku = patched
+    try:
+        yield
+    finally:
+        sweep_api.build_sku = orig
 
 
 def run_row(catalog, r: dict[str, str], *, lift: bool = True) -> dict | None:
