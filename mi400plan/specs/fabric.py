@@ -174,9 +174,10 @@ class Fabric(ProfileBase):
         per-GPU = lanes x lane rate / 8; per-GPU = NICs x NIC rate / 8; torus: product(dims) =
         domain and links = 2 x dims; switch plane: lanes per ASIC x ASICs = lanes per GPU,
         domain x lanes per ASIC x lane rate = ASIC capacity, ASICs x capacity = aggregate,
-        domain x per-GPU = aggregate.
+        domain x per-GPU = aggregate. Also the text rules every profile follows
+        (``ProfileBase.consistency_errors``).
         """
-        errs: list[str] = []
+        errs: list[str] = [f"{self.name}: {e}" for e in super().consistency_errors()]
 
         def v(e: Estimate) -> float | None:
             return e.nominal
