@@ -108,6 +108,10 @@ class Fabric(ProfileBase):
 
     switch: SwitchPlane | None = None
     conflicts: list[Conflict] = Field(default_factory=list)
+    # The real topology cannot be represented by the model: this text names what stands in for it
+    # ("Boardfly modelled as one non-blocking switch ..."); every result that uses the fabric says so
+    # (profiles.approximation_warnings).
+    approximation: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _shape(self) -> "Fabric":

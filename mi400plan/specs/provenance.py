@@ -80,7 +80,7 @@ _FIELD_UNITS: tuple[tuple[str, str, float], ...] = (
     (r"_tb_per_s$", "bandwidth", 1000.0),
     (r"_gbit_per_s$", "bandwidth", 1 / 8),
     (r"_tbit_per_s(_per_dir)?$", "bandwidth", 125.0),
-    (r"(^|\.)hbm_(capacity|usable)$", "capacity", 1.0),
+    (r"(^|\.)hbm_(capacity|usable)(_gib?)?$", "capacity", 1.0),
     (r"_w$", "power", 1.0),
     (r"_tflops$", "compute", 1.0),
     (r"_tops$", "compute", 1.0),
