@@ -345,6 +345,7 @@ def test_every_result_on_an_approximated_fabric_names_it(cli, sku) -> None:
     runs = [["fit", "llama3-70b", "--sku", sku], ["comm", "all-reduce", "--size", "64MB", "--group", "8", "--sku", sku]]
     if acc(sku).compute.peak_flops("fp8").known:
         runs.append(["sweep", "llama3-70b", "--sku", sku, "--gpus", "64", "--top", "1", "--precision", "fp8"])
+        runs.append(["serve", "llama3-70b", "--sku", sku])
     for args in runs:
         r = cli([*args, "--json"])
         assert r.exit_code == 0, (args, r.output)
