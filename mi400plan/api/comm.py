@@ -176,7 +176,9 @@ def comm(
     systems += [_fabric_system(catalog, f, scale_out) for f in fabrics]
     systems += [_sku_system(catalog, s) for s in skus]
 
-    warnings: list[str] = []
+    from mi400plan.profiles import approximation_warnings
+
+    warnings: list[str] = approximation_warnings(catalog, skus, fabrics + ([scale_out] if scale_out else []))
     uncertain: list[str] = []
     S = np.asarray(sizes, dtype=float)
     per_system: list[tuple[_System, dict[str, comms.PlacedTime]]] = []

@@ -30,6 +30,7 @@ from mi400plan.results.serve import (
     Span,
 )
 from mi400plan.units import HOUR
+from mi400plan.profiles import approximation_warnings
 
 DEFAULT_GPUS = 8  # one 8-GPU node (HGX / MI3xx OAM platform)
 DEFAULT_LEN = 1024  # InferenceX's 1k1k scenario: 1,024 input and 1,024 output tokens
@@ -324,7 +325,7 @@ def serve(
         evaluated=evaluated, valid=valid, rejected={k: v for k, v in rejected.items() if v},
         skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips, ranges=ranges,
         curves=[_curve(s.name, per_sku[s.name]) for s in sk],
-        warnings=list(flips) + cost_warn,
+        warnings=list(flips) + cost_warn + approximation_warnings(catalog, names),
     )
 
 
