@@ -93,3 +93,25 @@ def test_batch_in_json_and_table(cli) -> None:
     assert b["law"].startswith("DeepSeek LLM (arXiv 2401.02954") and b["tokens_assumed"]
     t = cli(args)
     assert "Global batch" in t.output and "2401.02954" in t.output
+
+
+def test_planner_raises_a_starving_batch_to_the_first_that_fills_the_pipeline(catalog) -> None:
+    from mi400plan.api.sweep import build_sku, planned_search
+    from mi400plan.batch import BatchLaw
+    from mi400plan.params import count_params
+    from mi400plan.search import SearchOptions, Workload, iter_rows, search
+    from mi400plan.specs.layout import TrainOptions
+
+    spec = catalog.get("models", "llama3.1-405b").spec
+    wl0 = Workload(spec, count_params(spec), TrainOptions().train_recipe(), 8192, 512)
+    hw = build_sku(catalog, "mi355x", "bf16").hw
+    # a bound whose candidates start at 512 sequences, which starves 12,288 GPUs (see the pinned test)
+    law = BatchLaw(1.0, 1.0, False, 1.0, 1.0, 1.0, 8192, (512, 1024, 2048, 4096))
+    _, wl, choice = planned_search(wl0, law, False, hw, 12288, SearchOptions(), 1, None, False)
+    assert choice.tried_seqs[0] == 512 and not choice.starved
+    assert wl.global_batch == choice.global_batch_seqs == choice.tried_seqs[-1]
+    for gb in choice.tried_seqs[:-1]:  # every smaller batch tried starves its best layout
+        from dataclasses import replace
+
+        r = next(iter_rows(search(replace(wl0, global_batch=gb), hw, 12288, SearchOptions(), top_k=1).top))
+        assert pipeline_starved(r["pp"], r["vpp"], int(round(r["m"])))
