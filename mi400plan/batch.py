@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mi400plan.errors import UsageError
+
 DEEPSEEK_COEF = 0.2920  # arXiv 2401.02954 eq. 1: B_opt = 0.2920 C^0.3271 tokens
 DEEPSEEK_EXP = 0.3271
 BOUND_FACTOR = 2.0  # the planner's tolerance above B_opt: one doubling
@@ -84,6 +86,10 @@ def batch_law(flops_per_token: float, seq_len: int, train_tokens: float | None, 
     assumed = not train_tokens
     d = float(train_tokens) if train_tokens else CHINCHILLA_TOKENS_PER_PARAM * float(active_params)
     c = flops_per_token * d
+    if not (math.isfinite(c) and c > 0):
+        raise UsageError(f"the training compute {flops_per_token:.3g} FLOPs/token x {d:.3g} tokens is not a "
+                         "positive finite number of FLOPs, so no global batch can be planned",
+                         hint="give --tokens a plausible count (15T), or pin --global-batch")
     b_opt = optimal_batch_tokens(c)
     bound = BOUND_FACTOR * b_opt
     hi = max(1, math.floor(bound / seq_len))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mi400plan.batch import BatchLaw
 from mi400plan.errors import MissingValueError, UsageError
 from mi400plan.results.sweep import (
     BatchChoice,
@@ -646,7 +647,7 @@ def _scaling_flips(below: dict[str, int | None], below_c: dict[str, dict[str, in
     return out
 
 
-def planned_search(wl0: Any, law: Any, pinned: bool, hw: Any, size: int, opts: Any, top: int,
+def planned_search(wl0: Any, law: BatchLaw, pinned: bool, hw: Any, size: int, opts: Any, top: int,
                    progress: Callable[[int, int], None] | None, pareto: bool) -> tuple[Any, Any, BatchChoice]:
     """The search at the global batch for ``size`` GPUs: ``wl0``'s when ``pinned``; otherwise the
     first of ``law.candidates`` (``batch.batch_law``: from the one nearest the law's optimum up to its
@@ -657,10 +658,10 @@ def planned_search(wl0: Any, law: Any, pinned: bool, hw: Any, size: int, opts: A
     from mi400plan.batch import pipeline_starved
     from mi400plan.search import search
 
-    sizes = [wl0.global_batch] if pinned else list(law.candidates)
+    batches = [wl0.global_batch] if pinned else list(law.candidates)
     best: tuple[float, Any, Any] | None = None
     tried: list[int] = []
-    for gb in sizes:
+    for gb in batches:
         wl = replace(wl0, global_batch=gb)
         res = search(wl, hw, size, opts, top_k=top, progress=progress, pareto=pareto)
         tried.append(gb)
@@ -705,7 +706,7 @@ def _idle_warning(c: BatchChoice, pinned: bool) -> str | None:
     return idle_warning(f"{c.sku} x {c.gpus:,} GPUs", c.global_batch_seqs, c.pp, c.vpp, c.microbatches, pinned)
 
 
-def batch_plan(law: Any, pinned: bool, choices: list[BatchChoice]) -> BatchPlan:
+def batch_plan(law: BatchLaw, pinned: bool, choices: list[BatchChoice]) -> BatchPlan:
     """The ``batch`` block of a sweep result: the law's numbers, the rule in words, the choices."""
     from mi400plan.batch import BOUND_FACTOR, BUBBLE_LIMIT, LAW
 
