@@ -171,7 +171,7 @@ def render(res: SweepResult, console: Any) -> None:
 def _batch(res: SweepResult, console: Any) -> None:
     """How the global batch was chosen: the rule, the law's numbers and each size's choice."""
     b = res.batch
-    if b is None or not b.chosen:
+    if b is None or not b.chosen or b.pinned:  # a pinned batch is in the headline (and warned about if starved)
         return
     cols = ["SKU", ("GPUs", "right"), ("batch (seqs)", "right"), ("tokens", "right"), ("micro-batches", "right"),
             ("stages x chunks", "right"), ("bubble", "right"), "tried (seqs)"]
