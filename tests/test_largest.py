@@ -144,3 +144,12 @@ def test_tokens_needs_largest_train(cli) -> None:
     assert r.exit_code == 2 and "--tokens" in r.output
     r = cli(["fit", "--largest", "--sku", "mi355x", "--gpus", "8", "--mode", "infer", "--tokens", "1T"])
     assert r.exit_code == 2 and "--tokens" in r.output
+
+
+def test_tokens_table_and_json(cli) -> None:
+    args = ["fit", "--largest", "--sku", "mi300x", "--gpus", "64", "--tokens", "1T"]
+    r = cli(args)
+    assert r.exit_code == 0, r.output
+    assert "Training the largest model on 64 GPUs" in r.output and "days" in r.output
+    d = json.loads(cli([*args, "--json"]).stdout)["data"]
+    assert d["train_tokens"] == 1e12 and d["rows"][0]["run"]["days"] > 0
