@@ -44,12 +44,15 @@ def test_save_plan_round_trip(cli, tmp_path) -> None:
     plan = tmp_path / "plan.toml"
     r = cli(["sweep", "llama3-70b", "--sku", "mi355x", "--gpus", "1024", "--json", "--save", str(plan)])
     assert r.exit_code == 0, r.output
-    row = json.loads(r.stdout)["data"]["rows"][0]
+    d = json.loads(r.stdout)["data"]
+    row = d["rows"][0]
     data = tomllib.loads(plan.read_text())
     assert set(data["layout"]) == set(Layout.model_fields)
     assert Layout(**data["layout"]).tp == row["layout"]["tp"]
+    # the plan keeps the batch the saved row was priced at (the planned batch: see test_batch.py)
+    assert row["global_batch_seqs"] == d["global_batch_seqs"] == d["batch"]["chosen"][0]["global_batch_seqs"]
     assert data["plan"] == {"model": "llama3.1-70b", "sku": "mi355x", "gpus": 1024, "seq_len": 8192,
-                            "global_batch": 512, "precision": "bf16"}
+                            "global_batch": row["global_batch_seqs"], "precision": "bf16"}
 
 
 def test_sku_comparison_and_scaling(cli) -> None:

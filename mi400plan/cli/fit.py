@@ -109,6 +109,7 @@ def fit_cmd(
     family: Annotated[str, typer.Option("--family", help="With --largest: dense (Llama-3 shape) or moe.")] = "dense",
     experts: Annotated[int, typer.Option("--experts", help="With --largest --family moe: routed experts per layer.")] = 0,
     top_k: Annotated[int, typer.Option("--top-k", help="With --largest --family moe: experts each token runs.")] = 0,
+    tokens: Annotated[Optional[str], typer.Option("--tokens", help="With --largest --mode train: training tokens (15T); adds the largest model's step time and days to train.")] = None,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -141,16 +142,26 @@ def fit_cmd(
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
 
+    if tokens is not None and not largest:
+        raise typer.BadParameter("--tokens prices the answer of --largest; for a named model use "
+                                 "'sweep MODEL --tokens'", param_hint="--tokens")
     if largest:
         if model is not None or plan is not None:
             raise typer.BadParameter("--largest picks the model: drop the model name and --plan", param_hint="--largest")
+        if plot is not None:
+            raise typer.BadParameter("--largest draws no chart: drop --plot", param_hint="--plot")
+        if len(precisions) > 1:
+            raise typer.BadParameter("--largest takes one precision", param_hint="--precision")
+        pins = {"tp": tp, "pp": pp, "vpp": vpp, "dp": dp, "cp": cp, "ep": ep, "etp": etp, "zero": zero,
+                "micro_batch": micro_batch}
 
         def find_largest():  # noqa: ANN202
             from mi400plan.api.largest import largest as find
 
             return find(catalog(profiles), list(sku or []), mode=mode, gpus=gpus, family=family.strip().lower(),
                         experts=experts, top_k=top_k, seq_len=seq_n, batch=batch, global_batch=global_batch,
-                        precision=precision, kv_dtype=kv_dtype.value if kv_dtype else None)
+                        precision=precisions[0] if precisions else None,
+                        kv_dtype=kv_dtype.value if kv_dtype else None, pins=pins, tokens=tokens)
 
         run("fit", f, find_largest, check=check, ascii=ascii_, wide=wide)
         return
