@@ -8,10 +8,10 @@ backward, attention included; ``D`` training tokens)::
 
     B_opt = 0.2920 x C ** 0.3271          (tokens; C in FLOPs)
 
-The paper reports near-optimal loss over a wide band of batch sizes around the fitted optimum (same
-section). The planner starts at the batch nearest the law's optimum that a cluster can split and
-never goes above ``BOUND_FACTOR x B_opt`` (one doubling). The factor is the planner's stated
-tolerance (printed, overridable with ``--global-batch``), not a fitted value.
+The paper reports near-optimal loss over a band of batch sizes around the fitted optimum but gives
+the band no closed form, so the planner's convergence bound is the fitted optimum itself
+(``BOUND_FACTOR = 1``): the planned batch is never above ``B_opt``. It is the largest batch a
+cluster splits evenly at or below the bound (printed, overridable with ``--global-batch``).
 
 Without a token count the run is assumed compute-optimal: ``D = 20 x N`` tokens for ``N`` active
 parameters (Hoffmann et al., "Training Compute-Optimal Large Language Models", arXiv 2203.15556,
@@ -34,7 +34,7 @@ from mi400plan.errors import UsageError
 
 DEEPSEEK_COEF = 0.2920  # arXiv 2401.02954 eq. 1: B_opt = 0.2920 C^0.3271 tokens
 DEEPSEEK_EXP = 0.3271
-BOUND_FACTOR = 2.0  # the planner's tolerance above B_opt: one doubling
+BOUND_FACTOR = 1.0  # the bound is B_opt itself: the paper gives its near-optimal band no closed form
 CHINCHILLA_TOKENS_PER_PARAM = 20.0  # arXiv 2203.15556: compute-optimal tokens per parameter
 BUBBLE_LIMIT = 0.25  # GPipe: bubble negligible when micro-batches >= 4 x stages -> (K-1)/(4K) < 1/4
 LAW = "DeepSeek LLM (arXiv 2401.02954, 2024-01) eq. 1: B_opt = 0.2920 x C^0.3271 tokens, C = M x D FLOPs"
@@ -82,7 +82,8 @@ def batch_law(flops_per_token: float, seq_len: int, train_tokens: float | None, 
     """The bound for a run of ``train_tokens`` (or ``CHINCHILLA_TOKENS_PER_PARAM x active_params``).
 
     Candidates: the batches of ``batch_candidates`` from the one nearest ``B_opt`` (in ratio, ties
-    to the smaller) up to ``BOUND_FACTOR x B_opt``; one sequence when even that exceeds the bound."""
+    to the smaller) up to ``BOUND_FACTOR x B_opt`` (with the factor 1, the largest batch at or below
+    ``B_opt``); one sequence when even that exceeds the bound."""
     assumed = not train_tokens
     d = float(train_tokens) if train_tokens else CHINCHILLA_TOKENS_PER_PARAM * float(active_params)
     c = flops_per_token * d

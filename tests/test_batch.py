@@ -28,11 +28,11 @@ def test_candidates_and_bound_by_hand() -> None:
     # 2^k and 3 x 2^k between 5 and 40
     assert batch_candidates(5, 40) == [6, 8, 12, 16, 24, 32]
     # M = 1e12 FLOPs/token, D = 1e12 tokens: C = 1e24, B_opt = 2.0691e7 tokens = 2,525.8 sequences of 8,192;
-    # nearest candidate in ratio: 2,048 (x1.233) or 3,072 (x1.216) -> 3,072; bound 2 x B_opt = 5,051 seqs
+    # the bound is B_opt itself: the largest 2^k or 3 x 2^k at or below 2,525.8 sequences is 2,048
     law = batch_law(1e12, 8192, 1e12, active_params=5e10)
     assert not law.tokens_assumed and law.compute_flops == 1e24
     assert law.b_opt_tokens == pytest.approx(2.0691e7, rel=1e-3)
-    assert law.candidates == (3072, 4096)
+    assert law.candidates == (2048,) and law.bound_tokens == pytest.approx(law.b_opt_tokens)
     # no --tokens: D = 20 x active parameters (Chinchilla) = 20 x 5e10 = 1e12, the same run
     assumed = batch_law(1e12, 8192, None, active_params=5e10)
     assert assumed.tokens_assumed and assumed.train_tokens == 1e12 and assumed.candidates == law.candidates

@@ -291,7 +291,7 @@ def test_sweep_at_the_largest_gpu_count_answers(cli):
     r = cli([*args, "--global-batch", "512"])
     assert r.exit_code == 0, r.output
     assert "nearest GPU counts that work" in " ".join(json.loads(r.stdout)["data"]["warnings"])
-    # the planned batch stops at its bound (2 x B_opt) and says the pipeline is still starved
+    # the planned batch stops at its bound (B_opt) and says the pipeline is still starved
     r = cli(args)
     assert r.exit_code == 0, r.output
     assert "leaves the cluster mostly idle" in " ".join(json.loads(r.stdout)["data"]["warnings"])
