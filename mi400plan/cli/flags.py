@@ -87,6 +87,7 @@ FLAG_DOMAINS: dict[str, Domain] = {
 FLAG_CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     # (what, choices): sweep takes the dtypes fit does (fit's --grad-dtype is an enum of these two).
     "--grad-dtype": ("gradient dtype", ("fp32", "bf16")),
+    "--rank-by": ("serving order", ("tok-per-gpu", "cost", "ttft")),
 }
 
 

@@ -33,6 +33,11 @@ def cmd(
     electricity_price: PriceOpt = None,
     pue: PueOpt = None,
     gpu_load: LoadOpt = None,
+    rank_by: Annotated[Optional[str], typer.Option(
+        "--rank-by", metavar="tok-per-gpu|cost|ttft",
+        help="Order of the layouts under an SLA and the leader of the SKU comparison: output tokens/s/GPU, $ per "
+        "million output tokens, or time to first token. Default: cost when every SKU has a price per GPU-hour "
+        "(the cost model's or --gpu-hour-cost), else tok-per-gpu.")] = None,
     top: Annotated[int, typer.Option("--top", help="Points to list per SKU.")] = 8,
     tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
     pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
@@ -69,7 +74,7 @@ def cmd(
             disagg=disagg, gpu_hour_cost=gpu_hour_cost, top=top, tp=tps, pp=pps, ep=eps, dp_attention=dp_attention,
             spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, reserve=reserve,
             matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, ranges=not no_ranges, site=site,
-            cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None),
+            cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None), rank_by=rank_by,
         )
 
     run("serve", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
