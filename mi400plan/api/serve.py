@@ -46,25 +46,28 @@ CORNERS = ("pessimistic", "optimistic")
 
 
 def parse_length(text: str | int, what: str) -> int:
-    """A token count: ``1024``, ``1k`` = 1,024 and ``8k`` = 8,192 (InferenceX's 1k/8k scenario names)."""
-    t = str(text).strip().lower().replace("_", "").replace(",", "")
-    m = re.fullmatch(r"(\d+)(k?)", t)
-    if not m or int(m.group(1)) < 1:
+    """A token count read as ``--seq`` reads it (``units.parse_seq_len``): ``1024``, ``1k`` = 1,024 and ``8k`` =
+    8,192 (InferenceX's 1k/8k scenario names), ``128Ki``; ``1,024`` is refused (``units.COUNT_RULE``)."""
+    from mi400plan.units import UnitError, parse_seq_len
+
+    try:
+        n = parse_seq_len(str(text), what)
+    except UnitError as exc:
+        raise UsageError(f"{exc}; give a positive token count (1024, 1k = 1,024, 8k = 8,192)") from None
+    if n < 1:
         raise UsageError(f"cannot read {what} {text!r}: give a positive token count (1024, 1k = 1,024, 8k = 8,192)")
-    return int(m.group(1)) * (1024 if m.group(2) else 1)
+    return n
 
 
 def parse_concurrency(text: str | None) -> np.ndarray:
-    """``1..1024`` (every integer), ``64`` or ``1,4,16,64`` -> sorted concurrencies (sequences per replica)."""
-    t = (text or f"1..{MAX_CONCURRENCY}").replace(" ", "")
+    """``1..1024`` (every integer), ``64``, ``1k`` or ``1,4,16,64`` -> sorted concurrencies (sequences per
+    replica), read by ``units.parse_count_list``."""
+    from mi400plan.units import UnitError, parse_count_list
+
     try:
-        if ".." in t:
-            lo, hi = (int(x) for x in t.split("..", 1))
-            vals = list(range(lo, hi + 1))
-        else:
-            vals = sorted({int(x) for x in t.split(",") if x})
-    except ValueError:
-        raise UsageError(f"cannot read --concurrency {text!r}: give 64, 1,4,16 or 1..1024") from None
+        vals = parse_count_list(text or f"1..{MAX_CONCURRENCY}", "--concurrency", ranges="each", max_items=65536)
+    except UnitError as exc:
+        raise UsageError(f"{exc}; give 64, 1,4,16 or 1..1024") from None
     if not vals or min(vals) < 1 or max(vals) > 65536:
         raise UsageError(f"--concurrency {text!r} must list concurrencies between 1 and 65,536")
     return np.array(vals, dtype=np.float64)
@@ -161,6 +164,24 @@ def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, 
         calibration=_calibration_text(cat, name, nominal_sku, matmul, hbm, model_class), gpu_hour_cost=cost,
     )
     return _Sku(h.name, hw, info, rack_name)
+
+
+def _skus(cat: Any, names: list[str], precision: str, gpus: int, costs: dict[str, float | None], *,
+          matmul: float | None, hbm: float | None, model_class: str) -> tuple[list[_Sku], list[str]]:
+    """Each SKU's hardware; with several (``--sku all``), one that lacks a value the precision needs is left
+    out with a warning naming what is missing instead of stopping the comparison."""
+    out: list[_Sku] = []
+    skipped: list[str] = []
+    for n in names:
+        try:
+            out.append(_sku(cat, n, precision, gpus, costs[n], matmul=matmul, hbm=hbm, model_class=model_class))
+        except MissingValueError as exc:
+            if len(names) == 1:
+                raise
+            skipped.append(f"{n}: left out: {exc.message}")
+    if not out:
+        raise MissingValueError("no SKU has the values serving needs: " + "; ".join(skipped))
+    return out, skipped
 
 
 def _calibration_text(cat: Any, name: str, sku: Any, matmul: float | None, hbm: float | None,
@@ -293,12 +314,14 @@ def serve(
     from mi400plan.api.cost import gpu_hour_costs
 
     costs, cost_src, cost_warn = gpu_hour_costs(catalog, names, gpu_hour_cost, site, cost_overrides)
-    rank = _rank_by(rank_by, [costs[n] for n in names])
     from mi400plan.serve_calibration import model_class
 
     cls = model_class(wl.model)
-    sk = [_sku(catalog, n, prec, n_gpus, costs[n], matmul=matmul_efficiency, hbm=hbm_efficiency, model_class=cls)
-          for n in names]
+    sk, skipped = _skus(catalog, names, prec, n_gpus, costs, matmul=matmul_efficiency, hbm=hbm_efficiency,
+                        model_class=cls)
+    left_out = {w.split(":")[0] for w in skipped}
+    cost_warn = skipped + [w for w in cost_warn if w.split(":")[0] not in left_out]
+    rank = _rank_by(rank_by, [costs[s.name] for s in sk])
     rows: list[ServeRow] = []
     rejected = dict(lay.rejected)
     rejected.setdefault("sla", 0)

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mi400plan.cli.counts import count, one_sku
 from mi400plan.cli.common import (
     PRECISION_ALIASES, AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, alias, app, catalog,
     pick_format, run, seq_tokens,
@@ -14,8 +15,8 @@ from mi400plan.cli.common import (
 
 @app.command("budget")
 def cmd(
-    sku: Annotated[str, typer.Option("--sku", help="Accelerator profile.")],
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs in the cluster.")],
+    sku: Annotated[str, typer.Option("--sku", callback=one_sku, help="Accelerator profile (one).")],
+    gpus: Annotated[int, typer.Option("--gpus", parser=count, metavar="N", help="GPUs in the cluster (4096, 4Ki, 10k).")],
     days: Annotated[Optional[str], typer.Option("--days", help="Time budget (90d, 12w); the FLOPs follow from the cluster.")] = None,
     flops: Annotated[Optional[str], typer.Option("--flops", help="A FLOP budget instead of --days (3.8e25), in the law's 6ND convention.")] = None,
     law: Annotated[str, typer.Option("--law", help="Scaling law: chinchilla (Hoffmann et al. 2022 Approach 3), chinchilla-refit (Besiroglu et al. 2024), chinchilla-20 (20 tokens per parameter).")] = "chinchilla",
