@@ -89,6 +89,23 @@ def _sku_system(catalog: Any, name: str) -> _System:
     return _System(acc.name, _cases(up_spec), out, up_spec, out_spec if out else None, missing, sku=acc.name)
 
 
+def _sku_systems(catalog: Any, skus: list[str]) -> tuple[list[_System], list[str]]:
+    """Each SKU's system; ``all`` (alone or among others) is every accelerator of the catalog, and then one
+    whose fabrics lack a value is left out with a warning instead of stopping the comparison."""
+    if not any(s.strip().lower() == "all" for s in skus):
+        return [_sku_system(catalog, s) for s in skus], []
+    out: list[_System] = []
+    skipped: list[str] = []
+    for name in catalog.names("accelerators"):
+        try:
+            out.append(_sku_system(catalog, name))
+        except (MissingValueError, ProfileError) as exc:
+            skipped.append(f"{name}: left out: {exc.message}")
+    if not out:
+        raise MissingValueError("no SKU has the fabric values a collective needs: " + "; ".join(skipped))
+    return out, skipped
+
+
 def _slice_label(p: comms.TierParams, group_in: int) -> str | None:
     """Torus tiers: the slice the group's in-domain part occupies, e.g. ``4x4x4 (wraparound: all)``."""
     if p.topology != "torus" or group_in < 2:
@@ -174,9 +191,9 @@ def comm(
         p = comms.TierParams.from_bandwidth(bw_val, lat_val or 0.0)
         systems.append(_System("custom", {"nominal": p, "fast": p, "slow": p}, None, None, None))
     systems += [_fabric_system(catalog, f, scale_out) for f in fabrics]
-    systems += [_sku_system(catalog, s) for s in skus]
+    sku_systems, warnings = _sku_systems(catalog, skus)
+    systems += sku_systems
 
-    warnings: list[str] = []
     uncertain: list[str] = []
     S = np.asarray(sizes, dtype=float)
     per_system: list[tuple[_System, dict[str, comms.PlacedTime]]] = []

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mi400plan.cli.counts import count, expand_skus, sku_list
+from mi400plan.cli.counts import count, sku_list
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
 )
@@ -69,14 +69,13 @@ def comm_cmd(
     def compute():  # noqa: ANN202
         from mi400plan.api.comm import comm
 
-        cat = catalog(profiles)
         return comm(
-            cat,
+            catalog(profiles),
             op,
             size,
             group,
             fabrics=fabric,
-            skus=None if sku is None else expand_skus(cat, sku),
+            skus=sku,
             bw=bw,
             latency=latency,
             scale_out=scale_out,

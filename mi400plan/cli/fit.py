@@ -109,8 +109,8 @@ def fit_cmd(
              "(train: some layout of the sweep's search fits; infer: one replica holds --batch x --seq), with "
              "its layout and the next larger step, which does not fit.")] = False,
     family: Annotated[str, typer.Option("--family", help="With --largest: dense (Llama-3 shape) or moe.")] = "dense",
-    experts: Annotated[int, typer.Option("--experts", help="With --largest --family moe: routed experts per layer.")] = 0,
-    top_k: Annotated[int, typer.Option("--top-k", help="With --largest --family moe: experts each token runs.")] = 0,
+    experts: Annotated[int, typer.Option("--experts", parser=count, metavar="N", help="With --largest --family moe: routed experts per layer.")] = 0,
+    top_k: Annotated[int, typer.Option("--top-k", parser=count, metavar="N", help="With --largest --family moe: experts each token runs.")] = 0,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,

@@ -44,7 +44,7 @@ def cmd(
     pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
     ep: Annotated[Optional[str], typer.Option("--ep", help="Only these EP sizes (MoE).")] = None,
     dp_attention: Annotated[Optional[bool], typer.Option("--dp-attention/--no-dp-attention", help="Only layouts with (or without) attention data parallelism (MoE).")] = None,
-    spec_tokens: Annotated[int, typer.Option("--spec-tokens", help="Speculative decoding / MTP: draft tokens verified per step.")] = 0,
+    spec_tokens: Annotated[int, typer.Option("--spec-tokens", parser=count, metavar="N", help="Speculative decoding / MTP: draft tokens verified per step.")] = 0,
     spec_acceptance: Annotated[float, typer.Option("--spec-acceptance", help="Probability that a draft token is accepted.")] = 0.0,
     reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default); vLLM's gpu-memory-utilization 0.9 is '10%'.")] = None,
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Override the achievable matmul fraction of peak.")] = None,
