@@ -21,10 +21,17 @@ import numpy as np
 from mi400plan.units import HOUR
 
 RANK_BY = ("tok-per-gpu", "cost", "ttft")
-DEFAULT_RULE = ("cost ($/Mtok output, lowest first) when every SKU has a price per GPU-hour, else tok-per-gpu "
-                "(output tokens/s/GPU, highest first); --rank-by overrides")
+DEFAULT_RULE = "the default when every SKU has a price per GPU-hour, else tok-per-gpu; --rank-by overrides"
 WHAT = {"tok-per-gpu": "highest output tokens/s/GPU first", "cost": "lowest $ per million output tokens first",
         "ttft": "lowest time to first token first"}
+
+
+def rule_text(rank_by: str, given: bool) -> str:
+    """Why the order is ``rank_by``: given on the command line, or the default rule."""
+    if given:
+        return f"{rank_by} (--rank-by)"
+    return f"{rank_by}: {DEFAULT_RULE}" if rank_by == "cost" else f"{rank_by}: a SKU has no price per GPU-hour, " \
+        "so not cost; --rank-by overrides"
 
 
 def default_rank_by(prices: list[float | None]) -> str:

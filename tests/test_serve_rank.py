@@ -99,7 +99,7 @@ def test_cli_sla_comparison_matches_the_search_without_sla(cli):
         assert s[level]["best"] == f[level]["best"]
         assert s[level]["below_sla"] is (level < 50)
     assert s[10]["best"]["mi355x"] > 2 * s[50]["best"]["mi355x"]  # the old rows repeated the >= 50 value
-    assert sla["rank_by"] == "cost" and "default" in sla["rank_rule"]
+    assert sla["rank_by"] == "cost" and "default" in sla["rank_rule"] and "--rank-by" in sla["rank_rule"]
 
 
 def test_cli_rank_by_flag(cli):

@@ -29,7 +29,7 @@ from mi400plan.results.serve import (
     SkuInfo,
     Span,
 )
-from mi400plan.serve_rank import DEFAULT_RULE, RANK_BY, WHAT, default_rank_by
+from mi400plan.serve_rank import RANK_BY, WHAT, default_rank_by, rule_text
 from mi400plan.serve_rank import score as rank_score
 from mi400plan.serve_rank import shown as rank_shown
 from mi400plan.units import HOUR
@@ -94,6 +94,13 @@ def parse_interactivity(text: str | None) -> float | None:
     if not m or not float(m.group(1)) > 0:
         raise UsageError(f"cannot read --interactivity {text!r}: give tokens/s per user, e.g. 30 or 30tok/s")
     return float(m.group(1))
+
+
+def parse_sla(tpot: str | None, ttft: str | None, interactivity: str | None) -> dict[str, float]:
+    """The SLA terms given: ``tpot_s``, ``ttft_s`` (seconds) and ``interactivity`` (tokens/s per user)."""
+    terms = {"tpot_s": parse_seconds(tpot, "--tpot"), "ttft_s": parse_seconds(ttft, "--ttft"),
+             "interactivity": parse_interactivity(interactivity)}
+    return {k: v for k, v in terms.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -164,6 +171,26 @@ def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, 
         calibration=_calibration_text(cat, name, nominal_sku, matmul, hbm, model_class), gpu_hour_cost=cost,
     )
     return _Sku(h.name, hw, info, rack_name)
+
+
+def _priced_skus(catalog: Any, skus: list[str], prec: str, n_gpus: int, wl: Any, gpu_hour_cost: float | None,
+                 site: str | None, cost_overrides: Any, *, matmul: float | None,
+                 hbm: float | None) -> tuple[list[_Sku], dict[str, str], list[str]]:
+    """The SKUs named (``all`` expanded, repeats dropped) with their hardware and price per GPU-hour: (SKUs,
+    where each price came from, warnings: SKUs left out and SKUs no cost profile prices)."""
+    from mi400plan.api.cost import gpu_hour_costs
+    from mi400plan.api.sweep import expand_all
+    from mi400plan.serve_calibration import model_class
+
+    names: list[str] = []
+    for s in expand_all(catalog, skus):
+        c = catalog.resolve("accelerators", s)
+        if c not in names:
+            names.append(c)
+    costs, cost_src, cost_warn = gpu_hour_costs(catalog, names, gpu_hour_cost, site, cost_overrides)
+    sk, skipped = _skus(catalog, names, prec, n_gpus, costs, matmul=matmul, hbm=hbm, model_class=model_class(wl.model))
+    left_out = {w.split(":")[0] for w in skipped}
+    return sk, cost_src, skipped + [w for w in cost_warn if w.split(":")[0] not in left_out]
 
 
 def _skus(cat: Any, names: list[str], precision: str, gpus: int, costs: dict[str, float | None], *,
@@ -288,15 +315,7 @@ def serve(
     for flag, vals in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
         if vals and min(vals) < 1:
             raise UsageError(f"{flag} values must be positive integers")
-    sla = {}
-    t_tpot, t_ttft = parse_seconds(tpot, "--tpot"), parse_seconds(ttft, "--ttft")
-    inter = parse_interactivity(interactivity)
-    if t_tpot is not None:
-        sla["tpot_s"] = t_tpot
-    if t_ttft is not None:
-        sla["ttft_s"] = t_ttft
-    if inter is not None:
-        sla["interactivity"] = inter
+    sla = parse_sla(tpot, ttft, interactivity)
     conc = parse_concurrency(concurrency)
     wl = core.Workload(model, count_params(model), recipe, I, O, spec_tokens, spec_acceptance)
     lay = core.layout_grid(model, n_gpus, len(conc), tp=tp, pp=pp, ep=ep,
@@ -306,22 +325,9 @@ def serve(
         raise LayoutError(f"no serving layout of {model.name} on {n_gpus} GPUs passes the rules: {why}",
                           rule=next((k for k, v in lay.rejected.items() if v), None),
                           hint="TP must divide the attention heads and the GPUs, PP the layers, EP the experts")
-    names: list[str] = []
-    for s in skus:
-        c = catalog.resolve("accelerators", s)
-        if c not in names:
-            names.append(c)
-    from mi400plan.api.cost import gpu_hour_costs
-
-    costs, cost_src, cost_warn = gpu_hour_costs(catalog, names, gpu_hour_cost, site, cost_overrides)
-    from mi400plan.serve_calibration import model_class
-
-    cls = model_class(wl.model)
-    sk, skipped = _skus(catalog, names, prec, n_gpus, costs, matmul=matmul_efficiency, hbm=hbm_efficiency,
-                        model_class=cls)
-    left_out = {w.split(":")[0] for w in skipped}
-    cost_warn = skipped + [w for w in cost_warn if w.split(":")[0] not in left_out]
-    rank = _rank_by(rank_by, [costs[s.name] for s in sk])
+    sk, cost_src, cost_warn = _priced_skus(catalog, skus, prec, n_gpus, wl, gpu_hour_cost, site, cost_overrides,
+                                           matmul=matmul_efficiency, hbm=hbm_efficiency)
+    rank = _rank_by(rank_by, [s.info.gpu_hour_cost for s in sk])
     rows: list[ServeRow] = []
     rejected = dict(lay.rejected)
     rejected.setdefault("sla", 0)
@@ -351,7 +357,7 @@ def serve(
         model=model.name, input_len=I, output_len=O, precision=prec, kv_dtype=kv, disaggregated=disagg, sla=sla,
         order=f"{WHAT[rank]}, {ORDER_TIES}" if sla else "Pareto points, most interactive first (no point beats "
                                                          "another in both tokens/s/user and tokens/s/GPU)",
-        rank_by=rank, rank_rule=f"{rank}" + (" (--rank-by)" if rank_by else f" (default: {DEFAULT_RULE})"),
+        rank_by=rank, rank_rule=rule_text(rank, rank_by is not None),
         evaluated=evaluated, valid=valid, rejected={k: v for k, v in rejected.items() if v},
         skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips, ranges=ranges,
         curves=[_curve(s.name, per_sku[s.name]) for s in sk],

@@ -76,9 +76,3 @@ def one_sku(value: str | None) -> str | None:
                                  "(fit, sweep, serve and comm compare several)", param_hint="--sku")
     return names[0] if names else value
 
-
-def expand_skus(cat: Any, names: list[str]) -> list[str]:
-    """``all`` among ``names``: every accelerator of the catalog (``api.sweep.expand_all``)."""
-    from mi400plan.api.sweep import expand_all
-
-    return expand_all(cat, names)

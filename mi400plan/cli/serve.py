@@ -10,7 +10,7 @@ from mi400plan.cli.cost import LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.common import (
     AsciiOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, WideOpt, app, catalog, pick_format, run,
 )
-from mi400plan.cli.counts import count, expand_skus, sku_list
+from mi400plan.cli.counts import count, sku_list
 from mi400plan.cli.sweep import _ints
 
 
@@ -69,9 +69,8 @@ def cmd(
         from mi400plan.api.fleet import serve_fleet
         from mi400plan.cli.cost import site_overrides
 
-        cat = catalog(profiles)
         return serve_fleet(
-            cat, model, expand_skus(cat, sku), racks=racks, gpus=gpus, input_len=input_len, output_len=output_len, precision=precision,
+            catalog(profiles), model, sku, racks=racks, gpus=gpus, input_len=input_len, output_len=output_len, precision=precision,
             kv_dtype=kv_dtype, concurrency=concurrency, tpot=tpot, ttft=ttft, interactivity=interactivity,
             disagg=disagg, gpu_hour_cost=gpu_hour_cost, top=top, tp=tps, pp=pps, ep=eps, dp_attention=dp_attention,
             spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, reserve=reserve,

@@ -107,7 +107,9 @@ def render(res: ServeResult, console: Any) -> None:
     if res.comparison:
         _comparison(res, console)
     _fleet(res, console)
-    console.print(f"Order: {res.order}. Ranked by {res.rank_rule}.", markup=False, highlight=False)
+    console.print(f"Order: {res.order}.", markup=False, highlight=False)
+    if res.sla or res.comparison:
+        console.print(f"Ranked by {res.rank_rule}.", markup=False, highlight=False)
     rej = ", ".join(f"{k} {v:,}" for k, v in res.rejected.items() if v)
     console.print(f"Evaluated {res.evaluated:,} layout x concurrency points: {res.valid:,} fit"
                   + (" and meet the SLA" if res.sla else "") + f"; rejected: {rej or 'none'}.",
