@@ -210,3 +210,16 @@ def test_comm_sku_all(cli):
     assert r.exit_code == 0, r.stdout
     env = json.loads(r.stdout)
     assert len(env["data"]["systems"]) > 5 and any("left out" in w for w in env["data"]["warnings"])
+
+
+def test_fit_and_budget_suffix_reproducers(cli):
+    """`fit --gpus 1k` and `budget --gpus 10k` were refused; they run on 1,000 and 10,000 GPUs."""
+    r = cli(["fit", "llama3-70b", "--sku", "mi355x", "--gpus", "1k", "--json"])
+    assert r.exit_code in (0, 4), r.stdout
+    assert json.loads(r.stdout)["data"]["rows"][0]["gpus"] == 1000
+    r = cli(["budget", "--sku", "mi355x", "--gpus", "10k", "--days", "30d", "--json"])
+    assert r.exit_code in (0, 4), r.stdout
+    assert json.loads(r.stdout)["data"]["gpus"] == 10_000
+    # A list of three-digit items: a space after the comma says it is a list.
+    r = cli(["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64, 128", "--no-ranges", "--top", "1", "--json"])
+    assert [s["gpus"] for s in json.loads(r.stdout)["data"]["scaling"]] == [64, 128]
