@@ -223,3 +223,24 @@ def test_fit_and_budget_suffix_reproducers(cli):
     # A list of three-digit items: a space after the comma says it is a list.
     r = cli(["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64, 128", "--no-ranges", "--top", "1", "--json"])
     assert [s["gpus"] for s in json.loads(r.stdout)["data"]["scaling"]] == [64, 128]
+
+
+@pytest.mark.parametrize(("argv", "want"), [
+    (["rack", "helios,gb200-nvl72"], ["helios", "gb200-nvl72"]),
+    (["cost", "mi355x, b200", "mi355x"], ["mi355x", "b200"]),
+])
+def test_profile_name_arguments_take_comma_lists(argv, want, monkeypatch):
+    import importlib
+
+    from typer._click.globals import get_current_context
+
+    seen = {}
+
+    def fake_run(*args, **kwargs):
+        seen.update(get_current_context().params)
+        raise typer.Exit(0)
+
+    monkeypatch.setattr(importlib.import_module(f"mi400plan.cli.{argv[0]}"), "run", fake_run)
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert seen["names"] == want

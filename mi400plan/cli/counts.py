@@ -52,15 +52,27 @@ def count_list(text: str, flag: str, ranges: str = "double") -> list[int]:
 def sku_list(values: list[str] | None) -> list[str] | None:
     """``--sku`` values split at commas, stripped, repeats dropped (typer ``callback``); ``all`` is kept for
     the command to expand with its catalog. An empty name is a usage error."""
+    return _split(values, "--sku")
+
+
+def name_list(values: list[str] | None) -> list[str] | None:
+    """Profile names given as arguments (``rack helios,gb200-nvl72``, ``cost mi355x,b200``), split as ``--sku``;
+    a file path (``.toml``, or with a ``/``) is kept whole, commas and all."""
+    return _split(values, "NAMES", keep_paths=True)
+
+
+def _split(values: list[str] | None, hint: str, keep_paths: bool = False) -> list[str] | None:
     if values is None:
         return None
     out: list[str] = []
     for value in values:
-        for name in str(value).split(","):
+        text = str(value)
+        is_path = keep_paths and ("/" in text or "\\" in text or text.lower().endswith(".toml"))
+        for name in [text] if is_path else text.split(","):
             name = name.strip()
             if not name:
-                raise typer.BadParameter(f"empty SKU name in {value!r}; separate names with single commas",
-                                         param_hint="--sku")
+                raise typer.BadParameter(f"empty name in {value!r}; separate names with single commas",
+                                         param_hint=hint)
             if name not in out:
                 out.append(name)
     return out

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mi400plan.cli.counts import count, one_sku
+from mi400plan.cli.counts import count, name_list, one_sku
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
 )
@@ -25,7 +25,7 @@ class CoolantChoice(str, Enum):
 
 @app.command("rack")
 def rack_cmd(
-    names: Annotated[list[str], typer.Argument(help="Rack profile name(s), alias(es) or TOML path(s); several compare side by side.")],
+    names: Annotated[list[str], typer.Argument(callback=name_list, help="Rack profile name(s), alias(es) or TOML path(s); several (or a comma list) compare side by side.")],
     sku: Annotated[Optional[str], typer.Option("--sku", callback=one_sku, help="Accelerator profile replacing the rack's own SKU (one).")] = None,
     racks: Annotated[Optional[int], typer.Option("--racks", parser=count, metavar="N", help="Facility: number of racks.")] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", parser=count, metavar="N", help="Facility: number of GPUs (racks = ceil(GPUs / GPUs per rack)).")] = None,
