@@ -449,6 +449,29 @@ class Catalog:
         return out
 
 
+def approximation_warnings(
+    catalog: "Catalog", skus: list[str] | tuple[str, ...] = (), fabrics: list[str] | tuple[str, ...] = ()
+) -> list[str]:
+    """One warning per fabric, named directly or as an accelerator's default scale-up / scale-out
+    fabric, whose profile says its topology is approximated (``Fabric.approximation``)."""
+    names: list[str] = list(fabrics)
+    for sku in skus:
+        try:
+            ic = catalog.get("accelerators", sku).spec.interconnect
+        except (ProfileError, UnknownNameError):
+            continue
+        names += [n for n in (ic.scale_up_fabric, ic.scale_out_fabric) if n]
+    out: list[str] = []
+    for name in dict.fromkeys(names):
+        try:
+            note = getattr(catalog.get("fabrics", name).spec, "approximation", None)
+        except (ProfileError, UnknownNameError):
+            continue
+        if note:
+            out.append(f"fabric {name} is an approximation: {note}")
+    return out
+
+
 def kind_of_path(path: Path) -> str | None:
     """Guess a profile file's kind from its parent directory name (``.../fabrics/x.toml``)."""
     parent = path.parent.name

@@ -33,6 +33,7 @@ from mi400plan.serve_rank import RANK_BY, WHAT, default_rank_by, rule_text
 from mi400plan.serve_rank import score as rank_score
 from mi400plan.serve_rank import shown as rank_shown
 from mi400plan.units import HOUR
+from mi400plan.profiles import approximation_warnings
 
 DEFAULT_GPUS = 8  # one 8-GPU node (HGX / MI3xx OAM platform)
 DEFAULT_LEN = 1024  # InferenceX's 1k1k scenario: 1,024 input and 1,024 output tokens
@@ -361,7 +362,7 @@ def serve(
         evaluated=evaluated, valid=valid, rejected={k: v for k, v in rejected.items() if v},
         skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips, ranges=ranges,
         curves=[_curve(s.name, per_sku[s.name]) for s in sk],
-        warnings=list(flips) + cost_warn,
+        warnings=list(flips) + cost_warn + approximation_warnings(catalog, [s.name for s in sk]),
     )
 
 

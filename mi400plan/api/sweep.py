@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mi400plan.errors import MissingValueError, UsageError
+from mi400plan.profiles import approximation_warnings
 from mi400plan.results.sweep import (
     NoLayout,
     CornerBest,
@@ -789,7 +790,7 @@ def sweep(
     warnings: list[str] = [
         f"{s} is a roadmap entry (announced, not shipping): {r}"
         for s in skus if (r := cat.get("accelerators", s).spec.roadmap)
-    ]
+    ] + approximation_warnings(cat, skus)
     energy: list[Any] = []
     totals: list[Any] = []  # the best layout's totals per SKU (single-size sweeps)
     for sku in built:
