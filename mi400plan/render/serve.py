@@ -159,13 +159,20 @@ def _comparison(res: ServeResult, console: Any) -> None:
         line: list[Any] = [f"{c.interactivity:g}" + ("*" if c.below_sla else "")]
         line += ["-" if c.best.get(n) is None else f"{c.best[n]:,.0f}" for n in names]
         if priced:
-            line += [_money(c.cost_per_mtok_output.get(n)) for n in names]
+            line += [_money3(c.cost_per_mtok_output.get(n)) for n in names]
         line.append(f"{c.leader}{_margin(c, res.rank_by)}" + (" (flips)" if c.flips else "") if c.leader else "-")
         out.append(line)
-    caption = ("each cell is the SKU's own best point at that level; the SLA's TPOT/TTFT bounds apply"
+    bounds = "/".join(t for k, t in (("tpot_s", "TPOT"), ("ttft_s", "TTFT")) if k in res.sla)
+    caption = ("each cell is the SKU's own best point at that level"
+               + (f"; the SLA's {bounds} bound applies" if bounds else "")
                + (f"; * = below --interactivity {floor:g}: searched without that floor" if floor else ""))
     print_table(console, cols, out, title="SKU comparison at equal interactivity (best layout of each SKU)",
                 caption=caption)
+
+
+def _money3(x: float | None) -> str:
+    """Dollars to three significant figures below $10 (cents alone hide the margin the leader column states)."""
+    return "-" if x is None else f"${x:,.3g}" if x < 10 else f"${x:,.2f}"
 
 
 def _margin(c: Any, rank_by: str) -> str:
