@@ -38,7 +38,7 @@ from mi400plan.results.sweep import (
     SweepRow,
     TimeBreakdown,
 )
-from mi400plan.units import DAY, HOUR, UnitError, US, fmt_bytes, fmt_count, fmt_pct, fmt_time, parse_count
+from mi400plan.units import DAY, HOUR, UnitError, US, fmt_bytes, fmt_count, fmt_pct, fmt_time, parse_count, parse_count_list
 
 DEFAULT_GLOBAL_BATCH_TOKENS = 2**22  # 4Mi tokens (Llama 3 pre-training began at 4M tokens per step)
 DEFAULT_SEQ_CAP = 8192
@@ -62,22 +62,12 @@ class Sku:
 
 
 def parse_gpus(text: str) -> list[int]:
-    """``1024`` / ``512,1024,2048`` / ``512..65536`` (doubling) -> sorted GPU counts."""
-    t = text.replace(" ", "").replace("_", "")
+    """``1024`` / ``1k`` / ``512,1024,2048`` / ``512..64Ki`` (doubling) -> sorted GPU counts (``units.COUNT_RULE``:
+    ``1,024`` is refused as a thousands separator)."""
     try:
-        if ".." in t:
-            lo_t, hi_t = t.split("..", 1)
-            lo, hi = int(parse_count(lo_t)), int(parse_count(hi_t))
-            if lo < 1 or hi < lo:
-                raise UsageError(f"--gpus range {text!r} must go from a positive count up to a larger one")
-            out, g = [], lo
-            while g <= hi:
-                out.append(g)
-                g *= 2
-            return out
-        vals = sorted({int(parse_count(x)) for x in t.split(",") if x})
+        vals = parse_count_list(text, "--gpus")
     except UnitError as exc:
-        raise UsageError(f"cannot read --gpus {text!r}: {exc}") from None
+        raise UsageError(str(exc)) from None
     if not vals or min(vals) < 1:
         raise UsageError(f"--gpus {text!r} must list positive GPU counts")
     return vals
