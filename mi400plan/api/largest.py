@@ -6,6 +6,7 @@ from typing import Any
 
 from mi400plan.errors import UsageError
 from mi400plan.results.largest import LargestResult, LargestRow, StepFit
+from mi400plan.specs.layout import TrainOptions
 
 MAX_REPLICA_GPUS = 4096  # one inference replica, as serve bounds it
 TRAIN_RULE = ("some training layout on exactly --gpus GPUs is valid and fits (the sweep's search); the "
@@ -16,8 +17,10 @@ INFER_RULE = ("one replica of --gpus GPUs (max(TP, EP) x PP) holds --batch seque
 
 def largest(cat: Any, skus: list[str], *, mode: str = "train", gpus: int | None = None, family: str = "dense",
             experts: int = 0, top_k: int = 0, seq_len: int | None = None, batch: int | None = None,
-            global_batch: int | None = None, precision: str | None = None, kv_dtype: str | None = None) -> LargestResult:
-    """Per SKU, the largest family model that fits ``gpus`` GPUs and the next larger step (which does not)."""
+            global_batch: int | None = None, precision: str | None = None, kv_dtype: str | None = None,
+            options: TrainOptions | None = None) -> LargestResult:
+    """Per SKU, the largest family model that fits ``gpus`` GPUs and the next larger step (which does not).
+    ``options`` is the training recipe (``TrainOptions``; ``precision`` on top of it)."""
     from mi400plan.family import FamilyTemplate
 
     from mi400plan.deadline import MAX_CLUSTER_GPUS
@@ -35,7 +38,8 @@ def largest(cat: Any, skus: list[str], *, mode: str = "train", gpus: int | None 
         raise UsageError(f"unknown --family {family!r}; choose dense or moe")
     template = FamilyTemplate(family, experts, top_k)  # type: ignore[arg-type]
     if mode == "train":
-        rows, seq, b, prec = _train(cat, skus, template, gpus, seq_len, global_batch, precision or "bf16")
+        rows, seq, b, prec = _train(cat, skus, template, gpus, seq_len, global_batch,
+                                      (options or TrainOptions()).merged(precision=precision))
         rule = TRAIN_RULE
     else:
         rows, seq, b, prec = _infer(cat, skus, template, gpus, seq_len, batch, precision, kv_dtype)
@@ -83,26 +87,27 @@ def _row(sku: str, found: Any, mode: str, template: Any) -> LargestRow:
 
 
 def _train(cat: Any, skus: list[str], template: Any, gpus: int, seq_len: int | None, global_batch: int | None,
-           precision: str) -> tuple[list[LargestRow], int, int, str]:
+           topts: TrainOptions) -> tuple[list[LargestRow], int, int, str]:
     from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, build_sku
     from mi400plan.largest import largest_fitting, train_judge
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload
-    from mi400plan.specs.layout import train_recipe
 
+    precision = topts.precision
     if precision not in PRECISIONS:
         raise UsageError(f"--largest trains in {' or '.join(PRECISIONS)}, not {precision!r}")
     seq = int(seq_len or min(template.max_seq_len, DEFAULT_SEQ_CAP))
     gb = int(global_batch or max(1, DEFAULT_GLOBAL_BATCH_TOKENS // seq))
-    recipe = train_recipe("megatron", precision=precision)
+    recipe = topts.train_recipe()
 
     def workload(spec: Any) -> Any:
         return Workload(spec, count_params(spec), recipe, seq, gb)
 
     rows = []
     for s in skus:
-        hw = build_sku(cat, s, precision).hw
-        rows.append(_row(hw.name, largest_fitting(template, train_judge(hw, gpus, workload, SearchOptions())),
+        hw = build_sku(cat, s, precision, offload=topts.offload_layers > 0).hw
+        opts = SearchOptions(**topts.search_flags())
+        rows.append(_row(hw.name, largest_fitting(template, train_judge(hw, gpus, workload, opts)),
                          "train", template))
     return rows, seq, gb, precision
 

@@ -644,6 +644,18 @@ def _scaling_flips(below: dict[str, int | None], below_c: dict[str, dict[str, in
     return out
 
 
+def pin_options(pins: dict[str, list[int]] | None) -> dict[str, tuple[int, ...]]:
+    """``--tp 8,16 --recompute full ...`` as ``search.SearchOptions`` keyword arguments (the values the
+    search may use); an empty list pins nothing."""
+    out: dict[str, tuple[int, ...]] = {}
+    for k, v in (pins or {}).items():
+        if v:
+            if any(int(x) < 0 for x in v):
+                raise UsageError(f"--{k.replace('_', '-')} values must be non-negative")
+            out[k] = tuple(int(x) for x in v)
+    return out
+
+
 def sweep(
     cat: Any,
     model: str,
@@ -754,18 +766,7 @@ def sweep(
     recipe = topts.train_recipe()
     wl = Workload(spec, counts, recipe, seq, gb)
     terms = model_terms(spec, counts, seq, recipe)
-    pin_kw: dict[str, Any] = {}
-    for k, v in (pins or {}).items():
-        if v:
-            if k == "recompute":
-                pin_kw[k] = tuple(v)
-            elif k == "sequence_parallel":
-                pin_kw[k] = tuple(int(x) for x in v)
-            else:
-                pin_kw[k] = tuple(int(x) for x in v)
-            if any(int(x) < 0 for x in v):
-                raise UsageError(f"--{k.replace('_', '-')} values must be non-negative")
-    opts = SearchOptions(**topts.search_flags(), **pin_kw)
+    opts = SearchOptions(**topts.search_flags(), **pin_options(pins))
 
     skus = expand_all(cat, skus)
     offload = topts.offload_layers > 0

@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.recipe import (
-    CapacityFactorOpt, DropoutOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OffloadOpt, OverlapCpOpt, OverlapDpOpt,
-    OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt,
-    UnevenOpt, VocabOpt,
+    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
+    OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
+    RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, train_options,
 )
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
@@ -32,18 +32,6 @@ from mi400plan.cli.common import (
     run,
     seq_tokens,
 )
-
-
-class OptimizerChoice(str, Enum):
-    adamw = "adamw"
-    adam = "adam"
-    sgd = "sgd"
-    adafactor = "adafactor"
-
-
-class GradDtype(str, Enum):
-    fp32 = "fp32"
-    bf16 = "bf16"
 
 
 class KvDtype(str, Enum):
@@ -78,10 +66,10 @@ def fit_cmd(
     global_batch: Annotated[IntOpt, typer.Option("--global-batch", help="Sequences per step (caps micro-batches in flight).")] = None,
     recipe: RecipeOpt = None,
     precision: Annotated[Optional[list[str]], typer.Option("--precision", metavar="PRECISION", help="train: bf16|fp8|fp32; infer weights: bf16|fp8|mxfp8|fp6|fp4|nvfp4|int4 (bfloat16, float32, float8 too). Repeat or comma-separate (bf16,fp8) to compare them in one table.")] = None,
-    optimizer: Annotated[Optional[OptimizerChoice], typer.Option("--optimizer", help="Optimizer (train).")] = None,
-    grad_dtype: Annotated[Optional[GradDtype], typer.Option("--grad-dtype", help="Gradient accumulation dtype (train).")] = None,
+    optimizer: OptimizerOpt = None,
+    grad_dtype: GradDtypeOpt = None,
     kv_dtype: Annotated[Optional[KvDtype], typer.Option("--kv-dtype", help="KV-cache dtype (infer).")] = None,
-    flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="Flash attention (default on).")] = None,
+    flash: FlashOpt = None,
     batch: Annotated[IntOpt, typer.Option("--batch", help="Concurrent sequences (infer).")] = None,
     reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default), '4GiB', '0'; vLLM's gpu-memory-utilization 0.9 is '10%'.")] = None,
     plan: Annotated[Optional[Path], typer.Option("--plan", help="Plan file saved by 'sweep --save'.")] = None,
@@ -141,6 +129,16 @@ def fit_cmd(
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
 
+    def options():  # noqa: ANN202 - the recipe object (precision travels on its own: fit compares several)
+        return train_options(
+            recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash, dropout=dropout,
+            reserve=reserve, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
+            fp8_params=fp8_params, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
+            fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
+            offload_layers=offload_layers, uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
+            overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
+            split_embedding_loss=split_embedding_loss)
+
     if largest:
         if model is not None or plan is not None:
             raise typer.BadParameter("--largest picks the model: drop the model name and --plan", param_hint="--largest")
@@ -150,7 +148,9 @@ def fit_cmd(
 
             return find(catalog(profiles), list(sku or []), mode=mode, gpus=gpus, family=family.strip().lower(),
                         experts=experts, top_k=top_k, seq_len=seq_n, batch=batch, global_batch=global_batch,
-                        precision=precision, kv_dtype=kv_dtype.value if kv_dtype else None)
+                        precision=precisions[0] if len(precisions) == 1 else (precisions or None),
+                        kv_dtype=kv_dtype.value if kv_dtype else None,
+                        options=options() if mode == "train" else None)
 
         run("fit", f, find_largest, check=check, ascii=ascii_, wide=wide)
         return
@@ -169,17 +169,10 @@ def fit_cmd(
             catalog(profiles), model, sku, mode,
             tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch, seq=seq_n,
             recompute=recompute.value if recompute else None, sequence_parallel=sp, gpus=gpus,
-            global_batch=global_batch, recipe=recipe.value if recipe else None,
+            global_batch=global_batch,
             **({} if len(precisions) > 1 else {"precision": precisions[0] if precisions else None}),
-            optimizer=optimizer.value if optimizer else None, grad_dtype=grad_dtype.value if grad_dtype else None,
-            kv_dtype=kv_dtype.value if kv_dtype else None, flash_attention=flash, batch=batch, reserve=reserve,
-            plan=str(plan) if plan else None, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-            fp8_params=fp8_params, recompute_modules=recompute_modules, fused_cross_entropy=fused_cross_entropy,
-            recompute_layers=recompute_layers, vocab_divisible_by=vocab_divisible_by, dropout=dropout,
-            offload_layers=offload_layers,
-            split_embedding_loss=split_embedding_loss,
-            uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
-            overlap_cp=overlap_cp, overlap_dp=overlap_dp,
+            kv_dtype=kv_dtype.value if kv_dtype else None, batch=batch, reserve=reserve if mode == "infer" else None,
+            plan=str(plan) if plan else None, options=options() if mode == "train" else None,
         )
 
     run("fit", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

@@ -7,11 +7,14 @@ stay ``None`` so a plan file's ``[recipe]`` table (``fit --plan``) is not overri
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
+
+if TYPE_CHECKING:
+    from mi400plan.specs.layout import TrainOptions
 
 
 class RecipeChoice(str, Enum):
@@ -19,6 +22,11 @@ class RecipeChoice(str, Enum):
     zero = "zero"
     fsdp = "fsdp"
     fp32 = "fp32"
+
+
+class GradDtypeChoice(str, Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"
 
 
 class OptimizerChoice(str, Enum):
@@ -33,6 +41,10 @@ RecipeOpt = Annotated[Optional[RecipeChoice], typer.Option(
     "weights + fp32 grads + fp32 master + Adam, 18 B/param), zero (ZeRO paper, 16 B/param) or fsdp (PyTorch "
     "FSDP mixed precision: fp32 sharded params as the master copy + fp32 grads + Adam, 16 B/param, bf16 only "
     "for the units being gathered).")]
+GradDtypeOpt = Annotated[Optional[GradDtypeChoice], typer.Option(
+    "--grad-dtype",
+    help="Gradient accumulation and reduction dtype (train): fp32 (default; Megatron-LM reduces BF16 gradients in "
+    "fp32) or bf16 (Megatron-Core --grad-reduce-in-bf16); sizes the gradient memory and the DP reduction.")]
 OptimizerOpt = Annotated[Optional[OptimizerChoice], typer.Option("--optimizer", help="Optimizer (train).")]
 FlashOpt = Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="Flash attention (default on).")]
 DropoutOpt = Annotated[Optional[bool], typer.Option(
@@ -112,3 +124,15 @@ SplitOpt = Annotated[Optional[bool], typer.Option(
 def recipe_flags(**flags: Any) -> dict[str, Any]:
     """The flags as ``TrainOptions`` keyword arguments (enum choices as their values, ``None`` kept)."""
     return {k: (v.value if isinstance(v, Enum) else v) for k, v in flags.items()}
+
+
+def train_options(**flags: Any) -> "TrainOptions":
+    """The one place a command's recipe flags become the recipe object every command takes
+    (``specs.layout.TrainOptions``): only the flags given are set (``TrainOptions.explicit``), so a
+    plan file's ``[recipe]`` table stays under them; a bad value is a usage error (exit 2)."""
+    from mi400plan.specs.layout import TrainOptions
+
+    unknown = set(flags) - set(TrainOptions.model_fields)
+    if unknown:
+        raise TypeError(f"not TrainOptions fields: {sorted(unknown)}")
+    return TrainOptions.given(**recipe_flags(**flags))

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from mi400plan.results.common import OutModel, Result, flatten
-from mi400plan.results.sweep import SweepLayout, TimeBreakdown
+from mi400plan.results.sweep import MemoryBytes, SweepLayout, TimeBreakdown
 from mi400plan.results.totals import PlanTotals
 
 
@@ -43,6 +43,7 @@ class ClusterPick(OutModel):
     scaling_efficiency: float | None = None  # tokens/s per GPU vs the smallest valid size priced
     scaling_reference_gpus: int | None = None
     totals: PlanTotals | None = None  # FLOPs split and total, collective bytes per GPU per step
+    memory: MemoryBytes | None = None  # per GPU, bytes, as sweep reports it (runtime reserve included)
 
 
 class SkuAnswer(OutModel):
@@ -75,6 +76,7 @@ class DeadlineResult(Result):
     budget_usd: float | None = None
     max_gpus: int
     site: str | None = None
+    recipe: dict[str, Any] = Field(default_factory=dict)  # training-recipe switches that differ from the defaults
     method: str
     answers: list[SkuAnswer] = Field(default_factory=list)
 
