@@ -18,9 +18,10 @@ INFER_RULE = ("one replica of --gpus GPUs (max(TP, EP) x PP) holds --batch seque
 def largest(cat: Any, skus: list[str], *, mode: str = "train", gpus: int | None = None, family: str = "dense",
             experts: int = 0, top_k: int = 0, seq_len: int | None = None, batch: int | None = None,
             global_batch: int | None = None, precision: str | None = None, kv_dtype: str | None = None,
-            options: TrainOptions | None = None) -> LargestResult:
+            options: TrainOptions | None = None, pins: dict[str, list[int]] | None = None) -> LargestResult:
     """Per SKU, the largest family model that fits ``gpus`` GPUs and the next larger step (which does not).
-    ``options`` is the training recipe (``TrainOptions``; ``precision`` on top of it)."""
+    ``options`` is the training recipe (``TrainOptions``; ``precision`` on top of it) and ``pins`` the
+    layout values the training search may use (``sweep``'s ``--tp/--pp/.../--recompute``)."""
     from mi400plan.family import FamilyTemplate
 
     from mi400plan.deadline import MAX_CLUSTER_GPUS
@@ -39,7 +40,7 @@ def largest(cat: Any, skus: list[str], *, mode: str = "train", gpus: int | None 
     template = FamilyTemplate(family, experts, top_k)  # type: ignore[arg-type]
     if mode == "train":
         rows, seq, b, prec = _train(cat, skus, template, gpus, seq_len, global_batch,
-                                      (options or TrainOptions()).merged(precision=precision))
+                                      (options or TrainOptions()).merged(precision=precision), pins)
         rule = TRAIN_RULE
     else:
         rows, seq, b, prec = _infer(cat, skus, template, gpus, seq_len, batch, precision, kv_dtype)
@@ -87,8 +88,8 @@ def _row(sku: str, found: Any, mode: str, template: Any) -> LargestRow:
 
 
 def _train(cat: Any, skus: list[str], template: Any, gpus: int, seq_len: int | None, global_batch: int | None,
-           topts: TrainOptions) -> tuple[list[LargestRow], int, int, str]:
-    from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, build_sku
+           topts: TrainOptions, pins: dict[str, list[int]] | None) -> tuple[list[LargestRow], int, int, str]:
+    from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, build_sku, pin_options
     from mi400plan.largest import largest_fitting, train_judge
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload
@@ -106,7 +107,7 @@ def _train(cat: Any, skus: list[str], template: Any, gpus: int, seq_len: int | N
     rows = []
     for s in skus:
         hw = build_sku(cat, s, precision, offload=topts.offload_layers > 0).hw
-        opts = SearchOptions(**topts.search_flags())
+        opts = SearchOptions(**topts.search_flags(), **pin_options(pins))
         rows.append(_row(hw.name, largest_fitting(template, train_judge(hw, gpus, workload, opts)),
                          "train", template))
     return rows, seq, gb, precision

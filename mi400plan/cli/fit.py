@@ -11,7 +11,7 @@ import typer
 from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
-    RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, train_options,
+    RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, refuse_step_time, train_options,
 )
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
@@ -142,6 +142,10 @@ def fit_cmd(
     if largest:
         if model is not None or plan is not None:
             raise typer.BadParameter("--largest picks the model: drop the model name and --plan", param_hint="--largest")
+        pins = _largest_pins(mode, {"--tp": tp, "--pp": pp, "--vpp": vpp, "--cp": cp, "--ep": ep, "--etp": etp,
+                                    "--zero": zero, "--micro-batch": micro_batch, "--dp": dp, "--plot": plot,
+                                    "--recompute": {"none": 0, "selective": 1, "full": 2}[recompute.value]
+                                    if recompute else None, "--sp/--no-sp": None if sp is None else int(sp)})
 
         def find_largest():  # noqa: ANN202
             from mi400plan.api.largest import largest as find
@@ -150,10 +154,15 @@ def fit_cmd(
                         experts=experts, top_k=top_k, seq_len=seq_n, batch=batch, global_batch=global_batch,
                         precision=precisions[0] if len(precisions) == 1 else (precisions or None),
                         kv_dtype=kv_dtype.value if kv_dtype else None,
-                        options=options() if mode == "train" else None)
+                        options=options() if mode == "train" else None, pins=pins)
 
         run("fit", f, find_largest, check=check, ascii=ascii_, wide=wide)
         return
+
+    if mode == "train":
+        refuse_step_time({"--overlap-tp/--no-overlap-tp": overlap_tp, "--overlap-ep/--no-overlap-ep": overlap_ep,
+                          "--overlap-pp/--no-overlap-pp": overlap_pp, "--overlap-cp/--no-overlap-cp": overlap_cp,
+                          "--overlap-dp/--no-overlap-dp": overlap_dp})
 
     def compute():  # noqa: ANN202
         from mi400plan.api.fit import fit
@@ -176,3 +185,22 @@ def fit_cmd(
         )
 
     run("fit", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
+
+
+# fit's layout flags as the values the --largest search may use (``search.SearchOptions`` pins).
+_PIN_KEYS = {"--tp": "tp", "--pp": "pp", "--vpp": "vpp", "--cp": "cp", "--ep": "ep", "--etp": "etp", "--zero": "zero",
+             "--micro-batch": "micro_batch", "--recompute": "recompute", "--sp/--no-sp": "sequence_parallel"}
+
+
+def _largest_pins(mode: str, given: dict[str, object]) -> dict[str, list[int]]:
+    """``fit --largest`` searches the layout: the layout flags given pin it (train) as in ``sweep``; --dp
+    (set by --gpus), --plot (no picture of a ladder) and, for inference, the layout are refused."""
+    for flag in ("--dp", "--plot"):
+        if given.get(flag) is not None:
+            why = "--largest sets DP from --gpus" if flag == "--dp" else "--largest draws no plot"
+            raise typer.BadParameter(f"{why}; drop it", param_hint=flag)
+    pins = {_PIN_KEYS[f]: [int(v)] for f, v in given.items() if f in _PIN_KEYS and v is not None}
+    if mode == "infer" and pins:
+        flag = next(f for f in _PIN_KEYS if given.get(f) is not None)
+        raise typer.BadParameter("--largest --mode infer tries every TP, PP and EP replica; drop it", param_hint=flag)
+    return pins

@@ -136,3 +136,13 @@ def train_options(**flags: Any) -> "TrainOptions":
     if unknown:
         raise TypeError(f"not TrainOptions fields: {sorted(unknown)}")
     return TrainOptions.given(**recipe_flags(**flags))
+
+
+def refuse_step_time(given: dict[str, object]) -> None:
+    """``fit`` prices memory, not step time: a step-time switch given to it (an overlap flag) is a usage
+    error naming the flag, not silently kept. ``sweep`` and ``fit --largest`` (which prices the largest
+    model's fastest layout) take them."""
+    for flag, value in given.items():
+        if value is not None:
+            raise typer.BadParameter("a step-time switch: fit prices memory per GPU, which it does not change; "
+                                     "sweep (or fit --largest) prices step time with it", param_hint=flag)
