@@ -187,3 +187,9 @@ def test_each_switch_has_one_spelling(cli) -> None:  # noqa: ANN001
         assert spell["fit"][key] == spell["sweep"][key], key
     assert spell["sweep"]["overlap_tp"][1] == ("--no-overlap-tp",)  # the old sweep spelling still works
     assert [c.value for c in spell["sweep"]["grad_dtype"][2]] == ["fp32", "bf16"]  # a choice, not free text
+
+
+@pytest.mark.parametrize("extra", [["--top", "3"], ["--pareto"]])
+def test_deadline_refuses_what_only_a_fixed_size_lists(cli, extra: list[str]) -> None:  # noqa: ANN001
+    r = cli(["sweep", DENSE, "--sku", "mi355x", "--tokens", "1T", "--deadline", "30d", *extra])
+    assert r.exit_code == 2 and extra[0] in r.output, r.output

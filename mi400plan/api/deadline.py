@@ -128,11 +128,13 @@ class _Goal:
 def _workload(cat: Any, model: str, global_batch: str | None, seq_len: int | None, topts: TrainOptions,
               pins: dict[str, list[int]] | None) -> tuple[Any, Any, str]:
     """The workload and search options ``sweep`` builds from the same recipe and pins."""
-    from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, pin_options
-    from mi400plan.api.sweep import parse_global_batch
+    from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, parse_global_batch
+    from mi400plan.api.sweep import pin_options
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload
 
+    if topts.precision not in PRECISIONS:
+        raise UsageError(f"unknown --precision {topts.precision!r}; choose from {', '.join(PRECISIONS)}")
     spec = cat.get("models", model).spec
     seq = int(seq_len) if seq_len else min(spec.max_seq_len, DEFAULT_SEQ_CAP)
     if seq < 1:

@@ -149,7 +149,7 @@ def cmd(
         if gpus is not None or racks is not None:
             raise typer.BadParameter("--deadline / --budget choose the cluster size: drop --gpus and --racks",
                                      param_hint="--deadline")
-        _refuse_backwards({"--plot": plot, "--save": save, "--pareto": pareto or None})
+        _refuse_backwards({"--plot": plot, "--save": save, "--pareto": pareto or None, "--top": _given("top")})
 
         def backwards():  # noqa: ANN202
             from mi400plan.api.deadline import SkuOverrides, sweep_deadline
@@ -188,6 +188,15 @@ def cmd(
             )
 
     run("sweep", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
+
+
+def _given(name: str) -> object:
+    """True when the running command's parameter ``name`` came from the command line, else None."""
+    from typer._click.core import ParameterSource
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    return True if ctx is not None and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE else None
 
 
 def _refuse_backwards(given: dict[str, object]) -> None:
