@@ -47,7 +47,9 @@ class ClusterPick(OutModel):
 
 
 class SkuAnswer(OutModel):
-    """One SKU's answer: ``pick`` (None when no size qualifies) and ``best`` (the fastest size priced)."""
+    """One SKU's answer: ``pick`` (None when no size qualifies; with a deadline and a budget that no size meets
+    together, the smallest size meeting the deadline, ``meets`` False) and ``best`` (the fastest size of all,
+    exact; given with ``--budget`` and when no size meets a deadline, else None)."""
 
     sku: str
     size_step_gpus: int  # sizes are multiples of this (whole scale-up domains or 8-GPU nodes)
@@ -59,7 +61,7 @@ class SkuAnswer(OutModel):
     best: ClusterPick | None = None
     meets: bool  # pick exists, meets the deadline and stays within the budget (each when given)
     limit: str | None = None  # why no size qualifies: the term that stops scaling, or the budget
-    next_smaller: PricedSize | None = None  # the next smaller size with a layout (misses the target)
+    next_smaller: PricedSize | None = None  # the next smaller candidate size, priced (misses the target)
     priced: list[PricedSize] = Field(default_factory=list)
 
 
