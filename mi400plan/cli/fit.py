@@ -11,7 +11,7 @@ import typer
 from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
-    RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, refuse_step_time, train_options,
+    RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, flag_values, refuse_step_time, train_options,
 )
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
@@ -117,27 +117,22 @@ def fit_cmd(
     seq_n = seq_tokens(seq)
     mode = alias(mode, MODE_ALIASES, "--mode", "train|infer")
     precisions = [alias(p, PRECISION_ALIASES, "--precision") for t in (precision or []) for p in t.split(",") if p.strip()]
+    given = dict(recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash, dropout=dropout,
+                 capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies, fp8_params=fp8_params,
+                 recompute_modules=recompute_modules, recompute_layers=recompute_layers,
+                 fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
+                 offload_layers=offload_layers, uneven_pp=uneven_pp, split_embedding_loss=split_embedding_loss,
+                 overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,
+                 overlap_dp=overlap_dp)
     if mode == "infer":
-        refuse_inapplicable(mode, {
-            "--vpp": vpp, "--dp": dp, "--etp": etp, "--cp": cp, "--zero": zero, "--micro-batch": micro_batch,
-            "--recompute": recompute, "--sp/--no-sp": sp, "--global-batch": global_batch, "--recipe": recipe,
-            "--optimizer": optimizer, "--grad-dtype": grad_dtype, "--flash/--no-flash": flash,
-            "--capacity-factor": capacity_factor, "--fp8-weight-copies": fp8_weight_copies, "--fp8-params": fp8_params,
-            "--recompute-modules": recompute_modules, "--recompute-layers": recompute_layers,
-            "--fused-cross-entropy": fused_cross_entropy, "--vocab-divisible-by": vocab_divisible_by,
-            "--offload-layers": offload_layers}, "training")
+        refuse_inapplicable(mode, {"--vpp": vpp, "--dp": dp, "--etp": etp, "--cp": cp, "--zero": zero,
+                                   "--micro-batch": micro_batch, "--recompute": recompute, "--sp/--no-sp": sp,
+                                   "--global-batch": global_batch, **flag_values(given)}, "training")
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
 
     def options():  # noqa: ANN202 - the recipe object (precision travels on its own: fit compares several)
-        return train_options(
-            recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash, dropout=dropout,
-            reserve=reserve, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-            fp8_params=fp8_params, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
-            fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
-            offload_layers=offload_layers, uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
-            overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
-            split_embedding_loss=split_embedding_loss)
+        return train_options(reserve=reserve, **given)
 
     if largest:
         if model is not None or plan is not None:
@@ -146,45 +141,46 @@ def fit_cmd(
                                     "--zero": zero, "--micro-batch": micro_batch, "--dp": dp, "--plot": plot,
                                     "--recompute": {"none": 0, "selective": 1, "full": 2}[recompute.value]
                                     if recompute else None, "--sp/--no-sp": None if sp is None else int(sp)})
-
-        def find_largest():  # noqa: ANN202
-            from mi400plan.api.largest import largest as find
-
-            return find(catalog(profiles), list(sku or []), mode=mode, gpus=gpus, family=family.strip().lower(),
-                        experts=experts, top_k=top_k, seq_len=seq_n, batch=batch, global_batch=global_batch,
-                        precision=precisions[0] if len(precisions) == 1 else (precisions or None),
-                        kv_dtype=kv_dtype.value if kv_dtype else None,
-                        options=options() if mode == "train" else None, pins=pins)
-
-        run("fit", f, find_largest, check=check, ascii=ascii_, wide=wide)
+        search = dict(mode=mode, gpus=gpus, family=family.strip().lower(), experts=experts, top_k=top_k,
+                      seq_len=seq_n, batch=batch, global_batch=global_batch,
+                      precision=precisions[0] if len(precisions) == 1 else (precisions or None),
+                      kv_dtype=kv_dtype.value if kv_dtype else None, pins=pins)
+        run("fit", f, lambda: _largest(profiles, sku, options() if mode == "train" else None, search),
+            check=check, ascii=ascii_, wide=wide)
         return
 
     if mode == "train":
-        refuse_step_time({"--overlap-tp/--no-overlap-tp": overlap_tp, "--overlap-ep/--no-overlap-ep": overlap_ep,
-                          "--overlap-pp/--no-overlap-pp": overlap_pp, "--overlap-cp/--no-overlap-cp": overlap_cp,
-                          "--overlap-dp/--no-overlap-dp": overlap_dp})
+        refuse_step_time(flag_values({k: v for k, v in given.items() if k.startswith("overlap_")}))
+
+    kw = dict(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch, seq=seq_n,
+              recompute=recompute.value if recompute else None, sequence_parallel=sp, gpus=gpus,
+              global_batch=global_batch, kv_dtype=kv_dtype.value if kv_dtype else None, batch=batch,
+              reserve=reserve if mode == "infer" else None, plan=str(plan) if plan else None)
 
     def compute():  # noqa: ANN202
-        from mi400plan.api.fit import fit
-
-        one = fit
-        if len(precisions) > 1:
-            from functools import partial
-
-            from mi400plan.api.fit_precisions import fit_precisions
-
-            one = partial(fit_precisions, precisions=precisions)
-        return one(
-            catalog(profiles), model, sku, mode,
-            tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch, seq=seq_n,
-            recompute=recompute.value if recompute else None, sequence_parallel=sp, gpus=gpus,
-            global_batch=global_batch,
-            **({} if len(precisions) > 1 else {"precision": precisions[0] if precisions else None}),
-            kv_dtype=kv_dtype.value if kv_dtype else None, batch=batch, reserve=reserve if mode == "infer" else None,
-            plan=str(plan) if plan else None, options=options() if mode == "train" else None,
-        )
+        return _fit(profiles, model, sku, mode, precisions, options() if mode == "train" else None, kw)
 
     run("fit", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
+
+
+def _fit(profiles: Optional[list[Path]], model: Optional[str], sku: Optional[list[str]], mode: str,
+         precisions: list[str], options: object, kw: dict) -> object:
+    """``fit`` (or, for several precisions, ``fit_precisions``) with the recipe object and the layout."""
+    from mi400plan.api.fit import fit
+
+    if len(precisions) > 1:
+        from mi400plan.api.fit_precisions import fit_precisions
+
+        return fit_precisions(catalog(profiles), model, sku, mode, precisions=precisions, options=options, **kw)
+    return fit(catalog(profiles), model, sku, mode, precision=precisions[0] if precisions else None,
+               options=options, **kw)
+
+
+def _largest(profiles: Optional[list[Path]], sku: Optional[list[str]], options: object, search: dict) -> object:
+    """``fit --largest`` with the recipe object and the search settings."""
+    from mi400plan.api.largest import largest
+
+    return largest(catalog(profiles), list(sku or []), options=options, **search)
 
 
 # fit's layout flags as the values the --largest search may use (``search.SearchOptions`` pins).

@@ -146,3 +146,23 @@ def refuse_step_time(given: dict[str, object]) -> None:
         if value is not None:
             raise typer.BadParameter("a step-time switch: fit prices memory per GPU, which it does not change; "
                                      "sweep (or fit --largest) prices step time with it", param_hint=flag)
+
+
+# Each TrainOptions field's flag, as fit and sweep spell it (the on/off pairs in full, as errors name them).
+RECIPE_FLAGS = {
+    "recipe": "--recipe", "precision": "--precision", "optimizer": "--optimizer", "grad_dtype": "--grad-dtype",
+    "flash_attention": "--flash/--no-flash", "dropout": "--dropout/--no-dropout", "reserve": "--reserve",
+    "capacity_factor": "--capacity-factor", "fp8_weight_copies": "--fp8-weight-copies",
+    "fp8_params": "--fp8-params/--no-fp8-params", "recompute_modules": "--recompute-modules",
+    "recompute_layers": "--recompute-layers", "fused_cross_entropy": "--fused-cross-entropy/--no-fused-cross-entropy",
+    "vocab_divisible_by": "--vocab-divisible-by", "offload_layers": "--offload-layers",
+    "uneven_pp": "--uneven-pp/--no-uneven-pp", "split_embedding_loss": "--split-embedding-loss/--no-split-embedding-loss",
+    "overlap_tp": "--overlap-tp/--no-overlap-tp", "overlap_ep": "--overlap-ep/--no-overlap-ep",
+    "overlap_pp": "--overlap-pp/--no-overlap-pp", "overlap_cp": "--overlap-cp/--no-overlap-cp",
+    "overlap_dp": "--overlap-dp/--no-overlap-dp",
+}
+
+
+def flag_values(given: dict[str, Any]) -> dict[str, Any]:
+    """``TrainOptions`` keyword arguments keyed by their flags instead (for errors that name the flag)."""
+    return {RECIPE_FLAGS[k]: v for k, v in given.items()}

@@ -56,7 +56,7 @@ def cmd(
     sku: Annotated[list[str], typer.Option("--sku", help="Accelerator profile; repeat to compare SKUs; 'all' compares every SKU (one lacking a value shows as n/d).")],
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="GPU count, a list (512,1024) or a doubling range (512..65536).")] = None,
     deadline: Annotated[Optional[str], typer.Option("--deadline", help="Instead of --gpus: the smallest cluster per SKU that trains --tokens in this time (30d, 6w, 72h).")] = None,
-    budget: Annotated[Optional[str], typer.Option("--budget", help="US dollars (5M): with --deadline, also check the cost; alone, the fastest cluster per SKU whose cost to train stays within it.")] = None,
+    budget: Annotated[Optional[str], typer.Option("--budget", help="US dollars (5M): with --deadline, the smallest cluster per SKU that meets both; alone, the fastest cluster per SKU whose cost to train stays within it.")] = None,
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="Largest cluster --deadline / --budget may pick (default 131,072).")] = None,
     racks: Annotated[Optional[int], typer.Option("--racks", help="Number of racks (GPUs per rack from the rack profile, else the scale-up domain).")] = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Sequences (1024) or tokens with a suffix (4M, 128Mi, 8388608tok). Default 4Mi tokens.")] = None,
@@ -128,42 +128,27 @@ def cmd(
     f = pick_format(json_, fmt)
     seq_n = seq_tokens(seq)
     precision = alias(precision, PRECISION_ALIASES, "--precision", "bf16|fp8")
-    pins = {
-        "tp": _ints(tp, "--tp"), "pp": _ints(pp, "--pp"), "vpp": _ints(vpp, "--vpp"), "cp": _ints(cp, "--cp"),
-        "ep": _ints(ep, "--ep"), "zero": _ints(zero, "--zero"), "micro_batch": _ints(micro_batch, "--micro-batch"),
-        "recompute": [{"none": 0, "selective": 1, "full": 2}[r.value] for r in (recompute or [])],
-    }
-
-
-    def options():  # noqa: ANN202 - the recipe object every mode of sweep takes
-        return train_options(
-            precision=precision, recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash,
-            dropout=dropout, reserve=reserve, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-            fp8_params=fp8_params, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
-            fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
-            offload_layers=offload_layers, uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
-            overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
-            split_embedding_loss=split_embedding_loss)
-
+    pins = {k: _ints(v, "--" + k.replace("_", "-")) for k, v in (("tp", tp), ("pp", pp), ("vpp", vpp), ("cp", cp),
+                                                                ("ep", ep), ("zero", zero), ("micro_batch", micro_batch))}
+    pins["recompute"] = [{"none": 0, "selective": 1, "full": 2}[r.value] for r in (recompute or [])]
+    given = dict(precision=precision, recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash,
+                 dropout=dropout, reserve=reserve, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
+                 fp8_params=fp8_params, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
+                 fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
+                 offload_layers=offload_layers, uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
+                 overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
+                 split_embedding_loss=split_embedding_loss)
+    shared = dict(tokens=tokens, global_batch=global_batch, seq_len=seq_n, pins=pins, gpu_hour_cost=gpu_hour_cost,
+                  site=site)
+    costs, effs = (electricity_price, pue, gpu_load, grid_intensity), (matmul_efficiency, hbm_efficiency, gemm_overhead_us)
     if deadline is not None or budget is not None:
         if gpus is not None or racks is not None:
             raise typer.BadParameter("--deadline / --budget choose the cluster size: drop --gpus and --racks",
                                      param_hint="--deadline")
         _refuse_backwards({"--plot": plot, "--save": save, "--pareto": pareto or None, "--top": _given("top")})
-
-        def backwards():  # noqa: ANN202
-            from mi400plan.api.deadline import SkuOverrides, sweep_deadline
-            from mi400plan.cli.cost import site_overrides
-
-            return sweep_deadline(
-                catalog(profiles), model, list(sku), tokens=tokens, deadline=deadline, budget=budget,
-                global_batch=global_batch, seq_len=seq_n, options=options(), pins=pins,
-                gpu_hour_cost=gpu_hour_cost, site=site, max_gpus=max_gpus,
-                cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
-                sku_overrides=SkuOverrides(matmul_efficiency, hbm_efficiency, gemm_overhead_us),
-            )
-
-        run("sweep", f, backwards, check=check, ascii=ascii_, wide=wide)
+        shared.update(deadline=deadline, budget=budget, max_gpus=max_gpus)
+        run("sweep", f, lambda: _backwards(profiles, model, sku, given, shared, costs, effs), check=check,
+            ascii=ascii_, wide=wide)
         return
     if max_gpus is not None:
         raise typer.BadParameter("--max-gpus bounds the size --deadline / --budget pick; with --gpus or --racks "
@@ -176,18 +161,26 @@ def cmd(
         cat = catalog(profiles)
         with _progress(enabled=f.value != "json", searches=_searches(cat, sku, gpus, not no_ranges)) as cb:
             return sweep(
-                cat, model, list(sku), gpus=gpus, racks=racks, global_batch=global_batch, seq_len=seq_n,
-                tokens=tokens, gpu_hour_cost=gpu_hour_cost, top=top, options=options(),
-                matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
-                pins=pins, save=str(save) if save else None, progress=cb,
-                ranges=not no_ranges, overwrite=force, site=site,
-                pareto=pareto,
+                cat, model, list(sku), gpus=gpus, racks=racks, top=top, options=train_options(**given),
+                matmul_efficiency=effs[0], hbm_efficiency=effs[1], gemm_overhead_us=effs[2],
+                save=str(save) if save else None, progress=cb, ranges=not no_ranges, overwrite=force, pareto=pareto,
                 # The cost model is imported only when a flag changes it (or --tokens asks for it).
-                cost_overrides=None if (electricity_price, pue, gpu_load, grid_intensity) == (None,) * 4
-                else site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
+                cost_overrides=None if costs == (None,) * 4 else site_overrides(*costs[:2], None, None, *costs[2:], None),
+                **shared,
             )
 
     run("sweep", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
+
+
+def _backwards(profiles: Optional[list[Path]], model: str, sku: list[str], given: dict, shared: dict,
+               costs: tuple, effs: tuple) -> object:
+    """``sweep --deadline`` / ``--budget`` with the recipe object built from ``given``."""
+    from mi400plan.api.deadline import SkuOverrides, sweep_deadline
+    from mi400plan.cli.cost import site_overrides
+
+    return sweep_deadline(catalog(profiles), model, list(sku), options=train_options(**given),
+                          cost_overrides=site_overrides(*costs[:2], None, None, *costs[2:], None),
+                          sku_overrides=SkuOverrides(*effs), **shared)
 
 
 def _given(name: str) -> object:
