@@ -26,13 +26,17 @@ import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mi400plan.errors import ProfileError
 from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
 from mi400plan.specs.common import StrictModel
+
+
+if TYPE_CHECKING:
+    from mi400plan.specs.layout import TrainOptions
 
 
 class MeasuredRun(StrictModel):
@@ -110,6 +114,15 @@ class MeasuredRun(StrictModel):
     @property
     def world(self) -> int:
         return self.tp * self.pp * self.cp * self.dp
+
+    def train_options(self) -> "TrainOptions":
+        """The run's recipe as the object fit and sweep take (``specs.layout.TrainOptions``)."""
+        from mi400plan.specs.layout import TrainOptions
+
+        keys = ("recipe", "precision", "grad_dtype", "flash_attention", "offload_layers", "fp8_params",
+                "fused_cross_entropy", "recompute_modules", "recompute_layers", "capacity_factor", "overlap_tp",
+                "overlap_ep", "overlap_dp", "overlap_pp", "overlap_cp", "split_embedding_loss", "uneven_pp")
+        return TrainOptions.given(**{k: getattr(self, k) for k in keys})
 
     def label(self) -> str:
         if self.name:

@@ -6,6 +6,7 @@ from typing import Any
 
 from mi400plan.errors import UsageError
 from mi400plan.results.largest import LargestResult, LargestRow, LargestRun, StepFit
+from mi400plan.specs.layout import TrainOptions
 
 MAX_REPLICA_GPUS = 4096  # one inference replica, as serve bounds it
 TRAIN_RULE = ("some training layout on exactly --gpus GPUs is valid and fits (the sweep's search); the "
@@ -17,12 +18,14 @@ INFER_RULE = ("one replica of --gpus GPUs (max(TP, EP) x PP) holds --batch seque
 def largest(cat: Any, skus: list[str], *, mode: str = "train", gpus: int | None = None, family: str = "dense",
             experts: int = 0, top_k: int = 0, seq_len: int | None = None, batch: int | None = None,
             global_batch: int | None = None, precision: str | None = None, kv_dtype: str | None = None,
-            pins: dict[str, int] | None = None, tokens: str | None = None) -> LargestResult:
+            options: TrainOptions | None = None, pins: dict[str, list[int]] | None = None,
+            tokens: str | None = None) -> LargestResult:
     """Per SKU, the largest family model that fits ``gpus`` GPUs and the next larger step (which does not).
 
-    ``pins`` (layout flags: tp, pp, vpp, cp, ep, etp, zero, micro_batch in train mode; tp, pp, ep in
-    infer mode) restrict the layouts a model may fit with. ``tokens`` (train mode): each row's ``run``
-    prices the largest model's run as ``sweep`` does, with step time and days."""
+    ``options`` is the training recipe (``TrainOptions``; ``precision`` on top of it) and ``pins`` the
+    layout values the training search may use (``sweep``'s ``--tp/--pp/.../--recompute``; tp, pp and ep
+    in infer mode). ``tokens`` (train mode): each row's ``run`` prices the largest model's run as
+    ``sweep`` does, with step time and days."""
     from mi400plan.family import FamilyTemplate
 
     from mi400plan.deadline import MAX_CLUSTER_GPUS
@@ -40,16 +43,17 @@ def largest(cat: Any, skus: list[str], *, mode: str = "train", gpus: int | None 
         raise UsageError(f"unknown --family {family!r}; choose dense or moe")
     if precision is not None and not isinstance(precision, str):
         raise UsageError(f"--largest takes one --precision, got {precision!r}")
-    pins = _check_pins(mode, pins or {})
+    ipins = _check_pins(mode, {k: (v[0] if v else None) for k, v in (pins or {}).items()}) if mode == "infer" else {}
     template = FamilyTemplate(family, experts, top_k)  # type: ignore[arg-type]
     train_tokens = _tokens(mode, tokens)
     if mode == "train":
-        rows, seq, b, prec = _train(cat, skus, template, gpus, seq_len, global_batch, precision or "bf16", pins)
+        topts = (options or TrainOptions()).merged(precision=precision)
+        rows, seq, b, prec = _train(cat, skus, template, gpus, seq_len, global_batch, topts, pins)
         if train_tokens:
-            rows = [_with_run(cat, r, template, gpus, seq, global_batch, prec, train_tokens) for r in rows]
+            rows = [_with_run(cat, r, template, gpus, seq, global_batch, topts, pins, train_tokens) for r in rows]
         rule = TRAIN_RULE
     else:
-        rows, seq, b, prec = _infer(cat, skus, template, gpus, seq_len, batch, precision, kv_dtype, pins)
+        rows, seq, b, prec = _infer(cat, skus, template, gpus, seq_len, batch, precision, kv_dtype, ipins)
         rule = INFER_RULE
     return LargestResult(mode=mode, family=template.label(), gpus=gpus, seq_len=seq, batch=b, precision=prec,
                          rule=rule, rows=rows, train_tokens=train_tokens)
@@ -127,26 +131,26 @@ def _row(sku: str, found: Any, mode: str, template: Any) -> LargestRow:
 
 
 def _with_run(cat: Any, row: LargestRow, template: Any, gpus: int, seq: int, global_batch: int | None,
-              precision: str, train_tokens: float) -> LargestRow:
+              topts: TrainOptions, pins: dict[str, list[int]] | None, train_tokens: float) -> LargestRow:
     """``row`` with the largest model's run priced as ``sweep <name> --gpus N --tokens T`` prices it:
     the same workload, the batch it plans (``api.sweep.planned_search``) or ``global_batch``."""
-    from mi400plan.api.sweep import build_sku, layout_text, planned_search
+    from mi400plan.api.sweep import build_sku, layout_text, pin_options, planned_search
     from mi400plan.batch import batch_law
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, metrics, model_terms
-    from mi400plan.specs.layout import TrainOptions
     from mi400plan.units import DAY
 
     if row.largest is None:
         return row
     spec = template.model(row.largest.hidden_size)
     counts = count_params(spec)
-    recipe = TrainOptions().merged(precision=precision).train_recipe()
+    recipe = topts.train_recipe()
     terms = model_terms(spec, counts, seq, recipe)
     law = batch_law(terms.flops_layers, seq, train_tokens, counts.active)
-    hw = build_sku(cat, row.sku, precision).hw
+    hw = build_sku(cat, row.sku, topts.precision, offload=topts.offload_layers > 0).hw
     wl0 = Workload(spec, counts, recipe, seq, int(global_batch or law.start_seqs))
-    res, wl, _ = planned_search(wl0, law, global_batch is not None, hw, gpus, SearchOptions(), 1, None, False)
+    res, wl, _ = planned_search(wl0, law, global_batch is not None, hw, gpus,
+                                 SearchOptions(**topts.search_flags(), **pin_options(pins)), 1, None, False)
     r = next(iter_rows(res.top), None)
     if r is None:
         return row
@@ -170,26 +174,26 @@ def _layout(r: dict[str, Any]) -> Any:
 
 
 def _train(cat: Any, skus: list[str], template: Any, gpus: int, seq_len: int | None, global_batch: int | None,
-           precision: str, pins: dict[str, int]) -> tuple[list[LargestRow], int, int, str]:
-    from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, build_sku
+           topts: TrainOptions, pins: dict[str, list[int]] | None) -> tuple[list[LargestRow], int, int, str]:
+    from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, build_sku, pin_options
     from mi400plan.largest import largest_fitting, train_judge
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload
-    from mi400plan.specs.layout import train_recipe
 
+    precision = topts.precision
     if precision not in PRECISIONS:
         raise UsageError(f"--largest trains in {' or '.join(PRECISIONS)}, not {precision!r}")
     seq = int(seq_len or min(template.max_seq_len, DEFAULT_SEQ_CAP))
     gb = int(global_batch or max(1, DEFAULT_GLOBAL_BATCH_TOKENS // seq))
-    recipe = train_recipe("megatron", precision=precision)
+    recipe = topts.train_recipe()
 
     def workload(spec: Any) -> Any:
         return Workload(spec, count_params(spec), recipe, seq, gb)
 
     rows = []
     for s in skus:
-        hw = build_sku(cat, s, precision).hw
-        opts = SearchOptions(**{k: (v,) for k, v in pins.items()})
+        hw = build_sku(cat, s, precision, offload=topts.offload_layers > 0).hw
+        opts = SearchOptions(**topts.search_flags(), **pin_options(pins))
         rows.append(_row(hw.name, largest_fitting(template, train_judge(hw, gpus, workload, opts)),
                          "train", template))
     return rows, seq, gb, precision

@@ -714,6 +714,18 @@ def batch_plan(law: BatchLaw, pinned: bool, choices: list[BatchChoice]) -> Batch
     )
 
 
+def pin_options(pins: dict[str, list[int]] | None) -> dict[str, tuple[int, ...]]:
+    """``--tp 8,16 --recompute full ...`` as ``search.SearchOptions`` keyword arguments (the values the
+    search may use); an empty list pins nothing."""
+    out: dict[str, tuple[int, ...]] = {}
+    for k, v in (pins or {}).items():
+        if v:
+            if any(int(x) < 0 for x in v):
+                raise UsageError(f"--{k.replace('_', '-')} values must be non-negative")
+            out[k] = tuple(int(x) for x in v)
+    return out
+
+
 def sweep(
     cat: Any,
     model: str,
@@ -828,18 +840,7 @@ def sweep(
     gb = pinned or law.start_seqs
     wl0 = Workload(spec, counts, recipe, seq, gb)
     choices: list[BatchChoice] = []
-    pin_kw: dict[str, Any] = {}
-    for k, v in (pins or {}).items():
-        if v:
-            if k == "recompute":
-                pin_kw[k] = tuple(v)
-            elif k == "sequence_parallel":
-                pin_kw[k] = tuple(int(x) for x in v)
-            else:
-                pin_kw[k] = tuple(int(x) for x in v)
-            if any(int(x) < 0 for x in v):
-                raise UsageError(f"--{k.replace('_', '-')} values must be non-negative")
-    opts = SearchOptions(**topts.search_flags(), **pin_kw)
+    opts = SearchOptions(**topts.search_flags(), **pin_options(pins))
 
     skus = expand_all(cat, skus)
     offload = topts.offload_layers > 0

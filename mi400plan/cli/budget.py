@@ -11,6 +11,7 @@ from mi400plan.cli.common import (
     PRECISION_ALIASES, AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, alias, app, catalog,
     pick_format, run, seq_tokens,
 )
+from mi400plan.cli.recipe import train_options
 
 
 @app.command("budget")
@@ -53,6 +54,6 @@ def cmd(
 
         return budget(catalog(profiles), sku, gpus=gpus, days=days, flops=flops, law=law, family=fam,
                       experts=experts, top_k=top_k, mfu=mfu, seq_len=seq_n, global_batch=global_batch,
-                      precision=precision)
+                      options=train_options(precision=precision))
 
     run("budget", f, compute, check=check, ascii=ascii_, wide=wide)

@@ -7,11 +7,14 @@ stay ``None`` so a plan file's ``[recipe]`` table (``fit --plan``) is not overri
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from mi400plan.cli.counts import count
+
+if TYPE_CHECKING:
+    from mi400plan.specs.layout import TrainOptions
 
 
 class RecipeChoice(str, Enum):
@@ -19,6 +22,11 @@ class RecipeChoice(str, Enum):
     zero = "zero"
     fsdp = "fsdp"
     fp32 = "fp32"
+
+
+class GradDtypeChoice(str, Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"
 
 
 class OptimizerChoice(str, Enum):
@@ -33,6 +41,10 @@ RecipeOpt = Annotated[Optional[RecipeChoice], typer.Option(
     "weights + fp32 grads + fp32 master + Adam, 18 B/param), zero (ZeRO paper, 16 B/param) or fsdp (PyTorch "
     "FSDP mixed precision: fp32 sharded params as the master copy + fp32 grads + Adam, 16 B/param, bf16 only "
     "for the units being gathered).")]
+GradDtypeOpt = Annotated[Optional[GradDtypeChoice], typer.Option(
+    "--grad-dtype",
+    help="Gradient accumulation and reduction dtype (train): fp32 (default; Megatron-LM reduces BF16 gradients in "
+    "fp32) or bf16 (Megatron-Core --grad-reduce-in-bf16); sizes the gradient memory and the DP reduction.")]
 OptimizerOpt = Annotated[Optional[OptimizerChoice], typer.Option("--optimizer", help="Optimizer (train).")]
 FlashOpt = Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="Flash attention (default on).")]
 DropoutOpt = Annotated[Optional[bool], typer.Option(
@@ -112,3 +124,45 @@ SplitOpt = Annotated[Optional[bool], typer.Option(
 def recipe_flags(**flags: Any) -> dict[str, Any]:
     """The flags as ``TrainOptions`` keyword arguments (enum choices as their values, ``None`` kept)."""
     return {k: (v.value if isinstance(v, Enum) else v) for k, v in flags.items()}
+
+
+def train_options(**flags: Any) -> "TrainOptions":
+    """The one place a command's recipe flags become the recipe object every command takes
+    (``specs.layout.TrainOptions``): only the flags given are set (``TrainOptions.explicit``), so a
+    plan file's ``[recipe]`` table stays under them; a bad value is a usage error (exit 2)."""
+    from mi400plan.specs.layout import TrainOptions
+
+    unknown = set(flags) - set(TrainOptions.model_fields)
+    if unknown:
+        raise TypeError(f"not TrainOptions fields: {sorted(unknown)}")
+    return TrainOptions.given(**recipe_flags(**flags))
+
+
+def refuse_step_time(given: dict[str, object]) -> None:
+    """``fit`` prices memory, not step time: a step-time switch given to it (an overlap flag) is a usage
+    error naming the flag, not silently kept. ``sweep`` and ``fit --largest`` (which prices the largest
+    model's fastest layout) take them."""
+    for flag, value in given.items():
+        if value is not None:
+            raise typer.BadParameter("a step-time switch: fit prices memory per GPU, which it does not change; "
+                                     "sweep (or fit --largest) prices step time with it", param_hint=flag)
+
+
+# Each TrainOptions field's flag, as fit and sweep spell it (the on/off pairs in full, as errors name them).
+RECIPE_FLAGS = {
+    "recipe": "--recipe", "precision": "--precision", "optimizer": "--optimizer", "grad_dtype": "--grad-dtype",
+    "flash_attention": "--flash/--no-flash", "dropout": "--dropout/--no-dropout", "reserve": "--reserve",
+    "capacity_factor": "--capacity-factor", "fp8_weight_copies": "--fp8-weight-copies",
+    "fp8_params": "--fp8-params/--no-fp8-params", "recompute_modules": "--recompute-modules",
+    "recompute_layers": "--recompute-layers", "fused_cross_entropy": "--fused-cross-entropy/--no-fused-cross-entropy",
+    "vocab_divisible_by": "--vocab-divisible-by", "offload_layers": "--offload-layers",
+    "uneven_pp": "--uneven-pp/--no-uneven-pp", "split_embedding_loss": "--split-embedding-loss/--no-split-embedding-loss",
+    "overlap_tp": "--overlap-tp/--no-overlap-tp", "overlap_ep": "--overlap-ep/--no-overlap-ep",
+    "overlap_pp": "--overlap-pp/--no-overlap-pp", "overlap_cp": "--overlap-cp/--no-overlap-cp",
+    "overlap_dp": "--overlap-dp/--no-overlap-dp",
+}
+
+
+def flag_values(given: dict[str, Any]) -> dict[str, Any]:
+    """``TrainOptions`` keyword arguments keyed by their flags instead (for errors that name the flag)."""
+    return {RECIPE_FLAGS[k]: v for k, v in given.items()}
