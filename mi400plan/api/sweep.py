@@ -387,10 +387,12 @@ def _memory(r: dict[str, Any], wl: Any, hw: Any) -> MemoryBytes:
     (fixed part + the capacity share, ``RuntimeReserve``), so ``total`` includes it and compares with
     the SKU's HBM capacity (``memory.train_memory`` leaves the capacity share to the caller)."""
     share = wl.recipe.reserve.fraction * hw.hbm_bytes
+    frag = r.get("mem_fragmentation", 0.0)
     return MemoryBytes(
         weights=r["mem_weights"], gradients=r["mem_gradients"], optimizer=r["mem_optimizer"],
         activations=r["mem_activations"], offloaded=r.get("mem_offloaded", 0.0), reserve=r["mem_reserve"] + share,
-        total=r["mem_total"] + share, capacity=hw.hbm_bytes,
+        total=r["mem_total"] + share, capacity=hw.hbm_bytes, fragmentation=frag,
+        verdict="tight" if r["mem_total"] + share > hw.hbm_bytes else "fits",
     )
 
 
@@ -538,7 +540,8 @@ def _size_flips(sr: SkuRange, best: SweepRow | None, wl: Any, corners: dict[str,
         out.append(SweepFlip(
             kind="fit", sku=sr.sku, gpus=sr.gpus, corner="pessimistic",
             detail=f"{where}: the best layout {nom} needs {gb(best.memory_bytes.total)} per GPU (runtime reserve "
-            f"included): it fits the nominal {gb(cap_nom)} HBM but not the low-end {gb(cap_lo)} "
+            f"included): it {'is tight on' if best.memory_bytes.verdict == 'tight' else 'fits'} the nominal "
+            f"{gb(cap_nom)} HBM but not the low-end {gb(cap_lo)} "
             f"({gb(usable_lo)} after the capacity share of the reserve); {there}",
         ))
     for c in CORNERS:

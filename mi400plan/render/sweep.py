@@ -11,7 +11,13 @@ from mi400plan.units import fmt_bytes, fmt_count, fmt_pct, fmt_time
 
 
 # Which memory figure the tables show (the same figure `fit` reports for the layout).
-MEM_NOTE = "mem/GPU: the most loaded rank, runtime reserve included (the figure `fit --plan` reports)."
+MEM_NOTE = ("mem/GPU: the most loaded rank, runtime reserve included (the figure `fit --plan` reports); "
+            "! = tight: over HBM by no more than the allocator-fragmentation share (runs if fragmentation stays lower).")
+
+
+def _mem(m: Any) -> str:
+    """The memory cell: the total, with "!" when the layout is tight (``MemoryBytes.verdict``)."""
+    return fmt_bytes(m.total) + ("!" if m.verdict == "tight" else "")
 
 def _layout(r: SweepRow) -> str:
     from mi400plan.api.sweep import layout_text
@@ -103,7 +109,7 @@ def render(res: SweepResult, console: Any) -> None:
                 cols.append(("cost", "right"))
             out = []
             for r in rows:
-                line = [r.rank, _layout(r), fmt_bytes(r.memory_bytes.total), fmt_time(r.step_time_s, 2), _breakdown(r),
+                line = [r.rank, _layout(r), _mem(r.memory_bytes), fmt_time(r.step_time_s, 2), _breakdown(r),
                         fmt_count(r.tokens_per_s), fmt_pct(r.mfu)]
                 if res.train_tokens:
                     line.append(_days(r.days))
@@ -202,7 +208,7 @@ def _pareto(res: SweepResult, console: Any, head: str) -> None:
             cols.append(("cost", "right"))
         out = []
         for r in rows:
-            line = [_layout(r), fmt_bytes(r.memory_bytes.total), fmt_time(r.step_time_s, 2),
+            line = [_layout(r), _mem(r.memory_bytes), fmt_time(r.step_time_s, 2),
                     "fastest" if r.rank == 1 else f"+{(r.step_time_s / fastest - 1) * 100:.2f}%",
                     fmt_count(r.tokens_per_s), fmt_pct(r.mfu)]
             if _has_cost(res):

@@ -6,7 +6,7 @@ Units are in the field names: ``*_s`` seconds, ``*_bytes`` bytes, ``tokens_per_s
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -67,9 +67,13 @@ class MemoryBytes(OutModel):
     # activation bytes kept in pinned host memory per GPU (--offload-layers): the host memory the offloading
     # needs, not part of total (already taken out of activations)
     offloaded: float = 0.0
-    reserve: float  # the whole runtime reserve: fixed part + capacity share (fragmentation), as `fit` counts it
+    reserve: float  # the whole runtime reserve: fixed part + capacity share + fragmentation, as `fit` counts it
     total: float  # includes the reserve; the layout fits when total <= capacity
     capacity: float  # the SKU's HBM capacity (driver-reported usable where published), bytes
+    fragmentation: float = 0.0  # the allocator-fragmentation share of the reserve (part of reserve and total)
+    # "tight": total exceeds capacity by no more than the fragmentation share (the layout is valid and
+    # runs if the allocator fragments less); "fits" otherwise (sweep's rows never "does_not_fit")
+    verdict: Literal["fits", "tight"] = "fits"
 
 
 class Placement(OutModel):
