@@ -1444,7 +1444,8 @@ def evaluate_one(layout: dict[str, int], wl: Workload, hw: Hardware, world: int,
     out = {k: float(np.asarray(v).ravel()[0]) for k, v in t.items()}
     mem = memory_total(c, wl)
     out["mem_total"] = float(np.asarray(mem.total).ravel()[0])
-    out["fits"] = float(float(np.asarray(mem.need).ravel()[0]) <= usable_hbm(wl, hw))  # fits or tight
+    out["mem_need"] = float(np.asarray(mem.need).ravel()[0])  # the total without the fragmentation share
+    out["fits"] = float(out["mem_need"] <= usable_hbm(wl, hw))  # fits or tight
     return out
 
 
