@@ -1,6 +1,6 @@
 """Training step-time validation: published runs that were NOT used to fit any efficiency.
 
-Data: ``tests/data/train_validation.csv`` (one run a row, with source title, date and URL; layout
+Data: ``mi400plan/data/train_validation.csv`` (one run a row, with source title, date and URL; layout
 as published: GPUs, sequence length, global and micro-batch, TP, PP, virtual stages, CP, EP,
 FSDP; measured tokens/s per GPU). The fitted efficiencies come only from the calibration set
 (``benchmarks/fit_gemm.py``: Narayanan 2021 Table 1, Llama 3 Table 4, AMD's max-achievable FLOPs,
@@ -86,78 +86,21 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).parent / "data" / "train_validation.csv"
-# MosaicML MPT (llm-foundry ``scripts/train/yamls/pretrain/mpt-*.yaml``): d_model, n_heads, n_layers;
-# expansion ratio 4 (GELU), vocabulary 50,368, no biases, LayerNorm, learned positions (the
-# benchmark table's parameter counts grow with the sequence length), tied embeddings. The counts
-# check against the table's NumParams (``test_mpt_models_match_the_published_parameter_counts``).
-MPT = {"mpt-1b": (2048, 16, 24), "mpt-3b": (2560, 20, 32), "mpt-7b": (4096, 32, 32),
-       "mpt-13b": (5120, 40, 40), "mpt-30b": (7168, 64, 48), "mpt-70b": (8192, 64, 80)}
+from mi400plan.validate import (  # noqa: F401 - re-exported for the calibration tests and benchmarks
+    DEEPSEEK_V2, DEEPSEEK_V2_COMMON, MPT, RECIPE_DEFAULTS, model_spec, row_recipe, with_defaults,
+)
 
-
-# DeepSeek-V2 and DeepSeek-V2-Lite, the keys of their Hugging Face ``config.json`` (deepseek-ai,
-# 2024-05) that ``mi400plan.hfconfig`` reads: MLA, DeepSeekMoE with 2 shared experts, top-6, the
-# first layer dense.
-DEEPSEEK_V2 = {
-    "deepseek-v2": dict(hidden_size=5120, num_hidden_layers=60, num_attention_heads=128, intermediate_size=12288,
-                        moe_intermediate_size=1536, n_routed_experts=160, q_lora_rank=1536),
-    "deepseek-v2-lite": dict(hidden_size=2048, num_hidden_layers=27, num_attention_heads=16, intermediate_size=10944,
-                             moe_intermediate_size=1408, n_routed_experts=64, q_lora_rank=None),
-}
-DEEPSEEK_V2_COMMON = dict(model_type="deepseek_v2", n_shared_experts=2, num_experts_per_tok=6, kv_lora_rank=512,
-                          qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, vocab_size=102400,
-                          max_position_embeddings=163840, first_k_dense_replace=1, moe_layer_freq=1,
-                          tie_word_embeddings=False)
-
-
-def model_spec(catalog, name: str, seq: int):
-    """A bundled model, a DeepSeek-V2 model from its configuration (``DEEPSEEK_V2``), or an MPT model
-    from its published configuration (``MPT``) with ``seq`` learned positions (the benchmark trains
-    each sequence length with its own position table)."""
-    from mi400plan.hfconfig import model_from_hf_config
-    from mi400plan.specs.model import Attention, ModelSpec
-
-    if name in DEEPSEEK_V2:
-        cfg = {**DEEPSEEK_V2_COMMON, **DEEPSEEK_V2[name]}
-        cfg["num_key_value_heads"] = cfg["num_attention_heads"]
-        return model_from_hf_config(cfg, path=f"{name}/config.json", name=name)
-    if name not in MPT:
-        return catalog.get("models", name).spec
-    d, heads, layers = MPT[name]
-    return ModelSpec(name=name, display_name=name.upper(), hidden_size=d, num_layers=layers, vocab_size=50368,
-                     ffn_dim=4 * d, ffn_kind="gelu", linear_bias=False, norm="layernorm", position_embedding="learned",
-                     max_seq_len=seq, tie_embeddings=True, attention=Attention(num_heads=heads))
+# The bundled runs ship with the package (``mi400plan validate`` reads them); the test reads the same file.
+DATA = Path(__file__).resolve().parents[1] / "mi400plan" / "data" / "train_validation.csv"
+# MosaicML MPT and DeepSeek-V2 configurations, and how a row's model and recipe are built: the package's
+# (``mi400plan.validate``), which ``validate`` runs too. The MPT counts check against the benchmark table's
+# NumParams (``test_mpt_models_match_the_published_parameter_counts``).
 TARGET_MEAN, TARGET_MAX = 0.06, 0.12
 
 
 def rows() -> list[dict[str, str]]:
     with DATA.open(newline="") as f:
         return list(csv.DictReader(f))
-
-
-# Recipe columns (docstring) and what a row without them gets: the model's defaults.
-RECIPE_DEFAULTS = {"offload_layers": "0", "tp_overlap": "0", "ep_overlap": "0", "grad_dtype": "fp32", "mtp_layers": "0",
-                   "recipe": "megatron", "fp8_params": "0", "fp8_weight_copies": "", "recompute_modules": "",
-                   "capacity_factor": "", "fused_cross_entropy": ""}
-
-
-def with_defaults(r: dict[str, str]) -> dict[str, str]:
-    """The row with ``RECIPE_DEFAULTS`` for every recipe column it lacks or leaves empty."""
-    return {**RECIPE_DEFAULTS, **{k: v for k, v in r.items() if not (k in RECIPE_DEFAULTS and v == "")}}
-
-
-def row_recipe(r: dict[str, str]):
-    """The run's memory recipe from its columns (``RECIPE_DEFAULTS`` where a file has none)."""
-    from mi400plan.specs.layout import train_recipe
-
-    r = with_defaults(r)
-    return train_recipe(
-        r["recipe"], precision=r["precision"], grad_dtype=r["grad_dtype"], offload_layers=int(r["offload_layers"]),
-        fp8_params=r["fp8_params"] == "1" or None,
-        fp8_weight_copies=int(r["fp8_weight_copies"]) if r["fp8_weight_copies"] else None,
-        recompute_modules=r["recompute_modules"] or None,
-        capacity_factor=float(r["capacity_factor"]) if r["capacity_factor"] else None,
-        fused_cross_entropy=r["fused_cross_entropy"] == "1" or None)
 
 
 @contextlib.contextmanager

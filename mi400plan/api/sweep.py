@@ -343,6 +343,13 @@ def layout_text(lay: SweepLayout) -> str:
     return " ".join(parts)
 
 
+def _error_band(wl: Any) -> Any:
+    """The bundled step-time error band for the workload's kind (``validate.band_for``; no stack input yet)."""
+    from mi400plan.validate import band_for, read_bands
+
+    return band_for(read_bands(), wl.model.moe is not None, None)
+
+
 def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any, usable: float,
          train_tokens: float | None, cost: float | None) -> SweepRow:
     from mi400plan.pipeline import split_text
@@ -368,7 +375,9 @@ def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any,
         tp=str(tier_of(tp, 1, dom)), cp=str(tier_of(cp, tp, dom)), ep=str(tier_of(ep, etp, dom)),
         pp=str(tier_of(pp, inner, dom)), dp=str(dp_tier(tp, cp, fold, pp, r["dp"], dom)),
     )
+    band = _error_band(wl)
     return SweepRow(
+        error_band=band.mean_abs if band else None, error_band_text=band.text() if band else None,
         rank=rank, sku=sku.name, gpus=gpus, layout=lay,
         pipeline_split=split_text(wl.model.num_layers, int(pp), int(r["vpp"]), int(r.get("split", 0))),
         stage_imbalance=float(r["stage_imbalance"]),

@@ -45,7 +45,8 @@ EXAMPLES = {
     "budget": "mi400plan budget --sku mi355x --gpus 4096 --days 90",
     "list": "mi400plan profiles list --kind accelerators",
     "show": "mi400plan profiles show mi355x",
-    "validate": "mi400plan profiles validate ./my-profiles",
+    "profiles validate": "mi400plan profiles validate ./my-profiles",
+    "validate": "mi400plan validate my-runs.toml",
 }
 
 
@@ -92,7 +93,8 @@ class PlannerCommand(TyperCommand):
 
     def format_epilog(self, ctx: Any, formatter: Any) -> None:
         super().format_epilog(ctx, formatter)
-        example = EXAMPLES.get(self.name or "")
+        parent = ctx.parent.info_name if ctx.parent is not None and ctx.parent.parent is not None else None
+        example = EXAMPLES.get(f"{parent} {self.name}" if parent else "", EXAMPLES.get(self.name or ""))
         if example:
             with formatter.section("Example"):
                 formatter.write_text(example)

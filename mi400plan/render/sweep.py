@@ -15,6 +15,12 @@ MEM_NOTE = ("mem/GPU: the most loaded rank, runtime reserve included (the figure
             "! = tight: over HBM by no more than the allocator-fragmentation share (runs if fragmentation stays lower).")
 
 
+def _band_note(rows: list[Any]) -> str:
+    """The step time's empirical error band (``SweepRow.error_band_text``), once per table."""
+    texts = sorted({r.error_band_text for r in rows if r.error_band_text})
+    return f" step: {'; '.join(texts)} empirical error band (mi400plan validate)." if texts else ""
+
+
 def _mem(m: Any) -> str:
     """The memory cell: the total, with "!" when the layout is tight (``MemoryBytes.verdict``)."""
     return fmt_bytes(m.total) + ("!" if m.verdict == "tight" else "")
@@ -117,7 +123,7 @@ def render(res: SweepResult, console: Any) -> None:
                     line.append(_money(r.cost_usd))
                 out.append(line)
             print_table(console, cols, out, title=f"Best layouts: {sku} x {gpus:,} GPUs - {head}",
-                        caption=f"Order: {res.tie_break}. {MEM_NOTE}{_split_note(rows)}")
+                        caption=f"Order: {res.tie_break}. {MEM_NOTE}{_split_note(rows)}{_band_note(rows)}")
     if res.skus:
         cols = ["SKU", ("GPUs", "right"), "best layout", ("step", "right"), ("tokens/s", "right"),
                 ("tok/s per GPU", "right"), ("GPUs/rack", "right"), ("tok/s per rack", "right"), ("MFU", "right"),

@@ -136,6 +136,11 @@ class SweepRow(OutModel):
     days: float | None = None  # days to train --tokens
     cost_usd: float | None = None  # GPUs x hours x --gpu-hour-cost
     range: RowRange | None = None  # this layout at the estimate-range corners (absent with --no-ranges)
+    # empirical error band of the step time: the mean |error| of the bundled measured runs of the same kind
+    # (dense or MoE) under leave-one-source-out cross-validation (``mi400plan validate``), as a fraction,
+    # and as text, e.g. "+-9 % (dense, all stacks, 41 runs)"; None when the table has no such group
+    error_band: float | None = None
+    error_band_text: str | None = None
 
 
 class SkuEfficiency(OutModel):
