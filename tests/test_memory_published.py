@@ -210,7 +210,7 @@ def test_every_recipe_switch_of_one_command_exists_in_the_other(cli) -> None:
 
 # --- every published layout that ran: fits or tight, never "does not fit" -----------------------------
 
-# Runs of the bundled measured-run files (``tests/data/train_validation.csv``,
+# Runs of the bundled measured-run files (``mi400plan/data/train_validation.csv``,
 # ``tests/data/train_calibration_amd.csv``), each at its SKU's real capacity and the default reserve.
 RAN = {
     "amd2512-mi355x-dsv2-lite": "AMD, 'MoE Training Best Practices on AMD GPUs' (ROCm blog, 2025-12-16), "

@@ -32,7 +32,7 @@ def _bundled_run(cat: Any, r: dict[str, str], line: int) -> tuple[RunMeta, Prepa
     (the capacity check ``fit`` and ``sweep`` use), sequence parallelism and the embedding/loss split
     as the search picks them. None: no layout of the row is valid."""
     from mi400plan.api.sweep import build_sku
-    from mi400plan.search import iter_rows, search
+    from mi400plan.search import iter_rows, model_terms, search
 
     d = with_defaults(r)
     wl = row_workload(cat, r)
@@ -51,7 +51,7 @@ def _bundled_run(cat: Any, r: dict[str, str], line: int) -> tuple[RunMeta, Prepa
                      dp=int(best["dp"]), vpp=layout["vpp"], micro_batch=layout["micro_batch"], zero=layout["zero"],
                      step_time_s=measured_step_s(r))
     entry = RunEntry(mr, BUNDLED_RUNS, line)
-    flops = 0.0  # not read: the measurement is a step time
+    flops = model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe).flops_model
     return row_meta(r, wl.model.moe is not None), PreparedRun(entry, wl, layout, opts, mr.step_time_s or 0.0, flops)
 
 

@@ -34,6 +34,8 @@ def render_validate(result: Any, console: Any) -> None:
     lines = ["error = measured step / model step - 1: + = the model is optimistic (predicts more tokens/s than "
              "measured); LOSO = the same with the calibrated parameters refitted without the run's source "
              "(3 runs a parameter, per SKU; a SKU with fewer keeps its profile values)."]
+    if not result.loso_groups and result.loso_sources == 0 and result.rows:
+        lines.append("leave-one-source-out: not run (--no-loso, or the runs come from one source)")
     if result.skipped:
         lines.append(f"skipped (no valid layout at the SKU's capacity): {', '.join(result.skipped)}")
     if result.bands_written:
