@@ -845,8 +845,8 @@ def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str
         headroom_bytes=headroom, headroom_pct=round(100.0 * headroom / cap, 2),
     )
     if not fits:
-        row["reason"] = (f"needs {_gb(hard)} per GPU before the allocator-fragmentation share ({_gb(need)} with it) "
-                         f"but {spec.name} has {_gb(cap)}: short by {_gb(hard - cap)}")
+        with_frag = f" before the allocator-fragmentation share ({_gb(need)} with it)" if frag else ""
+        row["reason"] = f"needs {_gb(hard)} per GPU{with_frag} but {spec.name} has {_gb(cap)}: short by {_gb(hard - cap)}"
     elif verdict == "tight":
         row["reason"] = (f"tight: needs {_gb(need)} per GPU with the allocator-fragmentation share of {_gb(frag)}, "
                          f"{_gb(hard)} without it, against {_gb(cap)}: runs if fragmentation stays under "

@@ -135,7 +135,7 @@ def _reserve_split(row: FitRow) -> str:
     """The row's reserve in its parts, e.g. " = 1.5 GiB fixed + 2.1 GiB fragmentation" (training)."""
     mb = row.memory_bytes
     if not mb.fragmentation:
-        return f" = {_gib(mb.reserve)}"
+        return ""
     return f" = {_gib(mb.reserve - mb.fragmentation)} fixed + {_gib(mb.fragmentation)} fragmentation"
 
 
@@ -274,8 +274,9 @@ def _comparison(result: FitResult, console: Any) -> None:
             console.print(n, highlight=False, markup=False)
     legend = [
         "fits? compares need/GPU (the most loaded rank, runtime reserve included) with HBM/GPU for the layout "
-        "as given; tight = over HBM only by the allocator-fragmentation share of the reserve (it runs if the allocator "
-        "fragments less); ~ = HBM is an estimate with a range (see notes); * = the verdict flips inside that range.",
+        "as given; " + ("tight = over HBM only by the allocator-fragmentation share of the reserve (it runs if the "
+                        "allocator fragments less); " if any(r.verdict == "tight" for r in result.rows) else "")
+        + "~ = HBM is an estimate with a range (see notes); * = the verdict flips inside that range.",
         "fewest GPUs that fit: the smallest TP x PP (MoE: x EP) on that SKU with every other setting as given "
         "and TP inside the SKU's scale-up domain (node, rack or pod; the number used in brackets); need there = "
         "per-GPU memory at that layout.",
