@@ -92,6 +92,8 @@ def test_a_users_runs_file(cli) -> None:
     d = json.loads(r.stdout)["data"]
     assert len(d["rows"]) == 5 and {x["family"] for x in d["rows"]} == {"AMD CDNA 4"}
     assert d["loso_sources"] == 0  # one file is one source: nothing to hold out
+    one = cli(["validate", str(runs), "--write-bands", str(runs.parent / "bands.json")])
+    assert one.exit_code == 2 and "two" in one.output  # one source: no cross-validated band to write
     bad = cli(["validate", str(runs.parent / "missing.toml")])
     assert bad.exit_code in (2, 3) and "missing.toml" in bad.output
 

@@ -143,7 +143,10 @@ def validate(cat: Any, runs_file: str | None = None, *, loso: bool = True,
         if not cv:
             raise UsageError("--write-bands needs the leave-one-source-out errors of at least two sources")
         target = Path(write_bands) / BANDS_FILE if Path(write_bands).is_dir() else Path(write_bands)
-        target.write_text(bands_json(bands_from(cv)), encoding="utf-8")
+        try:
+            target.write_text(bands_json(bands_from(cv)), encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--write-bands: cannot write {target}: {exc.strerror or exc}") from None
         written = str(target)
     return ValidateResult(
         inputs=[runs_file or f"<bundled>/{BUNDLED_RUNS}"], rows=out_rows, skipped=skipped,
