@@ -126,3 +126,22 @@ def test_bundled_band_table_matches_a_fresh_computation(catalog, tmp_path) -> No
     fresh = json.loads((tmp_path / "error_bands.json").read_text())
     assert fresh == json.loads((DATA / "error_bands.json").read_text())
     assert res.loso_sources == 8 and res.loso_seconds < 300
+
+
+def test_a_users_sources_and_stacks_group_and_cross_validate(cli, tmp_path) -> None:
+    """Runs that name a source and a stack: grouped by stack, and each source held out in turn (the
+    MI355X runs of the other source refit the matmul efficiency, 3 runs a parameter)."""
+    src = (Path(__file__).parent / "data" / "calibrate" / "runs.toml").read_text()
+    blocks = src.split("[[run]]")
+    head, runs = blocks[0], blocks[1:]
+    tagged = [f'[[run]]\nsource = "{"A" if i % 2 else "B"}"\nstack = "S{i % 2}"' + b for i, b in enumerate(runs * 2)]
+    for i in range(len(tagged)):  # distinct names
+        tagged[i] = tagged[i].replace('name = "', f'name = "{i}-', 1)
+    f = tmp_path / "runs.toml"
+    f.write_text(head + "".join(tagged))
+    r = cli(["validate", str(f), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)["data"]
+    assert d["loso_sources"] == 2 and len(d["rows"]) == 2 * len(runs)
+    assert {g["name"] for g in d["groups"] if g["group"] == "stack"} == {"S0", "S1"}
+    assert all(x["loso_error"] is not None for x in d["rows"])

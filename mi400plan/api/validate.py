@@ -61,7 +61,8 @@ def _family(cat: Any, sku: str) -> str:
 
 
 def _user_runs(cat: Any, path: str) -> list[tuple[RunMeta, PreparedRun]]:
-    """A user's runs file, prepared as ``calibrate`` prepares it; the file is the runs' one source."""
+    """A user's runs file, prepared as ``calibrate`` prepares it; a run's ``source`` (default: the file) and
+    ``stack`` group it."""
     from mi400plan.api.calibrate import _prepare
     from mi400plan.measurements import read_runs
     from mi400plan.profiles import read_text_file
@@ -70,8 +71,9 @@ def _user_runs(cat: Any, path: str) -> list[tuple[RunMeta, PreparedRun]]:
     out = []
     for entry in read_runs(p, text):
         sku, run = _prepare(cat, entry)
-        meta = RunMeta(id=entry.run.name or entry.where, sku=sku, family=_family(cat, sku), stack=None,
-                       moe=run.workload.model.moe is not None, source=str(p), source_title=str(p))
+        src = entry.run.source or str(p)
+        meta = RunMeta(id=entry.run.name or entry.where, sku=sku, family=_family(cat, sku), stack=entry.run.stack,
+                       moe=run.workload.model.moe is not None, source=src, source_title=src)
         out.append((meta, run))
     return out
 
