@@ -404,6 +404,12 @@ class Catalog:
                     path=name,
                     hint=f"'mi400plan profiles list --kind {kind}' shows the catalog names",
                 )
+        if kind == "models" and name.strip().lower() not in self._entries(kind):
+            from mi400plan.family import family_model
+
+            fam = family_model(name)
+            if fam is not None:  # a synthetic family model (``fit --largest`` prints these names)
+                return Loaded(fam, f"family template {fam.family} (mi400plan.family)", "bundled")
         canonical = self.resolve(kind, name)
         key = (kind, canonical)
         if key in self._cache:
@@ -447,6 +453,29 @@ class Catalog:
                 except ProfileError as exc:
                     out.append((kind, name, path, exc))
         return out
+
+
+def approximation_warnings(
+    catalog: "Catalog", skus: list[str] | tuple[str, ...] = (), fabrics: list[str] | tuple[str, ...] = ()
+) -> list[str]:
+    """One warning per fabric, named directly or as an accelerator's default scale-up / scale-out
+    fabric, whose profile says its topology is approximated (``Fabric.approximation``)."""
+    names: list[str] = list(fabrics)
+    for sku in skus:
+        try:
+            ic = catalog.get("accelerators", sku).spec.interconnect
+        except (ProfileError, UnknownNameError):
+            continue
+        names += [n for n in (ic.scale_up_fabric, ic.scale_out_fabric) if n]
+    out: list[str] = []
+    for name in dict.fromkeys(names):
+        try:
+            note = getattr(catalog.get("fabrics", name).spec, "approximation", None)
+        except (ProfileError, UnknownNameError):
+            continue
+        if note:
+            out.append(f"fabric {name} is an approximation: {note}")
+    return out
 
 
 def kind_of_path(path: Path) -> str | None:

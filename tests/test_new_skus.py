@@ -16,11 +16,11 @@ from mi400plan.profiles import Catalog
 
 CAT = Catalog.default([])
 
-ACCELERATORS = ["trainium2", "trainium3", "tpu-v5p", "tpu8t", "gaudi3", "mi350p", "h800", "rubin-hgx"]
+ACCELERATORS = ["trainium2", "trainium3", "tpu-v5p", "tpu8t", "gaudi3", "mi350p", "h800", "rubin-hgx", "tpu8i", "maia200"]
 FABRICS = [
     "neuronlink-v3-trn2", "neuronlink-v4-trn3", "efa-trn2", "ici-v5p", "tpu-dcn-v5p", "ici-tpu8t",
     "virgo-tpu8t", "gaudi3-roce-hls8", "gaudi3-roce-scaleout", "nvlink4-h800-hgx8", "nvlink6-hgx8",
-    "pcie5-x16-8card",
+    "pcie5-x16-8card", "ici-tpu8i", "maia200-ethernet", "maia200-scaleout", "pcie-x16-crescent-island",
 ]
 RACKS = ["hgx-h100", "hgx-b200", "hgx-b300"]
 NEW = [("accelerators", n) for n in ACCELERATORS] + [("fabrics", n) for n in FABRICS] + [("racks", n) for n in RACKS]
@@ -76,6 +76,12 @@ PER_DIR = {
     "efa-trn2": 3.2e12 / 16 / 8,
     # PCIe 5.0 x16: 16 lanes x 32 GT/s, bits -> bytes (AMD: 128 GB/s bidirectional)
     "pcie5-x16-8card": 16 * 32e9 / 8,
+    # TPU 8i: 19.2 Tb/s bidirectional per chip (Cloud Next 2026), bits -> bytes, / 2
+    "ici-tpu8i": 19.2e12 / 8 / 2,
+    # Maia 200: 2.8 TB/s bidirectional scale-up per chip, / 2
+    "maia200-ethernet": 2.8e12 / 2,
+    # Crescent Island: PCIe 5.0 x16 assumed (no link disclosed), as for the MI350P card
+    "pcie-x16-crescent-island": 16 * 32e9 / 8,
 }
 
 
@@ -220,7 +226,7 @@ def test_hgx_rack_gpu_power_and_dgx_reference(cli, rack) -> None:
 
 
 # --- roadmap entries: marked as such wherever they are shown ---------------------------------------
-ROADMAP = [("accelerators", "rubin-ultra"), ("accelerators", "mi500"), ("fabrics", "nvlink7-nvl576"),
+ROADMAP = [("accelerators", "rubin-ultra"), ("accelerators", "mi500"), ("accelerators", "crescent-island"), ("fabrics", "nvlink7-nvl576"),
            ("fabrics", "ual-mi500"), ("racks", "rubin-ultra-nvl576")]
 
 
@@ -298,4 +304,55 @@ def test_fit_marks_roadmap_entries(cli) -> None:
     one = json.loads(cli(["fit", "llama3-70b", "--sku", "rubin-ultra", "--json"]).stdout)["data"]
     assert any(w.startswith("rubin-ultra is a roadmap entry") for w in one["warnings"])
     every = json.loads(cli(["fit", "llama3-70b", "--sku", "all", "--json"]).stdout)["data"]
-    assert "roadmap entries (announced, not shipping): mi500, rubin-ultra" in every["warnings"]
+    assert "roadmap entries (announced, not shipping): crescent-island, mi500, rubin-ultra" in every["warnings"]
+
+
+# --- 2026 parts buyers compare: TPU 8i, Maia 200, Crescent Island ---------------------------------
+def test_tpu8i_per_chip_figures() -> None:
+    """Google deep-dive table (via SemiAnalysis): 288 GB, 8.6 TB/s, 10.1 PF FP4; Cloud Next: a pod of
+    1,152 chips delivers 11.6 EF FP8, so FP8 per chip = 11.6e18 / 1,152 = 10.07e15."""
+    t = acc("tpu8i")
+    assert t.hbm_bytes.nominal == 288 * 2**30 and t.memory.bandwidth_bytes_per_s.nominal == 8.6e12
+    assert t.compute.peak_flops("fp4").nominal == 10.1e15
+    assert t.compute.peak_flops("fp8").nominal == pytest.approx(11.6e18 / 1152, rel=1e-4)
+    assert fab("ici-tpu8i").domain_size.nominal == 1152
+
+
+def test_maia200_is_cloud_only_with_microsofts_figures() -> None:
+    m = acc("maia200")
+    assert m.compute.peak_flops("fp4").nominal == 10_145e12 and m.compute.peak_flops("fp8").nominal == 5_072e12
+    assert m.hbm_bytes.nominal == 216 * 2**30 and m.power.tdp_w.nominal == 750
+    assert not m.compute.bf16_dense_tflops.known
+    assert "Cloud-only" in m.description and fab("maia200-ethernet").domain_size.nominal == 6144
+
+
+def test_crescent_island_memory_estimate_spans_its_bus_readings() -> None:
+    """640-bit bus x 10.7 Gb/s / 8 = 856 GB/s; Tom's Hardware's estimate 684 GB/s; no compute figure."""
+    c = acc("crescent-island")
+    bw = c.memory.bandwidth_bytes_per_s
+    assert (bw.lo, bw.hi, bw.status) == (684e9, 640 * 10.7e9 / 8, "estimate")
+    assert c.hbm_bytes.nominal == 160 * 2**30 and c.power.tdp_w.nominal == 350
+    assert not any(c.compute.peak_flops(p).known for p in ("bf16", "fp8", "fp4"))
+
+
+APPROXIMATED = {"tpu8i": "ici-tpu8i", "maia200": "maia200-ethernet", "crescent-island": "pcie-x16-crescent-island"}
+
+
+@pytest.mark.parametrize("sku", sorted(APPROXIMATED))
+def test_every_result_on_an_approximated_fabric_names_it(cli, sku) -> None:
+    fabric = APPROXIMATED[sku]
+    want = f"fabric {fabric} is an approximation: {fab(fabric).approximation}"
+    runs = [["fit", "llama3-70b", "--sku", sku], ["comm", "all-reduce", "--size", "64MB", "--group", "8", "--sku", sku]]
+    if acc(sku).compute.peak_flops("fp8").known:
+        runs.append(["sweep", "llama3-70b", "--sku", sku, "--gpus", "64", "--top", "1", "--precision", "fp8"])
+        runs.append(["serve", "llama3-70b", "--sku", sku])
+    for args in runs:
+        r = cli([*args, "--json"])
+        assert r.exit_code == 0, (args, r.output)
+        assert want in json.loads(r.stdout)["data"]["warnings"], args
+        assert fabric in cli(args).output
+
+
+def test_fabrics_without_an_approximation_add_no_warning(cli) -> None:
+    r = cli(["fit", "llama3-70b", "--sku", "tpu8t", "--json"])
+    assert not any("is an approximation" in w for w in json.loads(r.stdout)["data"]["warnings"])

@@ -211,6 +211,9 @@ def fit(
         warnings.append(f"{roadmap[0].name} is a roadmap entry (announced, not shipping): {roadmap[0].roadmap}")
     elif roadmap:
         warnings.append("roadmap entries (announced, not shipping): " + ", ".join(a.name for a in roadmap))
+    from mi400plan.profiles import approximation_warnings
+
+    warnings += approximation_warnings(catalog, [a.spec.name for a in accels])
 
     fm = FitModel(
         name=model.name,

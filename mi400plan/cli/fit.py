@@ -13,6 +13,7 @@ from mi400plan.cli.recipe import (
     OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt,
     UnevenOpt, VocabOpt,
 )
+from mi400plan.cli.counts import count, sku_list
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
     ForceOpt,
@@ -59,22 +60,23 @@ def fit_cmd(
     model: Annotated[Optional[str], typer.Argument(help="Model profile name or path (TOML / HF config.json).")] = None,
     sku: Annotated[
         Optional[list[str]],
-        typer.Option("--sku", help="Accelerator profile; repeatable; 'all' (the default) compares every SKU."),
+        typer.Option("--sku", callback=sku_list, help="Accelerator profile; repeatable or comma-separated "
+                     "(mi355x,b200); 'all' (the default) compares every SKU."),
     ] = None,
     mode: Annotated[str, typer.Option("--mode", metavar="train|infer", help="train (training) or infer (inference).")] = "train",
-    tp: Annotated[IntOpt, typer.Option("--tp", help="Tensor parallel size.")] = None,
-    pp: Annotated[IntOpt, typer.Option("--pp", help="Pipeline stages.")] = None,
-    vpp: Annotated[IntOpt, typer.Option("--vpp", help="Virtual stages per rank (interleaved schedule when > 1).")] = None,
-    dp: Annotated[IntOpt, typer.Option("--dp", help="Data-parallel replicas (default: from --gpus, else 1).")] = None,
-    ep: Annotated[IntOpt, typer.Option("--ep", help="Expert parallel size (MoE).")] = None,
-    etp: Annotated[IntOpt, typer.Option("--etp", help="Expert tensor parallel size (MoE).")] = None,
-    cp: Annotated[IntOpt, typer.Option("--cp", help="Context parallel size.")] = None,
-    zero: Annotated[IntOpt, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 (3 = FSDP); default 1.")] = None,
-    micro_batch: Annotated[IntOpt, typer.Option("--micro-batch", help="Sequences per micro-batch.")] = None,
+    tp: Annotated[IntOpt, typer.Option("--tp", parser=count, metavar="N", help="Tensor parallel size.")] = None,
+    pp: Annotated[IntOpt, typer.Option("--pp", parser=count, metavar="N", help="Pipeline stages.")] = None,
+    vpp: Annotated[IntOpt, typer.Option("--vpp", parser=count, metavar="N", help="Virtual stages per rank (interleaved schedule when > 1).")] = None,
+    dp: Annotated[IntOpt, typer.Option("--dp", parser=count, metavar="N", help="Data-parallel replicas (default: from --gpus, else 1).")] = None,
+    ep: Annotated[IntOpt, typer.Option("--ep", parser=count, metavar="N", help="Expert parallel size (MoE).")] = None,
+    etp: Annotated[IntOpt, typer.Option("--etp", parser=count, metavar="N", help="Expert tensor parallel size (MoE).")] = None,
+    cp: Annotated[IntOpt, typer.Option("--cp", parser=count, metavar="N", help="Context parallel size.")] = None,
+    zero: Annotated[IntOpt, typer.Option("--zero", parser=count, metavar="N", help="ZeRO stage 0-3 (3 = FSDP); default 1.")] = None,
+    micro_batch: Annotated[IntOpt, typer.Option("--micro-batch", parser=count, metavar="N", help="Sequences per micro-batch.")] = None,
     seq: Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS", help="Sequence length (train, default 4096) or context (infer, default the model's maximum); 32k, 128K (k = 1024).")] = None,
     recompute: Annotated[Optional[RecomputeChoice], typer.Option("--recompute", help="Activation recomputation.")] = None,
     sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism with TP (default on).")] = None,
-    gpus: Annotated[IntOpt, typer.Option("--gpus", help="Total GPUs (train: sets DP; infer: sets TP).")] = None,
+    gpus: Annotated[IntOpt, typer.Option("--gpus", parser=count, metavar="N", help="Total GPUs (train: sets DP; infer: sets TP).")] = None,
     global_batch: Annotated[IntOpt, typer.Option("--global-batch", help="Sequences per step (caps micro-batches in flight).")] = None,
     recipe: RecipeOpt = None,
     precision: Annotated[Optional[list[str]], typer.Option("--precision", metavar="PRECISION", help="train: bf16|fp8|fp32; infer weights: bf16|fp8|mxfp8|fp6|fp4|nvfp4|int4 (bfloat16, float32, float8 too). Repeat or comma-separate (bf16,fp8) to compare them in one table.")] = None,
@@ -82,7 +84,7 @@ def fit_cmd(
     grad_dtype: Annotated[Optional[GradDtype], typer.Option("--grad-dtype", help="Gradient accumulation dtype (train).")] = None,
     kv_dtype: Annotated[Optional[KvDtype], typer.Option("--kv-dtype", help="KV-cache dtype (infer).")] = None,
     flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="Flash attention (default on).")] = None,
-    batch: Annotated[IntOpt, typer.Option("--batch", help="Concurrent sequences (infer).")] = None,
+    batch: Annotated[IntOpt, typer.Option("--batch", parser=count, metavar="N", help="Concurrent sequences (infer).")] = None,
     reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default), '4GiB', '0'; vLLM's gpu-memory-utilization 0.9 is '10%'.")] = None,
     plan: Annotated[Optional[Path], typer.Option("--plan", help="Plan file saved by 'sweep --save'.")] = None,
     capacity_factor: CapacityFactorOpt = None,
@@ -107,8 +109,9 @@ def fit_cmd(
              "(train: some layout of the sweep's search fits; infer: one replica holds --batch x --seq), with "
              "its layout and the next larger step, which does not fit.")] = False,
     family: Annotated[str, typer.Option("--family", help="With --largest: dense (Llama-3 shape) or moe.")] = "dense",
-    experts: Annotated[int, typer.Option("--experts", help="With --largest --family moe: routed experts per layer.")] = 0,
-    top_k: Annotated[int, typer.Option("--top-k", help="With --largest --family moe: experts each token runs.")] = 0,
+    experts: Annotated[int, typer.Option("--experts", parser=count, metavar="N", help="With --largest --family moe: routed experts per layer.")] = 0,
+    top_k: Annotated[int, typer.Option("--top-k", parser=count, metavar="N", help="With --largest --family moe: experts each token runs.")] = 0,
+    tokens: Annotated[Optional[str], typer.Option("--tokens", help="With --largest --mode train: training tokens (15T); adds the largest model's step time and days to train.")] = None,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -141,16 +144,26 @@ def fit_cmd(
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
 
+    if tokens is not None and not largest:
+        raise typer.BadParameter("--tokens prices the answer of --largest; for a named model use "
+                                 "'sweep MODEL --tokens'", param_hint="--tokens")
     if largest:
         if model is not None or plan is not None:
             raise typer.BadParameter("--largest picks the model: drop the model name and --plan", param_hint="--largest")
+        if plot is not None:
+            raise typer.BadParameter("--largest draws no chart: drop --plot", param_hint="--plot")
+        if len(precisions) > 1:
+            raise typer.BadParameter("--largest takes one precision", param_hint="--precision")
+        pins = {"tp": tp, "pp": pp, "vpp": vpp, "dp": dp, "cp": cp, "ep": ep, "etp": etp, "zero": zero,
+                "micro_batch": micro_batch}
 
         def find_largest():  # noqa: ANN202
             from mi400plan.api.largest import largest as find
 
             return find(catalog(profiles), list(sku or []), mode=mode, gpus=gpus, family=family.strip().lower(),
                         experts=experts, top_k=top_k, seq_len=seq_n, batch=batch, global_batch=global_batch,
-                        precision=precision, kv_dtype=kv_dtype.value if kv_dtype else None)
+                        precision=precisions[0] if precisions else None,
+                        kv_dtype=kv_dtype.value if kv_dtype else None, pins=pins, tokens=tokens)
 
         run("fit", f, find_largest, check=check, ascii=ascii_, wide=wide)
         return

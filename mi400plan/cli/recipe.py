@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
+from mi400plan.cli.counts import count
 
 
 class RecipeChoice(str, Enum):
@@ -47,7 +47,7 @@ CapacityFactorOpt = Annotated[Optional[float], typer.Option(
          "Megatron-Core's default MoE is dropless, so this is a load-imbalance allowance for the busiest "
          "expert rank's dispatch buffers, not a token-dropping capacity.")]
 Fp8CopiesOpt = Annotated[Optional[int], typer.Option(
-    "--fp8-weight-copies", min=0, max=2,
+    "--fp8-weight-copies", parser=count, metavar="N",
     help="With --precision fp8 (train): cached FP8 casts per GEMM weight. Default 2, as Transformer Engine "
          "keeps them: a row-wise copy for the forward GEMM and a transposed one for the backward pass.")]
 RecomputeModulesOpt = Annotated[Optional[str], typer.Option(
@@ -56,7 +56,7 @@ RecomputeModulesOpt = Annotated[Optional[str], typer.Option(
          "core_attn): core_attn, mla_up_proj, moe_act, layernorm, mlp, moe, shared_experts. Sets --recompute "
          "selective in fit when --recompute is not given.")]
 RecomputeLayersOpt = Annotated[Optional[int], typer.Option(
-    "--recompute-layers", min=0, max=MAX_OFFLOAD_LAYERS,
+    "--recompute-layers", parser=count, metavar="N",
     help="What --recompute full recomputes: the first N layers of each model chunk (Megatron-Core "
          "--recompute-method block --recompute-num-layers N); 0, the default: every layer. Sets --recompute full "
          "in fit when --recompute is not given.")]
@@ -71,11 +71,11 @@ FusedCeOpt = Annotated[Optional[bool], typer.Option(
          "--cross-entropy-fusion-impl te; Megatron-Bridge's performance recipes set it), which keeps the 16-bit "
          "logits for the backward instead of an fp32 copy. Default off (fp32 logits).")]
 VocabOpt = Annotated[Optional[int], typer.Option(
-    "--vocab-divisible-by", min=1,
+    "--vocab-divisible-by", parser=count, metavar="N",
     help="Train: Megatron-LM pads the vocabulary to a multiple of this x TP (default 128; Llama-3's 128,256 "
          "-> 129,024 at TP 8). The padded rows cost memory; parameter counts stay unpadded.")]
 OffloadOpt = Annotated[Optional[int], typer.Option(
-    "--offload-layers", min=0, max=MAX_OFFLOAD_LAYERS,
+    "--offload-layers", parser=count, metavar="N",
     help="Train: offload the saved activations of the first N layers of each model chunk to host memory "
          "(Megatron-Core --cpu-offloading --cpu-offloading-num-layers N; default 0). One offloaded layer stays in "
          "HBM while it is copied; the copies run over the host link (PCIe or NVLink-C2C) behind "

@@ -10,6 +10,7 @@ from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OffloadOpt, OptimizerOpt,
     OverlapDpOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, UnevenOpt, VocabOpt, recipe_flags,
 )
+from mi400plan.cli.counts import count, sku_list
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
     PlotOpt,
@@ -29,12 +30,10 @@ from mi400plan.cli.common import (
 
 
 def _ints(text: Optional[str], flag: str) -> list[int]:
-    if not text:
-        return []
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}", param_hint=flag) from None
+    """A count list flag (``--tp 4,8``, ``--micro-batch 1..8``) by the one count reading (``cli.counts``)."""
+    from mi400plan.cli.counts import count_list
+
+    return count_list(text, flag) if text else []
 
 
 def _searches(cat, skus: list[str], gpus: str | None, ranges: bool) -> int:  # noqa: ANN001
@@ -52,13 +51,13 @@ def _searches(cat, skus: list[str], gpus: str | None, ranges: bool) -> int:  # n
 @app.command("sweep")
 def cmd(
     model: Annotated[str, typer.Argument(help="Model profile name or alias (llama3-70b), or a TOML / config.json path.")],
-    sku: Annotated[list[str], typer.Option("--sku", help="Accelerator profile; repeat to compare SKUs; 'all' compares every SKU (one lacking a value shows as n/d).")],
-    gpus: Annotated[Optional[str], typer.Option("--gpus", help="GPU count, a list (512,1024) or a doubling range (512..65536).")] = None,
+    sku: Annotated[list[str], typer.Option("--sku", callback=sku_list, help="Accelerator profile; repeat or comma-separate (mi355x,b200) to compare SKUs; 'all' compares every SKU (one lacking a value shows as n/d).")],
+    gpus: Annotated[Optional[str], typer.Option("--gpus", metavar="N[,N...]|LO..HI", help="GPU count (1024, 1k, 16Ki), a list (512,1024) or a doubling range (512..64Ki); '1,024' is refused (see Counts below).")] = None,
     deadline: Annotated[Optional[str], typer.Option("--deadline", help="Instead of --gpus: the smallest cluster per SKU that trains --tokens in this time (30d, 6w, 72h).")] = None,
     budget: Annotated[Optional[str], typer.Option("--budget", help="US dollars (5M): with --deadline, also check the cost; alone, the fastest cluster per SKU whose cost to train stays within it.")] = None,
-    max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="Largest cluster --deadline / --budget may pick (default 131,072).")] = None,
-    racks: Annotated[Optional[int], typer.Option("--racks", help="Number of racks (GPUs per rack from the rack profile, else the scale-up domain).")] = None,
-    global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Sequences (1024) or tokens with a suffix (4M, 128Mi, 8388608tok). Default 4Mi tokens.")] = None,
+    max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", parser=count, metavar="N", help="Largest cluster --deadline / --budget may pick (default 131,072).")] = None,
+    racks: Annotated[Optional[int], typer.Option("--racks", parser=count, metavar="N", help="Number of racks (GPUs per rack from the rack profile, else the scale-up domain).")] = None,
+    global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Sequences (1024) or tokens with a suffix (4M, 128Mi, 8388608tok). Default: planned per cluster within the DeepSeek LLM batch-size law's bound (table Global batch).")] = None,
     seq: Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS", help="Sequence length in tokens (default: the model's, capped at 8192); 32k, 128K (k = 1024).")] = None,
     precision: Annotated[str, typer.Option("--precision", metavar="bf16|fp8", help="Matmul precision (bfloat16, float8 too); MFU uses this precision's dense peak.")] = "bf16",
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training tokens (15T) for days to train.")] = None,
@@ -68,7 +67,7 @@ def cmd(
     pue: PueOpt = None,
     gpu_load: LoadOpt = None,
     grid_intensity: GridOpt = None,
-    top: Annotated[int, typer.Option("--top", help="Layouts to list per SKU and size.")] = 5,
+    top: Annotated[int, typer.Option("--top", parser=count, metavar="N", help="Layouts to list per SKU and size.")] = 5,
     save: Annotated[Optional[Path], typer.Option("--save", help="Write the best layout as a plan TOML (read by `fit --plan`).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --save plan or --plot file.")] = False,
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Override the achievable matmul fraction of peak (e.g. 0.45).")] = None,

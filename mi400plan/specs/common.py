@@ -301,6 +301,9 @@ class Source(StrictModel):
     title: str = Field(min_length=1)
     date: str | None = None
     url: str | None = None
+    # The project's own note (a spec audit, a working summary), not a document that was read:
+    # it may be listed for background, but no value may cite it (specs/provenance.py).
+    internal: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -340,6 +343,13 @@ class ProfileBase(StrictModel):
     # A roadmap entry: announced, not shipping. The text says what was announced, by whom and for
     # when ("NVIDIA roadmap (GTC 2025): H2 2027"); every output that names the profile shows it.
     roadmap: str | None = Field(default=None, min_length=1)
+
+    def consistency_errors(self) -> list[str]:
+        """Rules every profile kind follows (run by ``profiles validate``): numbers in the description
+        agree with the fields, and no value cites an internal note (specs/provenance.py)."""
+        from mi400plan.specs.provenance import provenance_errors
+
+        return provenance_errors(self)
 
     def undated_sources(self) -> list[str]:
         """Keys of ``[sources]`` entries without a publication date (warned about, not rejected)."""

@@ -108,6 +108,10 @@ class Fabric(ProfileBase):
 
     switch: SwitchPlane | None = None
     conflicts: list[Conflict] = Field(default_factory=list)
+    # The real topology cannot be represented by the model: this text names what stands in for it
+    # ("Boardfly modelled as one non-blocking switch ..."); every result that uses the fabric says so
+    # (profiles.approximation_warnings).
+    approximation: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _shape(self) -> "Fabric":
@@ -174,9 +178,10 @@ class Fabric(ProfileBase):
         per-GPU = lanes x lane rate / 8; per-GPU = NICs x NIC rate / 8; torus: product(dims) =
         domain and links = 2 x dims; switch plane: lanes per ASIC x ASICs = lanes per GPU,
         domain x lanes per ASIC x lane rate = ASIC capacity, ASICs x capacity = aggregate,
-        domain x per-GPU = aggregate.
+        domain x per-GPU = aggregate. Also the text rules every profile follows
+        (``ProfileBase.consistency_errors``).
         """
-        errs: list[str] = []
+        errs: list[str] = [f"{self.name}: {e}" for e in super().consistency_errors()]
 
         def v(e: Estimate) -> float | None:
             return e.nominal

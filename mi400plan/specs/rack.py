@@ -264,8 +264,9 @@ class Rack(ProfileBase):
         """Declared totals against the tray contents (run by ``profiles validate``).
 
         GPU count = sum over tray groups of trays x GPUs per tray; likewise CPUs and switch ASICs.
+        Also the text rules every profile follows (``ProfileBase.consistency_errors``).
         """
-        errs: list[str] = []
+        errs: list[str] = super().consistency_errors()
         parts = " + ".join(f"{t.count} x {t.gpus_per_tray}" for t in self.trays if t.gpus_per_tray)
         if self.gpus_in_trays != self.gpus:
             errs.append(f"gpus = {self.gpus} but trays hold {parts or '0'} = {self.gpus_in_trays}")
