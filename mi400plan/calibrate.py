@@ -583,8 +583,9 @@ def _moves_steps(fwd: Forward, runs: Sequence[PreparedRun], p: FitParam, values:
     return float(np.max(np.abs(moved))) / abs(x1 - x0) * max(abs(x0), p.scale) >= MIN_SENSITIVITY
 
 
-def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
-    """Fit ``ACCELERATOR_PARAMS`` of one SKU to its runs (see the module docstring).
+def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun], max_params: int | None = None) -> ProfileFit:
+    """Fit ``ACCELERATOR_PARAMS`` of one SKU to its runs (see the module docstring), at most
+    ``max_params`` of them (``validate``'s cross-validation: 3 runs a parameter).
 
     A value the profile does not disclose is left to the step-time model's own rule until it is
     fitted (the fit starts it at the parameter's typical size)."""
@@ -599,10 +600,11 @@ def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
     meas = np.array([r.measured_s for r in runs])
     at_start = fwd.steps(runs, start)
     moving = [p for p in params if _moves_steps(fwd, runs, p, start, at_start, meas)]
-    free = moving[: len(runs)]
+    n_free = len(runs) if max_params is None else min(len(runs), max_params)
+    free = moving[:n_free]
     held = {p.key: _not_identified(True, []) for p in params if p not in moving}
-    held |= {p.key: f"not identified: {len(runs)} run(s) fit at most {len(runs)} parameter(s); profile value kept"
-             for p in moving[len(runs):]}
+    held |= {p.key: f"not identified: {len(runs)} run(s) fit at most {n_free} parameter(s); profile value kept"
+             for p in moving[n_free:]}
     fitted, se = _fit_free(fwd, runs, free, known, start, held)
     out_params = [
         ParamFit(p, known.get(p.key), fitted.get(p.key),

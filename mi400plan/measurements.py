@@ -46,6 +46,10 @@ class MeasuredRun(StrictModel):
     model: str = Field(min_length=1)
     sku: str = Field(min_length=1)
     precision: Literal["bf16", "fp8"] = "bf16"
+    # What ``validate`` groups by (``calibrate`` ignores both): the software stack that ran it, and its
+    # source (a publication or a campaign; leave-one-source-out holds each out in turn; default: the file)
+    stack: str | None = Field(default=None, min_length=1, max_length=200)
+    source: str | None = Field(default=None, min_length=1, max_length=500)
     seq_len: int = Field(ge=1, le=2**24)
     global_batch: int = Field(ge=1, le=2**30)  # sequences per optimizer step
     gpus: int | None = Field(default=None, ge=1, le=2**24)

@@ -1171,9 +1171,8 @@ def usable_hbm(wl: Workload, hw: Hardware) -> float:
 
 
 def _fits(c: dict[str, np.ndarray], wl: Workload, hw: Hardware) -> tuple[np.ndarray, Any]:
-    mem = memory_total(c, wl)
-    total = np.asarray(mem.total, dtype=np.float64)
-    return total <= usable_hbm(wl, hw), mem
+    mem = memory_total(c, wl)  # valid (fits or tight): the need without the fragmentation share
+    return np.asarray(mem.need, dtype=np.float64) <= usable_hbm(wl, hw), mem
 
 
 INNER_KEYS = ("zero", "micro_batch", "recompute", "sp")
@@ -1220,7 +1219,7 @@ class ChunkResult:
     front: dict[str, np.ndarray] | None = None
 
 
-MEM_KEYS = ("weights", "gradients", "optimizer", "activations", "reserve", "total")
+MEM_KEYS = ("weights", "gradients", "optimizer", "activations", "reserve", "total", "fragmentation")
 
 
 def evaluate_structures(
@@ -1262,7 +1261,7 @@ def evaluate_structures(
     ok = _Passing(g, shape, idx)
     total, step = ok.at(peak), ok.at(t["step"])
     keys = MEM_KEYS + (("offloaded",) if wl.recipe.offload_layers > 0 else ())
-    fits = total <= usable_hbm(wl, hw)
+    fits = total <= usable_hbm(wl, hw)  # ``total`` is the need without fragmentation: fits or tight
     n_fit = int(np.count_nonzero(fits))
     rejected["memory"] += idx.size - n_fit
 
@@ -1445,7 +1444,8 @@ def evaluate_one(layout: dict[str, int], wl: Workload, hw: Hardware, world: int,
     out = {k: float(np.asarray(v).ravel()[0]) for k, v in t.items()}
     mem = memory_total(c, wl)
     out["mem_total"] = float(np.asarray(mem.total).ravel()[0])
-    out["fits"] = float(out["mem_total"] <= usable_hbm(wl, hw))
+    out["mem_need"] = float(np.asarray(mem.need).ravel()[0])  # the total without the fragmentation share
+    out["fits"] = float(out["mem_need"] <= usable_hbm(wl, hw))  # fits or tight
     return out
 
 

@@ -178,6 +178,7 @@ def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
         fwd = Forward(cat, sku, cat.get("accelerators", sku).spec, overlay)
         fit = fit_accelerator(fwd, group)
         fit.warnings.extend(_above_peak(cat, sku, group))
+        fit.warnings.extend(_memory_verdicts(cat, sku, group))
         fits.append((fit, fwd))
     return fits
 
@@ -220,6 +221,29 @@ def _above_peak(cat: Any, sku: str, runs: list[PreparedRun]) -> list[str]:
             out.append(f"{run.entry.where}: {run.measured_tflops_per_gpu:,.0f} TFLOP/s per GPU of model FLOPs is "
                        f"above {sku}'s dense {r.precision} peak ({peak:,.0f}); check the step time, the batch and "
                        "tflops_basis")
+    return out
+
+
+def _memory_verdicts(cat: Any, sku: str, runs: list[PreparedRun]) -> list[str]:
+    """Runs the memory model counts as tight or over the SKU's capacity, by the check ``fit`` and ``sweep``
+    use (``reserve.verdict_codes``). A measured run did run, so "does not fit" says the memory model
+    over-counts it; the run is still fitted (its step time is a measurement either way)."""
+    from mi400plan.api.sweep import build_sku
+    from mi400plan.reserve import verdict_name
+    from mi400plan.search import evaluate_one, usable_hbm
+
+    out = []
+    for run in runs:
+        r = run.entry.run
+        hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw
+        ev = evaluate_one(run.layout, run.workload, hw, r.world, run.options)
+        total, need = ev["mem_total"], ev["mem_need"]
+        usable = usable_hbm(run.workload, hw)
+        v = verdict_name(need, total, usable)
+        if v != "fits":
+            out.append(f"{run.entry.where}: memory verdict {v.replace('_', ' ')}: the model counts "
+                       f"{need / 2**30:,.1f} GiB per GPU before the fragmentation share ({total / 2**30:,.1f} GiB "
+                       f"with it) against {usable / 2**30:,.1f} GiB usable")
     return out
 
 

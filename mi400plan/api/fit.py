@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mi400plan.errors import LayoutError, PlannerError, ProfileError, UsageError
+from mi400plan.reserve import verdict_name
 from mi400plan.results.fit import FitModel, FitResult, FitRow, MemoryBytes, RecipeValue
 from mi400plan.specs.layout import (
     RECOMPUTE_CODES,
@@ -386,6 +387,11 @@ class Cand:
     text: str  # e.g. "TP8 PP2"
     width: int
     groups: int
+    frag: float = 0.0  # the fragmentation share of ``total``: the layout is valid when total - frag fits
+
+    @property
+    def need(self) -> float:
+        return self.total - self.frag
 
 
 def _train_key(c: Cand) -> tuple[int, ...]:
@@ -433,7 +439,7 @@ def pick_min_layout(grid: list[Cand], usable: float, dom: Domain, mode: str) -> 
     """The layout to suggest among those that fit ``usable`` bytes per GPU: TP kept within ``dom``;
     training, fewest GPUs (``_train_key``); inference, the serving order of ``_infer_key``."""
     key = _train_key if mode == "train" else _infer_key(dom)
-    fitting = [c for c in grid if c.total <= usable]
+    fitting = [c for c in grid if c.need <= usable]  # fits or tight, as sweep's search counts them
     if not fitting:
         note = f"{dom.why}; TP was not limited to a domain" if dom.size is None else None
         return Pick(None, None, note)
@@ -571,9 +577,9 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
 
 def _train_alternatives(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, seq: int,
                         nmb: int | None, gpus: int | None,
-                        options: TrainOptions | None = None) -> list[tuple[str, Layout, float, int]]:
+                        options: TrainOptions | None = None) -> list[tuple[str, Layout, float, int, float]]:
     """Single-step layout changes, smallest first: (flag text, layout, total bytes excl. capacity reserve,
-    GPUs). With a fixed GPU count, raising TP or PP lowers DP. A row skips a TP wider than its SKU's
+    GPUs, the same total without the fragmentation share). With a fixed GPU count, raising TP or PP lowers DP. A row skips a TP wider than its SKU's
     scale-up domain (and wider than the TP given)."""
     cands: list[tuple[str, Layout]] = []
     d = layout.model_dump()
@@ -608,8 +614,8 @@ def _train_alternatives(model: Any, counts: Any, recipe: TrainRecipe, layout: La
     for text, lay in cands:
         if not _valid(lay, model, seq, options):
             continue
-        t = _train_terms(model, counts, recipe, lay, seq, nmb, options).item()["total"]
-        out.append((text, lay, t, lay.gpus))
+        m = _train_terms(model, counts, recipe, lay, seq, nmb, options).item()
+        out.append((text, lay, m["total"], lay.gpus, m["total"] - m["fragmentation"]))
     return out
 
 
@@ -654,17 +660,18 @@ def _train_grid(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, se
                     nmbs.append(nmb)
     if not cand:
         return []
-    tot = _train_terms(
+    mem = _train_terms(
         model, counts, recipe, layout, seq, np.array(nmbs), options,
         tp=np.array([c.tp for c in cand]), pp=np.array([c.pp for c in cand]), ep=np.array([c.ep for c in cand]),
         dp=np.array([c.dp for c in cand]),
-    ).total
+    )
+    tot, frag = mem.total, mem.fragmentation
     out = []
     for i, c in enumerate(cand):
         flags = f"--tp {c.tp} --pp {c.pp}" + (f" --ep {c.ep}" if model.moe else "") + (f" --dp {c.dp}" if c.dp > 1 else "")
         text = f"TP{c.tp} PP{c.pp}" + (f" EP{c.ep}" if c.ep > 1 else "") + (f" DP{c.dp}" if c.dp > 1 else "")
         out.append(Cand(float(tot[i]), c.gpus, c.tp, c.pp, c.ep, c.dp, flags, text,
-                        width=c.tp, groups=c.gpus // c.tp))
+                        width=c.tp, groups=c.gpus // c.tp, frag=float(frag[i])))
     out.sort(key=_train_key)
     return out
 
@@ -804,7 +811,7 @@ def _placement(dom: Domain, c: Cand) -> str:
 
 
 def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str, float], *, kv: float,
-         recipe_reserve: Any, alts: list[tuple[str, Layout, float, int]], grid: list[Cand], dom: Domain,
+         recipe_reserve: Any, alts: list[tuple[str, Layout, float, int, float]], grid: list[Cand], dom: Domain,
          given_tp: int, given_width: int, given_groups: int) -> FitRow:
     spec = acc.spec
     cap, lo, hi, status = _capacity(acc)
@@ -815,8 +822,10 @@ def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str
         activations=mem["activations"], kv_cache=kv, reserve=reserve,
     )
     ints = {k: int(round(v)) for k, v in parts.items()}
-    mb = MemoryBytes(**ints, total=sum(ints.values()))
+    frag = int(round(mem.get("fragmentation", 0.0)))
+    mb = MemoryBytes(**ints, total=sum(ints.values()), fragmentation=frag)
     need = mb.total
+    hard = need - frag  # the need without the fragmentation share: within capacity, the layout is valid
     common: dict[str, Any] = dict(
         sku=spec.name, display_name=spec.display_name, profile=acc.path, mode=mode, layout=layout,
         gpus=n_gpus, capacity_status=status, memory_bytes=mb, stage=int(mem["stage"]),
@@ -833,18 +842,24 @@ def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str
             reason=f"HBM capacity of {spec.name} is not disclosed; needs {_gb(need)} per GPU (excluding the "
             f"{frac:.0%} capacity share of the reserve)",
         )
-    fits = need <= cap
+    verdict = verdict_name(hard, need, cap)
+    fits = verdict != "does_not_fit"  # fits or tight: the layout is valid, as sweep's search counts it
     headroom = int(round(cap)) - need
     row: dict[str, Any] = dict(
-        common, fits=fits, verdict="fits" if fits else "does_not_fit", capacity_bytes=int(round(cap)),
+        common, fits=fits, verdict=verdict, capacity_bytes=int(round(cap)),
         capacity_low_bytes=int(round(lo)) if lo is not None else None,
         capacity_high_bytes=int(round(hi)) if hi is not None else None,
         headroom_bytes=headroom, headroom_pct=round(100.0 * headroom / cap, 2),
     )
     if not fits:
-        row["reason"] = f"needs {_gb(need)} per GPU but {spec.name} has {_gb(cap)}: short by {_gb(need - cap)}"
-    # Does the verdict flip within the capacity range? (total excl. capacity share + frac * capacity)
-    base = need - frac * cap
+        with_frag = f" before the allocator-fragmentation share ({_gb(need)} with it)" if frag else ""
+        row["reason"] = f"needs {_gb(hard)} per GPU{with_frag} but {spec.name} has {_gb(cap)}: short by {_gb(hard - cap)}"
+    elif verdict == "tight":
+        row["reason"] = (f"tight: needs {_gb(need)} per GPU with the allocator-fragmentation share of {_gb(frag)}, "
+                         f"{_gb(hard)} without it, against {_gb(cap)}: runs if fragmentation stays under "
+                         f"{_gb(cap - hard)} (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps)")
+    # Does the verdict flip within the capacity range? (need excl. capacity share + frac * capacity)
+    base = hard - frac * cap
     if lo is not None and hi is not None and lo != hi:
         f_lo, f_hi = base <= lo * (1 - frac), base <= hi * (1 - frac)
         if f_lo != f_hi:
@@ -855,10 +870,10 @@ def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str
             )
     usable = cap * (1 - frac)
     if not fits:
-        for text, lay, total, g in alts:
+        for text, lay, total, g, alt_need in alts:
             if dom.size is not None and lay.tp > max(dom.size, given_tp):
                 continue  # a wider TP than the domain is not a suggestion
-            if total <= usable:
+            if alt_need <= usable:
                 row["suggestion"] = f"fits with {text}: {_gb(total + frac * cap)} on {g} GPUs"
                 break
     pick = pick_min_layout(grid, usable, dom, mode)

@@ -337,6 +337,13 @@ def layout_text(lay: SweepLayout) -> str:
     return " ".join(parts)
 
 
+def _error_band(wl: Any) -> Any:
+    """The bundled step-time error band for the workload's kind (``validate.band_for``; no stack input yet)."""
+    from mi400plan.validate import band_for, read_bands
+
+    return band_for(read_bands(), wl.model.moe is not None, None)
+
+
 def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any, usable: float,
          train_tokens: float | None, cost: float | None) -> SweepRow:
     from mi400plan.pipeline import split_text
@@ -362,7 +369,9 @@ def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any,
         tp=str(tier_of(tp, 1, dom)), cp=str(tier_of(cp, tp, dom)), ep=str(tier_of(ep, etp, dom)),
         pp=str(tier_of(pp, inner, dom)), dp=str(dp_tier(tp, cp, fold, pp, r["dp"], dom)),
     )
+    band = _error_band(wl)
     return SweepRow(
+        error_band=band.mean_abs if band else None, error_band_text=band.text() if band else None,
         rank=rank, sku=sku.name, gpus=gpus, layout=lay,
         pipeline_split=split_text(wl.model.num_layers, int(pp), int(r["vpp"]), int(r.get("split", 0))),
         stage_imbalance=float(r["stage_imbalance"]),
@@ -381,10 +390,12 @@ def _memory(r: dict[str, Any], wl: Any, hw: Any) -> MemoryBytes:
     (fixed part + the capacity share, ``RuntimeReserve``), so ``total`` includes it and compares with
     the SKU's HBM capacity (``memory.train_memory`` leaves the capacity share to the caller)."""
     share = wl.recipe.reserve.fraction * hw.hbm_bytes
+    frag = r.get("mem_fragmentation", 0.0)
     return MemoryBytes(
         weights=r["mem_weights"], gradients=r["mem_gradients"], optimizer=r["mem_optimizer"],
         activations=r["mem_activations"], offloaded=r.get("mem_offloaded", 0.0), reserve=r["mem_reserve"] + share,
-        total=r["mem_total"] + share, capacity=hw.hbm_bytes,
+        total=r["mem_total"] + share, capacity=hw.hbm_bytes, fragmentation=frag,
+        verdict="tight" if r["mem_total"] + share > hw.hbm_bytes else "fits",
     )
 
 
@@ -532,7 +543,8 @@ def _size_flips(sr: SkuRange, best: SweepRow | None, wl: Any, corners: dict[str,
         out.append(SweepFlip(
             kind="fit", sku=sr.sku, gpus=sr.gpus, corner="pessimistic",
             detail=f"{where}: the best layout {nom} needs {gb(best.memory_bytes.total)} per GPU (runtime reserve "
-            f"included): it fits the nominal {gb(cap_nom)} HBM but not the low-end {gb(cap_lo)} "
+            f"included): it {'is tight on' if best.memory_bytes.verdict == 'tight' else 'fits'} the nominal "
+            f"{gb(cap_nom)} HBM but not the low-end {gb(cap_lo)} "
             f"({gb(usable_lo)} after the capacity share of the reserve); {there}",
         ))
     for c in CORNERS:
