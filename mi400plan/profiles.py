@@ -455,13 +455,14 @@ def kind_of_path(path: Path) -> str | None:
     return parent if parent in KINDS else None
 
 
-def write_toml_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
-    """Write ``data`` as TOML through a temporary file in the same directory and ``os.replace``.
+def write_toml_atomic(path: str | os.PathLike[str], data: dict[str, Any], *, replace: bool = True) -> None:
+    """Write ``data`` as TOML through a temporary file in the same directory (``mi400plan.fileio``).
 
-    The old file (if any) is replaced in one step: a crash leaves either the old or the new file.
+    ``replace``: an old regular file is replaced in one step (a crash leaves either the old or the new
+    file); otherwise the file is created exclusively (``FileExistsError`` when the name is taken).
     """
     import tomli_w
 
     from mi400plan.fileio import write_atomic
 
-    write_atomic(path, lambda fh: tomli_w.dump(data, fh))
+    write_atomic(path, lambda fh: tomli_w.dump(data, fh), replace=replace)

@@ -310,6 +310,13 @@ def save_profiles(cat: Any, fits: list[ProfileFit], files: list[str], save: str,
     targets = _targets(fits, save)
     if not targets:
         raise UsageError("--save: no parameter was identified, so there is nothing to write")
+    from mi400plan.fileio import NotRegularFileError, check_replaceable
+
+    for _, p in targets:
+        try:
+            check_replaceable(p)
+        except NotRegularFileError as exc:
+            raise UsageError(f"--save: {str(p)!r} {exc.strerror}") from None
     existing = [str(p) for _, p in targets if p.exists()]
     if existing and not force:
         raise UsageError(f"profile file {existing[0]!r} already exists",
@@ -323,7 +330,9 @@ def save_profiles(cat: Any, fits: list[ProfileFit], files: list[str], save: str,
         docs.append((path, doc))
     for path, doc in docs:
         try:
-            write_toml_atomic(path, doc)
+            write_toml_atomic(path, doc, replace=force)
+        except FileExistsError as exc:
+            raise UsageError(f"profile file {str(path)!r} {exc.strerror}", hint="pass --force to replace it") from None
         except OSError as exc:
             raise ProfileError(f"cannot write the profile: {exc.strerror or exc}", path=str(path)) from None
     return [str(p) for p, _ in docs]

@@ -1,0 +1,141 @@
+"""Hostile input, round two: the commands added since the first round (cost, budget, serve, calibrate,
+``fit --largest``, ``--save``) and the profile cache. One regression test per class; each bad input ends
+with a clear message naming the flag, file, line or field and the documented exit code (2 usage,
+3 profile or file), never exit 1, a traceback, a hang, a file destroyed or a printed NaN/inf.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from mi400plan.cli import main
+
+
+def _json(argv: list[str], capsys) -> tuple[int, dict]:  # noqa: ANN001
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--json"])
+    out = capsys.readouterr().out
+    return exc.value.code, json.loads(out)
+
+
+def _message(env: dict) -> str:
+    return env["errors"][0]["message"] if env["errors"] else ""
+
+
+# --- class 4: an implausible COLUMNS is an unknown width, not a zero-width table ---------------------
+
+
+@pytest.mark.parametrize("columns", ["0", "1", "99999999", "-5", "wide"])
+def test_an_implausible_columns_prints_the_tables_at_the_default_width(cli, columns):
+    res = cli(["fit", "llama3-8b", "--sku", "mi355x"], env={"COLUMNS": columns})
+    assert res.exit_code == 0
+    lines = res.stdout.splitlines()
+    assert any("verdict" in line for line in lines), res.stdout
+    # Unknown width: rich's 80 columns for output that is not a terminal.
+    assert max(len(line) for line in lines) <= 80
+
+
+# --- class 7: --save never damages a file it was not asked to replace --------------------------------
+
+
+def test_write_atomic_creates_exclusively_when_not_replacing(tmp_path):
+    """The name is taken between the up-front check and the write (another run saving the same path):
+    the second writer fails with FileExistsError and the first writer's file is intact."""
+    from mi400plan.fileio import write_atomic
+
+    target = tmp_path / "race.toml"
+
+    def write(fh):  # noqa: ANN001, ANN202
+        target.write_text("the other run's plan\n")  # the race: created while this run writes
+        fh.write(b"this run's plan\n")
+
+    with pytest.raises(FileExistsError):
+        write_atomic(target, write, replace=False)
+    assert target.read_text() == "the other run's plan\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["race.toml"]  # no temporary file left behind
+
+
+def test_two_concurrent_exclusive_writes_one_wins(tmp_path):
+    from mi400plan.fileio import write_atomic
+
+    target = tmp_path / "race.toml"
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def writer(tag: str) -> None:
+        def write(fh):  # noqa: ANN001, ANN202
+            barrier.wait(timeout=10)  # both have checked and are writing
+            fh.write(tag.encode())
+
+        try:
+            write_atomic(target, write, replace=False)
+            outcomes.append("ok " + tag)
+        except FileExistsError:
+            outcomes.append("refused " + tag)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(o.split()[0] for o in outcomes) == ["ok", "refused"]
+    winner = next(o.split()[1] for o in outcomes if o.startswith("ok"))
+    assert target.read_text() == winner
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_save_over_a_fifo_is_refused_and_the_fifo_kept(tmp_path, capsys, force):
+    fifo = tmp_path / "plan.toml"
+    os.mkfifo(fifo)
+    argv = ["sweep", "llama3-8b", "--sku", "mi355x", "--gpus", "8", "--save", str(fifo)]
+    code, env = _json(argv + (["--force"] if force else []), capsys)
+    assert code == 2
+    assert str(fifo) in _message(env)
+    assert fifo.is_fifo()
+
+
+def test_replace_never_replaces_a_device_or_a_link(tmp_path):
+    from mi400plan.fileio import NotRegularFileError, write_atomic
+
+    link = tmp_path / "null.toml"
+    link.symlink_to("/dev/null")
+    with pytest.raises(NotRegularFileError, match="symbolic link"):
+        write_atomic(link, lambda fh: fh.write(b"x"), replace=True)
+    assert link.is_symlink()
+    if os.path.exists("/dev/null"):
+        with pytest.raises(NotRegularFileError, match="device"):
+            write_atomic("/dev/null", lambda fh: fh.write(b"x"), replace=True)
+
+
+def test_save_and_plot_on_one_path_are_refused_before_any_work(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    same = tmp_path / "same.svg"
+    argv = ["sweep", "llama3-8b", "--sku", "mi355x", "--gpus", "8", "--save", str(same), "--plot", str(same)]
+    code, env = _json(argv, capsys)
+    assert code == 2 and "same file" in _message(env)
+    assert not same.exists()
+
+
+def test_calibrate_save_over_a_fifo_is_refused(tmp_path):
+    """The profile a calibration would write is a FIFO: refused with --force too, the FIFO kept."""
+    from mi400plan.api.calibrate import save_profiles
+
+    class Fit:  # the one attribute _targets reads, and the name of the file it would write
+        kind, name = "accelerators", "mi300x"
+
+        def fitted_values(self):  # noqa: ANN202
+            return {"x": 1}
+
+    (tmp_path / "accelerators").mkdir()
+    fifo = tmp_path / "accelerators" / "mi300x.toml"
+    os.mkfifo(fifo)
+    from mi400plan.errors import UsageError
+
+    with pytest.raises(UsageError, match="FIFO"):
+        save_profiles(None, [Fit()], [], str(tmp_path), True, "2026-01-01")
+    assert fifo.is_fifo()
