@@ -139,3 +139,91 @@ def test_calibrate_save_over_a_fifo_is_refused(tmp_path):
     with pytest.raises(UsageError, match="FIFO"):
         save_profiles(None, [Fit()], [], str(tmp_path), True, "2026-01-01")
     assert fifo.is_fifo()
+
+
+# --- class 1: tiny positive (and huge) physical inputs are refused by a plausible bound --------------
+
+TINY_FLAGS = [
+    (["cost", "mi355x", "--tokens-per-s", "1e-310"], "--tokens-per-s", "0.001"),
+    (["cost", "mi355x", "--tokens-per-s", "1e300"], "--tokens-per-s", "1,000,000,000"),
+    (["budget", "--sku", "mi355x", "--gpus", "1024", "--flops", "5e-324"], "--flops", "1e+15"),
+    (["budget", "--sku", "mi355x", "--gpus", "1024", "--flops", "1e40"], "--flops", "1e+32"),
+    (["budget", "--sku", "mi355x", "--gpus", "1024", "--days", "30d", "--mfu", "5e-324"], "--mfu", "0.001"),
+    (["cost", "mi355x", "--depreciation-years", "5e-324"], "--depreciation-years", "0.1"),
+    (["cost", "mi355x", "--gpu-load", "1e-300"], "--gpu-load", "0.001"),
+    (["serve", "llama3-8b", "--sku", "mi355x", "--hbm-efficiency", "1e-300"], "--hbm-efficiency", "0.001"),
+    (["sweep", "llama3-8b", "--sku", "mi355x", "--gpus", "8", "--tokens", "1e-300"], "--tokens", "1"),
+]
+
+
+@pytest.mark.parametrize(("argv", "flag", "bound"), TINY_FLAGS, ids=[" ".join(a) for a, _, _ in TINY_FLAGS])
+def test_physical_flags_have_a_plausible_lower_and_upper_bound_named_in_the_error(argv, flag, bound, capsys):
+    code, env = _json(argv, capsys)
+    assert code == 2, env
+    msg = _message(env)
+    assert flag in msg and bound in msg, msg
+
+
+SITE = """name = "tiny"
+currency = "USD"
+year = 2025
+[site]
+depreciation_years = {dep}
+cost_of_capital = 0.08
+electricity_price_per_kwh = 0.08
+pue = 1.3
+facility_capex_per_mw = 10000000
+facility_life_years = {life}
+operating_cost_per_kw_month = 10
+colocation_per_kw_month = 150
+network_capex_per_gpu = 2000
+gpu_load = 0.8
+grid_kg_co2e_per_kwh = 0.4
+"""
+
+
+@pytest.mark.parametrize(("dep", "life", "field"), [("5e-324", "15", "depreciation_years"),
+                                                     ("5", "5e-324", "facility_life_years"),
+                                                     ("5", "1e6", "facility_life_years")])
+@pytest.mark.parametrize("command", [["cost", "mi355x"], ["serve", "llama3-8b", "--sku", "mi355x"],
+                                     ["sweep", "llama3-8b", "--sku", "mi355x", "--gpus", "8", "--tokens", "1T"]])
+def test_site_profile_lives_have_plausible_bounds(tmp_path, capsys, dep, life, field, command):
+    site = tmp_path / "tiny.toml"
+    site.write_text(SITE.format(dep=dep, life=life))
+    code, env = _json([*command, "--site", str(site)], capsys)
+    assert code == 3, env
+    msg = _message(env)
+    assert field in msg and "[0.1, 100]" in msg, msg
+
+
+@pytest.mark.parametrize(("key", "value", "bound"), [("bf16_dense_tflops", "1e-300", "[0.001, 1e+07]"),
+                                                     ("hbm_bandwidth_tb_per_s", "1e-300", "[0.001, 1000]"),
+                                                     ("hbm_bandwidth_tb_per_s", "1e9", "[0.001, 1000]")])
+def test_accelerator_peaks_and_bandwidth_have_plausible_bounds(tmp_path, capsys, key, value, bound):
+    from importlib import resources
+
+    text = (resources.files("mi400plan") / "profiles" / "accelerators" / "mi355x.toml").read_text()
+    import re
+
+    text = re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", text, count=1)
+    path = tmp_path / "accelerators" / "slow.toml"
+    path.parent.mkdir()
+    path.write_text(text.replace('name = "mi355x"', 'name = "slow"', 1))
+    code, env = _json(["sweep", "llama3-8b", "--sku", str(path), "--gpus", "8", "--tokens", "1T"], capsys)
+    assert code == 3, env
+    msg = _message(env)
+    assert key in msg and bound in msg, msg
+
+
+def test_a_non_finite_result_is_a_validation_error_naming_the_numbers_given(monkeypatch, capsys):
+    """The finite-result guard: whatever arithmetic escapes the bounds (here a forced overflow) ends as
+    exit 2 naming the command line's numbers, not exit 1."""
+    import mi400plan.api.cost as api_cost
+
+    def overflow(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        raise OverflowError("(34, 'Numerical result out of range')")
+
+    monkeypatch.setattr(api_cost, "cost", overflow)
+    code, env = _json(["cost", "mi355x", "--tokens-per-s", "1000"], capsys)
+    assert code == 2, env
+    assert "--tokens-per-s 1000" in _message(env)

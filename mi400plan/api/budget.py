@@ -39,7 +39,7 @@ def budget(cat: Any, sku: str, *, gpus: int, days: str | None = None, flops: str
     template = FamilyTemplate(family, experts, top_k)  # type: ignore[arg-type]
     hw = build_sku(cat, sku, precision).hw
     steps = bg.ladder(template)
-    n_days = parse_deadline_days(days) if days is not None else None
+    n_days = parse_deadline_days(days, "--days") if days is not None else None
     price = _Pricer(hw, precision, gpus, seq_len, global_batch)
     iterations: list[str] = []
     if flops is not None:
