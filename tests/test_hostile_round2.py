@@ -227,3 +227,79 @@ def test_a_non_finite_result_is_a_validation_error_naming_the_numbers_given(monk
     code, env = _json(["cost", "mi355x", "--tokens-per-s", "1000"], capsys)
     assert code == 2, env
     assert "--tokens-per-s 1000" in _message(env)
+
+
+# --- class 3: calibrate's inputs at their documented maxima answer in seconds -----------------------
+
+DATA = Path(__file__).parent / "data" / "calibrate"
+
+
+def test_an_nccl_log_of_100000_one_gpu_hosts_parses_in_linear_time(tmp_path):
+    """Counting ranks per host was quadratic (minutes for 100,000 hosts); it is one pass now."""
+    import time
+
+    from mi400plan.measurements import read_nccl_log
+
+    lines = ["# Collective test starting: all_reduce_perf"]
+    lines += [f"#  Rank {r:6d} Group  0 Pid {r} on host{r:06d} device  0 [0x00] MI300X" for r in range(100_000)]
+    lines += ["#  size  count  type  redop  root  time  algbw  busbw  #wrong",
+              "1048576 262144 float sum -1 50.0 20.0 40.0 0"]
+    t0 = time.perf_counter()
+    log = read_nccl_log(tmp_path / "all_reduce_perf.txt", "\n".join(lines))
+    assert time.perf_counter() - t0 < 20.0  # quadratic counting took minutes
+    assert (log.ranks, log.hosts, log.ranks_per_host, log.even) == (100_000, 100_000, 1, True)
+
+
+def _runs_copies(tmp_path: Path, copies: int) -> Path:
+    head, *runs = (DATA / "runs.toml").read_text().split("[[run]]")
+    text = head + "".join(f"[[run]]{r}" for _ in range(copies) for r in runs)
+    path = tmp_path / f"runs{copies}.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_fit_prices_each_workload_once_per_step_whatever_the_run_count(catalog, tmp_path, monkeypatch):
+    """1,000 runs (the documented maximum) of a few workloads cost what those workloads cost: the runs of
+    one workload are priced in one vectorized step-time call, so 40 copies of a 5-run file make about as
+    many calls as the file itself (the solver may take an iteration or two more on the larger sum of
+    squares), with the same fitted values."""
+    from mi400plan import search
+    from mi400plan.api.calibrate import calibrate
+
+    calls = {"n": 0}
+    real = search.step_time
+
+    def counting(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        calls["n"] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(search, "step_time", counting)
+    one = calibrate(catalog, [str(_runs_copies(tmp_path, 1))])
+    n_one, calls["n"] = calls["n"], 0
+    many = calibrate(catalog, [str(_runs_copies(tmp_path, 40))])
+    assert len(many.rows) == 40 * len(one.rows)
+    assert n_one <= calls["n"] <= 1.25 * n_one, (calls["n"], n_one)  # run by run it was 40 x
+    fitted = [(p.key, p.value) for p in one.params if p.value is not None]
+    assert fitted and [(p.key, p.value) for p in many.params if p.value is not None] == [
+        (k, pytest.approx(v, rel=1e-4)) for k, v in fitted]
+
+
+def test_the_solver_iterations_are_cut_to_the_evaluation_budget():
+    from mi400plan import calibrate as cal
+
+    for groups in range(1, cal.MAX_WORKLOADS + 1):
+        for free in range(1, 5):
+            it = cal._max_iter(groups, free)
+            assert 3 <= it <= cal.LM_MAX_ITER
+            # pricings of one solve: 8 before it, the Jacobian at the start, then 1 + free per iteration
+            assert groups * (8 + free + it * (1 + free)) <= cal.EVAL_BUDGET
+    assert cal._max_iter(1, 4) == cal.LM_MAX_ITER
+
+
+def test_more_distinct_workloads_than_the_bound_is_a_usage_error(cli, monkeypatch, capsys):
+    from mi400plan import calibrate as cal
+
+    monkeypatch.setattr(cal, "MAX_WORKLOADS", 2)
+    code, env = _json(["calibrate", str(DATA / "runs.toml")], capsys)
+    assert code == 2
+    assert "distinct workloads" in _message(env) and "at most 2" in _message(env)

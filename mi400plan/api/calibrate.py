@@ -117,7 +117,9 @@ def _fabric_fits(cat: Any, logs: list[NcclLog], sku: str | None, fabric: str | N
     return fits, specs
 
 
-def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
+def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any]) -> tuple[str, PreparedRun]:
+    """One run checked and made ready for the forward model; ``memo`` shares the SKU builds and model
+    terms between runs (a 1,000-run file of a few workloads builds each once)."""
     from mi400plan.api.sweep import build_sku
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one, layout_violations, model_terms
@@ -131,12 +133,13 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
     spec = cat.get("models", model).spec
     sku = cat.get("accelerators", r.sku).spec.name
     # an undisclosed peak (or host link, when the run offloads activations) stops here, naming the run
-    base_hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw
+    base_hw = _memo(memo, ("hw", sku, r.precision, r.offload_layers > 0),
+                    lambda: build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw)
     recipe = train_recipe(r.recipe, precision=r.precision, grad_dtype=r.grad_dtype, flash_attention=r.flash_attention,
                           offload_layers=r.offload_layers, fp8_params=r.fp8_params or None,
                           recompute_modules=r.recompute_modules, recompute_layers=r.recompute_layers,
                           capacity_factor=r.capacity_factor, fused_cross_entropy=r.fused_cross_entropy or None)
-    wl = Workload(spec, count_params(spec), recipe, r.seq_len, r.global_batch)
+    wl = Workload(spec, _memo(memo, ("counts", id(spec)), lambda: count_params(spec)), recipe, r.seq_len, r.global_batch)
     layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
                   recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))
     opts = SearchOptions(overlap_tp=r.overlap_tp, overlap_ep=r.overlap_ep, overlap_dp=r.overlap_dp,
@@ -149,9 +152,10 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
                            path=entry.path, line=entry.line, field="layout")
     if r.tflops_basis == "hardware" and r.tflops_per_gpu is not None:
         flops = evaluate_one(layout, wl, base_hw, r.world, opts)["flops_hw_per_token"]
-    else:
-        flops = model_terms(spec, wl.counts, r.seq_len, recipe).flops_model
-    model_flops = model_terms(spec, wl.counts, r.seq_len, recipe).flops_model
+    model_flops = _memo(memo, ("terms", id(spec), r.seq_len, repr(recipe)),
+                        lambda: model_terms(spec, wl.counts, r.seq_len, recipe)).flops_model
+    if not (r.tflops_basis == "hardware" and r.tflops_per_gpu is not None):
+        flops = model_flops
     return sku, PreparedRun(entry, wl, layout, opts, measured_step(r, flops), model_flops)
 
 
@@ -167,9 +171,10 @@ def _check_structure(r: Any, spec: Any) -> None:
 def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
               fabric_fits: list[ProfileFit]) -> list[tuple[ProfileFit, Forward]]:
     by_sku: dict[str, list[PreparedRun]] = defaultdict(list)
+    memo: dict[tuple[Any, ...], Any] = {}
     for entry in runs:
         try:
-            sku, prepared = _prepare(cat, entry)
+            sku, prepared = _prepare(cat, entry, memo)
         except PlannerError as exc:  # unknown name, missing model file, undisclosed peak
             own = isinstance(exc, ProfileError) and exc.path is not None and Path(exc.path).is_file()
             if own:  # the runs file itself, or a model file's own error: it names its file and line
@@ -194,15 +199,21 @@ def _explain(fit: ProfileFit, fwd: Forward) -> list[RunExplain]:
     from mi400plan.totals import flops_per_token
 
     out = []
-    for pt in fit.points:
+    runs = [pt.detail["run"] for pt in fit.points]
+    steps = fwd.step_terms(runs, fit.fitted_values())  # vectorized by workload: 1,000 runs in a few calls
+    hws: dict[str, Any] = {}
+    memo: dict[tuple[Any, ...], Any] = {}
+    for pt, step in zip(fit.points, steps):
         run: PreparedRun = pt.detail["run"]
         r, wl = run.entry.run, run.workload
-        hw = fwd.hardware(fit.fitted_values(), r.precision)
-        split = flops_per_token(wl.model, wl.seq_len, run.layout["recompute"], wl.recipe, r.pp, r.vpp)
-        ex = explain_step(fwd.step(run, hw), run.measured_s, model_flops_per_token=run.model_flops_per_token,
+        hw = hws.get(r.precision) or hws.setdefault(r.precision, fwd.hardware(fit.fitted_values(), r.precision))
+        key = (id(wl.model), wl.seq_len, repr(wl.recipe))
+        split = _memo(memo, ("split", *key, run.layout["recompute"], r.pp, r.vpp),
+                      lambda: flops_per_token(wl.model, wl.seq_len, run.layout["recompute"], wl.recipe, r.pp, r.vpp))
+        ex = explain_step(step, run.measured_s, model_flops_per_token=run.model_flops_per_token,
                           recompute_flops_per_token=split.recompute,
                           tokens_per_gpu=r.global_batch * r.seq_len / r.world, peak_flops=hw.peak_flops)
-        terms = model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe)
+        terms = _memo(memo, ("terms", *key), lambda: model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe))
         totals = plan_totals({**run.layout, "dp": r.dp}, wl, terms, fit.name, r.world, r.label(), None)
         out.append(RunExplain(
             source=run.entry.where, profile=fit.name, label=r.label(), precision=r.precision, gpus=r.world,
@@ -212,14 +223,23 @@ def _explain(fit: ProfileFit, fwd: Forward) -> list[RunExplain]:
     return out
 
 
+def _memo(memo: dict[tuple[Any, ...], Any], key: tuple[Any, ...], compute: Any) -> Any:
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
 def _above_peak(cat: Any, sku: str, runs: list[PreparedRun]) -> list[str]:
     """Runs whose measured model FLOP rate exceeds the SKU's dense peak (a units or FLOP-count slip)."""
     from mi400plan.api.sweep import build_sku
 
     out = []
+    peaks: dict[str, float] = {}
     for run in runs:
         r = run.entry.run
-        peak = build_sku(cat, sku, r.precision).hw.peak_flops / 1e12
+        if r.precision not in peaks:
+            peaks[r.precision] = build_sku(cat, sku, r.precision).hw.peak_flops / 1e12
+        peak = peaks[r.precision]
         if run.measured_tflops_per_gpu > peak:
             out.append(f"{run.entry.where}: {run.measured_tflops_per_gpu:,.0f} TFLOP/s per GPU of model FLOPs is "
                        f"above {sku}'s dense {r.precision} peak ({peak:,.0f}); check the step time, the batch and "
