@@ -303,3 +303,56 @@ def test_more_distinct_workloads_than_the_bound_is_a_usage_error(cli, monkeypatc
     code, env = _json(["calibrate", str(DATA / "runs.toml")], capsys)
     assert code == 2
     assert "distinct workloads" in _message(env) and "at most 2" in _message(env)
+
+
+# --- class 5: combinations Megatron-Core refuses are refused, never priced -------------------------
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["--pp", "4", "--gpus", "8"], "pipeline parallelism (PP 4)"),
+    (["--recompute", "full"], "recomputation (recompute full)"),
+    (["--recompute", "selective"], "recomputation (recompute selective)"),
+    (["--offload-layers", "32"], "at most 31 of the model's 32 layers"),
+])
+def test_fit_refuses_offloading_where_megatron_core_does(capsys, extra, words):
+    argv = ["fit", "llama3-8b", "--sku", "mi355x", "--offload-layers", "4", *extra]
+    code, env = _json(argv, capsys)
+    assert code == 2, env
+    assert words in _message(env), _message(env)
+
+
+def test_sweep_never_proposes_offloading_with_pp_or_recomputation(capsys):
+    code, env = _json(["sweep", "llama3-8b", "--sku", "mi355x", "--gpus", "16", "--offload-layers", "4",
+                       "--no-ranges", "--top", "50"], capsys)
+    assert code == 0
+    rows = env["data"]["rows"]
+    assert rows and all(r["layout"]["pp"] == 1 and r["layout"]["recompute"] == "none" for r in rows)
+    assert env["data"]["rejected"]["offload-runtime"] > 0
+
+
+RUN = """sku = "mi355x"
+[[run]]
+model = "llama3.1-8b"
+tp = 1
+micro_batch = 1
+seq_len = 4096
+global_batch = 64
+step_time_s = 5.0
+"""
+
+
+@pytest.mark.parametrize(("lines", "words"), [
+    ("pp = 4\ndp = 2\noffload_layers = 4\n", "pipeline parallelism"),
+    ('dp = 8\noffload_layers = 4\nrecompute = "full"\n', "recomputation"),
+    ("dp = 8\noffload_layers = 32\n", "at most 31 of the model's 32 layers"),
+])
+def test_calibrate_refuses_runs_megatron_core_cannot_have_made(tmp_path, capsys, lines, words):
+    """Like fit: PP with offloading, recomputation with offloading, every layer offloaded."""
+    runs = tmp_path / "runs.toml"
+    runs.write_text(RUN + lines)
+    code, env = _json(["calibrate", str(runs)], capsys)
+    assert code == 3, env
+    msg = _message(env)
+    assert words in msg and f"{runs}:2" in msg, msg
+
+

@@ -146,6 +146,11 @@ def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any]) -> tup
                          overlap_pp=r.overlap_pp, overlap_cp=r.overlap_cp, split_embedding_loss=r.split_embedding_loss,
                          uneven_pp=r.uneven_pp)
     _check_structure(r, spec)
+    from mi400plan.offload import offload_refusal
+
+    why = offload_refusal(r.offload_layers, r.pp, r.recompute, spec.num_layers)
+    if why:
+        raise ProfileError(why, path=entry.path, line=entry.line, field="offload_layers")
     bad = layout_violations(layout, wl, r.world, opts)
     if bad:
         raise ProfileError(f"the layout breaks the rule {bad[0]!r} for {spec.name} (see 'mi400plan sweep --help')",

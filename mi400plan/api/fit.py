@@ -772,7 +772,12 @@ def _check_offload(n: int, model: Any, layout: Layout, options: TrainOptions) ->
     shortest chunk of the layout bounds what every chunk can do (``sweep`` clamps per candidate)."""
     if n <= 0:
         return
+    from mi400plan.offload import RULE, offload_refusal
     from mi400plan.pipeline import chunk_layers, pipeline_split
+
+    why = offload_refusal(n, layout.pp, layout.recompute, model.num_layers)
+    if why:
+        raise LayoutError(f"--offload-layers {n}: {why} [rule: {RULE}]", rule=RULE)
 
     code = pipeline_split(model.num_layers, layout.pp, layout.vpp, options.split_embedding_loss, options.uneven_pp)
     chunks = chunk_layers(model.num_layers, layout.pp, layout.vpp, max(code, 0))
