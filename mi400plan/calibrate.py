@@ -711,6 +711,26 @@ def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
     return ProfileFit("accelerators", fwd.sku, out_params, points, warnings + notes)
 
 
+# A fit is refused (never saved as measured) when it only matches the measurements with a value held at
+# a bound of its parameter, or when its worst point is still off by more than MAX_ABS_RESIDUAL: the
+# model cannot represent those measurements, and saving its values would pass a guess off as a
+# measurement. 50 %: the planner's own validation sets stay within about 25 % (README, validation).
+MAX_ABS_RESIDUAL = 0.5
+
+
+def refusal(fit: ProfileFit) -> str | None:
+    """Why ``fit`` must not be saved (a fitted value at its bound, a residual past MAX_ABS_RESIDUAL), or None."""
+    bound = [f"{p.param.key} = {p.value:g} is at its bound" for p in fit.params
+             if p.value is not None and p.value in (p.param.lo, p.param.hi)]
+    worst = max((abs(pt.residual) for pt in fit.points), default=0.0)
+    if bound:
+        return f"{'; '.join(bound)}: the model reaches the measured times only there"
+    if not np.isfinite(worst) or worst > MAX_ABS_RESIDUAL:
+        return (f"its worst point is off by {worst:.0%} after fitting, beyond the {MAX_ABS_RESIDUAL:.0%} a fit "
+                "may leave")
+    return None
+
+
 def measured_step(run: MeasuredRun, flops_per_token: float) -> float:
     """Step time (s) of a run: as measured, or from TFLOP/s per GPU: ``F tokens / (gpus x rate)``,
     ``F`` the model (or hardware) FLOP per token the planner counts for that run."""

@@ -356,3 +356,46 @@ def test_calibrate_refuses_runs_megatron_core_cannot_have_made(tmp_path, capsys,
     assert words in msg and f"{runs}:2" in msg, msg
 
 
+
+
+# --- class 6: calibrate fits only runs the model can have made, and saves only fits that match ------
+
+
+def test_a_run_beyond_the_model_maximum_context_is_refused_naming_its_line(tmp_path, capsys):
+    runs = tmp_path / "runs.toml"
+    runs.write_text(RUN.replace("seq_len = 4096", "seq_len = 10000000") + "dp = 8\n")
+    code, env = _json(["calibrate", str(runs)], capsys)
+    assert code == 3, env
+    msg = _message(env)
+    assert f"{runs}:2 [seq_len]" in msg and "131,072" in msg, msg
+
+
+def test_a_fit_that_only_matches_at_a_bound_is_refused_and_nothing_saved(tmp_path, capsys):
+    """Step times of 50 ms for runs the model prices at seconds: the fit pins the matmul efficiency at
+    its upper bound (1.0) and is still far off. Shown with a warning; --save refuses it (exit 3)."""
+    text = (DATA / "runs.toml").read_text()
+    import re
+
+    fast = tmp_path / "fast.toml"
+    fast.write_text(re.sub(r"step_time_s = [0-9.]+", "step_time_s = 0.05", text))
+    code, env = _json(["calibrate", str(fast)], capsys)
+    assert code == 0
+    assert any("would not be saved" in w and "at its bound" in w for w in env["data"]["warnings"]), env["data"]["warnings"]
+    out = tmp_path / "saved"
+    code, env = _json(["calibrate", str(fast), "--save", str(out)], capsys)
+    assert code == 3, env
+    assert "refused and nothing is saved" in _message(env) and str(fast) in _message(env)
+    assert not out.exists()
+
+
+def test_the_refusal_rule_by_hand():
+    """Residuals past 50 % refuse a fit even inside the bounds; a bound value refuses it even with no residual."""
+    from mi400plan.calibrate import FABRIC_PARAMS, MAX_ABS_RESIDUAL, ParamFit, PointFit, ProfileFit, refusal
+
+    eff, lat = FABRIC_PARAMS
+    inside = [ParamFit(eff, 0.9, 0.8), ParamFit(lat, 2.0, 3.0)]
+    assert refusal(ProfileFit("fabrics", "f", inside, [PointFit(1.0, 1.0, 1.4)])) is None
+    assert MAX_ABS_RESIDUAL == 0.5
+    assert "off by 60%" in refusal(ProfileFit("fabrics", "f", inside, [PointFit(1.0, 1.0, 1.6)]))
+    pinned = [ParamFit(eff, 0.9, 1.0), ParamFit(lat, 2.0, 3.0)]
+    assert "efficiency = 1 is at its bound" in refusal(ProfileFit("fabrics", "f", pinned, [PointFit(1.0, 1.0, 1.0)]))

@@ -146,6 +146,10 @@ def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any]) -> tup
                          overlap_pp=r.overlap_pp, overlap_cp=r.overlap_cp, split_embedding_loss=r.split_embedding_loss,
                          uneven_pp=r.uneven_pp)
     _check_structure(r, spec)
+    if r.seq_len > spec.max_seq_len:  # fit warns; a measurement the model cannot have run is refused
+        raise ProfileError(f"seq_len {r.seq_len:,} is beyond {spec.name}'s maximum context of {spec.max_seq_len:,} "
+                           "tokens: not a run this model can have made", path=entry.path, line=entry.line,
+                           field="seq_len")
     from mi400plan.offload import offload_refusal
 
     why = offload_refusal(r.offload_layers, r.pp, r.recompute, spec.num_layers)
@@ -332,9 +336,17 @@ def save_profiles(cat: Any, fits: list[ProfileFit], files: list[str], save: str,
     """Write the overlays atomically; nothing is written when any target exists and ``force`` is off."""
     from mi400plan.profiles import parse_toml, validate_dict, write_toml_atomic
 
+    from mi400plan.calibrate import refusal
+
     targets = _targets(fits, save)
     if not targets:
         raise UsageError("--save: no parameter was identified, so there is nothing to write")
+    for fit, _ in targets:
+        why = refusal(fit)
+        if why:
+            raise ProfileError(f"{fit.name}: the fit is refused and nothing is saved: {why}",
+                               path=", ".join(files), hint="check the measurements (units, batch, layout) against the "
+                               "profile; a fit is saved only when the model matches them")
     from mi400plan.fileio import NotRegularFileError, check_replaceable
 
     for _, p in targets:
@@ -402,13 +414,17 @@ def calibrate(
     acc = _run_fits(cat, inputs.runs, fab_specs, fab_fits) if inputs.runs else []
     fits = fab_fits + [fit for fit, _ in acc]
     saved = save_profiles(cat, fits, files, save, force, today or datetime.date.today().isoformat()) if save else []
+    from mi400plan.calibrate import refusal
+
+    refused = [f"{f.name}: this fit would not be saved (--save refuses it): {why}"
+               for f in fits if f.fitted_values() and (why := refusal(f))]
     return CalibrateResult(
         inputs=list(files),
         params=[p for f in fits for p in _params(f)],
         summaries=[_summary(f) for f in fits],
         rows=[_point_row(f, pt) for f in fits for pt in f.points],
         saved=saved,
-        warnings=[w for f in fits for w in f.warnings],
+        warnings=[w for f in fits for w in f.warnings] + refused,
         explain=[e for fit, fwd in acc for e in _explain(fit, fwd)],
     )
 
