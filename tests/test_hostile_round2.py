@@ -399,3 +399,31 @@ def test_the_refusal_rule_by_hand():
     assert "off by 60%" in refusal(ProfileFit("fabrics", "f", inside, [PointFit(1.0, 1.0, 1.6)]))
     pinned = [ParamFit(eff, 0.9, 1.0), ParamFit(lat, 2.0, 3.0)]
     assert "efficiency = 1 is at its bound" in refusal(ProfileFit("fabrics", "f", pinned, [PointFit(1.0, 1.0, 1.0)]))
+
+
+# --- class 8: one answer for one question ------------------------------------------------------------
+
+
+def test_fit_refuses_nvfp4_where_serve_does(capsys):
+    fit_code, fit_env = _json(["fit", "llama3-8b", "--sku", "mi300x", "--mode", "infer", "--precision", "nvfp4"], capsys)
+    serve_code, serve_env = _json(["serve", "llama3-8b", "--sku", "mi300x", "--precision", "nvfp4"], capsys)
+    assert fit_code == serve_code == 3
+    assert _message(fit_env) == _message(serve_env) == "mi300x does not run NVFP4 (an NVIDIA Blackwell format)"
+
+
+def test_fit_over_several_skus_leaves_out_those_without_nvfp4(capsys):
+    code, env = _json(["fit", "llama3-8b", "--sku", "mi300x", "--sku", "b200", "--mode", "infer",
+                       "--precision", "nvfp4"], capsys)
+    assert code == 0
+    assert [r["sku"] for r in env["data"]["rows"]] == ["b200"]
+    assert any("mi300x does not run NVFP4" in w for w in env["data"]["warnings"])
+
+
+def test_the_longest_context_is_capped_at_the_model_maximum_and_says_so(capsys):
+    """Llama 3.1 8B: max_seq_len 131,072 (its config.json's max_position_embeddings). The KV room of one
+    MI355X holds far more tokens at batch 1; the longest context is the model's maximum, with a warning."""
+    code, env = _json(["fit", "llama3-8b", "--sku", "mi355x", "--mode", "infer"], capsys)
+    assert code == 0
+    row = env["data"]["rows"][0]
+    assert row["max_context"] == 131_072 < row["max_tokens"]
+    assert any("capped at llama3.1-8b's max_seq_len 131,072" in w for w in env["data"]["warnings"])

@@ -697,6 +697,7 @@ def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     grid = _infer_grid(model, counts, recipe, ep_, b, ctx, vary_ep=model.moe is not None and ep is None)
     rows = []
     cache: dict[str, Domain] = {}
+    accels = _runs_format(accels, recipe.weight_format, warnings)
     for acc in accels:
         row = _row(acc, "infer", layout_dict, n_gpus, mem, kv=mem["kv_cache"], recipe_reserve=recipe.reserve,
                    alts=[], grid=grid, dom=scale_up_domain(catalog, acc, cache), given_tp=tp_,
@@ -705,6 +706,10 @@ def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
         if cap is not None:
             mt = max_batch_x_context(model, counts, recipe, capacity_bytes=cap, tp=tp_, pp=pp_, ep=ep_, batch=b)
             mc = max_context(model, counts, recipe, capacity_bytes=cap, tp=tp_, pp=pp_, ep=ep_, batch=b)
+            if mc > model.max_seq_len:  # the KV cache holds more, the model attends over no more than this
+                warnings.append(f"{acc.spec.name}: longest context capped at {model.name}'s max_seq_len "
+                                f"{model.max_seq_len:,} tokens (the KV room at batch {b} holds {int(mc):,})")
+                mc = model.max_seq_len
             row = row.model_copy(update={"max_tokens": int(mt), "max_context": int(mc)})
         rows.append(row.model_copy(update={"padded_vocab_size": vocab}))
     _suggest_other_skus(rows, catalog, recipe.reserve)
@@ -713,6 +718,24 @@ def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     rdict["kv_bytes_per_element"] = recipe.kv_bytes
     return FitResult(model=fm, mode="infer", recipe=rdict, reserve=recipe.reserve.text(), rows=rows,
                      warnings=warnings)
+
+
+def _runs_format(accels: list[Any], weight_format: str, warnings: list[str]) -> list[Any]:
+    """The SKUs that run ``weight_format`` (``formats.format_refusal``, the rule ``serve`` applies): the
+    others are dropped with a warning, and when none is left the first refusal is the error."""
+    from mi400plan.formats import format_refusal
+
+    kept, refused = [], []
+    for acc in accels:
+        why = format_refusal(weight_format, acc.spec.name, acc.spec.vendor)
+        if why is None:
+            kept.append(acc)
+        else:
+            refused.append(why)
+    if not kept and refused:
+        raise refused[0]
+    warnings.extend(f"{why.message}: left out" for why in refused)
+    return kept
 
 
 def _check_infer_layout(model: Any, tp: int, pp: int, ep: int) -> None:
