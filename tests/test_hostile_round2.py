@@ -427,3 +427,71 @@ def test_the_longest_context_is_capped_at_the_model_maximum_and_says_so(capsys):
     row = env["data"]["rows"][0]
     assert row["max_context"] == 131_072 < row["max_tokens"]
     assert any("capped at llama3.1-8b's max_seq_len 131,072" in w for w in env["data"]["warnings"])
+
+
+# --- class 9: contract slips ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["cost", "mi355x"], ["serve", "llama3-8b", "--sku", "mi355x"]])
+def test_one_bad_cost_profile_is_skipped_not_fatal(tmp_path, capsys, command):
+    (tmp_path / "costs").mkdir()
+    (tmp_path / "costs" / "bad.toml").write_bytes(b'name = "bad"\ncurrency = 5\n\xff\xfe')
+    code, env = _json([*command, "--profiles", str(tmp_path)], capsys)
+    assert code == 0, env
+
+
+def _plan(tmp_path: Path, capsys) -> Path:  # noqa: ANN001
+    plan = tmp_path / "plan.toml"
+    code, _ = _json(["sweep", "llama3-8b", "--sku", "mi355x", "--gpus", "8", "--no-ranges", "--save", str(plan)], capsys)
+    assert code == 0
+    return plan
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda t: t.replace('precision = "bf16"', 'precision = "fp4"'), "[plan.precision]"),
+    (lambda t: t.replace("sequence_parallel = false", 'sequence_parallel = "yes"'), "[layout.sequence_parallel]"),
+    (lambda t: t.replace("sequence_parallel = false", "sequence_parallel = 1"), "[layout.sequence_parallel]"),
+    (lambda t: t.replace('recompute = "none"', 'recompute = "selective"') + "\n[recipe]\nrecompute_layers = 3\n",
+     "[recipe.recompute_layers]"),
+])
+def test_a_plan_file_is_held_to_the_flags_rules_naming_file_and_line(tmp_path, capsys, edit, field):
+    plan = _plan(tmp_path, capsys)
+    plan.write_text(edit(plan.read_text()))
+    code, env = _json(["fit", "--plan", str(plan)], capsys)
+    assert code == 3, env
+    msg = _message(env)
+    assert msg.startswith(f"{plan}:") and field in msg, msg
+
+
+def test_sweep_refuses_recompute_layers_with_recompute_none(capsys):
+    code, env = _json(["sweep", "llama3-8b", "--sku", "mi355x", "--gpus", "8", "--recompute", "none",
+                       "--recompute-layers", "5"], capsys)
+    assert code == 2 and "--recompute-layers" in _message(env)
+
+
+def test_a_profiles_path_longer_than_the_os_allows_is_a_usage_error(monkeypatch, capsys):
+    monkeypatch.setenv("MI400PLAN_PROFILES", "/" + "a" * 5000)
+    code, env = _json(["fit", "llama3-8b", "--sku", "mi355x"], capsys)
+    assert code == 2 and "MI400PLAN_PROFILES" in _message(env)
+    monkeypatch.delenv("MI400PLAN_PROFILES")
+    code, env = _json(["sweep", "llama3-8b", "--sku", "mi355x", "--gpus", "8", "--save", "/tmp/" + "b" * 5000], capsys)
+    assert code == 2 and "File name too long" in _message(env)
+
+
+def test_an_empty_estimate_table_is_an_error_not_undisclosed(tmp_path, capsys):
+    from importlib import resources
+    import re
+
+    text = (resources.files("mi400plan") / "profiles" / "accelerators" / "mi300x.toml").read_text()
+    text = re.sub(r"(?m)^hbm_capacity = .*$", "hbm_capacity_gb = { }", text).replace('name = "mi300x"', 'name = "x"', 1)
+    path = tmp_path / "accelerators" / "x.toml"
+    path.parent.mkdir()
+    path.write_text(text)
+    code, env = _json(["profiles", "validate", str(path)], capsys)
+    assert code == 3
+    assert "empty table" in json.dumps(env)
+
+
+def test_budget_days_errors_name_days(capsys):
+    code, env = _json(["budget", "--sku", "mi355x", "--gpus", "8", "--days", "1e-400d"], capsys)
+    assert code == 2 and _message(env).startswith("--days ") and "--deadline" not in _message(env)

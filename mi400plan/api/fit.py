@@ -63,6 +63,7 @@ def read_plan(path: str | Path) -> tuple[dict[str, Any], Layout]:
     for table, cls in (("plan", PlanMeta), ("layout", Layout), ("recipe", TrainOptions)):
         if table == "recipe" and not isinstance(raw.get("recipe"), dict):
             continue
+        _plan_booleans(str(p), text, table, raw[table], cls)
         try:
             obj = cls.model_validate(raw[table])
         except ValidationError as exc:
@@ -80,12 +81,51 @@ def read_plan(path: str | Path) -> tuple[dict[str, Any], Layout]:
     if layout.gpus > 2**24 or max(layout.ep, layout.etp, layout.vpp, layout.micro_batch) > 2**16:
         raise ProfileError("the layout is larger than any cluster (more than 2**24 GPUs or a dimension past 65,536)",
                            path=str(p), field="layout")
+    _plan_agrees(str(p), text, raw, meta, layout)
     if meta.get("gpus") is not None and meta["gpus"] != layout.gpus:
         raise ProfileError(
             f"gpus = {meta['gpus']} disagrees with the layout, which takes {layout.gpus} GPUs (TP x PP x CP x DP)",
             path=str(p), field="plan.gpus",
         )
     return meta, layout
+
+
+def _key_line(text: str, table: str, key: str) -> int | None:
+    """The line of ``key =`` inside ``[table]`` of a plan file's text (1-based), or None."""
+    import re
+
+    current = None
+    for i, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"\s*\[([^\]]+)\]", line)
+        if m:
+            current = m.group(1).strip()
+        elif current == table and re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return i
+    return None
+
+
+def _plan_booleans(path: str, text: str, table: str, values: dict[str, Any], cls: Any) -> None:
+    """A plan's switches are TOML booleans: "yes" or 1 is an error naming the line, as a flag would be."""
+    for key, value in values.items():
+        field = cls.model_fields.get(key) if isinstance(key, str) else None
+        if field is not None and field.annotation in (bool, bool | None) and not isinstance(value, bool):
+            raise ProfileError(f"must be true or false, got {value!r}", path=path, line=_key_line(text, table, key),
+                               field=f"{table}.{key}")
+
+
+def _plan_agrees(path: str, text: str, raw: dict[str, Any], meta: dict[str, Any], layout: Layout) -> None:
+    """The checks fit's flags get: a training precision, and recompute_modules / recompute_layers only
+    with the recomputation level they describe."""
+    precision = meta.get("precision")
+    if meta.get("mode", "train") == "train" and precision is not None and precision not in ("bf16", "fp8", "fp32"):
+        raise ProfileError(f"unknown training precision {precision!r}; known: bf16, fp8, fp32", path=path,
+                           line=_key_line(text, "plan", "precision"), field="plan.precision")
+    recipe = raw.get("recipe") if isinstance(raw.get("recipe"), dict) else {}
+    for key, level in (("recompute_modules", "selective"), ("recompute_layers", "full")):
+        if recipe.get(key) not in (None, 0) and layout.recompute != level:
+            raise ProfileError(f"{key} says what recompute = \"{level}\" recomputes; the layout has recompute = "
+                               f"\"{layout.recompute}\"", path=path, line=_key_line(text, "recipe", key),
+                               field=f"recipe.{key}")
 
 
 def _recompute_level(recompute: str | None, modules: object, layers: int | None) -> str | None:

@@ -767,6 +767,7 @@ def sweep(
                 pin_kw[k] = tuple(int(x) for x in v)
             if any(int(x) < 0 for x in v):
                 raise UsageError(f"--{k.replace('_', '-')} values must be non-negative")
+    _recompute_pins_agree(pin_kw.get("recompute"), topts)
     opts = SearchOptions(**topts.search_flags(), **pin_kw)
 
     skus = expand_all(cat, skus)
@@ -1004,6 +1005,21 @@ def nearest_working_sizes(wl: Any, hw: Any, size: int, opts: Any) -> list[int]:
 def _why(rej: dict[str, int]) -> str:
     top = sorted(((v, k) for k, v in rej.items() if v), reverse=True)[:3]
     return ", ".join(f"{k}: {v:,}" for v, k in top) or "no candidates"
+
+
+def _recompute_pins_agree(levels: tuple[int, ...] | None, topts: Any) -> None:
+    """--recompute-layers says what full recomputation covers and --recompute-modules what selective
+    covers (as in ``fit``): refused when --recompute pins out the level they describe."""
+    from mi400plan.search import RECOMPUTE_LABELS
+
+    if not levels:
+        return
+    for given, code, flag, name in ((topts.recompute_layers > 0, 2, "--recompute-layers", "full"),
+                                    (topts.recompute_modules is not None, 1, "--recompute-modules", "selective")):
+        if given and code not in levels:
+            pinned = ", ".join(RECOMPUTE_LABELS[int(x)] for x in levels)
+            raise UsageError(f"{flag} says what --recompute {name} recomputes; --recompute allows only {pinned}",
+                             hint=f"add --recompute {name}, or drop {flag}")
 
 
 def _check_save_target(save: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
@@ -184,6 +185,12 @@ def run(
             _check_result(result)
         except (ArithmeticError, InvariantError) as exc:
             raise _unsizable(exc) from exc
+        except OSError as exc:
+            if exc.errno not in (errno.ENAMETOOLONG, errno.ELOOP):
+                raise
+            name = str(exc.filename or "")
+            raise PlannerError(f"path {name[:60]}{'...' if len(name) > 60 else ''} cannot be used: "
+                               f"{exc.strerror or exc}") from exc
     except PlannerError as exc:
         fail(command, fmt, exc)
         return  # unreachable; fail() exits

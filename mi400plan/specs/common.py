@@ -105,6 +105,8 @@ class Estimate(StrictModel):
     @classmethod
     def _coerce(cls, data: Any) -> Any:
         if isinstance(data, dict):
+            if not data:  # `x = { }`: a value left out by mistake, not a statement that it is undisclosed
+                raise ValueError('an empty table; give a number, a table with "nominal", or "n/d"')
             data = dict(data)
             for key in ("nominal", "low", "high"):
                 value = data.get(key)
