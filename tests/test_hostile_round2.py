@@ -125,8 +125,10 @@ def test_calibrate_save_over_a_fifo_is_refused(tmp_path):
     """The profile a calibration would write is a FIFO: refused with --force too, the FIFO kept."""
     from mi400plan.api.calibrate import save_profiles
 
-    class Fit:  # the one attribute _targets reads, and the name of the file it would write
+    class Fit:  # what save_profiles reads of a fit: the file it would write, no parameter at a bound
         kind, name = "accelerators", "mi300x"
+        params: list = []
+        points: list = []
 
         def fitted_values(self):  # noqa: ANN202
             return {"x": 1}
