@@ -208,8 +208,9 @@ def test_llama_405b_fp8_kv_room_by_hand(catalog) -> None:
     upper = (cap - reserve - weights) / kv_per_token  # no activation workspace: 2,203,113 tokens
     lower = (cap - reserve - weights - 1e9) / kv_per_token  # with 1 GB of it: 2,187,612 tokens
     assert int(upper) == 2_203_113 and int(lower) == 2_187_612
-    assert lower <= row.max_context <= upper
-    assert row.max_context > 15 * 131_072  # about 15 full 128K contexts
+    assert lower <= row.max_tokens <= upper  # batch 1: the room in tokens of batch x context
+    assert row.max_tokens > 15 * 131_072  # about 15 full 128K contexts
+    assert row.max_context == 131_072  # the longest context is the model's maximum, not the room
 
 
 def test_cli_all_skus_comparison_reads_at_100_columns(cli, monkeypatch) -> None:
