@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -346,7 +347,7 @@ def read_nccl_log(path: Path, text: str, op: str | None = None) -> NcclLog:
     rows = _nccl_rows(p, lines, head, cols)
     if not rows:
         raise ProfileError("no result lines after the column header", path=p, line=head + 1)
-    per_host = [list(hosts.values()).count(h) for h in set(hosts.values())]
+    per_host = list(Counter(hosts.values()).values())  # ranks per host in one pass: linear in the log
     return NcclLog(p, op, len(hosts), len(per_host), tuple(rows), even=len(set(per_host)) == 1)
 
 

@@ -79,6 +79,8 @@ from mi400plan.memory import forward_again, recompute_share, stage_count_ratios,
 from mi400plan.params import (
     ParamCounts, attention_flops_per_token, model_flops_per_token, selective_recompute_flops_per_token,
 )
+from mi400plan.offload import RULE as OFFLOAD_RULE
+from mi400plan.offload import RULE_TEXT as OFFLOAD_RULE_TEXT
 from mi400plan.specs.layout import DEFAULT_RECOMPUTE_MODULES
 from mi400plan.specs.model import ModelSpec
 
@@ -96,6 +98,7 @@ RULES: dict[str, str] = {
     "sp-needs-tp": "sequence parallel needs TP > 1",
     "batch-dp-mb": "DP x micro-batch does not divide the global batch",
     "vpp-microbatches": "the interleaved schedule needs micro-batches per replica to be a multiple of PP",
+    OFFLOAD_RULE: OFFLOAD_RULE_TEXT,
     "memory": "does not fit in HBM",
 }
 RULE_ORDER = tuple(RULES)
@@ -1396,6 +1399,8 @@ def inner_masks(c: dict[str, np.ndarray], wl: Workload) -> dict[str, np.ndarray]
     out["batch-dp-mb"] = (wl.global_batch % (c["dp"] * c["micro_batch"])) != 0
     m = wl.global_batch // (c["dp"] * c["micro_batch"])
     out["vpp-microbatches"] = (c["vpp"] > 1) & ((m % c["pp"]) != 0)
+    if wl.recipe.offload_layers > 0:  # mi400plan.offload: Megatron-Core refuses these with CPU offloading
+        out[OFFLOAD_RULE] = (c["pp"] > 1) | (c["recompute"] > 0)
     return out
 
 

@@ -50,7 +50,7 @@ def test_llama_405b_fp8_fits_one_mi300x_node_with_context(catalog) -> None:
     # KV per GPU per token = 2 x 8 x 128 x 126 x 2 B / 8 = 64,512 B; the room after ~51 GB of weights
     # buys far more than the 128K context (about 1.9M tokens)
     assert row.max_tokens > 1_500_000
-    assert row.max_context == row.max_tokens  # batch 1
+    assert row.max_context == 131_072  # batch 1: the KV room holds more, the model's maximum caps it
     kv = row.memory_bytes.kv_cache
     assert kv == 131072 * 64_512
 
@@ -209,8 +209,9 @@ def test_llama_405b_fp8_kv_room_by_hand(catalog) -> None:
     upper = (cap - reserve - weights) / kv_per_token  # no activation workspace: 2,203,113 tokens
     lower = (cap - reserve - weights - 1e9) / kv_per_token  # with 1 GB of it: 2,187,612 tokens
     assert int(upper) == 2_203_113 and int(lower) == 2_187_612
-    assert lower <= row.max_context <= upper
-    assert row.max_context > 15 * 131_072  # about 15 full 128K contexts
+    assert lower <= row.max_tokens <= upper  # batch 1: the room in tokens of batch x context
+    assert row.max_tokens > 15 * 131_072  # about 15 full 128K contexts
+    assert row.max_context == 131_072  # the longest context is the model's maximum, not the room
 
 
 def test_cli_all_skus_comparison_reads_at_100_columns(cli, monkeypatch) -> None:

@@ -151,7 +151,8 @@ def test_too_many_layers_and_a_sku_without_host_link_are_refused(cli) -> None:
     assert result.exit_code != 0
     assert "at most 79" in result.output
     result = cli(["fit", "llama3.1-70b", "--sku", "gb200", "--tp", "8", "--pp", "4", "--offload-layers", "20"])
-    assert result.exit_code != 0 and "holds 20 layers" in result.output
+    # Megatron-Core has no CPU offloading with pipeline parallelism (mi400plan.offload)
+    assert result.exit_code == 2 and "pipeline parallelism" in result.output
     result = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--offload-layers", "-1"])
     assert result.exit_code != 0
     result = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--mode", "infer", "--offload-layers", "2"])

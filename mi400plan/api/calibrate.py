@@ -117,7 +117,9 @@ def _fabric_fits(cat: Any, logs: list[NcclLog], sku: str | None, fabric: str | N
     return fits, specs
 
 
-def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
+def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any]) -> tuple[str, PreparedRun]:
+    """One run checked and made ready for the forward model; ``memo`` shares the SKU builds and model
+    terms between runs (a 1,000-run file of a few workloads builds each once)."""
     from mi400plan.api.sweep import build_sku
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one, layout_violations, model_terms
@@ -131,23 +133,34 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
     spec = cat.get("models", model).spec
     sku = cat.get("accelerators", r.sku).spec.name
     # an undisclosed peak (or host link, when the run offloads activations) stops here, naming the run
-    base_hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw
+    base_hw = _memo(memo, ("hw", sku, r.precision, r.offload_layers > 0),
+                    lambda: build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw)
     topts = r.train_options()
     recipe = topts.train_recipe()
-    wl = Workload(spec, count_params(spec), recipe, r.seq_len, r.global_batch)
+    wl = Workload(spec, _memo(memo, ("counts", id(spec)), lambda: count_params(spec)), recipe, r.seq_len, r.global_batch)
     layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
                   recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))
     opts = SearchOptions(**topts.search_flags())
     _check_structure(r, spec)
+    if r.seq_len > spec.max_seq_len:  # fit warns; a measurement the model cannot have run is refused
+        raise ProfileError(f"seq_len {r.seq_len:,} is beyond {spec.name}'s maximum context of {spec.max_seq_len:,} "
+                           "tokens: not a run this model can have made", path=entry.path, line=entry.line,
+                           field="seq_len")
+    from mi400plan.offload import offload_refusal
+
+    why = offload_refusal(r.offload_layers, r.pp, r.recompute, spec.num_layers)
+    if why:
+        raise ProfileError(why, path=entry.path, line=entry.line, field="offload_layers")
     bad = layout_violations(layout, wl, r.world, opts)
     if bad:
         raise ProfileError(f"the layout breaks the rule {bad[0]!r} for {spec.name} (see 'mi400plan sweep --help')",
                            path=entry.path, line=entry.line, field="layout")
     if r.tflops_basis == "hardware" and r.tflops_per_gpu is not None:
         flops = evaluate_one(layout, wl, base_hw, r.world, opts)["flops_hw_per_token"]
-    else:
-        flops = model_terms(spec, wl.counts, r.seq_len, recipe).flops_model
-    model_flops = model_terms(spec, wl.counts, r.seq_len, recipe).flops_model
+    model_flops = _memo(memo, ("terms", id(spec), r.seq_len, repr(recipe)),
+                        lambda: model_terms(spec, wl.counts, r.seq_len, recipe)).flops_model
+    if not (r.tflops_basis == "hardware" and r.tflops_per_gpu is not None):
+        flops = model_flops
     return sku, PreparedRun(entry, wl, layout, opts, measured_step(r, flops), model_flops)
 
 
@@ -163,9 +176,10 @@ def _check_structure(r: Any, spec: Any) -> None:
 def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
               fabric_fits: list[ProfileFit]) -> list[tuple[ProfileFit, Forward]]:
     by_sku: dict[str, list[PreparedRun]] = defaultdict(list)
+    memo: dict[tuple[Any, ...], Any] = {}
     for entry in runs:
         try:
-            sku, prepared = _prepare(cat, entry)
+            sku, prepared = _prepare(cat, entry, memo)
         except PlannerError as exc:  # unknown name, missing model file, undisclosed peak
             own = isinstance(exc, ProfileError) and exc.path is not None and Path(exc.path).is_file()
             if own:  # the runs file itself, or a model file's own error: it names its file and line
@@ -191,15 +205,21 @@ def _explain(fit: ProfileFit, fwd: Forward) -> list[RunExplain]:
     from mi400plan.totals import flops_per_token
 
     out = []
-    for pt in fit.points:
+    runs = [pt.detail["run"] for pt in fit.points]
+    steps = fwd.step_terms(runs, fit.fitted_values())  # vectorized by workload: 1,000 runs in a few calls
+    hws: dict[str, Any] = {}
+    memo: dict[tuple[Any, ...], Any] = {}
+    for pt, step in zip(fit.points, steps):
         run: PreparedRun = pt.detail["run"]
         r, wl = run.entry.run, run.workload
-        hw = fwd.hardware(fit.fitted_values(), r.precision)
-        split = flops_per_token(wl.model, wl.seq_len, run.layout["recompute"], wl.recipe, r.pp, r.vpp)
-        ex = explain_step(fwd.step(run, hw), run.measured_s, model_flops_per_token=run.model_flops_per_token,
+        hw = hws.get(r.precision) or hws.setdefault(r.precision, fwd.hardware(fit.fitted_values(), r.precision))
+        key = (id(wl.model), wl.seq_len, repr(wl.recipe))
+        split = _memo(memo, ("split", *key, run.layout["recompute"], r.pp, r.vpp),
+                      lambda: flops_per_token(wl.model, wl.seq_len, run.layout["recompute"], wl.recipe, r.pp, r.vpp))
+        ex = explain_step(step, run.measured_s, model_flops_per_token=run.model_flops_per_token,
                           recompute_flops_per_token=split.recompute,
                           tokens_per_gpu=r.global_batch * r.seq_len / r.world, peak_flops=hw.peak_flops)
-        terms = model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe)
+        terms = _memo(memo, ("terms", *key), lambda: model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe))
         totals = plan_totals({**run.layout, "dp": r.dp}, wl, terms, fit.name, r.world, r.label(), None)
         out.append(RunExplain(
             source=run.entry.where, profile=fit.name, label=r.label(), precision=r.precision, gpus=r.world,
@@ -209,14 +229,23 @@ def _explain(fit: ProfileFit, fwd: Forward) -> list[RunExplain]:
     return out
 
 
+def _memo(memo: dict[tuple[Any, ...], Any], key: tuple[Any, ...], compute: Any) -> Any:
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
 def _above_peak(cat: Any, sku: str, runs: list[PreparedRun]) -> list[str]:
     """Runs whose measured model FLOP rate exceeds the SKU's dense peak (a units or FLOP-count slip)."""
     from mi400plan.api.sweep import build_sku
 
     out = []
+    peaks: dict[str, float] = {}
     for run in runs:
         r = run.entry.run
-        peak = build_sku(cat, sku, r.precision).hw.peak_flops / 1e12
+        if r.precision not in peaks:
+            peaks[r.precision] = build_sku(cat, sku, r.precision).hw.peak_flops / 1e12
+        peak = peaks[r.precision]
         if run.measured_tflops_per_gpu > peak:
             out.append(f"{run.entry.where}: {run.measured_tflops_per_gpu:,.0f} TFLOP/s per GPU of model FLOPs is "
                        f"above {sku}'s dense {r.precision} peak ({peak:,.0f}); check the step time, the batch and "
@@ -327,9 +356,24 @@ def save_profiles(cat: Any, fits: list[ProfileFit], files: list[str], save: str,
     """Write the overlays atomically; nothing is written when any target exists and ``force`` is off."""
     from mi400plan.profiles import parse_toml, validate_dict, write_toml_atomic
 
+    from mi400plan.calibrate import refusal
+
     targets = _targets(fits, save)
     if not targets:
         raise UsageError("--save: no parameter was identified, so there is nothing to write")
+    for fit, _ in targets:
+        why = refusal(fit)
+        if why:
+            raise ProfileError(f"{fit.name}: the fit is refused and nothing is saved: {why}",
+                               path=", ".join(files), hint="check the measurements (units, batch, layout) against the "
+                               "profile; a fit is saved only when the model matches them")
+    from mi400plan.fileio import NotRegularFileError, check_replaceable
+
+    for _, p in targets:
+        try:
+            check_replaceable(p)
+        except NotRegularFileError as exc:
+            raise UsageError(f"--save: {str(p)!r} {exc.strerror}") from None
     existing = [str(p) for _, p in targets if p.exists()]
     if existing and not force:
         raise UsageError(f"profile file {existing[0]!r} already exists",
@@ -343,7 +387,9 @@ def save_profiles(cat: Any, fits: list[ProfileFit], files: list[str], save: str,
         docs.append((path, doc))
     for path, doc in docs:
         try:
-            write_toml_atomic(path, doc)
+            write_toml_atomic(path, doc, replace=force)
+        except FileExistsError as exc:
+            raise UsageError(f"profile file {str(path)!r} {exc.strerror}", hint="pass --force to replace it") from None
         except OSError as exc:
             raise ProfileError(f"cannot write the profile: {exc.strerror or exc}", path=str(path)) from None
     return [str(p) for p, _ in docs]
@@ -388,13 +434,17 @@ def calibrate(
     acc = _run_fits(cat, inputs.runs, fab_specs, fab_fits) if inputs.runs else []
     fits = fab_fits + [fit for fit, _ in acc]
     saved = save_profiles(cat, fits, files, save, force, today or datetime.date.today().isoformat()) if save else []
+    from mi400plan.calibrate import refusal
+
+    refused = [f"{f.name}: this fit would not be saved (--save refuses it): {why}"
+               for f in fits if f.fitted_values() and (why := refusal(f))]
     return CalibrateResult(
         inputs=list(files),
         params=[p for f in fits for p in _params(f)],
         summaries=[_summary(f) for f in fits],
         rows=[_point_row(f, pt) for f in fits for pt in f.points],
         saved=saved,
-        warnings=[w for f in fits for w in f.warnings],
+        warnings=[w for f in fits for w in f.warnings] + refused,
         explain=[e for fit, fwd in acc for e in _explain(fit, fwd)],
     )
 

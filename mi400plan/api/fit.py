@@ -64,6 +64,7 @@ def read_plan(path: str | Path) -> tuple[dict[str, Any], Layout]:
     for table, cls in (("plan", PlanMeta), ("layout", Layout), ("recipe", TrainOptions)):
         if table == "recipe" and not isinstance(raw.get("recipe"), dict):
             continue
+        _plan_booleans(str(p), text, table, raw[table], cls)
         try:
             obj = cls.model_validate(raw[table])
         except ValidationError as exc:
@@ -81,12 +82,51 @@ def read_plan(path: str | Path) -> tuple[dict[str, Any], Layout]:
     if layout.gpus > 2**24 or max(layout.ep, layout.etp, layout.vpp, layout.micro_batch) > 2**16:
         raise ProfileError("the layout is larger than any cluster (more than 2**24 GPUs or a dimension past 65,536)",
                            path=str(p), field="layout")
+    _plan_agrees(str(p), text, raw, meta, layout)
     if meta.get("gpus") is not None and meta["gpus"] != layout.gpus:
         raise ProfileError(
             f"gpus = {meta['gpus']} disagrees with the layout, which takes {layout.gpus} GPUs (TP x PP x CP x DP)",
             path=str(p), field="plan.gpus",
         )
     return meta, layout
+
+
+def _key_line(text: str, table: str, key: str) -> int | None:
+    """The line of ``key =`` inside ``[table]`` of a plan file's text (1-based), or None."""
+    import re
+
+    current = None
+    for i, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"\s*\[([^\]]+)\]", line)
+        if m:
+            current = m.group(1).strip()
+        elif current == table and re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return i
+    return None
+
+
+def _plan_booleans(path: str, text: str, table: str, values: dict[str, Any], cls: Any) -> None:
+    """A plan's switches are TOML booleans: "yes" or 1 is an error naming the line, as a flag would be."""
+    for key, value in values.items():
+        field = cls.model_fields.get(key) if isinstance(key, str) else None
+        if field is not None and field.annotation in (bool, bool | None) and not isinstance(value, bool):
+            raise ProfileError(f"must be true or false, got {value!r}", path=path, line=_key_line(text, table, key),
+                               field=f"{table}.{key}")
+
+
+def _plan_agrees(path: str, text: str, raw: dict[str, Any], meta: dict[str, Any], layout: Layout) -> None:
+    """The checks fit's flags get: a training precision, and recompute_modules / recompute_layers only
+    with the recomputation level they describe."""
+    precision = meta.get("precision")
+    if meta.get("mode", "train") == "train" and precision is not None and precision not in ("bf16", "fp8", "fp32"):
+        raise ProfileError(f"unknown training precision {precision!r}; known: bf16, fp8, fp32", path=path,
+                           line=_key_line(text, "plan", "precision"), field="plan.precision")
+    recipe = raw.get("recipe") if isinstance(raw.get("recipe"), dict) else {}
+    for key, level in (("recompute_modules", "selective"), ("recompute_layers", "full")):
+        if recipe.get(key) not in (None, 0) and layout.recompute != level:
+            raise ProfileError(f"{key} says what recompute = \"{level}\" recomputes; the layout has recompute = "
+                               f"\"{layout.recompute}\"", path=path, line=_key_line(text, "recipe", key),
+                               field=f"recipe.{key}")
 
 
 def _recompute_level(recompute: str | None, modules: object, layers: int | None) -> str | None:
@@ -711,6 +751,7 @@ def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     grid = _infer_grid(model, counts, recipe, ep_, b, ctx, vary_ep=model.moe is not None and ep is None)
     rows = []
     cache: dict[str, Domain] = {}
+    accels = _runs_format(accels, recipe.weight_format, warnings)
     for acc in accels:
         row = _row(acc, "infer", layout_dict, n_gpus, mem, kv=mem["kv_cache"], recipe_reserve=recipe.reserve,
                    alts=[], grid=grid, dom=scale_up_domain(catalog, acc, cache), given_tp=tp_,
@@ -719,6 +760,10 @@ def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
         if cap is not None:
             mt = max_batch_x_context(model, counts, recipe, capacity_bytes=cap, tp=tp_, pp=pp_, ep=ep_, batch=b)
             mc = max_context(model, counts, recipe, capacity_bytes=cap, tp=tp_, pp=pp_, ep=ep_, batch=b)
+            if mc > model.max_seq_len:  # the KV cache holds more, the model attends over no more than this
+                warnings.append(f"{acc.spec.name}: longest context capped at {model.name}'s max_seq_len "
+                                f"{model.max_seq_len:,} tokens (the KV room at batch {b} holds {int(mc):,})")
+                mc = model.max_seq_len
             row = row.model_copy(update={"max_tokens": int(mt), "max_context": int(mc)})
         rows.append(row.model_copy(update={"padded_vocab_size": vocab}))
     _suggest_other_skus(rows, catalog, recipe.reserve)
@@ -727,6 +772,24 @@ def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     rdict["kv_bytes_per_element"] = recipe.kv_bytes
     return FitResult(model=fm, mode="infer", recipe=rdict, reserve=recipe.reserve.text(), rows=rows,
                      warnings=warnings)
+
+
+def _runs_format(accels: list[Any], weight_format: str, warnings: list[str]) -> list[Any]:
+    """The SKUs that run ``weight_format`` (``formats.format_refusal``, the rule ``serve`` applies): the
+    others are dropped with a warning, and when none is left the first refusal is the error."""
+    from mi400plan.formats import format_refusal
+
+    kept, refused = [], []
+    for acc in accels:
+        why = format_refusal(weight_format, acc.spec.name, acc.spec.vendor)
+        if why is None:
+            kept.append(acc)
+        else:
+            refused.append(why)
+    if not kept and refused:
+        raise refused[0]
+    warnings.extend(f"{why.message}: left out" for why in refused)
+    return kept
 
 
 def _check_infer_layout(model: Any, tp: int, pp: int, ep: int) -> None:
@@ -786,7 +849,12 @@ def _check_offload(n: int, model: Any, layout: Layout, options: TrainOptions) ->
     shortest chunk of the layout bounds what every chunk can do (``sweep`` clamps per candidate)."""
     if n <= 0:
         return
+    from mi400plan.offload import RULE, offload_refusal
     from mi400plan.pipeline import chunk_layers, pipeline_split
+
+    why = offload_refusal(n, layout.pp, layout.recompute, model.num_layers)
+    if why:
+        raise LayoutError(f"--offload-layers {n}: {why} [rule: {RULE}]", rule=RULE)
 
     code = pipeline_split(model.num_layers, layout.pp, layout.vpp, options.split_embedding_loss, options.uneven_pp)
     chunks = chunk_layers(model.num_layers, layout.pp, layout.vpp, max(code, 0))

@@ -821,6 +821,8 @@ def sweep(
     if save and Path(save).exists() and not overwrite:
         # Checked before the search: a user's existing file is never replaced without being asked.
         raise UsageError(f"plan file {save!r} already exists", hint="pass --force to replace it, or choose another path")
+    if save:
+        _check_save_target(save)
     if precision not in PRECISIONS:
         raise UsageError(f"unknown --precision {precision!r}; choose from {', '.join(PRECISIONS)}")
     if top < 1:
@@ -852,7 +854,9 @@ def sweep(
     gb = pinned or law.start_seqs
     wl0 = Workload(spec, counts, recipe, seq, gb)
     choices: list[BatchChoice] = []
-    opts = SearchOptions(**topts.search_flags(), **pin_options(pins))
+    pin_kw = pin_options(pins)
+    _recompute_pins_agree(pin_kw.get("recompute"), topts)
+    opts = SearchOptions(**topts.search_flags(), **pin_kw)
 
     skus = expand_all(cat, skus)
     offload = topts.offload_layers > 0
@@ -1034,7 +1038,7 @@ def sweep(
     if save:
         if not rows:
             raise UsageError("nothing to save: no layout is valid and fits")
-        write_plan(save, rows[0], spec.name, gb, seq, precision, topts)
+        write_plan(save, rows[0], spec.name, gb, seq, precision, topts, replace=overwrite)
         update: dict[str, Any] = {"saved_plan": str(save)}
         result = result.model_copy(update=update)
     return result
@@ -1095,10 +1099,36 @@ def _why(rej: dict[str, int]) -> str:
     return ", ".join(f"{k}: {v:,}" for v, k in top) or "no candidates"
 
 
+def _recompute_pins_agree(levels: tuple[int, ...] | None, topts: Any) -> None:
+    """--recompute-layers says what full recomputation covers and --recompute-modules what selective
+    covers (as in ``fit``): refused when --recompute pins out the level they describe."""
+    from mi400plan.search import RECOMPUTE_LABELS
+
+    if not levels:
+        return
+    for given, code, flag, name in ((topts.recompute_layers > 0, 2, "--recompute-layers", "full"),
+                                    (topts.recompute_modules is not None, 1, "--recompute-modules", "selective")):
+        if given and code not in levels:
+            pinned = ", ".join(RECOMPUTE_LABELS[int(x)] for x in levels)
+            raise UsageError(f"{flag} says what --recompute {name} recomputes; --recompute allows only {pinned}",
+                             hint=f"add --recompute {name}, or drop {flag}")
+
+
+def _check_save_target(save: str) -> None:
+    """A FIFO, device node, directory or link at --save is never replaced, --force or not: refused before the search."""
+    from mi400plan.fileio import NotRegularFileError, check_replaceable
+
+    try:
+        check_replaceable(save)
+    except NotRegularFileError as exc:
+        raise UsageError(f"--save {save!r} {exc.strerror}", hint="choose a path that is free or a regular file") from None
+
+
 def write_plan(path: str, row: SweepRow, model: str, global_batch: int, seq_len: int, precision: str,
-               options: Any = None) -> None:
+               options: Any = None, *, replace: bool = False) -> None:
     """Write ``[plan]``, ``[layout]`` (exactly ``Layout``'s fields) and ``[recipe]`` (the ``TrainOptions``
-    switches that differ from the defaults, which ``fit --plan`` reads back) atomically."""
+    switches that differ from the defaults, which ``fit --plan`` reads back) atomically; without
+    ``replace``, exclusively (a file another run created meanwhile is never replaced)."""
     from mi400plan.profiles import write_toml_atomic
     from mi400plan.specs.layout import Layout
 
@@ -1114,6 +1144,9 @@ def write_plan(path: str, row: SweepRow, model: str, global_batch: int, seq_len:
     if changed:
         data["recipe"] = changed
     try:
-        write_toml_atomic(path, data)
+        write_toml_atomic(path, data, replace=replace)
+    except FileExistsError as exc:
+        raise UsageError(f"plan file {path!r} {exc.strerror}",
+                         hint="pass --force to replace it (a FIFO, device or link never is), or choose another path") from None
     except OSError as exc:
-        raise UsageError(f"cannot write plan file {path!r}: {exc}") from None
+        raise UsageError(f"cannot write plan file {path!r}: {exc.strerror or exc}") from None
