@@ -262,12 +262,17 @@ def _memory_verdicts(cat: Any, sku: str, runs: list[PreparedRun]) -> list[str]:
     from mi400plan.search import evaluate_one, usable_hbm
 
     out = []
+    seen: dict[tuple[Any, ...], tuple[float, float, float]] = {}  # copies of one run are priced once
     for run in runs:
         r = run.entry.run
-        hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw
-        ev = evaluate_one(run.layout, run.workload, hw, r.world, run.options)
-        total, need = ev["mem_total"], ev["mem_need"]
-        usable = usable_hbm(run.workload, hw)
+        wl = run.workload
+        key = (r.precision, r.offload_layers > 0, r.world, tuple(sorted(run.layout.items())), id(wl.model),
+               wl.seq_len, wl.global_batch, repr(wl.recipe), run.options)
+        if key not in seen:
+            hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw
+            ev = evaluate_one(run.layout, wl, hw, r.world, run.options)
+            seen[key] = (ev["mem_total"], ev["mem_need"], usable_hbm(wl, hw))
+        total, need, usable = seen[key]
         v = verdict_name(need, total, usable)
         if v != "fits":
             out.append(f"{run.entry.where}: memory verdict {v.replace('_', ' ')}: the model counts "

@@ -715,10 +715,9 @@ def batch_plan(law: BatchLaw, pinned: bool, choices: list[BatchChoice]) -> Batch
 
     d = f"{law.train_tokens:.3g} tokens" + (" (assumed: 20 per active parameter, Chinchilla)" if law.tokens_assumed else "")
     rule = ("pinned by --global-batch" if pinned else
-            f"planned: from the batch nearest B_opt = {fmt_count(law.b_opt_tokens)} tokens (C = "
-            f"{law.compute_flops:.3g} FLOPs for {d}) up to {BOUND_FACTOR:g} x B_opt = "
-            f"{fmt_count(law.bound_tokens)} tokens, the first whose best layout fills its pipeline "
-            f"(micro-batches >= stages, bubble <= {BUBBLE_LIMIT:.0%} of compute)")
+            f"planned: the largest batch of 2^k or 3 x 2^k sequences at or below the bound B_opt = "
+            f"{fmt_count(law.b_opt_tokens)} tokens (C = {law.compute_flops:.3g} FLOPs for {d}); each size's best "
+            f"layout checked for pipeline fill (micro-batches >= stages, bubble <= {BUBBLE_LIMIT:.0%} of compute)")
     return BatchPlan(
         pinned=pinned, rule=rule, law=LAW, flops_per_token=law.flops_per_token, train_tokens=law.train_tokens,
         tokens_assumed=law.tokens_assumed, compute_flops=law.compute_flops, b_opt_tokens=law.b_opt_tokens,

@@ -69,8 +69,9 @@ def _user_runs(cat: Any, path: str) -> list[tuple[RunMeta, PreparedRun]]:
 
     p, text = read_text_file(path, "runs file")
     out = []
+    memo: dict[tuple[object, ...], object] = {}
     for entry in read_runs(p, text):
-        sku, run = _prepare(cat, entry)
+        sku, run = _prepare(cat, entry, memo)
         src = entry.run.source or str(p)
         meta = RunMeta(id=entry.run.name or entry.where, sku=sku, family=_family(cat, sku), stack=entry.run.stack,
                        moe=run.workload.model.moe is not None, source=src, source_title=src)
