@@ -689,18 +689,53 @@ def _parameter_bytes(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
         w_shard = np.zeros_like(w_shard)
     gemm_max = _tp_group_per_rank(model, lt.max_tp, lt.max_kv, lt.max_arep, X(tp)) + lt.max_exp / X(ep * etp)
     layer_max = gb * gemm_max + pb * lt.max_rep
-    weights = np.where(z >= 3, np.minimum(w_full, w_shard + 2.0 * layer_max), w_full)
+    g_layer = recipe.grad_bytes * (gemm_max + lt.max_rep)
+    if recipe.zero3_gather == "layer":  # per-layer units: the current and the prefetched layer gathered
+        gathered, g_live = 2.0 * layer_max, 2.0 * g_layer
+    else:  # DeepSpeed: per module, within its live-parameter and bucket limits
+        mod = _largest_module(model, counts, tp, ep, etp)
+        gathered = gb * deepspeed_gathered(mod, recipe.zero3_max_live_parameters, recipe.zero3_prefetch_bucket_size)
+        g_live = recipe.grad_bytes * (mod + recipe.zero3_reduce_bucket_size)
+    weights = np.where(z >= 3, np.minimum(w_full, w_shard + gathered), w_full)
     # ZeRO-2/3 (FSDP) keep only a shard of the gradients, but a layer's gradients exist whole from its
     # backward until their reduce-scatter completes: the layer being differentiated plus the one
     # being reduce-scattered (PyTorch FSDP ``_post_backward_hook`` reduce-scatters per unit while the
     # next unit's backward runs), so two layers' worth stays unsharded.
     g_full = recipe.grad_bytes * (p_dense + p_exp)
     g_shard = recipe.grad_bytes * sharded(p_dense, 2)
-    g_layer = recipe.grad_bytes * (gemm_max + lt.max_rep)
-    grads = np.where(z >= 2, np.minimum(g_full, g_shard + 2.0 * g_layer), g_full)
+    grads = np.where(z >= 3, np.minimum(g_full, g_shard + g_live),
+                     np.where(z >= 2, np.minimum(g_full, g_shard + 2.0 * g_layer), g_full))
     ob = recipe.optimizer_state_bytes(h)
     optim = ob * sharded(p_dense, 1)
     return weights, grads, optim
+
+
+def deepspeed_gathered(module: ArrayLike, max_live: float, prefetch_bucket: float) -> np.ndarray:
+    """Parameters (elements) DeepSpeed ZeRO-3 holds gathered at once on a rank whose largest leaf
+    module has ``module`` parameters (``specs.layout.ZERO3_GATHER_RULES``): the current module, plus what
+    ``fetch_sub_module`` prefetches, ``min(max_live - module, prefetch_bucket)`` overshot by at most one
+    tensor (no larger than the largest module), and nothing when the module alone reaches ``max_live``
+    (DeepSpeed ``partitioned_param_coordinator.py``, commit 38327e0, 2025-02-21). Arrays broadcast."""
+    m = np.asarray(module, dtype=np.float64)
+    budget = np.minimum(float(max_live) - m, float(prefetch_bucket))
+    return m + np.where(budget > 0.0, budget + m, 0.0)
+
+
+def _largest_module(model: ModelSpec, counts: ParamCounts, tp: np.ndarray, ep: np.ndarray,
+                    etp: np.ndarray) -> np.ndarray:
+    """Parameters per rank of the largest leaf module DeepSpeed gathers as one (per candidate, on the
+    slot axis): a layer's attention block (at most; Megatron-LM fuses Q, K and V), or an FFN's input
+    projection, the larger of its two: Megatron-LM's ``linear_fc1`` fuses the SwiGLU gate and up
+    projections (2/3 of the FFN's weights; 1/2 for a GELU FFN), and its ``GroupedMLP`` keeps all local
+    experts' ``fc1`` in one weight (the routed experts per rank over ``ep x etp``)."""
+    X = _per_slot
+    lay = counts.layers
+    top = max(lay, key=lambda lp: lp.attention)
+    attn = _tp_group_per_rank(model, top.attention, top.attn_kv, top.attn_replicated, X(tp))
+    fc1 = 2.0 / 3.0 if model.ffn_kind == "swiglu" else 0.5
+    dense = max(lp.mlp_dense + lp.shared_experts for lp in lay) * fc1 / X(tp)
+    experts = max(lp.routed_experts for lp in lay) * fc1 / X(ep * etp)
+    return np.maximum(np.maximum(attn, dense), experts)
 
 
 def _activation_bytes(model: ModelSpec, recipe: TrainRecipe, slots: dict[str, np.ndarray], *, tp: np.ndarray,
