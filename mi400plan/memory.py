@@ -529,7 +529,8 @@ def _ffn_saved(model: ModelSpec, recipe: TrainRecipe, *, tp: np.ndarray, etp: Ar
     shared = m.num_shared_experts * (m.shared_expert_ffn_dim or m.expert_ffn_dim)
     etp_a = np.asarray(etp, dtype=np.float64)
     act_out = g * width  # the activation's output, the down-projection input
-    expert = g * h * etp_a + e * h + (_ffn_bytes(model, width, e, g) - act_out) + keep("moe_act", act_out)
+    e_in = recipe.moe_swiglu_input_bytes or e  # the SwiGLU input (gate and up outputs), 16-bit by default
+    expert = g * h * etp_a + e * h + (_ffn_bytes(model, width, e_in, g) - act_out) + keep("moe_act", act_out)
     routed = keep("moe", m.top_k * recipe.moe_capacity_factor * expert)
     replicated = ffn_in + keep("moe", 4.0 * m.num_experts)
     split = keep("moe", keep("shared_experts", _ffn_bytes(model, shared, e, g) / tp))

@@ -396,6 +396,10 @@ class TrainRecipe(StrictModel):
     # logits in the forward and keeps only them (``activation_bytes``).
     logit_bytes: float = Field(default=4.0, gt=0)
     moe_capacity_factor: float = Field(default=1.25, gt=0)  # load-imbalance allowance (see above)
+    # Bytes an element of the routed experts' SwiGLU input (the gate and up outputs) kept for backward;
+    # 0: ``activation_bytes``. DeepSeek-V3 (arXiv 2412.19437, 2024-12, sec. 3.3.3) caches it in FP8
+    # with its 1 x 128-tile scaling (1 B + a 4-byte scale per 128 elements) and recomputes the output.
+    moe_swiglu_input_bytes: float = Field(default=0.0, ge=0)
     vocab_divisible_by: int = Field(default=128, ge=1)  # Megatron-LM --make-vocab-size-divisible-by
     # Activation offloading to host memory (Megatron-Core ``--cpu-offloading --cpu-offloading-num-layers``):
     # the saved activations of the first ``offload_layers`` layers of each model chunk are copied to
