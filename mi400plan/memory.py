@@ -63,7 +63,9 @@ Sharding conventions (documented choices)
   expert-data-parallel size ``edp = tp*cp*dp/(ep*etp)``, because Megatron-Core lays the expert grid
   (ETP x EP x EDP) over the same ranks as the dense grid (TP x CP x DP).
 * ZeRO-3 keeps the gathered weights of the current and the prefetched layer (FSDP's forward
-  prefetch): ``min(unsharded, sharded + 2 x largest layer)``.
+  prefetch): ``min(unsharded, sharded + 2 x largest layer)``; under DeepSpeed's rule
+  (``recipe.zero3_gather`` "deepspeed") the largest module plus its bounded prefetch
+  (:func:`deepspeed_gathered`), and gradients of that module plus the reduce bucket.
 * Tied embeddings with ``pp > 1``: the last stage keeps its own copy of the embedding for the head.
 
 Direction: memory per rank never grows with TP, EP or the ZeRO stage, nor with PP for models whose
