@@ -64,7 +64,7 @@ Sharding conventions (documented choices)
   (ETP x EP x EDP) over the same ranks as the dense grid (TP x CP x DP).
 * ZeRO-3 keeps the gathered weights of the current and the prefetched layer (FSDP's forward
   prefetch): ``min(unsharded, sharded + 2 x largest layer)``; under DeepSpeed's rule
-  (``recipe.zero3_gather`` "deepspeed") the largest module plus its bounded prefetch
+  (``recipe.zero3_gathering`` "deepspeed_limits") the largest module plus its bounded prefetch
   (:func:`deepspeed_gathered`), and gradients of that module plus the reduce bucket.
 * Tied embeddings with ``pp > 1``: the last stage keeps its own copy of the embedding for the head.
 
@@ -693,7 +693,7 @@ def _parameter_bytes(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
     gemm_max = _tp_group_per_rank(model, lt.max_tp, lt.max_kv, lt.max_arep, X(tp)) + lt.max_exp / X(ep * etp)
     layer_max = gb * gemm_max + pb * lt.max_rep
     g_layer = recipe.grad_bytes * (gemm_max + lt.max_rep)
-    if recipe.zero3_gather == "layer":  # per-layer units: the current and the prefetched layer gathered
+    if recipe.zero3_gathering == "fsdp_unit":  # per-layer units: the current and the prefetched layer gathered
         gathered, g_live = 2.0 * layer_max, 2.0 * g_layer
     else:  # DeepSpeed: per module, within its live-parameter and bucket limits
         mod = _largest_module(model, counts, tp, ep, etp)
@@ -715,7 +715,7 @@ def _parameter_bytes(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
 
 def deepspeed_gathered(module: ArrayLike, max_live: float, prefetch_bucket: float) -> np.ndarray:
     """Parameters (elements) DeepSpeed ZeRO-3 holds gathered at once on a rank whose largest leaf
-    module has ``module`` parameters (``specs.layout.ZERO3_GATHER_RULES``): the current module, plus what
+    module has ``module`` parameters (``specs.layout.ZERO3_GATHERING_RULES``): the current module, plus what
     ``fetch_sub_module`` prefetches, ``min(max_live - module, prefetch_bucket)`` overshot by at most one
     tensor (no larger than the largest module), and nothing when the module alone reaches ``max_live``
     (DeepSpeed ``partitioned_param_coordinator.py``, commit 38327e0, 2025-02-21). Arrays broadcast."""

@@ -773,7 +773,7 @@ def test_peak_total_is_the_total_of_the_term_by_term_model(catalog) -> None:
 
 
 def test_deepspeed_zero3_gathers_the_largest_module_plus_its_prefetch(catalog) -> None:
-    """DeepSpeed ZeRO-3 (``zero3_gather = "deepspeed"``) on Mixtral 8x7B with EP 8: each rank holds one
+    """DeepSpeed ZeRO-3 (``zero3_gathering = "deepspeed_limits"``) on Mixtral 8x7B with EP 8: each rank holds one
     expert per layer, and Megatron-LM's grouped experts keep the fused gate and up projections in one
     weight, 2 x 14,336 x 4,096 = 117,440,512 parameters, larger than the attention block (4,096 x 6,144 +
     4,096 x 4,096 = 41,943,040). With a 5e7 prefetch bucket the gathered parameters are that module, the
@@ -782,7 +782,7 @@ def test_deepspeed_zero3_gathers_the_largest_module_plus_its_prefetch(catalog) -
     model = catalog.get("models", "mixtral-8x7b").spec
     counts = count_params(model)
     kw = dict(tp=1, pp=1, dp=64, ep=8, etp=1, cp=1, zero=3, micro_batch=1, seq_len=4096, recompute=2)
-    base = train_recipe("megatron").model_copy(update={"zero3_gather": "deepspeed"})
+    base = train_recipe("megatron").model_copy(update={"zero3_gathering": "deepspeed_limits"})
 
     def mem(**upd):
         return train_memory(model, counts, base.model_copy(update=upd), **kw)

@@ -312,7 +312,7 @@ def _narayanan_530b_zero3(rule):
 
     model = _gpt(128, 20480, 105)
     rec = train_recipe("megatron", grad_dtype="fp16").model_copy(
-        update={"flash_attention": False, "dropout": True, "zero3_gather": rule})
+        update={"flash_attention": False, "dropout": True, "zero3_gathering": rule})
     return train_memory(model, count_params(model), rec, tp=1, pp=1, vpp=1, dp=2560, ep=1, etp=1, cp=1, zero=3,
                         micro_batch=4, seq_len=2048, recompute=2, sequence_parallel=False, num_microbatches=1)
 
@@ -331,12 +331,12 @@ def test_narayanan_530b_zero3_fits_under_deepspeeds_gathering_limits() -> None:
     assert params == 529_600_819_200
     fc1 = 4 * h * h + 4 * h  # the largest module: the attention block (QKV + output with biases), as large as fc1
     shard = params / 2560
-    m = _narayanan_530b_zero3("deepspeed")
+    m = _narayanan_530b_zero3("deepspeed_limits")
     assert float(m.weights) == pytest.approx(2 * shard + 2 * fc1, rel=1e-6)
     assert float(m.gradients) == pytest.approx(2 * shard + 2 * (fc1 + 5e8), rel=1e-6)
     assert float(m.need) < 80 * GiB  # fits (or tight) on the 80 GB A100
     # With per-layer units (PyTorch FSDP's rule) the same run would hold two whole layers: over capacity.
-    fsdp = _narayanan_530b_zero3("layer")
+    fsdp = _narayanan_530b_zero3("fsdp_unit")
     assert float(fsdp.weights) > 2 * 2 * 12 * h * h and float(fsdp.need) > 80 * GiB
 
 

@@ -321,8 +321,8 @@ FP8_SAVED_INPUT_BYTES = 1.0
 OFFLOAD_IN_FLIGHT = 1
 
 
-# ZeRO-3 parameter gathering (``TrainRecipe.zero3_gather``). "layer": per transformer layer, the current
-# and the prefetched one, as PyTorch FSDP and Megatron FSDP wrap units. "deepspeed": DeepSpeed gathers per
+# ZeRO-3 parameter gathering (``TrainRecipe.zero3_gathering``). "fsdp_unit": per transformer layer, the current
+# and the prefetched one, as PyTorch FSDP and Megatron FSDP wrap units. "deepspeed_limits": DeepSpeed gathers per
 # leaf module (each linear layer; ``deepspeed/runtime/zero/partitioned_param_coordinator.py``,
 # ``fetch_sub_module``, DeepSpeed commit 38327e0, 2025-02-21): the current module's parameters, then a
 # prefetch of the next ones from its trace while the prefetched count is below ``min(max_live_parameters -
@@ -331,7 +331,7 @@ OFFLOAD_IN_FLIGHT = 1
 # (``deepspeed/runtime/zero/stage3.py``, same commit): each parameter's whole gradient is copied into a
 # flat bucket of ``reduce_bucket_size`` elements, reduce-scattered when the next gradient would overflow
 # it. DeepSpeed's defaults (``deepspeed/runtime/zero/config.py``, same commit), in elements:
-ZERO3_GATHER_RULES = ("layer", "deepspeed")
+ZERO3_GATHERING_RULES = ("fsdp_unit", "deepspeed_limits")
 DEEPSPEED_MAX_LIVE_PARAMETERS = 1e9  # stage3_max_live_parameters
 DEEPSPEED_PREFETCH_BUCKET_SIZE = 5e7  # stage3_prefetch_bucket_size
 DEEPSPEED_REDUCE_BUCKET_SIZE = 5e8  # reduce_bucket_size
@@ -414,8 +414,8 @@ class TrainRecipe(StrictModel):
     # master copy) and casts to the 16-bit ``param_bytes`` only the units it gathers; Megatron's
     # distributed optimizer and Megatron FSDP keep a 16-bit shard besides the fp32 main params.
     sharded_working_copy: bool = True
-    # ZeRO-3 gathering rule (``ZERO3_GATHER_RULES``) and DeepSpeed's limits, in elements (its defaults).
-    zero3_gather: Literal["layer", "deepspeed"] = "layer"
+    # ZeRO-3 gathering rule (``ZERO3_GATHERING_RULES``) and DeepSpeed's limits, in elements (its defaults).
+    zero3_gathering: Literal["fsdp_unit", "deepspeed_limits"] = "fsdp_unit"
     zero3_max_live_parameters: float = Field(default=DEEPSPEED_MAX_LIVE_PARAMETERS, ge=0)
     zero3_prefetch_bucket_size: float = Field(default=DEEPSPEED_PREFETCH_BUCKET_SIZE, ge=0)
     zero3_reduce_bucket_size: float = Field(default=DEEPSPEED_REDUCE_BUCKET_SIZE, ge=0)
