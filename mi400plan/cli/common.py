@@ -70,6 +70,15 @@ WideOpt = Annotated[
         "the terminal prints one record per row). Also MI400PLAN_WIDE=1.",
     ),
 ]
+WidthOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--width",
+        metavar="N",
+        help="Lay tables out for N columns (20 to 1,000). Default: $COLUMNS when it is 20 to 1,000, else "
+        "the terminal's width; output that is not a terminal (a pipe, a file) prints at natural width.",
+    ),
+]
 PlotOpt = Annotated[
     Optional[Path],
     typer.Option(
@@ -186,7 +195,7 @@ def run(
         _unexpected(command, fmt, exc)
     if plot is not None:
         _write_plot(command, fmt, result, plot, force)
-    emit(result, fmt, sys.stdout, ascii=ascii, wide=wide)
+    emit(result, fmt, sys.stdout, ascii=ascii, wide=wide, width=_width())
     if plot is not None and fmt is not OutputFormat.json:
         stderr_console().print(f"plot written to {plot}", markup=False, highlight=False)
     if fmt is not OutputFormat.json and result.warnings and command not in ("profiles",):
@@ -209,6 +218,15 @@ def _check_flags() -> None:
         return
     opts = {p.name: (p.opts[0] if p.opts else p.name) for p in ctx.command.params if p.name}
     check_flags(ctx.params, opts, ctx.info_name or "")
+
+
+def _width() -> int | None:
+    """The running command's ``--width`` (None when not given or the command has none)."""
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    value = None if ctx is None else ctx.params.get("width")
+    return value if isinstance(value, int) else None
 
 
 def _check_result(result: Result) -> None:

@@ -13,6 +13,7 @@ from mi400plan.cli.recipe import (
     OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt,
     UnevenOpt, VocabOpt,
 )
+from mi400plan.cli.common import WidthOpt
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
     ForceOpt,
@@ -115,6 +116,7 @@ def fit_cmd(
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
     plot: PlotOpt = None,
     force: ForceOpt = False,
 ) -> None:

@@ -62,6 +62,7 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "--spec-tokens": Domain("int", 0, 64), "--fp8-weight-copies": Domain("int", 0, 2),
     "--vocab-divisible-by": _pos_int(2**20), "--offload-layers": Domain("int", 0, MAX_OFFLOAD_LAYERS),
     "--recompute-layers": Domain("int", 0, MAX_OFFLOAD_LAYERS),
+    "--width": Domain("int", 20, 1_000),  # columns; the range render.table's width rule accepts
     # fractions, factors and overrides (floats)
     "--capacity-factor": Domain("float", 0.0, 1e3, True), "--matmul-efficiency": _fraction(),
     "--hbm-efficiency": _fraction(), "--gemm-overhead-us": Domain("float", 0.0, 1e6),

@@ -27,7 +27,7 @@ _PANEL_OPTIONS = {
     "Cost, site and budget": "--site --electricity-price --pue --cost-of-capital --depreciation-years --gpu-load "
     "--grid-intensity --facility --colocation-per-kw-month --facility-capex-per-mw --network-capex-per-gpu "
     "--capex-per-gpu --tokens-per-s --gpu-hour-cost --deadline --budget --max-gpus --price-per-kwh",
-    "Output": "--json --format --check --ascii --wide --plot --force --save --top --pareto --profiles --help",
+    "Output": "--json --format --check --ascii --wide --width --plot --force --save --top --pareto --profiles --help",
 }
 PANEL_OF = {opt: panel for panel, opts in _PANEL_OPTIONS.items() for opt in opts.split()}
 PANEL_ORDER = ["Options", *_PANEL_OPTIONS]

@@ -10,6 +10,7 @@ from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OffloadOpt, OptimizerOpt,
     OverlapDpOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, UnevenOpt, VocabOpt, recipe_flags,
 )
+from mi400plan.cli.common import WidthOpt
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
     PlotOpt,
@@ -130,6 +131,7 @@ def cmd(
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
     plot: PlotOpt = None,
 ) -> None:
     """Search TP/PP/VPP/CP/EP/DP/ZeRO/micro-batch/recompute layouts for the fastest training step.

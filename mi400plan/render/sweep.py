@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mi400plan.render import table_renderer
-from mi400plan.render.table import print_table
+from mi400plan.render.table import KEEP, print_table
 from mi400plan.results.sweep import Span, SweepResult, SweepRow
 from mi400plan.units import fmt_bytes, fmt_count, fmt_pct, fmt_time
 
@@ -24,7 +24,7 @@ def _breakdown(r: SweepRow) -> str:
     parts = [("comp", t.compute), ("attn", t.attention), ("mem", t.memory_bound), ("tp", t.tp), ("cp", t.cp), ("ep", t.ep),
              ("pp", t.pp), ("bubble", t.bubble), ("dp", t.dp), ("opt", t.optimizer + t.gemm_overhead),
              ("offl", t.offload), ("host", t.host)]
-    return " ".join(f"{k} {v / r.step_time_s * 100:.0f}%" for k, v in parts if v / r.step_time_s >= 0.005)
+    return " ".join(f"{k}{KEEP}{v / r.step_time_s * 100:.0f}%" for k, v in parts if v / r.step_time_s >= 0.005)
 
 
 def _money(x: float | None) -> str:
