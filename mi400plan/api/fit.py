@@ -210,6 +210,10 @@ def fit(
         warnings.append(f"{roadmap[0].name} is a roadmap entry (announced, not shipping): {roadmap[0].roadmap}")
     elif roadmap:
         warnings.append("roadmap entries (announced, not shipping): " + ", ".join(a.name for a in roadmap))
+    if res is not None and reserve is not None:
+        from mi400plan.reserve_check import oversized_reserve
+
+        warnings += oversized_reserve(reserve, res, [(a.spec.name, _capacity(a)[0]) for a in accels])
 
     fm = FitModel(
         name=model.name,

@@ -322,14 +322,7 @@ def print_warnings(console: Console, warnings: Sequence[str]) -> None:
 
 
 def short_path(path: str) -> str:
-    """A profile path for display: bundled files as ``<bundled>/kind/name.toml``, others as given.
+    """A profile path for display: bundled files as ``<bundled>/kind/name.toml``, others as given."""
+    from mi400plan.render.paths import short_path as short
 
-    JSON keeps the full path; tables stay the same on every machine for bundled profiles.
-    """
-    from mi400plan.profiles import bundled_root
-
-    root = str(bundled_root())
-    if path.startswith(root):
-        return "<bundled>" + path[len(root):]
-    return path
-
+    return short(path)
