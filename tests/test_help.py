@@ -89,3 +89,14 @@ def test_completion_offers_aliases_and_fixed_choices(cli):
 def test_usage_names_arguments_plainly(cli, args, usage):
     out = cli(args, prog_name="mi400plan").stdout
     assert out.startswith(usage) and "{" not in out.splitlines()[0]
+
+
+def test_a_command_line_builds_only_its_own_command():
+    """sweep imports cost's site options, which registers cost too; the app a sweep runs with carries
+    sweep alone (typer would otherwise build cost's command, annotations and all, at every start)."""
+    from mi400plan.cli import _only, _register
+
+    app = _register("sweep")
+    assert {c.name for c in app.registered_commands} >= {"sweep", "cost"}
+    assert [c.name for c in _only(app, "sweep").registered_commands] == ["sweep"]
+    assert [g.name for g in _only(_register("profiles"), "profiles").registered_groups] == ["profiles"]
