@@ -200,7 +200,12 @@ def test_one_size_sweep_plot_starts_at_zero_and_splits_the_step(cli):
     ax, parts = figure_for(result).axes[:2]
     assert ax.get_ylim()[0] == 0 and ax.get_xlim()[0] == 0
     steps = [r.step_time_s for r in result.rows]
-    assert "spread" in ax.get_title() and f"{min(steps):.4g}" in ax.get_title()
+    note = " ".join(t.get_text() for t in ax.texts)
+    assert "spread" in note and f"{min(steps):.4g}" in note
+    assert ax.get_xlabel() == "memory per GPU (GB, 10^9 B)"  # the sweep table's unit
+    best = min(result.rows, key=lambda r: r.rank)
+    xs = [tuple(o.get_offsets()[0]) for o in ax.collections if len(o.get_offsets())]
+    assert any(x == pytest.approx(best.memory_bytes.total / 1e9) for x, _ in xs)
     assert parts.get_xlabel() == "step time by part (s)"
     ends: dict[int, float] = {}
     for bar in parts.patches:

@@ -196,22 +196,24 @@ def _sweep_tradeoff(result: SweepResult, fig: Figure) -> None:
     ax, ax_parts = fig.subplots(1, 2, width_ratios=(1, 1.25))
     for sku in dict.fromkeys(r.sku for r in result.rows):
         rows = [r for r in result.rows if r.sku == sku]
-        pts = ax.scatter([r.memory_bytes.total / GIB for r in rows], [r.step_time_s for r in rows], label=sku, zorder=3)
+        pts = ax.scatter([r.memory_bytes.total / GB for r in rows], [r.step_time_s for r in rows], label=sku, zorder=3)
         searched = [r for r in result.pareto if r.sku == sku and r.step_time_s <= 1.5 * best_step(rows)]
-        front = ([(r.memory_bytes.total / GIB, r.step_time_s) for r in searched] if searched
-                 else _non_dominated([(r.memory_bytes.total / GIB, r.step_time_s) for r in rows]))
+        front = ([(r.memory_bytes.total / GB, r.step_time_s) for r in searched] if searched
+                 else _non_dominated([(r.memory_bytes.total / GB, r.step_time_s) for r in rows]))
         if len(front) > 1:
             front.sort()
             ax.step([x for x, _ in front], [y for _, y in front], where="post", color=pts.get_facecolor()[0],
                     marker="." if searched else None, linewidth=1, alpha=0.7,
                     label=f"{sku} trade-off front ({'all layouts' if searched else 'listed layouts'})")
         best = min(rows, key=lambda r: r.rank)
-        ax.annotate(f"#1 TP{best.layout.tp} PP{best.layout.pp}", (best.memory_bytes.total / GIB, best.step_time_s),
+        ax.annotate(f"#1 TP{best.layout.tp} PP{best.layout.pp}", (best.memory_bytes.total / GB, best.step_time_s),
                     textcoords="offset points", xytext=(-6, -12), ha="right", fontsize=8)
-        ax.axvline(rows[0].memory_bytes.capacity / GIB, color=pts.get_facecolor()[0], linestyle=":", linewidth=1,
+        ax.axvline(rows[0].memory_bytes.capacity / GB, color=pts.get_facecolor()[0], linestyle=":", linewidth=1,
                    label=f"{sku} HBM capacity")
     gpus = sorted({r.gpus for r in result.rows})
-    ax.set_xlabel("memory per GPU (GiB, 2^30 B)")
+    ax.set_xlabel("memory per GPU (GB, 10^9 B)")
+    top = ax.secondary_xaxis("top", functions=(lambda v: v * GB / GIB, lambda v: v * GIB / GB))
+    top.set_xlabel("GiB (2^30 B)", fontsize=8)
     ax.set_ylabel("step time (s)")
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0, top=max((r.step_time_s for r in result.rows), default=1.0) * 1.15)
@@ -220,7 +222,8 @@ def _sweep_tradeoff(result: SweepResult, fig: Figure) -> None:
         ax.legend(fontsize=7, loc="lower left")
         steps = [r.step_time_s for r in result.rows]
         spread = (max(steps) - min(steps)) / min(steps)
-        ax.set_title(f"listed layouts: {min(steps):.4g} to {max(steps):.4g} s (spread {spread:.2%})", fontsize=9)
+        ax.text(0.02, 0.98, f"listed layouts: {min(steps):.4g} to {max(steps):.4g} s\n(spread {spread:.2%})",
+                transform=ax.transAxes, va="top", fontsize=8)
     _step_parts(result, ax_parts)
     where = f" at {gpus[0]:,} GPUs" if len(gpus) == 1 else ""
     fig.suptitle(f"{result.model}: step time vs memory per GPU{where}, and where the step goes")
@@ -241,7 +244,7 @@ def _step_parts(result: SweepResult, ax: object) -> None:
 
     ax.set_yticks(y, [f"{r.sku} #{r.rank} {layout_text(r.layout)}" for r in rows], fontsize=7)  # type: ignore[attr-defined]
     ax.set_xlabel("step time by part (s)")  # type: ignore[attr-defined]
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=4)  # type: ignore[attr-defined]
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=3)  # type: ignore[attr-defined]
     ax.grid(axis="x", alpha=0.3)  # type: ignore[attr-defined]
 
 

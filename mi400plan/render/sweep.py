@@ -11,7 +11,8 @@ from mi400plan.units import fmt_bytes, fmt_count, fmt_pct, fmt_time
 
 
 # Which memory figure the tables show (the same figure `fit` reports for the layout).
-MEM_NOTE = "mem/GPU: the most loaded rank, runtime reserve included (the figure `fit --plan` reports)."
+MEM_NOTE = ("mem/GPU: the most loaded rank, runtime reserve included (the figure `fit --plan` reports), in GB "
+            "(10^9 B) as fit's tables.")
 
 def _layout(r: SweepRow) -> str:
     from mi400plan.api.sweep import layout_text
@@ -103,7 +104,7 @@ def render(res: SweepResult, console: Any) -> None:
                 cols.append(("cost", "right"))
             out = []
             for r in rows:
-                line = [r.rank, _layout(r), fmt_bytes(r.memory_bytes.total), fmt_time(r.step_time_s, 2), _breakdown(r),
+                line = [r.rank, _layout(r), fmt_bytes(r.memory_bytes.total, binary=False), fmt_time(r.step_time_s, 2), _breakdown(r),
                         fmt_count(r.tokens_per_s), fmt_pct(r.mfu)]
                 if res.train_tokens:
                     line.append(_days(r.days))
@@ -202,7 +203,7 @@ def _pareto(res: SweepResult, console: Any, head: str) -> None:
             cols.append(("cost", "right"))
         out = []
         for r in rows:
-            line = [_layout(r), fmt_bytes(r.memory_bytes.total), fmt_time(r.step_time_s, 2),
+            line = [_layout(r), fmt_bytes(r.memory_bytes.total, binary=False), fmt_time(r.step_time_s, 2),
                     "fastest" if r.rank == 1 else f"+{(r.step_time_s / fastest - 1) * 100:.2f}%",
                     fmt_count(r.tokens_per_s), fmt_pct(r.mfu)]
             if _has_cost(res):
