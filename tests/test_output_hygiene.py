@@ -60,3 +60,32 @@ def test_a_reserve_larger_than_the_hbm_warns(cli):
     assert "warning: --reserve '1.5TB'" in " ".join(table.output.split())
     ok = json.loads(cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--reserve", "4GiB", "--json"]).stdout)
     assert not any("--reserve" in w for w in ok["data"]["warnings"])
+
+
+class _Row:
+    def __init__(self, gb: float) -> None:
+        self.memory_bytes = type("M", (), {"total": gb * 1e9})()
+
+
+def test_pareto_table_drops_near_duplicate_layouts():
+    from mi400plan.render.sweep import distinct_front
+
+    front = [_Row(x) for x in (74.8, 65.6, 62.9, 62.0, 61.6, 48.3, 46.1, 45.5)]
+    # 62.0 and 61.6 save under 3 % on 62.9 (62.9 x 0.97 = 61.01); 45.5 is the end of the front and
+    # replaces 46.1, which it barely undercuts
+    kept = [r.memory_bytes.total / 1e9 for r in distinct_front(front)]
+    assert kept == [74.8, 65.6, 62.9, 48.3, 45.5]
+    assert [r.memory_bytes.total / 1e9 for r in distinct_front(front[:1])] == [74.8]
+
+
+def test_sweep_pareto_table_says_what_it_left_out(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    args = ["sweep", "gpt3-175b", "--sku", "a100", "--gpus", "1024", "--no-ranges", "--pareto"]
+    out = cli(args).stdout
+    table = out.split("Trade-off front", 1)[1].split("Each layout", 1)[0]
+    mems = [float(line.split(" GB")[0].split()[-1]) for line in table.splitlines() if " GB " in line]
+    assert len(mems) >= 5
+    assert all(b <= 0.97 * a for a, b in zip(mems[:-2], mems[1:-1]))
+    assert "left out: each saves under 3% memory" in " ".join(out.split())
+    full = json.loads(cli([*args, "--json"]).stdout)["data"]["pareto"]
+    assert len(full) > len(mems)  # the JSON keeps the whole front
