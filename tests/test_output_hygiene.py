@@ -89,3 +89,14 @@ def test_sweep_pareto_table_says_what_it_left_out(cli, monkeypatch):
     assert "left out: each saves under 3% memory" in " ".join(out.split())
     full = json.loads(cli([*args, "--json"]).stdout)["data"]["pareto"]
     assert len(full) > len(mems)  # the JSON keeps the whole front
+
+
+@pytest.mark.parametrize("args", [
+    ["serve", "llama3.1-8b", "--sku", "mi300x", "--gpus", "8"],
+    ["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "8", "--no-ranges"],
+])
+def test_serve_and_sweep_warn_about_a_reserve_larger_than_the_hbm(cli, args):
+    warnings = json.loads(cli([*args, "--reserve", "1.5TB", "--json"]).stdout)["data"]["warnings"]
+    assert any(w.startswith("--reserve '1.5TB'") and "mi300x (205.8 GB" in w for w in warnings), warnings
+    ok = json.loads(cli([*args, "--reserve", "4GiB", "--json"]).stdout)["data"]["warnings"]
+    assert not any("--reserve" in w for w in ok)
