@@ -124,10 +124,12 @@ def _kind_table(kind: str, rows: list[ProfileRow], console: Console, wide: bool)
     caption = _CAPTIONS.get(kind, "")
     more = "Status: D disclosed, X derived, E estimate, C conflict, U unverified, M measured, A assumed, " \
         "n/d not disclosed. " if wide else "--wide adds aliases, sources and notes. "
+    cells = [[f(r) for _h, f in cols] for r in rows]
+    keep = [i for i in range(len(cols)) if i == 0 or any(c[i] for c in cells)]  # no column of blanks
     print_table(
         console,
-        [h for h, _f in cols],
-        [[f(r) for _h, f in cols] for r in rows],
+        [cols[i][0] for i in keep],
+        [[c[i] for i in keep] for c in cells],
         title=f"{kind} ({len(rows)})",
         caption=f"{caption} {more}Details: mi400plan profiles show NAME".strip(),
     )
