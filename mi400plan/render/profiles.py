@@ -168,9 +168,8 @@ def _show(result: ProfileShow, console: Console) -> None:
     if result.roadmap:
         console.print(f"[bold]ROADMAP[/bold] (announced, not shipping): {escape(result.roadmap)}", markup=True)
     groups: dict[str, list[Any]] = {}
-    for f in result.rows:  # one table per top-level section: memory, compute, power, ...
-        section, _, rest = f.field.partition(".")
-        groups.setdefault(section if rest else "", []).append(f)
+    for f in result.rows:  # one table per section: memory, compute, ..., trays[0].components[1]
+        groups.setdefault(f.field.rpartition(".")[0], []).append(f)
     for section in sorted(groups, key=lambda g: (g != "", 0)):
         _show_group(console, section, groups[section])
     console.print(f"Values by status: {result.status.summary()}", markup=False)
@@ -191,28 +190,37 @@ SHORT_NOTE = 32
 
 
 def _show_group(console: Console, section: str, fields: list[Any]) -> None:
-    """One section of ``profiles show``: its fields (the section prefix dropped), then long notes."""
+    """One section of ``profiles show`` (the section prefix dropped from its fields): its text fields as
+    ``name: value`` lines, its numbers as a table with the columns they use, then the long notes."""
     rows: list[tuple[Any, ...]] = []
+    texts: list[str] = []
     footnotes: list[str] = []
+
+    def ref(note: str) -> str:
+        if len(note) <= SHORT_NOTE:
+            return note
+        footnotes.append(note)
+        return f"[{len(footnotes)}]"
+
     for f in fields:
-        if f.value is not None:  # plain integers (year, counts) without thousands separators
-            value = _num(f.value) if f.status is not None else f"{f.value:g}"
-        else:
-            value = f.text or ("n/d" if f.status == "not_disclosed" else "")
-        note = f.note or ""
-        if f.value is None and f.text and len(f.text) > NUMBER_MAX_WIDTH:  # long prose goes to the notes
-            value, note = "(see note)", f.text
-        if len(note) > SHORT_NOTE:
-            footnotes.append(note)
-            note = f"[{len(footnotes)}]"
         name = f.field[len(section) + 1:] if section else f.field
-        rows.append((name, value, f.unit or "", _num(f.low), _num(f.high), _status(f.status), ", ".join(f.sources), note))
-    cols: list[Any] = ["Field", ("Value", "right"), "Unit", ("Low", "right"), ("High", "right"), "Status", "Sources",
-                       "Note"]
-    keep = [i for i in range(len(cols)) if i < 2 or any(r[i] for r in rows)]  # columns this section uses
-    t = table(console, [cols[i] for i in keep], [[r[i] for i in keep] for r in rows], title=section or None)
+        if f.value is None and f.status is None:  # a name, a switch, a list: text, not a figure
+            texts.append(f"  {name}: {f.text or ''}" + (f" {ref(f.note)}" if f.note else ""))
+            continue
+        # plain integers (year, counts) without thousands separators
+        value = "n/d" if f.value is None else _num(f.value) if f.status is not None else f"{f.value:g}"
+        rows.append((name, value, f.unit or "", _num(f.low), _num(f.high), _status(f.status), ", ".join(f.sources),
+                     ref(f.note or "")))
     console.print()
-    print_wide(console, t)
+    if section:
+        console.print(section, markup=False, highlight=False)
+    print_lines(console, texts)
+    if rows:
+        # Sources give way first on a narrow terminal: the source list closes the output anyway.
+        cols: list[Any] = ["Field", ("Value", "right"), "Unit", ("Low", "right"), ("High", "right"), "Status",
+                           ("Sources", "left", "secondary"), "Note"]
+        keep = [i for i in range(len(cols)) if i < 2 or any(r[i] for r in rows)]  # columns this section uses
+        print_wide(console, table(console, [cols[i] for i in keep], [[r[i] for i in keep] for r in rows]))
     for i, text in enumerate(footnotes, 1):
         print_lines(console, [f"  [{i}] {text}"])
 
