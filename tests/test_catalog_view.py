@@ -87,3 +87,12 @@ def test_show_groups_fields_and_puts_long_notes_after_the_table(cli, monkeypatch
     note = next(i for i in range(cap, len(lines)) if lines[i].startswith("  [1] vendor: '288 GB HBM3E'"))
     assert note > cap and not lines[note - 1].startswith("  [")  # the note follows the memory table
     assert len(lines) < 200  # 288 lines at 120 columns before
+
+
+def test_no_bundled_profile_shows_as_records_at_80_columns(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    for kind in ("accelerators", "fabrics", "racks", "models", "costs"):
+        for name in _names(kind):
+            out = cli(["profiles", "show", name, "--kind", kind]).stdout
+            assert "────" not in out, (kind, name)
+            assert all(len(ln.rstrip()) <= 80 for ln in out.splitlines()), (kind, name)
