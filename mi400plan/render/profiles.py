@@ -185,7 +185,8 @@ def _show(result: ProfileShow, console: Console) -> None:
     print_warnings(console, result.warnings)
 
 
-# A note longer than this goes under its table as a numbered footnote; the Note column keeps "[n]".
+# A note longer than this (any note under 100 columns) goes under its table as a numbered footnote;
+# the Note column keeps "[n]".
 SHORT_NOTE = 32
 
 
@@ -196,8 +197,10 @@ def _show_group(console: Console, section: str, fields: list[Any]) -> None:
     texts: list[str] = []
     footnotes: list[str] = []
 
+    short = SHORT_NOTE if console.width >= 100 else 0  # under 100 columns every note goes under the table
+
     def ref(note: str) -> str:
-        if len(note) <= SHORT_NOTE:
+        if len(note) <= short:
             return note
         footnotes.append(note)
         return f"[{len(footnotes)}]"
