@@ -254,6 +254,10 @@ def fit(
     from mi400plan.profiles import approximation_warnings
 
     warnings += approximation_warnings(catalog, [a.spec.name for a in accels])
+    if res is not None and reserve is not None:
+        from mi400plan.reserve_check import oversized_reserve
+
+        warnings += oversized_reserve(reserve, res, [(a.spec.name, _capacity(a)[0]) for a in accels])
 
     fm = FitModel(
         name=model.name,

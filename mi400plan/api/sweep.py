@@ -890,6 +890,10 @@ def sweep(
         f"{s} is a roadmap entry (announced, not shipping): {r}"
         for s in skus if (r := cat.get("accelerators", s).spec.roadmap)
     ] + approximation_warnings(cat, skus)
+    if topts.reserve is not None:
+        from mi400plan.reserve_check import oversized_reserve
+
+        warnings += oversized_reserve(topts.reserve, recipe.reserve, [(b.name, b.hw.hbm_bytes) for b in built])
     energy: list[Any] = []
     totals: list[Any] = []  # the best layout's totals per SKU (single-size sweeps)
     for sku in built:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.counts import one_sku
-from mi400plan.cli.common import AsciiOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, app, catalog, pick_format, run
+from mi400plan.cli.common import AsciiOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, WidthOpt, app, catalog, pick_format, run
 
 
 @app.command("calibrate")
@@ -52,6 +52,7 @@ def calibrate_cmd(
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
 ) -> None:
     """Fit a SKU's matmul efficiency and GEMM overhead to measured step times, and a fabric's efficiency
     and latency to nccl-tests output, through the planner's own models; print the residual of every

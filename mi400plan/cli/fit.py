@@ -14,6 +14,7 @@ from mi400plan.cli.recipe import (
     RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, flag_values, refuse_step_time, train_options,
 )
 from mi400plan.cli.counts import count, sku_list
+from mi400plan.cli.common import WidthOpt
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
     ForceOpt,
@@ -106,6 +107,7 @@ def fit_cmd(
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
     plot: PlotOpt = None,
     force: ForceOpt = False,
 ) -> None:

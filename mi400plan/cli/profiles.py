@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.helpfmt import PlannerTyper
-from mi400plan.cli.common import AsciiOpt, WideOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+from mi400plan.cli.common import AsciiOpt, WideOpt, WidthOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
 from mi400plan.errors import ExitCode
 
 
@@ -49,6 +49,7 @@ def list_cmd(
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
 ) -> None:
     """List profiles: name, kind, display name, aliases, origin (bundled/user), values by status, sources.
 
@@ -76,6 +77,7 @@ def show_cmd(
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
 ) -> None:
     """Show every field of one profile: value, unit, low/high, status, sources, and the file used.
 
@@ -103,6 +105,7 @@ def validate_cmd(
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
 ) -> None:
     """Check profile files: TOML syntax, fields, name vs file name, and each kind's consistency rules.
 

@@ -12,6 +12,7 @@ from mi400plan.cli.recipe import (
     RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, SplitOpt, UnevenOpt, VocabOpt, train_options,
 )
 from mi400plan.cli.counts import count, sku_list
+from mi400plan.cli.common import WidthOpt
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
     PlotOpt,
@@ -114,6 +115,7 @@ def cmd(
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
     plot: PlotOpt = None,
 ) -> None:
     """Search TP/PP/VPP/CP/EP/DP/ZeRO/micro-batch/recompute layouts for the fastest training step.
