@@ -77,7 +77,7 @@ def test_completion_offers_aliases_and_fixed_choices(cli):
     assert _complete(cli, "mi400plan comm ") == [
         "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce", "send-recv"]
     assert _complete(cli, "mi400plan schema ") == sorted(
-        ["fit", "sweep", "serve", "comm", "rack", "cost", "profiles", "calibrate", "budget"])
+        ["fit", "sweep", "serve", "comm", "rack", "cost", "profiles", "calibrate", "budget", "validate"])
 
 
 @pytest.mark.parametrize("args, usage", [

@@ -233,7 +233,8 @@ def fit(
     loaded_model = catalog.get("models", model_name)
     model = loaded_model.spec
     counts = count_params(model)
-    res = parse_reserve(reserve) if reserve is not None else None
+    reserve_text = reserve if reserve is not None else (options.reserve if options is not None else None)
+    res = parse_reserve(reserve_text) if reserve_text is not None else None
 
     # Accelerators.
     names = list(skus or ["all"])
@@ -254,10 +255,10 @@ def fit(
     from mi400plan.profiles import approximation_warnings
 
     warnings += approximation_warnings(catalog, [a.spec.name for a in accels])
-    if res is not None and reserve is not None:
+    if res is not None and reserve_text is not None:
         from mi400plan.reserve_check import oversized_reserve
 
-        warnings += oversized_reserve(reserve, res, [(a.spec.name, _capacity(a)[0]) for a in accels])
+        warnings += oversized_reserve(reserve_text, res, [(a.spec.name, _capacity(a)[0]) for a in accels])
 
     fm = FitModel(
         name=model.name,
