@@ -237,6 +237,7 @@ _COMPLETE = {
     ("*", "scale_out"): "fabrics",
     ("rack", "names"): "racks",
     ("cost", "names"): "costs",
+    ("*", "stack"): "stacks",
     ("show", "name"): "*",
 }
 
@@ -248,7 +249,7 @@ def _completer_for(command: str, param: Any) -> Any:
 
     def complete(ctx: Any, _param: Any, incomplete: str) -> list[str]:
         extra = ["all"] if param.name == "sku" and command in ("fit", "sweep") else []
-        kinds = ["accelerators", "fabrics", "racks", "models", "costs"] if kind == "*" else [kind]
+        kinds = ["accelerators", "fabrics", "racks", "models", "costs", "stacks"] if kind == "*" else [kind]
         names = sorted({n for k in kinds for n in profile_names(k)})
         return [n for n in extra + names if n.startswith(incomplete)]
 

@@ -112,3 +112,49 @@ SplitOpt = Annotated[Optional[bool], typer.Option(
 def recipe_flags(**flags: Any) -> dict[str, Any]:
     """The flags as ``TrainOptions`` keyword arguments (enum choices as their values, ``None`` kept)."""
     return {k: (v.value if isinstance(v, Enum) else v) for k, v in flags.items()}
+
+
+# --- software stack (``mi400plan.stacks``): one block, shared by fit, sweep and calibrate ----------
+class DispatcherChoice(str, Enum):
+    alltoall = "alltoall"
+    allgather = "allgather"
+    deepep = "deepep"
+    hybridep = "hybridep"
+    none = "none"
+
+
+class GraphChoice(str, Enum):
+    none = "none"
+    partial = "partial"
+    full = "full"
+
+
+class AttentionKernelChoice(str, Enum):
+    fa2 = "fa2"
+    fa3 = "fa3"
+    cudnn = "cudnn"
+    ck = "ck"
+    triton = "triton"
+
+
+StackOpt = Annotated[Optional[str], typer.Option(
+    "--stack", metavar="NAME",
+    help="Train: software stack profile (profiles/stacks; 'mi400plan profiles list --kind stacks'). Default: the "
+         "newest vendor reference stack of each SKU's vendor (NeMo Megatron-Bridge for NVIDIA, Primus for AMD), "
+         "named in the output.")]
+MoeDispatcherOpt = Annotated[Optional[DispatcherChoice], typer.Option(
+    "--moe-dispatcher", help="Train: MoE token dispatcher, overriding the stack's (shown; not yet priced).")]
+CudaGraphsOpt = Annotated[Optional[GraphChoice], typer.Option(
+    "--cuda-graphs",
+    help="Train: CUDA/HIP graph scope, overriding the stack's; 'full' removes the host-bound expert term "
+         "(eager value kept as the pessimistic end).")]
+AttentionKernelOpt = Annotated[Optional[AttentionKernelChoice], typer.Option(
+    "--attention-kernel",
+    help="Train: attention kernel generation, overriding the stack's; FA2 <-> FA3/cuDNN on NVIDIA scales the measured "
+         "attention efficiency by 1.5-2.0x (FlashAttention-3 paper), other changes widen its range.")]
+
+
+def stack_flags(stack: str | None, moe_dispatcher: Any, cuda_graphs: Any, attention_kernel: Any) -> dict[str, Any]:
+    """The stack flags as ``TrainOptions`` keyword arguments."""
+    return recipe_flags(stack=stack, moe_dispatcher=moe_dispatcher, cuda_graphs=cuda_graphs,
+                        attention_kernel=attention_kernel)

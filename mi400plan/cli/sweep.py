@@ -9,6 +9,7 @@ from mi400plan.cli.cost import GridOpt, LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OffloadOpt, OptimizerOpt,
     OverlapDpOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, UnevenOpt, VocabOpt, recipe_flags,
+    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt, stack_flags,
 )
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
@@ -110,6 +111,10 @@ def cmd(
     vocab_divisible_by: VocabOpt = None,
     offload_layers: OffloadOpt = None,
     uneven_pp: UnevenOpt = None,
+    stack: StackOpt = None,
+    moe_dispatcher: MoeDispatcherOpt = None,
+    cuda_graphs: CudaGraphsOpt = None,
+    attention_kernel: AttentionKernelOpt = None,
     overlap_dp: OverlapDpOpt = None,
     tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
     pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
@@ -194,6 +199,7 @@ def cmd(
                                recompute_layers=recompute_layers, fused_cross_entropy=fused_cross_entropy,
                                vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers, uneven_pp=uneven_pp,
                                overlap_dp=overlap_dp),
+                **stack_flags(stack, moe_dispatcher, cuda_graphs, attention_kernel),
             )
 
     run("sweep", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
