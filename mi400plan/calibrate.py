@@ -500,13 +500,18 @@ class Forward:
     sku: str
     base_spec: Any
     fabrics: dict[tuple[str, str], Any]  # fitted fabric specs to use
+    stack: str | None = None  # stack of runs that name none (calibrate --stack); None: the vendor default
 
-    def hardware(self, values: dict[str, float], precision: str) -> Any:
+    def hardware(self, values: dict[str, float], precision: str, stack: str | None = None) -> Any:
+        """The SKU at candidate ``values``, priced on ``stack`` (else ``self.stack``): the values are
+        read as the vendor default stack's and moved by ``stacks.stack_efficiency``."""
         from mi400plan.api.sweep import build_sku
+        from mi400plan.stacks import StackRequest
 
         specs = dict(self.fabrics)
         specs[("accelerators", self.sku)] = with_efficiency(self.base_spec, values)
-        return build_sku(OverlayCatalog(self.catalog, specs), self.sku, precision).hw
+        return build_sku(OverlayCatalog(self.catalog, specs), self.sku, precision,
+                         stack=StackRequest(stack or self.stack)).hw
 
     def step(self, run: PreparedRun, hw: Any) -> dict[str, float]:
         from mi400plan.search import evaluate_one
@@ -518,10 +523,10 @@ class Forward:
         hws: dict[str, Any] = {}
         out = np.empty(len(runs))
         for i, run in enumerate(runs):
-            p = run.entry.run.precision
-            if p not in hws:
-                hws[p] = self.hardware(values, p)
-            out[i] = self.step(run, hws[p])["step"]
+            key = (run.entry.run.precision, run.entry.run.stack)
+            if key not in hws:
+                hws[key] = self.hardware(values, *key)
+            out[i] = self.step(run, hws[key])["step"]
         return out
 
 

@@ -81,6 +81,9 @@ class MeasuredRun(StrictModel):
     step_time_s: float | None = Field(default=None, ge=1e-6, le=1e7, allow_inf_nan=False)
     tflops_per_gpu: float | None = Field(default=None, ge=1e-6, le=1e7, allow_inf_nan=False)
     tflops_basis: Literal["model", "hardware"] = "model"
+    # Software stack the run used (a ``profiles/stacks`` name, ``mi400plan.stacks``); None: calibrate's
+    # --stack, else the vendor default. The fitted [efficiency] values are the default stack's.
+    stack: str | None = Field(default=None, min_length=1)
 
     @field_validator("recompute_modules", mode="before")
     @classmethod

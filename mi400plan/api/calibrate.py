@@ -117,8 +117,9 @@ def _fabric_fits(cat: Any, logs: list[NcclLog], sku: str | None, fabric: str | N
     return fits, specs
 
 
-def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
+def _prepare(cat: Any, entry: RunEntry, stack: str | None = None) -> tuple[str, PreparedRun]:
     from mi400plan.api.sweep import build_sku
+    from mi400plan.stacks import StackRequest
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one, layout_violations, model_terms
     from mi400plan.specs.layout import RECOMPUTE_CODES, train_recipe
@@ -131,7 +132,7 @@ def _prepare(cat: Any, entry: RunEntry) -> tuple[str, PreparedRun]:
     spec = cat.get("models", model).spec
     sku = cat.get("accelerators", r.sku).spec.name
     # an undisclosed peak (or host link, when the run offloads activations) stops here, naming the run
-    base_hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw
+    base_hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0, stack=StackRequest(r.stack or stack)).hw
     recipe = train_recipe(r.recipe, precision=r.precision, grad_dtype=r.grad_dtype, flash_attention=r.flash_attention,
                           offload_layers=r.offload_layers, fp8_params=r.fp8_params or None,
                           recompute_modules=r.recompute_modules, recompute_layers=r.recompute_layers,
@@ -165,11 +166,11 @@ def _check_structure(r: Any, spec: Any) -> None:
 
 
 def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
-              fabric_fits: list[ProfileFit]) -> list[tuple[ProfileFit, Forward]]:
+              fabric_fits: list[ProfileFit], stack: str | None = None) -> list[tuple[ProfileFit, Forward]]:
     by_sku: dict[str, list[PreparedRun]] = defaultdict(list)
     for entry in runs:
         try:
-            sku, prepared = _prepare(cat, entry)
+            sku, prepared = _prepare(cat, entry, stack)
         except PlannerError as exc:  # unknown name, missing model file, undisclosed peak
             own = isinstance(exc, ProfileError) and exc.path is not None and Path(exc.path).is_file()
             if own:  # the runs file itself, or a model file's own error: it names its file and line
@@ -179,7 +180,7 @@ def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
     overlay = {("fabrics", f.name): with_fabric(fabric_specs[f.name], f.fitted_values()) for f in fabric_fits}
     fits = []
     for sku, group in by_sku.items():
-        fwd = Forward(cat, sku, cat.get("accelerators", sku).spec, overlay)
+        fwd = Forward(cat, sku, cat.get("accelerators", sku).spec, overlay, stack)
         fit = fit_accelerator(fwd, group)
         fit.warnings.extend(_above_peak(cat, sku, group))
         fits.append((fit, fwd))
@@ -197,7 +198,7 @@ def _explain(fit: ProfileFit, fwd: Forward) -> list[RunExplain]:
     for pt in fit.points:
         run: PreparedRun = pt.detail["run"]
         r, wl = run.entry.run, run.workload
-        hw = fwd.hardware(fit.fitted_values(), r.precision)
+        hw = fwd.hardware(fit.fitted_values(), r.precision, r.stack)
         split = flops_per_token(wl.model, wl.seq_len, run.layout["recompute"], wl.recipe, r.pp, r.vpp)
         ex = explain_step(fwd.step(run, hw), run.measured_s, model_flops_per_token=run.model_flops_per_token,
                           recompute_flops_per_token=split.recompute,
@@ -343,6 +344,7 @@ def calibrate(
     save: str | None = None,
     force: bool = False,
     today: str | None = None,
+    stack: str | None = None,
 ) -> CalibrateResult:
     """Fit efficiencies to measured training runs and nccl-tests logs (see the module docstring).
 
@@ -350,6 +352,8 @@ def calibrate(
     host, its scale-out fabric with one rank per host); ``fabric`` names it outright. ``algo`` pins
     the collective algorithm the rows are priced with (default: the fastest the model finds); ``op``
     names the collective when a log does not. ``today`` (YYYY-MM-DD) dates the saved source.
+    ``stack`` is the software stack of runs whose ``stack`` key is empty (None: each SKU's vendor
+    default); the fitted values are the vendor default stack's (``stacks.stack_efficiency``).
     """
     if not files:
         raise UsageError("give at least one file of training runs (.toml, .csv) or nccl-tests output")
@@ -365,7 +369,7 @@ def calibrate(
         raise UsageError(f"--save {save!r} is a file, not a directory")
     inputs = _read(files, op)
     fab_fits, fab_specs = _fabric_fits(cat, inputs.logs, sku, fabric, algo) if inputs.logs else ([], {})
-    acc = _run_fits(cat, inputs.runs, fab_specs, fab_fits) if inputs.runs else []
+    acc = _run_fits(cat, inputs.runs, fab_specs, fab_fits, stack) if inputs.runs else []
     fits = fab_fits + [fit for fit, _ in acc]
     saved = save_profiles(cat, fits, files, save, force, today or datetime.date.today().isoformat()) if save else []
     return CalibrateResult(

@@ -12,6 +12,7 @@ from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OffloadOpt, OverlapCpOpt, OverlapDpOpt,
     OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt,
     UnevenOpt, VocabOpt,
+    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt, stack_flags,
 )
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
@@ -101,6 +102,10 @@ def fit_cmd(
     overlap_pp: OverlapPpOpt = None,
     overlap_cp: OverlapCpOpt = None,
     overlap_dp: OverlapDpOpt = None,
+    stack: StackOpt = None,
+    moe_dispatcher: MoeDispatcherOpt = None,
+    cuda_graphs: CudaGraphsOpt = None,
+    attention_kernel: AttentionKernelOpt = None,
     largest: Annotated[bool, typer.Option(
         "--largest",
         help="Instead of a model: the largest model of a family (--family) that fits --gpus GPUs of each --sku "
@@ -137,7 +142,8 @@ def fit_cmd(
             "--capacity-factor": capacity_factor, "--fp8-weight-copies": fp8_weight_copies, "--fp8-params": fp8_params,
             "--recompute-modules": recompute_modules, "--recompute-layers": recompute_layers,
             "--fused-cross-entropy": fused_cross_entropy, "--vocab-divisible-by": vocab_divisible_by,
-            "--offload-layers": offload_layers}, "training")
+            "--offload-layers": offload_layers, "--stack": stack, "--moe-dispatcher": moe_dispatcher,
+            "--cuda-graphs": cuda_graphs, "--attention-kernel": attention_kernel}, "training")
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
 
@@ -180,6 +186,17 @@ def fit_cmd(
             split_embedding_loss=split_embedding_loss,
             uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
             overlap_cp=overlap_cp, overlap_dp=overlap_dp,
+            **_stack_options(stack, moe_dispatcher, cuda_graphs, attention_kernel),
         )
 
     run("fit", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
+
+
+def _stack_options(*flags: object) -> dict[str, object]:
+    """``options=TrainOptions(...)`` carrying the stack flags, or nothing when none is given."""
+    given = stack_flags(*flags)  # type: ignore[arg-type]
+    if all(v is None for v in given.values()):
+        return {}
+    from mi400plan.specs.layout import TrainOptions
+
+    return {"options": TrainOptions(**given)}
