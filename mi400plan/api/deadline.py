@@ -133,7 +133,8 @@ def _answer(cat: Any, sku_name: str, wl: Any, opts: Any, precision: str, train_t
     from mi400plan.search import model_terms
 
     sku = build_sku(cat, sku_name, precision, matmul_efficiency=kw.get("matmul_efficiency"),
-                    hbm_efficiency=kw.get("hbm_efficiency"), gemm_overhead_us=kw.get("gemm_overhead_us"))
+                    hbm_efficiency=kw.get("hbm_efficiency"), gemm_overhead_us=kw.get("gemm_overhead_us"),
+                    stack=kw.get("stack"))  # a stacks.StackRequest (None: the vendor default)
     hw = sku.hw
     step = dl.size_step(hw.domain)
     sizes = dl.candidate_sizes(wl, opts, step, cap)

@@ -161,6 +161,7 @@ def cmd(
 
         def backwards():  # noqa: ANN202
             from mi400plan.api.deadline import sweep_deadline
+            from mi400plan.specs.layout import TrainOptions
             from mi400plan.cli.cost import site_overrides
 
             return sweep_deadline(
@@ -171,6 +172,7 @@ def cmd(
                 matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
                 overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,
                 split_embedding_loss=split_embedding_loss, grad_dtype=grad_dtype,
+                stack=TrainOptions(**stack_flags(stack, moe_dispatcher, cuda_graphs, attention_kernel)).stack_request(),
             )
 
         run("sweep", f, backwards, check=check, ascii=ascii_, wide=wide)
