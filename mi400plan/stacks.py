@@ -23,7 +23,9 @@ them by these rules; a stack equal to the default leaves them exactly as they ar
   host issuing them one by one (CUDA programming guide, "CUDA Graphs"), so with ``full`` graphs the
   host-bound expert term is 0 nominal, up to the profile's value at the pessimistic end (status
   ``estimate``: no calibration run measures a full-graph MoE step). ``partial`` (attention, router,
-  preprocessing) and ``none`` keep the profile's value: the expert GEMMs stay outside the graphs.
+  preprocessing: Megatron-Bridge documentation, "CUDA Graphs", the dropless-MoE scopes ``attn
+  moe_router moe_preprocess``) and ``none`` keep the profile's value: the expert GEMMs stay outside
+  the graphs, issued by the host as before.
 * MoE dispatcher: carried and shown; no term depends on it yet (the expert host term was fitted on
   DeepEP runs, and no calibration source measures another dispatcher).
 """
