@@ -502,16 +502,17 @@ class Forward:
     fabrics: dict[tuple[str, str], Any]  # fitted fabric specs to use
     stack: str | None = None  # stack of runs that name none (calibrate --stack); None: the vendor default
 
-    def hardware(self, values: dict[str, float], precision: str, stack: str | None = None) -> Any:
-        """The SKU at candidate ``values``, priced on ``stack`` (else ``self.stack``): the values are
-        read as the vendor default stack's and moved by ``stacks.stack_efficiency``."""
+    def hardware(self, values: dict[str, float], precision: str, run: Any = None) -> Any:
+        """The SKU at candidate ``values``, priced on the stack ``run`` (a ``MeasuredRun``) was measured
+        on (else ``self.stack``): the values are read as the vendor default stack's and moved by
+        ``stacks.stack_efficiency``."""
         from mi400plan.api.sweep import build_sku
         from mi400plan.stacks import StackRequest
 
         specs = dict(self.fabrics)
         specs[("accelerators", self.sku)] = with_efficiency(self.base_spec, values)
-        return build_sku(OverlayCatalog(self.catalog, specs), self.sku, precision,
-                         stack=StackRequest(stack or self.stack)).hw
+        request = run.stack_request(self.stack) if run is not None else StackRequest(self.stack)
+        return build_sku(OverlayCatalog(self.catalog, specs), self.sku, precision, stack=request).hw
 
     def step(self, run: PreparedRun, hw: Any) -> dict[str, float]:
         from mi400plan.search import evaluate_one
@@ -523,9 +524,10 @@ class Forward:
         hws: dict[str, Any] = {}
         out = np.empty(len(runs))
         for i, run in enumerate(runs):
-            key = (run.entry.run.precision, run.entry.run.stack)
+            r = run.entry.run
+            key = (r.precision, r.stack, r.moe_dispatcher, r.cuda_graphs, r.attention_kernel)
             if key not in hws:
-                hws[key] = self.hardware(values, *key)
+                hws[key] = self.hardware(values, r.precision, r)
             out[i] = self.step(run, hws[key])["step"]
         return out
 

@@ -26,12 +26,15 @@ import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mi400plan.errors import ProfileError
 from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
+
+if TYPE_CHECKING:
+    from mi400plan.stacks import StackRequest
 from mi400plan.specs.common import StrictModel
 
 
@@ -84,6 +87,18 @@ class MeasuredRun(StrictModel):
     # Software stack the run used (a ``profiles/stacks`` name, ``mi400plan.stacks``); None: calibrate's
     # --stack, else the vendor default. The fitted [efficiency] values are the default stack's.
     stack: str | None = Field(default=None, min_length=1)
+    # Single stack settings of the run, overriding its stack's (as fit and sweep's switches do).
+    moe_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep", "none"] | None = None
+    cuda_graphs: Literal["none", "partial", "full"] | None = None
+    attention_kernel: Literal["fa2", "fa3", "cudnn", "ck", "triton"] | None = None
+
+    def stack_request(self, default: str | None = None) -> "StackRequest":
+        """The stack this run was measured on (``stack``, else ``default``, else the vendor default)."""
+        from mi400plan.stacks import StackRequest
+
+        return StackRequest(self.stack or default, {"moe_dispatcher": self.moe_dispatcher,
+                                                    "cuda_graphs": self.cuda_graphs,
+                                                    "attention_kernel": self.attention_kernel})
 
     @field_validator("recompute_modules", mode="before")
     @classmethod

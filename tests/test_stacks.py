@@ -186,3 +186,22 @@ def test_a_run_names_its_stack_and_a_bad_name_points_at_the_run(tmp_path, cli) -
                     'dp = 8\nstep_time_s = 10.0\nstack = "nosuch"\n', encoding="utf-8")
     res = cli(["calibrate", str(runs)])
     assert res.exit_code == 3 and f"{runs}:1" in res.output and "nosuch" in res.output
+
+
+def test_a_runs_stack_settings_reach_the_priced_hardware(catalog) -> None:
+    """A calibrate run priced on the stack it names: its attention kernel moves the H100 figure as sweep's
+    switch does (0.27 / 1.75), and calibrate --stack is the fallback for runs that name none."""
+    from mi400plan.calibrate import Forward
+    from mi400plan.measurements import MeasuredRun
+
+    acc = catalog.get("accelerators", "h100").spec
+    run = MeasuredRun(model="llama3.1-8b", sku="h100", seq_len=8192, global_batch=64, dp=8, step_time_s=10.0,
+                      attention_kernel="fa2")
+    fwd = Forward(catalog, "h100", acc, {})
+    assert fwd.hardware({}, "bf16", run).attn_eff == pytest.approx(0.27 / 1.75)
+    plain = run.model_copy(update={"attention_kernel": None})
+    assert fwd.hardware({}, "bf16", plain).attn_eff == pytest.approx(0.27)
+    fallback = Forward(catalog, "h100", acc, {}, "torchtitan")
+    assert fallback.hardware({}, "bf16", plain).attn_eff == pytest.approx(0.27 / 1.75)
+    assert run.model_copy(update={"stack": "megatron-bridge-25.11"}).stack_request("torchtitan").name == \
+        "megatron-bridge-25.11"

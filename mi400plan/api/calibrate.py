@@ -119,7 +119,6 @@ def _fabric_fits(cat: Any, logs: list[NcclLog], sku: str | None, fabric: str | N
 
 def _prepare(cat: Any, entry: RunEntry, stack: str | None = None) -> tuple[str, PreparedRun]:
     from mi400plan.api.sweep import build_sku
-    from mi400plan.stacks import StackRequest
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one, layout_violations, model_terms
     from mi400plan.specs.layout import RECOMPUTE_CODES, train_recipe
@@ -132,7 +131,7 @@ def _prepare(cat: Any, entry: RunEntry, stack: str | None = None) -> tuple[str, 
     spec = cat.get("models", model).spec
     sku = cat.get("accelerators", r.sku).spec.name
     # an undisclosed peak (or host link, when the run offloads activations) stops here, naming the run
-    base_hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0, stack=StackRequest(r.stack or stack)).hw
+    base_hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0, stack=r.stack_request(stack)).hw
     recipe = train_recipe(r.recipe, precision=r.precision, grad_dtype=r.grad_dtype, flash_attention=r.flash_attention,
                           offload_layers=r.offload_layers, fp8_params=r.fp8_params or None,
                           recompute_modules=r.recompute_modules, recompute_layers=r.recompute_layers,
@@ -198,7 +197,7 @@ def _explain(fit: ProfileFit, fwd: Forward) -> list[RunExplain]:
     for pt in fit.points:
         run: PreparedRun = pt.detail["run"]
         r, wl = run.entry.run, run.workload
-        hw = fwd.hardware(fit.fitted_values(), r.precision, r.stack)
+        hw = fwd.hardware(fit.fitted_values(), r.precision, r)
         split = flops_per_token(wl.model, wl.seq_len, run.layout["recompute"], wl.recipe, r.pp, r.vpp)
         ex = explain_step(fwd.step(run, hw), run.measured_s, model_flops_per_token=run.model_flops_per_token,
                           recompute_flops_per_token=split.recompute,
