@@ -8,19 +8,21 @@ size step (whole 8-GPU nodes, or whole scale-up domains when the domain is a pow
 ``MAX_CLUSTER_GPUS``. Each size is priced by the layout search (``search.search``, vectorized over
 layouts), so a size's days are those of its fastest layout.
 
-Sizes are grouped by octave (``[s 2^j, s 2^(j+1))``, ``s`` the step). Days to train fall as GPUs grow
-within the range where the model scales, so the search prices one size per octave (its largest
-candidate) from the compute bound upward, stops at the first octave that meets the deadline, prices
-every candidate of that octave (bisection when it holds more than ``EXHAUSTIVE_OCTAVE``), and then
-walks down to the next smaller size that has a valid layout and checks that it misses the deadline
-(moving down while it does not). No size below the compute bound ``tokens x model FLOPs per token /
-(deadline x GPUs x dense peak)`` can meet a deadline (a step is never shorter than its compute at
-peak: MFU <= 1), so none is priced.
+The search is exact and assumes nothing about how days fall as GPUs grow (they do not fall
+monotonically: a size whose factors the model's layers or the global batch lack is slower than a
+smaller one, e.g. 61-layer DeepSeek-V3 on 7,808 GPUs against 4,096). A deadline prices every candidate
+from the compute bound upward and stops at the first that meets it, so every smaller candidate that
+could have met it was priced and missed; the candidate right below the answer is priced too. No
+size below the compute bound ``tokens x model FLOPs per token / (deadline x dense peak)`` GPUs can
+meet a deadline (a step is never shorter than its FLOPs at peak: MFU <= 1), so none is priced. A
+budget (alone) prices candidates from the largest down and keeps the fastest within it, stopping
+where a size's tokens/s at 100% of peak falls to the best found; so does the best achievable date
+when no size meets a deadline. With both, the answer is the smallest size that meets the deadline
+within the budget.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +44,6 @@ from mi400plan.search import (
 # The largest cluster the planner prices (2^17 GPUs: past the largest disclosed training clusters).
 MAX_CLUSTER_GPUS = 131072
 NODE_GPUS = 8  # every bundled scale-up domain is a whole number of 8-GPU nodes or trays
-EXHAUSTIVE_OCTAVE = 12  # price every candidate of the deciding octave up to this many, else bisect
 
 
 def size_step(domain: int) -> int:
@@ -109,91 +110,77 @@ class Pricer:
         return self.seen[gpus]
 
 
-def octaves(sizes: list[int], step: int) -> list[list[int]]:
-    """``sizes`` grouped by octave ``[step 2^j, step 2^(j+1))``, ascending."""
-    groups: dict[int, list[int]] = {}
-    for s in sizes:
-        groups.setdefault(int(math.floor(math.log2(s / step))), []).append(s)
-    return [groups[k] for k in sorted(groups)]
-
-
 @dataclass
 class SizeSearch:
-    """Outcome of a size search: ``found`` (None when no size qualifies) and every size priced."""
+    """Outcome of a size search: ``found`` (None when no size qualifies), ``best`` (the fastest candidate,
+    when no size meets a deadline or for a budget), every size priced, and ``nearest`` (the smallest size
+    that meets the deadline whatever it costs, when a budget is also given)."""
 
     found: SizePoint | None
-    best: SizePoint | None  # the highest throughput priced (the best achievable)
+    best: SizePoint | None
     priced: list[SizePoint]
+    nearest: SizePoint | None = None
 
 
-def smallest_meeting(sizes: list[int], step: int, price: Pricer, min_tps: float,
-                     floor_gpus: float = 0.0) -> SizeSearch:
-    """The smallest size whose fastest layout reaches ``min_tps`` tokens/s (see the module doc)."""
+def smallest_meeting(sizes: list[int], price: Pricer, min_tps: float, tps_bound: Callable[[int], float],
+                     ok: Callable[[SizePoint], bool] | None = None) -> SizeSearch:
+    """The smallest candidate whose fastest layout reaches ``min_tps`` tokens/s (and passes ``ok``, the
+    budget, when given), exactly: every candidate that ``tps_bound`` does not rule out is priced in
+    ascending order and the first that qualifies is the answer (see the module doc). The candidate
+    right below the answer is priced too (the ``next smaller`` size). With no answer, ``best`` is the
+    fastest candidate (``fastest``)."""
 
     def meets(p: SizePoint) -> bool:
         return p.tokens_per_s is not None and p.tokens_per_s >= min_tps
 
-    groups = octaves([s for s in sizes if s >= floor_gpus], step)
-    hit: list[int] | None = None
-    for g in groups:
-        if meets(price(g[-1])):
-            hit = g
-            break
-    found = None
-    if hit is None and sizes:
-        price(sizes[-1])  # the largest cluster: the best achievable date
-    if hit is not None:
-        found = _first_meeting(hit, price, meets)
-        below = [s for s in sizes if s < found.gpus and s >= floor_gpus]
-        while below:  # the next smaller size with a layout must miss the deadline
-            p = price(below.pop())
-            if not p.valid:
-                continue
-            if not meets(p):
+    nearest = found = None
+    for s in sizes:
+        if tps_bound(s) < min_tps:
+            continue
+        p = price(s)
+        if meets(p):
+            nearest = nearest or p
+            if ok is None or ok(p):
+                found = p
                 break
+    if found is None:
+        return SizeSearch(None, fastest(sizes, price, tps_bound).best, _priced(price), nearest)
+    below = [s for s in sizes if s < found.gpus]
+    if below:
+        price(below[-1])
+    return SizeSearch(found, None, _priced(price), nearest)
+
+
+def fastest(sizes: list[int], price: Pricer, tps_bound: Callable[[int], float],
+            ok: Callable[[SizePoint], bool] | None = None) -> SizeSearch:
+    """The candidate with the highest throughput that passes ``ok`` (the budget), exactly: candidates are
+    priced from the largest down, and the scan stops where ``tps_bound`` (an upper bound on a size's
+    tokens/s that grows with the size) falls to the best throughput found, since no smaller size can
+    beat it. ``best`` is the fastest size priced whatever ``ok`` says."""
+    found: SizePoint | None = None
+    for s in sorted(sizes, reverse=True):
+        if found is not None and tps_bound(s) <= (found.tokens_per_s or 0.0):
+            break
+        p = price(s)
+        if p.valid and (ok is None or ok(p)) and (found is None or _tps(p) > _tps(found)):
             found = p
-    return _outcome(found, price)
+    valid = [p for p in price.seen.values() if p.valid]
+    best = max(valid, key=lambda p: (_tps(p), -p.gpus)) if valid else None
+    return SizeSearch(found, best, _priced(price))
 
 
-def _outcome(found: SizePoint | None, price: Pricer) -> SizeSearch:
-    priced = sorted(price.seen.values(), key=lambda p: p.gpus)
-    valid = [p for p in priced if p.valid]
-    best = max(valid, key=lambda p: p.tokens_per_s or 0.0) if valid else None
-    return SizeSearch(found, best, priced)
+def _tps(p: SizePoint) -> float:
+    return p.tokens_per_s or 0.0
 
 
-def fastest_within(sizes: list[int], step: int, price: Pricer, cost_of: Callable[[SizePoint], float],
-                   budget: float) -> SizeSearch:
-    """The fastest size whose cost to train (``cost_of``) stays within ``budget``: one size per
-    octave, then every size of the octave above the fastest affordable one (cost grows with size
-    once per-GPU throughput falls, so the answer sits at the edge)."""
-    groups = octaves(sizes, step)
-
-    def ok(p: SizePoint) -> bool:
-        return p.valid and cost_of(p) <= budget
-
-    reps = [price(g[-1]) for g in groups]
-    good = [i for i, p in enumerate(reps) if ok(p)]
-    if not good:
-        return _outcome(None, price)
-    i = max(good, key=lambda j: reps[j].tokens_per_s or 0.0)
-    pool = [reps[i]] + ([price(s) for s in groups[i + 1][:-1]] if i + 1 < len(groups) else [])
-    found = max((p for p in pool if ok(p)), key=lambda p: p.tokens_per_s or 0.0)
-    return _outcome(found, price)
+def _priced(price: Pricer) -> list[SizePoint]:
+    return sorted(price.seen.values(), key=lambda p: p.gpus)
 
 
-def _first_meeting(group: list[int], price: Callable[[int], SizePoint], meets: Callable[[SizePoint], bool]) -> SizePoint:
-    """Smallest meeting size of one octave whose largest size meets: every size, or bisection."""
-    if len(group) <= EXHAUSTIVE_OCTAVE:
-        return next(price(s) for s in group if meets(price(s)))
-    lo, hi = -1, len(group) - 1  # group[hi] meets; bisect assuming throughput grows with size
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if meets(price(group[mid])):
-            hi = mid
-        else:
-            lo = mid
-    return price(group[hi])
+def throughput_bound(peak_flops: float, flops_per_token: float) -> Callable[[int], float]:
+    """Tokens/s that no layout on ``gpus`` GPUs can exceed: every GPU at 100% of its dense peak,
+    ``gpus x peak / FLOPs per token`` (MFU <= 1; the inverse of ``compute_bound_gpus``)."""
+    return lambda gpus: gpus * peak_flops / flops_per_token
 
 
 def limiting_term(row: dict[str, Any]) -> tuple[str, float]:

@@ -20,6 +20,7 @@ so a token's active FFN parameters equal the dense model's and total parameters 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -59,6 +60,12 @@ class FamilyTemplate:
             return f"moe (Llama-3 shape, {self.experts} experts, top-{self.top_k})"
         return "dense (Llama-3 shape)"
 
+    def name(self, width: int) -> str:
+        """The model's name, which ``family_model`` (and so every command's model lookup) reads back:
+        ``dense-d{width}-l{layers}``, ``moe-e{experts}-k{top_k}-d{width}-l{layers}``."""
+        tail = f"d{width}-l{layers_for(width)}"
+        return f"moe-e{self.experts}-k{self.top_k}-{tail}" if self.family == "moe" else f"dense-{tail}"
+
     def widths(self) -> list[int]:
         return list(range(MIN_WIDTH, MAX_WIDTH + 1, WIDTH_STEP))
 
@@ -69,7 +76,7 @@ class FamilyTemplate:
         layers = layers_for(width)
         ffn = ffn_dim(width)
         raw: dict[str, object] = {
-            "name": f"{self.family}-d{width}-l{layers}",
+            "name": self.name(width),
             "display_name": f"{self.label()}: d_model {width}, {layers} layers",
             "family": f"template-{self.family}",
             "hidden_size": width,
@@ -98,3 +105,26 @@ def ffn_dim(width: int) -> int:
     above (reproduces Llama 3's 14,336 at 4,096 and 28,672 at 8,192)."""
     multiple = 1024 if width <= 4096 else 4096
     return multiple * math.ceil(1.3 * int(8 * width / 3) / multiple)
+
+
+_NAME = re.compile(r"(?:(dense)|moe-e(\d+)-k(\d+))-d(\d+)-l(\d+)")
+
+
+def family_model(name: str) -> ModelSpec | None:
+    """The family model a name spells (``FamilyTemplate.name``), or None when it is not such a name.
+
+    A name of the family's form whose width is off the ladder, or whose layer count is not the one
+    the template gives that width, is a UsageError naming the right one, not an unknown model."""
+    m = _NAME.fullmatch(name.strip().lower())
+    if m is None:
+        return None
+    dense, experts, top_k, width, layers = m.groups()
+    w = int(width)
+    if w % WIDTH_STEP or not MIN_WIDTH <= w <= MAX_WIDTH:
+        raise UsageError(f"model {name!r}: a family width is a multiple of {WIDTH_STEP} in {MIN_WIDTH}..{MAX_WIDTH}, "
+                         f"got {w}")
+    t = FamilyTemplate() if dense else FamilyTemplate("moe", int(experts), int(top_k))
+    if int(layers) != layers_for(w):
+        raise UsageError(f"model {name!r}: the {t.family} family model of width {w} has {layers_for(w)} layers "
+                         f"(d_model / layers = {ASPECT})", hint=f"use {t.name(w)}")
+    return t.model(w)

@@ -93,15 +93,18 @@ def infer_layouts(spec: Any, gpus: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def infer_judge(capacity_bytes: float, recipe: Any, gpus: int, batch: int, context: int) -> Callable[[Any], Verdict]:
-    """Inference fit: ``memory.max_context`` at the best (TP, PP, EP) of ``gpus`` GPUs >= ``context``."""
+def infer_judge(capacity_bytes: float, recipe: Any, gpus: int, batch: int, context: int,
+                pins: dict[str, int] | None = None) -> Callable[[Any], Verdict]:
+    """Inference fit: ``memory.max_context`` at the best (TP, PP, EP) of ``gpus`` GPUs >= ``context``;
+    ``pins`` ({"tp": 4, ...}) keep only the layouts with those sizes."""
     import numpy as np
 
     from mi400plan.memory import max_context
     from mi400plan.params import count_params
 
     def judge(spec: Any) -> Verdict:
-        lays = infer_layouts(spec, gpus)
+        lays = [x for x in infer_layouts(spec, gpus)
+                if all(dict(zip(("tp", "pp", "ep"), x))[k] == v for k, v in (pins or {}).items())]
         if not lays:
             return Verdict(spec.hidden_size, False)
         tp, pp, ep = (np.asarray(x) for x in zip(*lays))

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 from mi400plan.specs.common import StrictModel
 
 
+if TYPE_CHECKING:
+    from mi400plan.specs.layout import TrainOptions
+
+
 class MeasuredRun(StrictModel):
     """One measured training run on the user's cluster."""
 
@@ -128,6 +132,16 @@ class MeasuredRun(StrictModel):
     @property
     def world(self) -> int:
         return self.tp * self.pp * self.cp * self.dp
+
+    def train_options(self) -> "TrainOptions":
+        """The run's recipe as the object fit and sweep take (``specs.layout.TrainOptions``)."""
+        from mi400plan.specs.layout import TrainOptions
+
+        keys = ("recipe", "precision", "grad_dtype", "flash_attention", "offload_layers", "fp8_params",
+                "fused_cross_entropy", "recompute_modules", "recompute_layers", "capacity_factor", "overlap_tp",
+                "overlap_ep", "overlap_dp", "overlap_pp", "overlap_cp", "split_embedding_loss", "uneven_pp",
+                "stack", "moe_dispatcher", "cuda_graphs", "attention_kernel")
+        return TrainOptions.given(**{k: getattr(self, k) for k in keys})
 
     def label(self) -> str:
         if self.name:

@@ -406,6 +406,12 @@ class Catalog:
                     path=name,
                     hint=f"'mi400plan profiles list --kind {kind}' shows the catalog names",
                 )
+        if kind == "models" and name.strip().lower() not in self._entries(kind):
+            from mi400plan.family import family_model
+
+            fam = family_model(name)
+            if fam is not None:  # a synthetic family model (``fit --largest`` prints these names)
+                return Loaded(fam, f"family template {fam.family} (mi400plan.family)", "bundled")
         canonical = self.resolve(kind, name)
         key = (kind, canonical)
         if key in self._cache:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mi400plan.errors import MissingValueError, ProfileError, UsageError
 from mi400plan.specs.rack import FEED_COUNT_MAX, FEED_VALUE_MAX
@@ -310,6 +310,38 @@ def smallest_feed_set(
     return None if best is None else best[2]
 
 
+def feed_fixes(spec: FeedSpec, load_w: float, derate: float, redundancy: str,
+               max_feeds: int = MAX_FEEDS) -> list[tuple[str, FeedSpec]]:
+    """Feed sets that carry ``load_w``, what the user gave kept as far as possible, best kept first:
+
+    1. the same count, voltage, phases and power factor with the smallest standard rating
+       (NEC 240.6(A)) that carries the load: line current per carrying feed
+       ``I = P / (n_carrying x sqrt(3) x V x PF)`` (``line_current_a``), device ``>= I / derate``
+       (``overcurrent_device_a``; usable = n_carrying x sqrt(3) x V x rating x PF x derate >= P);
+    2. the same voltage, phases and rating with more feeds: N ``ceil(P / per-feed usable)``, 2N twice that;
+    3. the standard rack feed set with the fewest feeds (``smallest_feed_set``).
+
+    Each as (what it keeps, feed set); a set already listed, or one of more than ``max_feeds`` feeds, is left out.
+    """
+    out: list[tuple[str, FeedSpec]] = []
+    n = carrying_feeds(spec.count, redundancy)
+    amps = overcurrent_device_a(line_current_a(load_w / n, spec.voltage_v, spec.phases, spec.power_factor), derate)
+    if amps is not None:
+        out.append(("same feeds, larger rating", replace(spec, current_a=float(amps))))
+    side = max(1, math.ceil(load_w / spec.per_feed_usable_w(derate) - 1e-12))
+    count = 2 * side if redundancy == "2N" else side
+    if count <= max_feeds:
+        out.append(("same rating, more feeds", replace(spec, count=count)))
+    std = smallest_feed_set(load_w, derate, redundancy, spec.power_factor, max_feeds=max_feeds)
+    if std is not None:
+        out.append(("fewest standard rack feeds", std))
+    unique: list[tuple[str, FeedSpec]] = []
+    for why, f in out:
+        if all(f != g for _, g in unique):
+            unique.append((why, f))
+    return unique
+
+
 def feed_arithmetic(spec: FeedSpec, derate: float, redundancy: str, load_w: float) -> str:
     """The feed verdict as one line of arithmetic, e.g.
     ``2 x sqrt(3) x 415 V x 60 A x PF 1.00 = 86.3 kW; x 0.80 = 69.0 kW usable; 2N -> 34.5 kW < 197.0 kW: deficit 162.5 kW``.
@@ -528,9 +560,8 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
         )
     usable = spec.usable_w(opts.derate, redundancy)
     ok = [wall[i] <= usable for i in range(3)]
-    needed = None
-    if not ok[2]:
-        needed = smallest_feed_set(wall[2], opts.derate, redundancy, spec.power_factor)
+    fixes = [] if ok[2] else feed_fixes(spec, wall[2], opts.derate, redundancy)
+    needed = fixes[0][1] if fixes else None
     feeds = FeedVerdict(
         spec=spec.label(),
         count=spec.count,
@@ -551,6 +582,8 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
         arithmetic=feed_arithmetic(spec, opts.derate, redundancy, wall[1]),
         needed=None if needed is None else f"{redundancy} {needed.label()}",
         needed_usable_w=None if needed is None else needed.usable_w(opts.derate, redundancy),
+        alternatives=[f"{redundancy} {f.label()} = {f.usable_w(opts.derate, redundancy) / KW:.1f} kW usable ({why})"
+                      for why, f in fixes],
         source_status=feed_status,
         loading=feed_loading(spec, opts.derate, redundancy, wall),
     )

@@ -201,16 +201,109 @@ def parse_count(text: str) -> float:
     return _finite(float(m.group(1)) * _COUNT_SUFFIX[m.group(2)], text, "count")
 
 
-def parse_seq_len(text: str) -> int:
+# --- integer counts and lists of them (every count flag: --gpus, --tp, --racks, --concurrency, ...) ---
+
+_INT_SUFFIX: dict[str, int] = {"": 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "B": 10**9, "T": 10**12,
+                               "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+COUNT_RULE = (
+    "a count is an integer with an optional suffix: k/K, M, G/B, T (powers of 1000) or Ki, Mi, Gi, Ti (powers "
+    "of 1024), e.g. 1k = 1,000 and 16Ki = 16,384; '_' may group digits (1_024). A comma separates list items, "
+    "so a thousands separator is refused: text whose items after the first comma are all three-digit groups "
+    "('1,024', '64,128') reads both ways. Write one count as 1024 or 1k; a list with a space after each comma "
+    "('64, 128') or as a range (64..128)"
+)
+
+_GROUPED = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+")
+
+
+def parse_int_count(text: object, what: str = "count") -> int:
+    """One whole count: ``8``, ``1k`` = 1,000, ``16Ki`` = 16,384, ``1.5k`` = 1,500, ``1_024`` (see ``COUNT_RULE``).
+
+    A comma is refused (``1,024``: write ``1024`` or ``1k``), as are leading zeros (``08``), a fraction
+    (``1.5``, ``1.0001k``), a sign and anything that is not finite. UnitError names ``what``.
+    """
+    t = _text(text, what)
+    if "," in t:
+        raise UnitError(_comma_message(t, what, one=True))
+    m = re.fullmatch(r"([0-9][0-9_]*(?:\.[0-9]+)?(?:[eE]\+?[0-9]+)?)\s*(Ki|Mi|Gi|Ti|[kKMGBT])?", t)
+    if not m or "__" in m.group(1) or m.group(1).endswith("_"):
+        raise UnitError(f"cannot read {what} {_clip(t)!r}: expected a whole count such as 8, 1k (1,000) or 16Ki "
+                        "(16,384)")
+    digits = m.group(1).replace("_", "")
+    if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
+        raise UnitError(f"{what} {t!r} has a leading zero; write {digits.lstrip('0') or '0'}")
+    scale = _INT_SUFFIX[m.group(2) or ""]
+    if "." in digits or "e" in digits.lower():
+        value = _finite(float(digits) * scale, t, what)
+        if not value.is_integer():
+            raise UnitError(f"{what} must be a whole number, got {t!r} = {value:,g}")
+        return int(value)
+    return int(digits) * scale
+
+
+def parse_count_list(text: object, what: str = "count", *, ranges: str | None = "double",
+                     max_items: int = 1 << 20) -> list[int]:
+    """Counts as a comma list (``512, 1024``, ``1k,2k``) or a range ``lo..hi``, sorted and without repeats.
+
+    ``ranges``: ``"double"`` (``512..4096`` = 512, 1024, 2048, 4096), ``"each"`` (every integer, as
+    ``--concurrency 1..1024``), or None (no ranges). Each item is read by ``parse_int_count``; text that
+    could be one number with thousands separators (``1,024``, ``64,128,256``) is refused (``COUNT_RULE``).
+    """
+    t = _text(text, what) if len(str(text)) <= _MAX_TEXT else str(text).strip()
+    if len(t) > 4096:
+        raise UnitError(f"cannot read {what} {_clip(t)!r}: too long")
+    if _GROUPED.fullmatch(t):
+        raise UnitError(_comma_message(t, what, one=False))
+    if ".." in t:
+        if ranges is None:
+            raise UnitError(f"{what} takes a list, not a range: {_clip(t)!r}")
+        lo_t, hi_t = t.split("..", 1)
+        lo, hi = parse_int_count(lo_t, what), parse_int_count(hi_t, what)
+        if lo < 1 or hi < lo:
+            raise UnitError(f"{what} range {t!r} must go from a positive count up to a larger one")
+        if ranges == "each":
+            if hi - lo >= max_items:
+                raise UnitError(f"{what} range {t!r} has more than {max_items:,} values")
+            return list(range(lo, hi + 1))
+        return [lo << k for k in range((hi // lo).bit_length())]
+    items = [x for x in t.split(",")]
+    if any(not x.strip() for x in items):
+        raise UnitError(f"{what} {_clip(t)!r} has an empty item; separate counts with single commas")
+    if len(items) > max_items:
+        raise UnitError(f"{what} lists more than {max_items:,} values")
+    return sorted({parse_int_count(x, what) for x in items})
+
+
+def _comma_message(t: str, what: str, one: bool) -> str:
+    """Why a comma is refused, with the readings it allows spelled out."""
+    number = t.replace(",", "")
+    items = [x.strip() for x in t.split(",")]
+    grouped = bool(_GROUPED.fullmatch(t))
+    if one and not grouped:
+        return f"{what} takes one count, not the list {_clip(t)!r}"
+    fix = f"write {number} or use a suffix (1k = 1,000, 16Ki = 16,384); thousands separators are not read"
+    if one or any(x.startswith("0") for x in items[1:]):
+        return f"{what} {t!r} has a thousands separator: for {int(number):,} {fix}"
+    listed = ", ".join(items)
+    return (f"{what} {t!r} is ambiguous: the count {int(number):,} with thousands separators, or the list "
+            f"{listed}? For the count {fix}; for the list put a space after each comma ('{listed}') or give "
+            f"a range ({items[0]}..{items[-1]})")
+
+
+def parse_seq_len(text: str, what: str = "sequence length") -> int:
     """Parse a sequence length in tokens: ``8192``, ``128k`` / ``128K`` / ``128Ki`` = 131,072.
 
     Context lengths are powers of two and model cards write 131,072 as "128K" (Llama 3.1's
     ``max_position_embeddings``), so k/K/Ki are 1024 here and M/Mi are 1024^2; a decimal count is
     given as a plain integer.
     """
-    m = re.fullmatch(r"\s*(\d+)\s*(?:(k|K|Ki)|(M|Mi))?\s*", _text(text, "sequence length"))
+    t = _text(text, what)
+    if "," in t:
+        raise UnitError(_comma_message(t, what, one=True))
+    m = re.fullmatch(r"\s*([0-9]+)\s*(?:(k|K|Ki)|(M|Mi))?\s*", t)
     if not m:
-        raise UnitError(f"cannot read sequence length {text!r}: expected tokens as an integer or with k/K "
+        raise UnitError(f"cannot read {what} {text!r}: expected tokens as an integer or with k/K "
                         "(x 1024) or M (x 1024^2), e.g. 8192, 32k, 128K, 1M")
     scale = 1024 if m.group(2) else 1024**2 if m.group(3) else 1
     return int(m.group(1)) * scale

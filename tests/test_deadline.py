@@ -14,7 +14,7 @@ from mi400plan.api.deadline import parse_deadline_days, parse_usd, sweep_deadlin
 from mi400plan.api.sweep import build_sku
 from mi400plan.errors import UsageError
 from mi400plan.params import count_params
-from mi400plan.search import SearchOptions, Workload, search
+from mi400plan.search import SearchOptions, Workload, model_terms, search
 from mi400plan.specs.layout import train_recipe
 
 DAY = 86400.0
@@ -32,7 +32,8 @@ def setup(cat):  # noqa: ANN001, ANN201
     hw = build_sku(cat, "mi355x", "bf16").hw
     opts = SearchOptions()
     step = dl.size_step(hw.domain)
-    return wl, hw, opts, step, dl.candidate_sizes(wl, opts, step, 16384), dl.Pricer(wl, hw, opts)
+    bound = dl.throughput_bound(hw.peak_flops, model_terms(spec, wl.counts, 8192, wl.recipe).flops_model)
+    return wl, hw, opts, step, dl.candidate_sizes(wl, opts, step, 16384), dl.Pricer(wl, hw, opts), bound
 
 
 def test_size_step_whole_domains() -> None:
@@ -47,7 +48,7 @@ def test_compute_bound_by_hand() -> None:
 
 
 def test_candidates_are_fillable_multiples(setup) -> None:  # noqa: ANN001
-    wl, hw, opts, step, sizes, _ = setup
+    wl, hw, opts, step, sizes, _, _ = setup
     assert sizes == sorted(sizes) and all(s % step == 0 for s in sizes)
     # 8B: 32 heads and 8 KV heads, 32 layers, batch 512: every power of two from 8 to 16,384 is fillable.
     assert {2**k for k in range(3, 15)} <= set(sizes)
@@ -77,10 +78,10 @@ def test_reported_cluster_meets_and_next_smaller_does_not(cat) -> None:  # noqa:
 @settings(max_examples=25, deadline=None)
 @given(t1=st.floats(0.5, 40.0), t2=st.floats(0.5, 40.0), d1=st.floats(3.0, 120.0), d2=st.floats(3.0, 120.0))
 def test_monotone_in_tokens_and_deadline(setup, t1: float, t2: float, d1: float, d2: float) -> None:  # noqa: ANN001
-    _, _, _, step, sizes, pricer = setup
+    _, _, _, step, sizes, pricer, bound = setup
 
     def gpus(tokens_t: float, days: float) -> float:
-        out = dl.smallest_meeting(sizes, step, pricer, tokens_t * 1e12 / (days * DAY))
+        out = dl.smallest_meeting(sizes, pricer, tokens_t * 1e12 / (days * DAY), bound)
         return float("inf") if out.found is None else out.found.gpus
 
     lo_t, hi_t = sorted((t1, t2))

@@ -66,3 +66,27 @@ def test_bad_moe_family_is_a_usage_error(experts, top_k):
 def test_width_off_the_ladder_is_a_usage_error():
     with pytest.raises(UsageError):
         FamilyTemplate().model(5000)
+
+
+def test_family_names_resolve_in_the_model_lookup(catalog) -> None:
+    from mi400plan.errors import UsageError
+    from mi400plan.family import FamilyTemplate
+
+    # d_model 8192: 8192 / 128 = 64 layers; FFN 4096 x ceil(1.3 x 21845 / 4096) = 4096 x 7 = 28,672 (Llama 3 70B's)
+    spec = catalog.get("models", "dense-d8192-l64").spec
+    assert (spec.hidden_size, spec.num_layers, spec.ffn_dim, spec.attention.num_heads) == (8192, 64, 28672, 64)
+    moe = catalog.get("models", "moe-e64-k8-d4096-l32").spec
+    assert moe.moe.num_experts == 64 and moe.moe.top_k == 8 and moe.num_layers == 32
+    assert FamilyTemplate("moe", 64, 8).model(4096).name == "moe-e64-k8-d4096-l32"
+    with pytest.raises(UsageError, match="dense-d8192-l64"):
+        catalog.get("models", "dense-d8192-l60")
+    with pytest.raises(UsageError, match="multiple of 1024"):
+        catalog.get("models", "dense-d1000-l8")
+
+
+def test_family_name_is_accepted_by_other_commands(cli) -> None:
+    for argv in (["sweep", "dense-d2048-l16", "--sku", "mi300x", "--gpus", "8", "--no-ranges", "--top", "1"],
+                 ["fit", "dense-d2048-l16", "--sku", "mi300x", "--gpus", "8"],
+                 ["serve", "dense-d2048-l16", "--sku", "mi355x", "--no-ranges", "--top", "1"]):
+        r = cli(argv)
+        assert r.exit_code == 0, (argv, r.output)

@@ -311,7 +311,7 @@ COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
         ["--sku", "--gpus", "--racks", "--tp", "--pp", "--ep", "--input-len", "--output-len", "--precision",
          "--kv-dtype", "--concurrency", "--tpot", "--ttft", "--interactivity", "--spec-tokens",
          "--spec-acceptance", "--reserve", "--matmul-efficiency", "--hbm-efficiency", "--gpu-hour-cost",
-         "--site", "--electricity-price", "--pue", "--gpu-load", "--top"],
+         "--site", "--electricity-price", "--pue", "--gpu-load", "--top", "--rank-by"],
         ["--check", "--disagg", "--dp-attention"],
     ),
     "comm": (
@@ -385,7 +385,7 @@ PLAUSIBLE: dict[str, list[str]] = {
     "--capex-per-gpu": ["1", "30000"], "--tokens-per-s": ["1e-6", "1000"], "--days": ["1d", "30d", "365d", "12w"],
     "--flops": ["1e20", "3.8e25", "1e30"], "--law": ["chinchilla", "chinchilla-refit", "chinchilla-20"],
     "--mfu": ["0.01", "0.4", "1"], "--op": ["allreduce", "allgather", "alltoall"],
-    "--offload-layers": ["0", "1", "8", "40"],
+    "--offload-layers": ["0", "1", "8", "40"], "--rank-by": ["tok-per-gpu", "cost", "ttft"],
     "--kind": ["accelerators", "fabrics", "racks", "models", "costs"],
 }
 

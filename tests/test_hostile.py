@@ -286,9 +286,15 @@ def test_nearest_working_gpu_counts_scan_is_bounded():
 
 
 def test_sweep_at_the_largest_gpu_count_answers(cli):
-    r = cli(["sweep", "llama3.1-405b", "--sku", "mi300x", "--gpus", "16777216", "--no-ranges", "--json"])
+    # at 512 sequences no layout fills 2^24 GPUs, so the answer names the nearest counts that work
+    args = ["sweep", "llama3.1-405b", "--sku", "mi300x", "--gpus", "16777216", "--no-ranges", "--json"]
+    r = cli([*args, "--global-batch", "512"])
     assert r.exit_code == 0, r.output
     assert "nearest GPU counts that work" in " ".join(json.loads(r.stdout)["data"]["warnings"])
+    # the planned batch stops at its bound (B_opt) and says the pipeline is still starved
+    r = cli(args)
+    assert r.exit_code == 0, r.output
+    assert "leaves the cluster mostly idle" in " ".join(json.loads(r.stdout)["data"]["warnings"])
 
 
 def test_calibration_work_is_bounded_when_the_runs_disagree_with_the_model(cli, tmp_path):

@@ -90,3 +90,66 @@ def test_largest_needs_gpus_and_no_model(cli) -> None:
 def test_largest_bounds_the_cluster(cli) -> None:
     assert cli(["fit", "--largest", "--sku", "mi355x", "--gpus", "100000000"]).exit_code == 2
     assert cli(["fit", "--largest", "--sku", "mi355x", "--gpus", "5000", "--mode", "infer"]).exit_code == 2
+
+
+def test_precision_flag_reaches_infer_and_train(cli) -> None:
+    # regression: the CLI passed --precision as a list ("'list' object has no attribute 'lower'", exit 1)
+    r = cli(["fit", "--largest", "--sku", "mi355x", "--gpus", "8", "--mode", "infer", "--precision", "fp8", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["data"]["precision"] == "fp8"
+    bad = cli(["fit", "--largest", "--sku", "mi355x", "--gpus", "8", "--precision", "fp32"])
+    assert bad.exit_code == 2 and "not 'fp32'" in bad.output and "[" not in bad.output
+    two = cli(["fit", "--largest", "--sku", "mi355x", "--gpus", "8", "--precision", "bf16,fp8"])
+    assert two.exit_code == 2 and "one precision" in two.output
+
+
+def test_layout_pins_are_honoured(cat) -> None:  # noqa: ANN001
+    # Every family model has 8 KV heads; TP must divide them, so TP 3 fits no model at all.
+    assert largest(cat, ["mi300x"], mode="train", gpus=48, pins={"tp": 3}).rows[0].largest is None
+    res = largest(cat, ["mi300x"], mode="train", gpus=64, pins={"tp": 2, "pp": 4})
+    lay = res.rows[0].largest.layout
+    assert (lay["tp"], lay["pp"]) == (2, 4)
+    inf = largest(cat, ["mi355x"], mode="infer", gpus=8, seq_len=8192, pins={"tp": 4})
+    assert inf.rows[0].largest.layout["tp"] == 4
+
+
+def test_pins_largest_cannot_honour_are_refused(cli) -> None:
+    r = cli(["fit", "--largest", "--sku", "mi300x", "--gpus", "64", "--dp", "8"])
+    assert r.exit_code == 2 and "--dp" in r.output
+
+
+def test_plot_is_refused_not_ignored(cli, tmp_path) -> None:
+    out = tmp_path / "l.png"
+    r = cli(["fit", "--largest", "--sku", "mi300x", "--gpus", "64", "--plot", str(out)])
+    assert r.exit_code == 2 and "--plot" in r.output and not out.exists()
+
+
+def test_tokens_gives_days_that_sweep_of_the_printed_name_reproduces(cat) -> None:  # noqa: ANN001
+    from mi400plan.api.sweep import sweep
+
+    res = largest(cat, ["mi300x"], mode="train", gpus=64, tokens="1T")
+    run = res.rows[0].run
+    assert run is not None and run.model == res.rows[0].largest.name
+    # days = tokens / (tokens/s) / 86,400 s; tokens/s = batch tokens / step
+    assert run.tokens_per_s == pytest.approx(run.global_batch_tokens / run.step_time_s, rel=1e-12)
+    assert run.days == pytest.approx(1e12 / run.tokens_per_s / 86400, rel=1e-12)
+    # the printed name is a model sweep accepts, and it prices the same run
+    sw = sweep(cat, run.model, ["mi300x"], gpus="64", tokens="1T", top=1, ranges=False)
+    assert sw.rows[0].days == pytest.approx(run.days, rel=1e-9)
+    assert sw.rows[0].global_batch_seqs == run.global_batch_seqs
+
+
+def test_tokens_needs_largest_train(cli) -> None:
+    r = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--tokens", "1T"])
+    assert r.exit_code == 2 and "--tokens" in r.output
+    r = cli(["fit", "--largest", "--sku", "mi355x", "--gpus", "8", "--mode", "infer", "--tokens", "1T"])
+    assert r.exit_code == 2 and "--tokens" in r.output
+
+
+def test_tokens_table_and_json(cli) -> None:
+    args = ["fit", "--largest", "--sku", "mi300x", "--gpus", "64", "--tokens", "1T"]
+    r = cli(args)
+    assert r.exit_code == 0, r.output
+    assert "Training the largest model on 64 GPUs" in r.output and "days" in r.output
+    d = json.loads(cli([*args, "--json"]).stdout)["data"]
+    assert d["train_tokens"] == 1e12 and d["rows"][0]["run"]["days"] > 0

@@ -59,11 +59,11 @@ def test_sweep_pareto_table(cli, monkeypatch):
 
 
 def test_sweep_without_a_valid_layout_says_so_and_names_the_nearest_counts(cli):
-    # The default 4Mi-token batch at sequence 8192 is 512 sequences, so DP divides 512 = 2^9; a
+    # A batch pinned at 512 sequences (the former default; the planned one also tries 3 x 2^k), so DP divides 512 = 2^9; a
     # replica (TP x CP x PP with PP dividing 80 layers = 2^4 x 5) is 2^a or 5 x 2^a GPUs. GPU counts
     # that work are then 2^k or 5 x 2^k: 1,000 = 2^3 x 5^3 is neither; the nearest are 640 = 5 x 2^7
     # below and 1,024 = 2^10 above.
-    args = ["sweep", "llama3-70b", "--sku", "mi300x", "--gpus", "1000", "--no-ranges"]
+    args = ["sweep", "llama3-70b", "--sku", "mi300x", "--gpus", "1000", "--no-ranges", "--global-batch", "512"]
     r = cli([*args, "--check"])
     assert r.exit_code == 4
     first = r.stdout.splitlines()[0]
@@ -75,10 +75,10 @@ def test_sweep_without_a_valid_layout_says_so_and_names_the_nearest_counts(cli):
     assert "(nearest that work: 640 and 1,024)" in first
     for n in (below, above):  # each named count does have a valid layout
         d = json.loads(cli(["sweep", "llama3-70b", "--sku", "mi300x", "--gpus", str(n), "--no-ranges", "--top", "1",
-                            "--json"]).stdout)["data"]
+                            "--global-batch", "512", "--json"]).stdout)["data"]
         assert d["rows"] and d["rows"][0]["gpus"] == n
     for n in (768, 896, 960, 992, 1008):  # 3, 7, 15, 31, 63 x 2^k: none of these works
         if n != 1000:
             d = json.loads(cli(["sweep", "llama3-70b", "--sku", "mi300x", "--gpus", str(n), "--no-ranges",
-                                "--json"]).stdout)["data"]
+                                "--global-batch", "512", "--json"]).stdout)["data"]
             assert not d["rows"]

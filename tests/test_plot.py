@@ -22,7 +22,7 @@ SVG_NS = "{http://www.w3.org/2000/svg}"
 CASES = {
     "fit": (["fit", "llama3.1-70b", "--sku", "mi300x", "--sku", "h100"],
             ["weights", "gradients", "optimizer states", "activations", "usable HBM capacity"]),
-    "sweep-scaling": (["sweep", "llama3.1-8b", "--sku", "mi300x", "--sku", "h100", "--gpus", "64,128", "--top", "1"],
+    "sweep-scaling": (["sweep", "llama3.1-8b", "--sku", "mi300x", "--sku", "h100", "--gpus", "64..128", "--top", "1"],
                       ["mi300x", "h100", "mi300x estimate range"]),
     "sweep-tradeoff": (["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64", "--top", "8", "--no-ranges"],
                        ["mi300x", "mi300x HBM capacity"]),

@@ -278,7 +278,8 @@ def test_spans_bracket_nominal_and_nominal_best_is_the_plain_search(catalog, mod
     # the nominal best is exactly what the search returns on the nominal hardware
     spec = catalog.get("models", model).spec
     seq = min(spec.max_seq_len, 8192)
-    wl = Workload(spec, count_params(spec), train_recipe("megatron", precision=precision), seq, 2**22 // seq)
+    # at the batch the sweep priced (its planned default: ``batch.batch_law``, tested in test_batch.py)
+    wl = Workload(spec, count_params(spec), train_recipe("megatron", precision=precision), seq, res.global_batch_seqs)
     plain = next(iter_rows(search(wl, build_sku(catalog, sku, precision).hw, int(gpus), SearchOptions(), top_k=1).top))
     best = res.rows[0]
     assert best.step_time_s == plain["step"]

@@ -8,6 +8,7 @@ from typing import Any
 
 from mi400plan.errors import UsageError
 from mi400plan.results.budget import BudgetResult, FamilyModel, Feasibility, LawInfo
+from mi400plan.specs.layout import TrainOptions
 from mi400plan.units import DAY, UnitError, fmt_count, parse_count
 
 MAX_ITERATIONS = 6  # fixed-point steps of (budget -> model -> throughput -> budget)
@@ -17,8 +18,9 @@ SIZE_TRIES = 8  # candidate sizes tried downward from --gpus for a layout
 def budget(cat: Any, sku: str, *, gpus: int, days: str | None = None, flops: str | None = None,
            law: str = "chinchilla", family: str = "dense", experts: int = 0, top_k: int = 0,
            mfu: float | None = None, seq_len: int | None = None, global_batch: str | None = None,
-           precision: str = "bf16") -> BudgetResult:
-    """See the module doc; ``days`` as ``90d``, ``flops`` as ``3.8e25``."""
+           options: TrainOptions | None = None) -> BudgetResult:
+    """See the module doc; ``days`` as ``90d``, ``flops`` as ``3.8e25``; ``options`` the training recipe
+    (``TrainOptions``, default Megatron-LM BF16) every family model is priced with."""
     from mi400plan import budget as bg
     from mi400plan.api.deadline import parse_deadline_days
     from mi400plan.api.sweep import build_sku
@@ -37,10 +39,12 @@ def budget(cat: Any, sku: str, *, gpus: int, days: str | None = None, flops: str
     if family not in ("dense", "moe"):
         raise UsageError(f"unknown --family {family!r}; choose dense or moe")
     template = FamilyTemplate(family, experts, top_k)  # type: ignore[arg-type]
-    hw = build_sku(cat, sku, precision).hw
+    topts = options or TrainOptions()
+    precision = topts.precision
+    hw = build_sku(cat, sku, precision, offload=topts.offload_layers > 0, stack=topts.stack_request()).hw
     steps = bg.ladder(template)
     n_days = parse_deadline_days(days) if days is not None else None
-    price = _Pricer(hw, precision, gpus, seq_len, global_batch)
+    price = _Pricer(hw, topts, gpus, seq_len, global_batch)
     iterations: list[str] = []
     if flops is not None:
         c = _parse_flops(flops)
@@ -130,8 +134,8 @@ def _fixed_point(c: float, secs: float, gpus: int, hw: Any, law: Any, template: 
 class _Pricer:
     """Prices family models on the cluster with the layout search (largest fillable size <= --gpus)."""
 
-    def __init__(self, hw: Any, precision: str, gpus: int, seq_len: int | None, global_batch: str | None) -> None:
-        self.hw, self.precision, self.gpus = hw, precision, gpus
+    def __init__(self, hw: Any, options: TrainOptions, gpus: int, seq_len: int | None, global_batch: str | None) -> None:
+        self.hw, self.options, self.gpus = hw, options, gpus
         self.seq_len, self.global_batch = seq_len, global_batch
         self._cache: dict[int, Any] = {}
 
@@ -139,11 +143,10 @@ class _Pricer:
         from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, parse_global_batch
         from mi400plan.params import count_params
         from mi400plan.search import Workload
-        from mi400plan.specs.layout import train_recipe
 
         seq = int(self.seq_len) if self.seq_len else min(spec.max_seq_len, DEFAULT_SEQ_CAP)
         gb = parse_global_batch(self.global_batch, seq) if self.global_batch else max(1, DEFAULT_GLOBAL_BATCH_TOKENS // seq)
-        return Workload(spec, count_params(spec), train_recipe("megatron", precision=self.precision), seq, gb)
+        return Workload(spec, count_params(spec), self.options.train_recipe(), seq, gb)
 
     def best(self, step: Any) -> tuple[int, float, dict[str, Any], Any] | None:
         """(GPUs used, tokens/s, search row, workload) of the fastest layout, or None."""
@@ -151,7 +154,7 @@ class _Pricer:
         from mi400plan.search import SearchOptions, iter_rows, search
 
         if step.width not in self._cache:
-            wl, opts = self._workload(step.model), SearchOptions()
+            wl, opts = self._workload(step.model), SearchOptions(**self.options.search_flags())
             sizes = dl.candidate_sizes(wl, opts, 1, self.gpus)
             found = None
             for s in reversed(sizes[-SIZE_TRIES:]):

@@ -121,7 +121,7 @@ def _prepare(cat: Any, entry: RunEntry, stack: str | None = None) -> tuple[str, 
     from mi400plan.api.sweep import build_sku
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one, layout_violations, model_terms
-    from mi400plan.specs.layout import RECOMPUTE_CODES, train_recipe
+    from mi400plan.specs.layout import RECOMPUTE_CODES
 
     r = entry.run
     model = r.model
@@ -132,16 +132,12 @@ def _prepare(cat: Any, entry: RunEntry, stack: str | None = None) -> tuple[str, 
     sku = cat.get("accelerators", r.sku).spec.name
     # an undisclosed peak (or host link, when the run offloads activations) stops here, naming the run
     base_hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0, stack=r.stack_request(stack)).hw
-    recipe = train_recipe(r.recipe, precision=r.precision, grad_dtype=r.grad_dtype, flash_attention=r.flash_attention,
-                          offload_layers=r.offload_layers, fp8_params=r.fp8_params or None,
-                          recompute_modules=r.recompute_modules, recompute_layers=r.recompute_layers,
-                          capacity_factor=r.capacity_factor, fused_cross_entropy=r.fused_cross_entropy or None)
+    topts = r.train_options()
+    recipe = topts.train_recipe()
     wl = Workload(spec, count_params(spec), recipe, r.seq_len, r.global_batch)
     layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
                   recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))
-    opts = SearchOptions(overlap_tp=r.overlap_tp, overlap_ep=r.overlap_ep, overlap_dp=r.overlap_dp,
-                         overlap_pp=r.overlap_pp, overlap_cp=r.overlap_cp, split_embedding_loss=r.split_embedding_loss,
-                         uneven_pp=r.uneven_pp)
+    opts = SearchOptions(**topts.search_flags())
     _check_structure(r, spec)
     bad = layout_violations(layout, wl, r.world, opts)
     if bad:

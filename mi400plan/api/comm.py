@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from mi400plan import comms
-from mi400plan.errors import MissingValueError, ProfileError, UsageError
+from mi400plan.errors import MissingValueError, PlannerError, ProfileError, UsageError
 from mi400plan.results.comm import CommResult, CommRow, SystemOut, TierOut
 from mi400plan.units import UnitError, fmt_bytes, parse_count, parse_duration, parse_rate, parse_size_range
 
@@ -87,6 +87,53 @@ def _sku_system(catalog: Any, name: str) -> _System:
         except MissingValueError as exc:  # only fatal if the group actually leaves the domain
             out, missing = None, exc
     return _System(acc.name, _cases(up_spec), out, up_spec, out_spec if out else None, missing, sku=acc.name)
+
+
+def _no_time(sysm: _System, res: dict[str, Any], op_key: str, algo_key: str | None, n: int,
+             stride: int) -> PlannerError | None:
+    """Why ``sysm`` has no finite time for the collective (the group leaves its domain with no scale-out
+    tier, or no valid algorithm), as the error to raise; None when every size has a time."""
+    up = sysm.up["nominal"]
+    if np.all(np.isfinite(res["nominal"].time)):
+        return None
+    span = (n - 1) * stride + 1  # GPUs from the first member to the last
+    if sysm.out is None and span > up.domain_size and sysm.out_missing is not None:
+        return sysm.out_missing
+    if sysm.out is None and span > up.domain_size:
+        return UsageError(
+            f"{sysm.label}: a group of {n} with stride {stride} spans {span} GPUs, more than the "
+            f"{up.domain_size}-GPU domain of {up.name}, and no scale-out fabric is given",
+            hint="pair it with --scale-out NAME, or use --sku to take both tiers from an accelerator",
+        )
+    if algo_key is None:  # auto found nothing: the op itself is not modelled on this tier
+        return UsageError(
+            f"{sysm.label}: {op_key} is not modelled on a {up.topology} tier"
+            + (" (all-to-all on a torus is bisection-bound; no per-dimension ring carries it)"
+               if up.topology == "torus" and op_key == "all_to_all" else ""),
+            hint="give a measured bandwidth with --bw (and --latency) instead",
+        )
+    return UsageError(
+        f"{sysm.label}: algorithm {algo_key!r} is not valid for {op_key} on a {up.topology} tier"
+        + (" (recursive halving/doubling needs a power-of-two group)" if algo_key == "rhd" else ""),
+        hint="leave --algo at auto to pick the fastest valid algorithm",
+    )
+
+
+def _sku_systems(catalog: Any, skus: list[str]) -> tuple[list[_System], list[str]]:
+    """Each SKU's system; ``all`` (alone or among others) is every accelerator of the catalog, and then one
+    whose fabrics lack a value is left out with a warning instead of stopping the comparison."""
+    if not any(s.strip().lower() == "all" for s in skus):
+        return [_sku_system(catalog, s) for s in skus], []
+    out: list[_System] = []
+    skipped: list[str] = []
+    for name in catalog.names("accelerators"):
+        try:
+            out.append(_sku_system(catalog, name))
+        except (MissingValueError, ProfileError) as exc:
+            skipped.append(f"{name}: left out: {exc.message}")
+    if not out:
+        raise MissingValueError("no SKU has the fabric values a collective needs: " + "; ".join(skipped))
+    return out, skipped
 
 
 def _slice_label(p: comms.TierParams, group_in: int) -> str | None:
@@ -174,43 +221,29 @@ def comm(
         p = comms.TierParams.from_bandwidth(bw_val, lat_val or 0.0)
         systems.append(_System("custom", {"nominal": p, "fast": p, "slow": p}, None, None, None))
     systems += [_fabric_system(catalog, f, scale_out) for f in fabrics]
-    systems += [_sku_system(catalog, s) for s in skus]
+    sku_systems, warnings = _sku_systems(catalog, skus)
+    systems += sku_systems
 
     from mi400plan.profiles import approximation_warnings
 
-    warnings: list[str] = approximation_warnings(catalog, skus, fabrics + ([scale_out] if scale_out else []))
+    warnings += approximation_warnings(catalog, [s.sku for s in sku_systems if s.sku],
+                                       fabrics + ([scale_out] if scale_out else []))
     uncertain: list[str] = []
     S = np.asarray(sizes, dtype=float)
     per_system: list[tuple[_System, dict[str, comms.PlacedTime]]] = []
+    from_all = any(x.strip().lower() == "all" for x in skus)
     for sysm in systems:
         up = sysm.up["nominal"]  # a scale-out fabric given alone is its own (large) domain
         res = {
             c: comms.placed_collective(op_key, S, n_i, st_i, sysm.up[c], sysm.out[c] if sysm.out else None, algo_key)
             for c in ("nominal", "fast", "slow")
         }
-        t = res["nominal"].time
-        if not np.all(np.isfinite(t)):
-            span = (n_i - 1) * st_i + 1  # GPUs from the first member to the last
-            if sysm.out is None and span > up.domain_size and sysm.out_missing is not None:
-                raise sysm.out_missing
-            if sysm.out is None and span > up.domain_size:
-                raise UsageError(
-                    f"{sysm.label}: a group of {n_i} with stride {st_i} spans {span} GPUs, more than the "
-                    f"{up.domain_size}-GPU domain of {up.name}, and no scale-out fabric is given",
-                    hint="pair it with --scale-out NAME, or use --sku to take both tiers from an accelerator",
-                )
-            if algo_key is None:  # auto found nothing: the op itself is not modelled on this tier
-                raise UsageError(
-                    f"{sysm.label}: {op_key} is not modelled on a {up.topology} tier"
-                    + (" (all-to-all on a torus is bisection-bound; no per-dimension ring carries it)"
-                       if up.topology == "torus" and op_key == "all_to_all" else ""),
-                    hint="give a measured bandwidth with --bw (and --latency) instead",
-                )
-            raise UsageError(
-                f"{sysm.label}: algorithm {algo_key!r} is not valid for {op_key} on a {up.topology} tier"
-                + (" (recursive halving/doubling needs a power-of-two group)" if algo_key == "rhd" else ""),
-                hint="leave --algo at auto to pick the fastest valid algorithm",
-            )
+        err = _no_time(sysm, res, op_key, algo_key, n_i, st_i)
+        if err is not None:
+            if from_all and sysm.sku:  # --sku all: one SKU that cannot run it does not stop the others
+                warnings.append(f"{sysm.label}: left out: {err.message}")
+                continue
+            raise err
         per_system.append((sysm, res))
         tier_code = int(res["nominal"].tier[0])
         if tier_code == 2:
@@ -230,6 +263,8 @@ def comm(
             if spec is not None and _assumed(spec) and (tier_code != 0 or spec is sysm.up_spec):
                 uncertain.append(f"{spec.name} ({', '.join(a.split(' ')[0] for a in _assumed(spec))})")
 
+    if not per_system:
+        raise UsageError(f"no SKU can run this collective: {'; '.join(warnings)}")
     if uncertain:
         warnings.append(
             "assumed or estimated values: " + "; ".join(dict.fromkeys(uncertain)) + "; time_fast_s..time_slow_s spans them"

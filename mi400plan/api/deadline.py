@@ -10,6 +10,7 @@ from typing import Any
 
 from mi400plan.errors import UsageError
 from mi400plan.results.deadline import ClusterPick, DeadlineResult, PricedSize, SkuAnswer
+from mi400plan.specs.layout import TrainOptions
 from mi400plan.units import DAY, HOUR, UnitError, parse_count
 
 _DAYS = {"d": 1.0, "day": 1.0, "days": 1.0, "w": 7.0, "wk": 7.0, "week": 7.0, "weeks": 7.0, "h": 1 / 24, "hours": 1 / 24}
@@ -66,10 +67,13 @@ def _pricing(cat: Any, sku: str, gpu_hour_cost: float | None, site_prof: Any, si
 
 def sweep_deadline(cat: Any, model: str, skus: list[str], *, tokens: str | None, deadline: str | None = None,
                    budget: str | None = None, global_batch: str | None = None, seq_len: int | None = None,
-                   precision: str = "bf16", gpu_hour_cost: float | None = None, site: str | None = None,
-                   cost_overrides: Any = None, max_gpus: int | None = None, **search_kw: Any) -> DeadlineResult:
-    """Smallest cluster per SKU that trains ``tokens`` by ``deadline`` (also checked against
-    ``budget`` when both are given), or with ``budget`` alone the fastest cluster within it."""
+                   options: TrainOptions | None = None, pins: dict[str, list[int]] | None = None,
+                   gpu_hour_cost: float | None = None, site: str | None = None, cost_overrides: Any = None,
+                   max_gpus: int | None = None, sku_overrides: SkuOverrides | None = None) -> DeadlineResult:
+    """Smallest cluster per SKU that trains ``tokens`` by ``deadline`` (within ``budget`` too when both
+    are given), or with ``budget`` alone the fastest cluster within it. ``options`` is the training
+    recipe (``TrainOptions``, as ``sweep`` takes it) and ``pins`` the layout values the search may use
+    (``sweep --tp/--pp/.../--recompute``); ``sku_overrides`` the measured efficiencies."""
     from mi400plan import deadline as dl
     from mi400plan.api.cost import load_site
 
@@ -88,93 +92,109 @@ def sweep_deadline(cat: Any, model: str, skus: list[str], *, tokens: str | None,
     cap = dl.MAX_CLUSTER_GPUS if max_gpus is None else int(max_gpus)
     if not 1 <= cap <= dl.MAX_CLUSTER_GPUS:
         raise UsageError(f"--max-gpus must be in 1..{dl.MAX_CLUSTER_GPUS:,}")
-    wl, opts, spec_name, precision = _workload(cat, model, global_batch, seq_len, precision, **search_kw)
+    topts = options or TrainOptions()
+    wl, opts, spec_name = _workload(cat, model, global_batch, seq_len, topts, pins)
     site_prof, site_v, _ = load_site(cat, site, cost_overrides)
-    answers = [_answer(cat, s, wl, opts, precision, train_tokens, days_target, usd, cap, gpu_hour_cost,
-                       site_prof, site_v, search_kw) for s in skus]
+    goal = _Goal(train_tokens, days_target, usd, cap)
+    answers = [_answer(cat, s, wl, opts, topts, goal, gpu_hour_cost, site_prof, site_v, sku_overrides or SkuOverrides())
+               for s in skus]
     if len({a.sku for a in answers}) != len(answers):
         raise UsageError("the same --sku is given twice")
-    warnings: list[str] = []
     return DeadlineResult(
-        mode="deadline" if days_target is not None else "budget", model=spec_name, precision=precision,
+        mode="deadline" if days_target is not None else "budget", model=spec_name, precision=topts.precision,
         seq_len=wl.seq_len, global_batch_seqs=wl.global_batch, train_tokens=train_tokens, deadline_days=days_target,
-        budget_usd=usd, max_gpus=cap, site=site_prof.name, method=dl.__doc__.split("\n\n")[2].replace("\n", " ")
-        if dl.__doc__ else "", answers=answers, warnings=warnings,
+        budget_usd=usd, max_gpus=cap, site=site_prof.name, recipe=topts.changed(),
+        method=dl.__doc__.split("\n\n")[2].replace("\n", " ") if dl.__doc__ else "", answers=answers, warnings=[],
     )
 
 
-def _workload(cat: Any, model: str, global_batch: str | None, seq_len: int | None, precision: str,
-              **kw: Any) -> tuple[Any, Any, str, str]:
+@dataclass(frozen=True)
+class SkuOverrides:
+    """Measured values that replace a SKU profile's (``sweep --matmul-efficiency`` and friends)."""
+
+    matmul_efficiency: float | None = None
+    hbm_efficiency: float | None = None
+    gemm_overhead_us: float | None = None
+
+
+@dataclass(frozen=True)
+class _Goal:
+    tokens: float
+    days: float | None
+    usd: float | None
+    cap: int
+
+
+def _workload(cat: Any, model: str, global_batch: str | None, seq_len: int | None, topts: TrainOptions,
+              pins: dict[str, list[int]] | None) -> tuple[Any, Any, str]:
+    """The workload and search options ``sweep`` builds from the same recipe and pins."""
     from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, parse_global_batch
+    from mi400plan.api.sweep import pin_options
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload
-    if precision not in PRECISIONS:
-        raise UsageError(f"unknown --precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+
+    if topts.precision not in PRECISIONS:
+        raise UsageError(f"unknown --precision {topts.precision!r}; choose from {', '.join(PRECISIONS)}")
     spec = cat.get("models", model).spec
     seq = int(seq_len) if seq_len else min(spec.max_seq_len, DEFAULT_SEQ_CAP)
     if seq < 1:
         raise UsageError("--seq must be positive")
     gb = parse_global_batch(global_batch, seq) if global_batch else max(1, DEFAULT_GLOBAL_BATCH_TOKENS // seq)
-    from mi400plan.specs.layout import TrainOptions
-
-    topts = TrainOptions(precision=precision, grad_dtype=kw.get("grad_dtype"),
-                         **{k: kw[k] for k in ("overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp",
-                                               "split_embedding_loss") if k in kw})
-    recipe = topts.train_recipe()
-    opts = SearchOptions(**topts.search_flags())
-    return Workload(spec, count_params(spec), recipe, seq, gb), opts, spec.name, precision
+    opts = SearchOptions(**topts.search_flags(), **pin_options(pins))
+    return Workload(spec, count_params(spec), topts.train_recipe(), seq, gb), opts, spec.name
 
 
-def _answer(cat: Any, sku_name: str, wl: Any, opts: Any, precision: str, train_tokens: float,
-            days_target: float | None, usd: float | None, cap: int, gpu_hour_cost: float | None,
-            site_prof: Any, site_v: Any, kw: dict[str, Any]) -> SkuAnswer:
+def _answer(cat: Any, sku_name: str, wl: Any, opts: Any, topts: TrainOptions, goal: _Goal,
+            gpu_hour_cost: float | None, site_prof: Any, site_v: Any, ov: SkuOverrides) -> SkuAnswer:
     from mi400plan import deadline as dl
     from mi400plan.api.sweep import build_sku
     from mi400plan.search import model_terms
 
-    sku = build_sku(cat, sku_name, precision, matmul_efficiency=kw.get("matmul_efficiency"),
-                    hbm_efficiency=kw.get("hbm_efficiency"), gemm_overhead_us=kw.get("gemm_overhead_us"),
-                    stack=kw.get("stack"))  # a stacks.StackRequest (None: the vendor default)
+    sku = build_sku(cat, sku_name, topts.precision, matmul_efficiency=ov.matmul_efficiency,
+                    hbm_efficiency=ov.hbm_efficiency, gemm_overhead_us=ov.gemm_overhead_us,
+                    offload=topts.offload_layers > 0, stack=topts.stack_request())
     hw = sku.hw
     step = dl.size_step(hw.domain)
-    sizes = dl.candidate_sizes(wl, opts, step, cap)
+    sizes = dl.candidate_sizes(wl, opts, step, goal.cap)
     price = _pricing(cat, sku.name, gpu_hour_cost, site_prof, site_v)
     pricer = dl.Pricer(wl, hw, opts)
     terms = model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe)
+    bound = dl.throughput_bound(hw.peak_flops, terms.flops_model)
 
     def days_of(p: Any) -> float:
-        return train_tokens / p.tokens_per_s / DAY
+        return goal.tokens / p.tokens_per_s / DAY
 
     def cost_of(p: Any) -> float:
         return days_of(p) * DAY / HOUR * p.gpus * (price.usd_per_gpu_hour or 0.0)
 
-    bound = None
-    if days_target is not None:
-        bound = dl.compute_bound_gpus(train_tokens, terms.flops_model, days_target * DAY, hw.peak_flops)
-        out = dl.smallest_meeting(sizes, step, pricer, train_tokens / (days_target * DAY), bound)
+    def within(p: Any) -> bool:
+        return goal.usd is None or cost_of(p) <= goal.usd
+
+    if goal.usd is not None and price.usd_per_gpu_hour is None:
+        raise UsageError(f"{sku.name}: no cost per GPU-hour for --budget",
+                         hint="give --gpu-hour-cost, or a cost profile for this SKU")
+    min_gpus = None
+    if goal.days is not None:
+        min_gpus = dl.compute_bound_gpus(goal.tokens, terms.flops_model, goal.days * DAY, hw.peak_flops)
+        out = dl.smallest_meeting(sizes, pricer, goal.tokens / (goal.days * DAY), bound, within)
     else:
-        if price.usd_per_gpu_hour is None:
-            raise UsageError(f"{sku.name}: no cost per GPU-hour for --budget",
-                             hint="give --gpu-hour-cost, or a cost profile for this SKU")
-        out = dl.fastest_within(sizes, step, pricer, cost_of, usd or 0.0)
+        out = dl.fastest(sizes, pricer, bound, within)
     valid = [p for p in out.priced if p.valid]
     ref = _smallest_valid(sizes, pricer) if valid else None
 
     def pick(p: Any) -> ClusterPick | None:
-        return None if p is None else _pick(p, sku, wl, terms, days_of(p), price, ref, train_tokens)
+        return None if p is None else _pick(p, sku, wl, terms, days_of(p), price, ref, goal.tokens)
 
-    chosen = pick(out.found)
-    meets = chosen is not None and (usd is None or (chosen.cost_usd is not None and chosen.cost_usd <= usd))
-    limit = None
-    if out.found is None or not meets:
-        limit = _limit(out, wl, days_target, usd, price, cost_of, days_of, cap, chosen, sizes)
+    shown = out.found or out.nearest  # with both: the smallest size meeting the deadline, over budget
+    chosen = pick(shown)
+    meets = out.found is not None
+    limit = None if meets else _limit(out, wl, goal, price, cost_of, days_of, chosen, sizes)
     nxt = None
-    if out.found is not None:
-        below = [p for p in valid if p.gpus < out.found.gpus]
-        if below and days_target is not None:
-            nxt = _priced(below[-1], days_of, cost_of, price)
+    if shown is not None:
+        below = [p for p in out.priced if p.gpus < shown.gpus]
+        nxt = _priced(below[-1], days_of, cost_of, price) if below else None
     return SkuAnswer(
-        sku=sku.name, size_step_gpus=step, candidates=len(sizes), compute_bound_gpus=bound,
+        sku=sku.name, size_step_gpus=step, candidates=len(sizes), compute_bound_gpus=min_gpus,
         usd_per_gpu_hour=price.usd_per_gpu_hour, cost_source=price.source, pick=chosen,
         best=pick(out.best), meets=meets, limit=limit, next_smaller=nxt,
         priced=[_priced(p, days_of, cost_of, price) for p in out.priced],
@@ -203,6 +223,7 @@ def _priced(p: Any, days_of: Any, cost_of: Any, price: _Price) -> PricedSize:
 
 def _pick(p: Any, sku: Any, wl: Any, terms: Any, days: float, price: _Price, ref: Any,
           train_tokens: float | None = None) -> ClusterPick:
+    from mi400plan.api.sweep import _memory as memory_bytes
     from mi400plan.api.sweep import layout_text
     from mi400plan.api.totals import plan_totals
     from mi400plan.results.sweep import SweepLayout, TimeBreakdown
@@ -224,33 +245,35 @@ def _pick(p: Any, sku: Any, wl: Any, terms: Any, days: float, price: _Price, ref
         days=days, cost_usd=None if price.usd_per_gpu_hour is None else days * DAY / HOUR * p.gpus * price.usd_per_gpu_hour,
         megawatts=mw, scaling_efficiency=eff, scaling_reference_gpus=None if ref is None else ref.gpus,
         totals=plan_totals(r, wl, terms, sku.name, p.gpus, layout_text(lay), train_tokens),
+        memory=memory_bytes(r, wl, sku.hw),
     )
 
 
-def _limit(out: Any, wl: Any, days_target: float | None, usd: float | None, price: _Price, cost_of: Any,
-           days_of: Any, cap: int, chosen: ClusterPick | None, sizes: list[int]) -> str:
+def _limit(out: Any, wl: Any, goal: _Goal, price: _Price, cost_of: Any, days_of: Any,
+           chosen: ClusterPick | None, sizes: list[int]) -> str:
     """Why nothing qualifies: the term that stops scaling and the best date, or the budget's reach."""
     from mi400plan import deadline as dl
 
+    cap, usd = goal.cap, goal.usd
     if not sizes:
         return f"no GPU count up to {cap:,} can hold a layout of this model and global batch"
-    if out.best is None:
+    if out.best is None and out.nearest is None:
         return f"no layout fits on any size priced up to {cap:,} GPUs"
     best = out.best
-    if days_target is not None and out.found is None:
+    if goal.days is not None and out.nearest is None:
         term, share = dl.limiting_term(best.row)
-        return (f"no cluster up to {cap:,} GPUs trains in {days_target:g} days; the best achievable is "
+        return (f"no cluster up to {cap:,} GPUs trains in {goal.days:g} days; the best achievable is "
                 f"{days_of(best):,.1f} days on {best.gpus:,} GPUs, where {_TERMS.get(term, term)} takes {share:.0%} "
                 f"of each step: that term stops scaling (the global batch of {wl.global_batch:,} sequences caps "
                 "data parallelism)")
+    if chosen is not None and chosen.cost_usd is not None and usd is not None and goal.days is not None:
+        return (f"meeting the deadline costs ${chosen.cost_usd:,.0f} on {chosen.gpus:,} GPUs, the smallest size "
+                f"that meets it, over the budget of ${usd:,.0f}; no larger size meets both")
     cheapest = min((p for p in out.priced if p.valid), key=cost_of)
     step_cost = cost_of(cheapest) * (wl.global_batch * wl.seq_len) / (days_of(cheapest) * DAY * cheapest.tokens_per_s)
     if usd is not None and usd < step_cost:
         return (f"a budget of ${usd:,.0f} is below the cost of one optimizer step (${step_cost:,.2f} on "
                 f"{cheapest.gpus:,} GPUs)")
-    if chosen is not None and chosen.cost_usd is not None and usd is not None:
-        return (f"meeting the deadline costs ${chosen.cost_usd:,.0f} on {chosen.gpus:,} GPUs, over the budget of "
-                f"${usd:,.0f}")
     from mi400plan.units import fmt_count
 
     share = (usd or 0.0) / cost_of(cheapest)

@@ -227,12 +227,16 @@ def fit(
                     (global_batch, "--global-batch"), (batch, "--batch")):
         if v is not None and int(v) < 1:
             raise UsageError(f"{what} must be a positive integer, got {v}")
+    given = options.explicit() if options is not None else {}
+    recompute_modules = recompute_modules if recompute_modules is not None else given.get("recompute_modules")
+    recompute_layers = recompute_layers if recompute_layers is not None else given.get("recompute_layers")
+    capacity_factor = capacity_factor if capacity_factor is not None else given.get("capacity_factor")
     if mode == "train" and capacity_factor is not None and model.moe is None:
         warnings.append(f"--capacity-factor applies to MoE models; {model.name} is dense")
     if mode == "train":
         base_opts = plan_options or TrainOptions()
         if options is not None:
-            base_opts = base_opts.merged(**options.changed())
+            base_opts = base_opts.merged(**given)
         if precision is not None and precision not in ("bf16", "fp8", "fp32"):
             train_recipe(precision=precision)  # the usual "unknown training precision" error
         opts = base_opts.merged(

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from mi400plan.errors import UsageError
-from mi400plan.results.largest import LargestResult, LargestRow, StepFit
+from mi400plan.results.largest import LargestResult, LargestRow, LargestRun, StepFit
+from mi400plan.specs.layout import TrainOptions
 
 MAX_REPLICA_GPUS = 4096  # one inference replica, as serve bounds it
 TRAIN_RULE = ("some training layout on exactly --gpus GPUs is valid and fits (the sweep's search); the "
@@ -16,8 +17,15 @@ INFER_RULE = ("one replica of --gpus GPUs (max(TP, EP) x PP) holds --batch seque
 
 def largest(cat: Any, skus: list[str], *, mode: str = "train", gpus: int | None = None, family: str = "dense",
             experts: int = 0, top_k: int = 0, seq_len: int | None = None, batch: int | None = None,
-            global_batch: int | None = None, precision: str | None = None, kv_dtype: str | None = None) -> LargestResult:
-    """Per SKU, the largest family model that fits ``gpus`` GPUs and the next larger step (which does not)."""
+            global_batch: int | None = None, precision: str | None = None, kv_dtype: str | None = None,
+            options: TrainOptions | None = None, pins: dict[str, list[int]] | None = None,
+            tokens: str | None = None) -> LargestResult:
+    """Per SKU, the largest family model that fits ``gpus`` GPUs and the next larger step (which does not).
+
+    ``options`` is the training recipe (``TrainOptions``; ``precision`` on top of it) and ``pins`` the
+    layout values the training search may use (``sweep``'s ``--tp/--pp/.../--recompute``; tp, pp and ep
+    in infer mode). ``tokens`` (train mode): each row's ``run`` prices the largest model's run as
+    ``sweep`` does, with step time and days."""
     from mi400plan.family import FamilyTemplate
 
     from mi400plan.deadline import MAX_CLUSTER_GPUS
@@ -33,15 +41,60 @@ def largest(cat: Any, skus: list[str], *, mode: str = "train", gpus: int | None 
         raise UsageError(f"unknown mode {mode!r}; use train or infer")
     if family not in ("dense", "moe"):
         raise UsageError(f"unknown --family {family!r}; choose dense or moe")
+    if precision is not None and not isinstance(precision, str):
+        raise UsageError(f"--largest takes one --precision, got {precision!r}")
+    ipins = _check_pins(mode, {k: (v[0] if v else None) for k, v in (pins or {}).items()}) if mode == "infer" else {}
     template = FamilyTemplate(family, experts, top_k)  # type: ignore[arg-type]
+    train_tokens = _tokens(mode, tokens)
     if mode == "train":
-        rows, seq, b, prec = _train(cat, skus, template, gpus, seq_len, global_batch, precision or "bf16")
+        topts = (options or TrainOptions()).merged(precision=precision)
+        rows, seq, b, prec = _train(cat, skus, template, gpus, seq_len, global_batch, topts, pins)
+        if train_tokens:
+            rows = [_with_run(cat, r, template, gpus, seq, global_batch, topts, pins, train_tokens) for r in rows]
         rule = TRAIN_RULE
     else:
-        rows, seq, b, prec = _infer(cat, skus, template, gpus, seq_len, batch, precision, kv_dtype)
+        rows, seq, b, prec = _infer(cat, skus, template, gpus, seq_len, batch, precision, kv_dtype, ipins)
         rule = INFER_RULE
     return LargestResult(mode=mode, family=template.label(), gpus=gpus, seq_len=seq, batch=b, precision=prec,
-                         rule=rule, rows=rows)
+                         rule=rule, rows=rows, train_tokens=train_tokens)
+
+
+TRAIN_PINS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero", "micro_batch")
+INFER_PINS = ("tp", "pp", "ep")
+
+
+def _check_pins(mode: str, pins: dict[str, int | None]) -> dict[str, int]:
+    """The layout flags given, checked against what ``--largest`` can honour in ``mode``."""
+    allowed = TRAIN_PINS if mode == "train" else INFER_PINS
+    out: dict[str, int] = {}
+    for k, v in pins.items():
+        if v is None:
+            continue
+        flag = "--" + k.replace("_", "-")
+        if k not in allowed:
+            raise UsageError(f"{flag} does not apply to --largest --mode {mode}",
+                             hint=f"--largest honours {', '.join('--' + a.replace('_', '-') for a in allowed)}"
+                             + (" (--gpus sets the data-parallel size)" if k == "dp" else ""))
+        if int(v) < (0 if k == "zero" else 1):
+            raise UsageError(f"{flag} must be {'0..3' if k == 'zero' else 'at least 1'}, got {v}")
+        out[k] = int(v)
+    return out
+
+
+def _tokens(mode: str, tokens: str | None) -> float | None:
+    from mi400plan.units import UnitError, parse_count
+
+    if tokens is None:
+        return None
+    if mode != "train":
+        raise UsageError("--tokens prices a training run: use it with --largest --mode train")
+    try:
+        v = float(parse_count(tokens))
+    except UnitError as exc:
+        raise UsageError(f"cannot read --tokens {tokens!r}: {exc}") from None
+    if not (v >= 1 and v < 1e18):
+        raise UsageError(f"--tokens must be a token count from 1 to 1e18, got {tokens!r}")
+    return v
 
 
 def _step(spec: Any, v: Any, mode: str) -> StepFit:
@@ -56,13 +109,8 @@ def _step(spec: Any, v: Any, mode: str) -> StepFit:
         return out
     if mode == "train":
         from mi400plan.api.sweep import layout_text
-        from mi400plan.results.sweep import SweepLayout
-        from mi400plan.search import RECOMPUTE_LABELS
 
-        r = v.layout
-        lay = SweepLayout(tp=r["tp"], pp=r["pp"], vpp=r["vpp"], dp=r["dp"], ep=r["ep"], etp=r["etp"], cp=r["cp"],
-                          zero=r["zero"], micro_batch=r["micro_batch"], recompute=RECOMPUTE_LABELS[r["recompute"]],
-                          sequence_parallel=bool(r["sp"]))
+        lay = _layout(v.layout)
         return out.model_copy(update={"layout": lay.model_dump(), "layout_text": layout_text(lay),
                                       "step_time_s": v.detail["step_s"], "memory_bytes": v.detail["memory_bytes"]})
     lay = v.layout
@@ -82,33 +130,77 @@ def _row(sku: str, found: Any, mode: str, template: Any) -> LargestRow:
     )
 
 
+def _with_run(cat: Any, row: LargestRow, template: Any, gpus: int, seq: int, global_batch: int | None,
+              topts: TrainOptions, pins: dict[str, list[int]] | None, train_tokens: float) -> LargestRow:
+    """``row`` with the largest model's run priced as ``sweep <name> --gpus N --tokens T`` prices it:
+    the same workload, the batch it plans (``api.sweep.planned_search``) or ``global_batch``."""
+    from mi400plan.api.sweep import build_sku, layout_text, pin_options, planned_search
+    from mi400plan.batch import batch_law
+    from mi400plan.params import count_params
+    from mi400plan.search import SearchOptions, Workload, iter_rows, metrics, model_terms
+    from mi400plan.units import DAY
+
+    if row.largest is None:
+        return row
+    spec = template.model(row.largest.hidden_size)
+    counts = count_params(spec)
+    recipe = topts.train_recipe()
+    terms = model_terms(spec, counts, seq, recipe)
+    law = batch_law(terms.flops_layers, seq, train_tokens, counts.active)
+    hw = build_sku(cat, row.sku, topts.precision, offload=topts.offload_layers > 0, stack=topts.stack_request()).hw
+    wl0 = Workload(spec, counts, recipe, seq, int(global_batch or law.start_seqs))
+    res, wl, _ = planned_search(wl0, law, global_batch is not None, hw, gpus,
+                                 SearchOptions(**topts.search_flags(), **pin_options(pins)), 1, None, False)
+    r = next(iter_rows(res.top), None)
+    if r is None:
+        return row
+    met = metrics(r["step"], wl, hw, gpus, terms, r["flops_hw_per_token"])
+    tps = float(met["tokens_per_s"])
+    lay = _layout(r)
+    run = LargestRun(model=spec.name, train_tokens=train_tokens, global_batch_seqs=wl.global_batch,
+                     global_batch_tokens=wl.global_batch * seq, batch_pinned=global_batch is not None,
+                     layout_text=layout_text(lay), step_time_s=float(r["step"]), tokens_per_s=tps,
+                     mfu=float(met["mfu"]), days=train_tokens / tps / DAY)
+    return row.model_copy(update={"run": run})
+
+
+def _layout(r: dict[str, Any]) -> Any:
+    from mi400plan.results.sweep import SweepLayout
+    from mi400plan.search import RECOMPUTE_LABELS
+
+    return SweepLayout(tp=r["tp"], pp=r["pp"], vpp=r["vpp"], dp=r["dp"], ep=r["ep"], etp=r["etp"], cp=r["cp"],
+                       zero=r["zero"], micro_batch=r["micro_batch"], recompute=RECOMPUTE_LABELS[r["recompute"]],
+                       sequence_parallel=bool(r["sp"]))
+
+
 def _train(cat: Any, skus: list[str], template: Any, gpus: int, seq_len: int | None, global_batch: int | None,
-           precision: str) -> tuple[list[LargestRow], int, int, str]:
-    from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, build_sku
+           topts: TrainOptions, pins: dict[str, list[int]] | None) -> tuple[list[LargestRow], int, int, str]:
+    from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, build_sku, pin_options
     from mi400plan.largest import largest_fitting, train_judge
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload
-    from mi400plan.specs.layout import train_recipe
 
+    precision = topts.precision
     if precision not in PRECISIONS:
         raise UsageError(f"--largest trains in {' or '.join(PRECISIONS)}, not {precision!r}")
     seq = int(seq_len or min(template.max_seq_len, DEFAULT_SEQ_CAP))
     gb = int(global_batch or max(1, DEFAULT_GLOBAL_BATCH_TOKENS // seq))
-    recipe = train_recipe("megatron", precision=precision)
+    recipe = topts.train_recipe()
 
     def workload(spec: Any) -> Any:
         return Workload(spec, count_params(spec), recipe, seq, gb)
 
     rows = []
     for s in skus:
-        hw = build_sku(cat, s, precision).hw
-        rows.append(_row(hw.name, largest_fitting(template, train_judge(hw, gpus, workload, SearchOptions())),
+        hw = build_sku(cat, s, precision, offload=topts.offload_layers > 0, stack=topts.stack_request()).hw
+        opts = SearchOptions(**topts.search_flags(), **pin_options(pins))
+        rows.append(_row(hw.name, largest_fitting(template, train_judge(hw, gpus, workload, opts)),
                          "train", template))
     return rows, seq, gb, precision
 
 
 def _infer(cat: Any, skus: list[str], template: Any, gpus: int, context: int | None, batch: int | None,
-           precision: str | None, kv_dtype: str | None) -> tuple[list[LargestRow], int, int, str]:
+           precision: str | None, kv_dtype: str | None, pins: dict[str, int]) -> tuple[list[LargestRow], int, int, str]:
     from mi400plan.largest import infer_judge, largest_fitting
     from mi400plan.specs.layout import infer_recipe
 
@@ -120,6 +212,6 @@ def _infer(cat: Any, skus: list[str], template: Any, gpus: int, context: int | N
         acc = cat.get("accelerators", s).spec
         cap = acc.hbm_bytes
         cap.require(f"{acc.name} HBM capacity")
-        found = largest_fitting(template, infer_judge(cap.nominal, recipe, gpus, b, ctx))
+        found = largest_fitting(template, infer_judge(cap.nominal, recipe, gpus, b, ctx, pins))
         rows.append(_row(acc.name, found, "infer", template))
     return rows, ctx, b, recipe.weight_format

@@ -29,6 +29,9 @@ from mi400plan.results.serve import (
     SkuInfo,
     Span,
 )
+from mi400plan.serve_rank import RANK_BY, WHAT, default_rank_by, rule_text
+from mi400plan.serve_rank import score as rank_score
+from mi400plan.serve_rank import shown as rank_shown
 from mi400plan.units import HOUR
 from mi400plan.profiles import approximation_warnings
 
@@ -38,31 +41,34 @@ MAX_CONCURRENCY = 1024
 DEFAULT_TOP = 8
 # Interactivity levels (tokens/s/user) of the SKU comparison.
 LEVELS = (10.0, 20.0, 30.0, 50.0, 75.0, 100.0, 150.0, 200.0)
-ORDER = ("highest output tokens/s/GPU first, one row per layout at its best concurrency; ties: lower TPOT, fewer "
-         "GPUs per replica, smaller TP, PP, EP, DP-attention off, lower concurrency")
+ORDER_TIES = ("one row per layout at its best concurrency; ties: lower TPOT, fewer GPUs per replica, smaller TP, "
+              "PP, EP, DP-attention off, lower concurrency")
 CORNERS = ("pessimistic", "optimistic")
 
 
 def parse_length(text: str | int, what: str) -> int:
-    """A token count: ``1024``, ``1k`` = 1,024 and ``8k`` = 8,192 (InferenceX's 1k/8k scenario names)."""
-    t = str(text).strip().lower().replace("_", "").replace(",", "")
-    m = re.fullmatch(r"(\d+)(k?)", t)
-    if not m or int(m.group(1)) < 1:
+    """A token count read as ``--seq`` reads it (``units.parse_seq_len``): ``1024``, ``1k`` = 1,024 and ``8k`` =
+    8,192 (InferenceX's 1k/8k scenario names), ``128Ki``; ``1,024`` is refused (``units.COUNT_RULE``)."""
+    from mi400plan.units import UnitError, parse_seq_len
+
+    try:
+        n = parse_seq_len(str(text), what)
+    except UnitError as exc:
+        raise UsageError(f"{exc}; give a positive token count (1024, 1k = 1,024, 8k = 8,192)") from None
+    if n < 1:
         raise UsageError(f"cannot read {what} {text!r}: give a positive token count (1024, 1k = 1,024, 8k = 8,192)")
-    return int(m.group(1)) * (1024 if m.group(2) else 1)
+    return n
 
 
 def parse_concurrency(text: str | None) -> np.ndarray:
-    """``1..1024`` (every integer), ``64`` or ``1,4,16,64`` -> sorted concurrencies (sequences per replica)."""
-    t = (text or f"1..{MAX_CONCURRENCY}").replace(" ", "")
+    """``1..1024`` (every integer), ``64``, ``1k`` or ``1,4,16,64`` -> sorted concurrencies (sequences per
+    replica), read by ``units.parse_count_list``."""
+    from mi400plan.units import UnitError, parse_count_list
+
     try:
-        if ".." in t:
-            lo, hi = (int(x) for x in t.split("..", 1))
-            vals = list(range(lo, hi + 1))
-        else:
-            vals = sorted({int(x) for x in t.split(",") if x})
-    except ValueError:
-        raise UsageError(f"cannot read --concurrency {text!r}: give 64, 1,4,16 or 1..1024") from None
+        vals = parse_count_list(text or f"1..{MAX_CONCURRENCY}", "--concurrency", ranges="each", max_items=65536)
+    except UnitError as exc:
+        raise UsageError(f"{exc}; give 64, 1,4,16 or 1..1024") from None
     if not vals or min(vals) < 1 or max(vals) > 65536:
         raise UsageError(f"--concurrency {text!r} must list concurrencies between 1 and 65,536")
     return np.array(vals, dtype=np.float64)
@@ -89,6 +95,13 @@ def parse_interactivity(text: str | None) -> float | None:
     if not m or not float(m.group(1)) > 0:
         raise UsageError(f"cannot read --interactivity {text!r}: give tokens/s per user, e.g. 30 or 30tok/s")
     return float(m.group(1))
+
+
+def parse_sla(tpot: str | None, ttft: str | None, interactivity: str | None) -> dict[str, float]:
+    """The SLA terms given: ``tpot_s``, ``ttft_s`` (seconds) and ``interactivity`` (tokens/s per user)."""
+    terms = {"tpot_s": parse_seconds(tpot, "--tpot"), "ttft_s": parse_seconds(ttft, "--ttft"),
+             "interactivity": parse_interactivity(interactivity)}
+    return {k: v for k, v in terms.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -161,6 +174,44 @@ def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, 
     return _Sku(h.name, hw, info, rack_name)
 
 
+def _priced_skus(catalog: Any, skus: list[str], prec: str, n_gpus: int, wl: Any, gpu_hour_cost: float | None,
+                 site: str | None, cost_overrides: Any, *, matmul: float | None,
+                 hbm: float | None) -> tuple[list[_Sku], dict[str, str], list[str]]:
+    """The SKUs named (``all`` expanded, repeats dropped) with their hardware and price per GPU-hour: (SKUs,
+    where each price came from, warnings: SKUs left out and SKUs no cost profile prices)."""
+    from mi400plan.api.cost import gpu_hour_costs
+    from mi400plan.api.sweep import expand_all
+    from mi400plan.serve_calibration import model_class
+
+    names: list[str] = []
+    for s in expand_all(catalog, skus):
+        c = catalog.resolve("accelerators", s)
+        if c not in names:
+            names.append(c)
+    costs, cost_src, cost_warn = gpu_hour_costs(catalog, names, gpu_hour_cost, site, cost_overrides)
+    sk, skipped = _skus(catalog, names, prec, n_gpus, costs, matmul=matmul, hbm=hbm, model_class=model_class(wl.model))
+    left_out = {w.split(":")[0] for w in skipped}
+    return sk, cost_src, skipped + [w for w in cost_warn if w.split(":")[0] not in left_out]
+
+
+def _skus(cat: Any, names: list[str], precision: str, gpus: int, costs: dict[str, float | None], *,
+          matmul: float | None, hbm: float | None, model_class: str) -> tuple[list[_Sku], list[str]]:
+    """Each SKU's hardware; with several (``--sku all``), one that lacks a value the precision needs is left
+    out with a warning naming what is missing instead of stopping the comparison."""
+    out: list[_Sku] = []
+    skipped: list[str] = []
+    for n in names:
+        try:
+            out.append(_sku(cat, n, precision, gpus, costs[n], matmul=matmul, hbm=hbm, model_class=model_class))
+        except MissingValueError as exc:
+            if len(names) == 1:
+                raise
+            skipped.append(f"{n}: left out: {exc.message}")
+    if not out:
+        raise MissingValueError("no SKU has the values serving needs: " + "; ".join(skipped))
+    return out, skipped
+
+
 def _calibration_text(cat: Any, name: str, sku: Any, matmul: float | None, hbm: float | None,
                       model_class: str) -> str:
     from mi400plan.serve_calibration import calibration_for, family_of
@@ -222,6 +273,7 @@ def serve(
     ranges: bool = True,
     site: str | None = None,
     cost_overrides: Any = None,
+    rank_by: str | None = None,
 ) -> ServeResult:
     """Search serving layouts x concurrency for ``model_name`` on each SKU (see ``mi400plan.serve``).
 
@@ -230,7 +282,8 @@ def serve(
     ``UsageError`` for bad values (exit 2) and ``MissingValueError`` when a SKU does not disclose what the
     precision needs (exit 3). Without ``gpu_hour_cost`` the cost per GPU-hour is the cost model's all-in
     figure for each SKU's system at ``site`` (``api.cost.gpu_hour_costs``; ``cost_overrides`` an
-    ``api.cost.CostOverrides``)."""
+    ``api.cost.CostOverrides``). ``rank_by`` (``serve_rank.RANK_BY``; default ``serve_rank.default_rank_by``)
+    orders the rows under an SLA and picks each comparison level's leader."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe, parse_reserve
@@ -263,15 +316,7 @@ def serve(
     for flag, vals in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
         if vals and min(vals) < 1:
             raise UsageError(f"{flag} values must be positive integers")
-    sla = {}
-    t_tpot, t_ttft = parse_seconds(tpot, "--tpot"), parse_seconds(ttft, "--ttft")
-    inter = parse_interactivity(interactivity)
-    if t_tpot is not None:
-        sla["tpot_s"] = t_tpot
-    if t_ttft is not None:
-        sla["ttft_s"] = t_ttft
-    if inter is not None:
-        sla["interactivity"] = inter
+    sla = parse_sla(tpot, ttft, interactivity)
     conc = parse_concurrency(concurrency)
     wl = core.Workload(model, count_params(model), recipe, I, O, spec_tokens, spec_acceptance)
     lay = core.layout_grid(model, n_gpus, len(conc), tp=tp, pp=pp, ep=ep,
@@ -281,19 +326,9 @@ def serve(
         raise LayoutError(f"no serving layout of {model.name} on {n_gpus} GPUs passes the rules: {why}",
                           rule=next((k for k, v in lay.rejected.items() if v), None),
                           hint="TP must divide the attention heads and the GPUs, PP the layers, EP the experts")
-    names: list[str] = []
-    for s in skus:
-        c = catalog.resolve("accelerators", s)
-        if c not in names:
-            names.append(c)
-    from mi400plan.api.cost import gpu_hour_costs
-
-    costs, cost_src, cost_warn = gpu_hour_costs(catalog, names, gpu_hour_cost, site, cost_overrides)
-    from mi400plan.serve_calibration import model_class
-
-    cls = model_class(wl.model)
-    sk = [_sku(catalog, n, prec, n_gpus, costs[n], matmul=matmul_efficiency, hbm=hbm_efficiency, model_class=cls)
-          for n in names]
+    sk, cost_src, cost_warn = _priced_skus(catalog, skus, prec, n_gpus, wl, gpu_hour_cost, site, cost_overrides,
+                                           matmul=matmul_efficiency, hbm=hbm_efficiency)
+    rank = _rank_by(rank_by, [s.info.gpu_hour_cost for s in sk])
     rows: list[ServeRow] = []
     rejected = dict(lay.rejected)
     rejected.setdefault("sla", 0)
@@ -304,6 +339,7 @@ def serve(
     per_sku: dict[str, dict[str, Any]] = {}
     for s in sk:
         res = _search_sku(wl, s, lay, conc, n_gpus, sla, disagg, ranges)
+        res["rank_by"] = rank
         for k, v in res["rejected"].items():
             rejected[k] = rejected.get(k, 0) + v
         valid += res["valid"]
@@ -314,18 +350,19 @@ def serve(
         s_info = info
         rows += [r.model_copy(update=_economics(r, s_info, I)) for r in _rows(wl, s, res, top, sla, disagg, n_gpus)]
         per_sku[s.name]["info"] = s_info
-    comparison, flips = _compare(per_sku) if len(sk) > 1 else ([], [])
+    comparison, flips = _compare(per_sku, rank) if len(sk) > 1 else ([], [])
     for r in rows:
         if r.sla_flips:
             flips.append(f"{r.sku} #{r.rank}: the SLA verdict flips inside the estimate ranges")
     return ServeResult(
         model=model.name, input_len=I, output_len=O, precision=prec, kv_dtype=kv, disaggregated=disagg, sla=sla,
-        order=ORDER if sla else "Pareto points, most interactive first (no point beats another in both "
-                                "tokens/s/user and tokens/s/GPU)",
+        order=f"{WHAT[rank]}, {ORDER_TIES}" if sla else "Pareto points, most interactive first (no point beats "
+                                                         "another in both tokens/s/user and tokens/s/GPU)",
+        rank_by=rank, rank_rule=rule_text(rank, rank_by is not None),
         evaluated=evaluated, valid=valid, rejected={k: v for k, v in rejected.items() if v},
         skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips, ranges=ranges,
         curves=[_curve(s.name, per_sku[s.name]) for s in sk],
-        warnings=list(flips) + cost_warn + approximation_warnings(catalog, names),
+        warnings=list(flips) + cost_warn + approximation_warnings(catalog, [s.name for s in sk]),
     )
 
 
@@ -408,10 +445,24 @@ def _point_text(ev: dict[str, np.ndarray], i: int, tp: Any, pp: Any, ep: Any, dp
             f"{ev['out_tps_gpu'][i]:,.0f} tok/s/GPU")
 
 
+def _rank_by(rank_by: str | None, prices: list[float | None]) -> str:
+    """``--rank-by`` checked against the prices, or the default rule (``serve_rank``)."""
+    if rank_by is None:
+        return default_rank_by(prices)
+    key = rank_by.strip().lower()
+    if key not in RANK_BY:
+        raise UsageError(f"--rank-by: unknown order {rank_by!r}; known: {', '.join(RANK_BY)}")
+    if key == "cost" and not all(p is not None for p in prices):
+        raise UsageError("--rank-by cost needs a price per GPU-hour for every SKU",
+                         hint="give --gpu-hour-cost, or rank by tok-per-gpu or ttft")
+    return key
+
+
 def _rank_key(ev: dict[str, np.ndarray], res: dict[str, Any], idx: np.ndarray) -> np.ndarray:
-    """``idx`` ordered best first (see ``ORDER``)."""
+    """``idx`` ordered best first under ``res["rank_by"]`` (``serve_rank``), then the ties of ``ORDER_TIES``."""
+    primary = rank_score(ev, res.get("rank_by", "tok-per-gpu"), res["sku"].info.gpu_hour_cost)[idx]
     cols = (res["b"][idx], res["dpa"][idx], res["ep"][idx], res["pp"][idx], res["tp"][idx], ev["gpus"][idx],
-            ev["tpot"][idx], -ev["out_tps_gpu"][idx])
+            ev["tpot"][idx], -ev["out_tps_gpu"][idx], -primary)
     return idx[np.lexsort(cols)]
 
 
@@ -538,14 +589,31 @@ def _economics(r: ServeRow, info: SkuInfo, input_len: int) -> dict[str, Any]:
     return out
 
 
-def _best_at(res: dict[str, Any], ev: dict[str, np.ndarray], level: float, mask: np.ndarray) -> float | None:
-    ok = mask & (ev["tps_user"] >= level)
-    return float(ev["out_tps_gpu"][ok].max()) if ok.any() else None
+def _level_mask(res: dict[str, Any], ev: dict[str, np.ndarray], level: float) -> np.ndarray:
+    """Points that fit, meet the SLA's TPOT and TTFT bounds and give at least ``level`` tokens/s/user. The
+    SLA's own interactivity floor is replaced by ``level``: a level below it shows the search without that
+    floor (what the SKU does at the looser level), a level above it is the stricter of the two anyway."""
+    sla = {k: v for k, v in res["sla"].items() if k != "interactivity"}
+    return res["fit"] & _meets(ev, sla) & (ev["tps_user"] >= level)
 
 
-def _compare(per_sku: dict[str, dict[str, Any]]) -> tuple[list[Comparison], list[str]]:
-    """Best output tokens/s/GPU of each SKU at each interactivity level, nominal and at the corners (the
-    whole search re-run at the pessimistic and optimistic ends); flags a leader that changes."""
+def _best_at(res: dict[str, Any], ev: dict[str, np.ndarray], level: float, rank_by: str) -> float | None:
+    """The best value of ``rank_by``'s score at ``level`` (``serve_rank.score``: higher is better)."""
+    ok = _level_mask(res, ev, level)
+    if not ok.any():
+        return None
+    return float(rank_score(ev, rank_by, res["sku"].info.gpu_hour_cost)[ok].max())
+
+
+def _shown(v: float | None, rank_by: str) -> float | None:
+    return None if v is None else rank_shown(v, rank_by)
+
+
+def _compare(per_sku: dict[str, dict[str, Any]], rank_by: str = "tok-per-gpu") -> tuple[list[Comparison], list[str]]:
+    """Each SKU's best output tokens/s/GPU and lowest $/Mtok output at each interactivity level (each its own
+    optimum over the points at that level, ``_level_mask``), nominal and at the corners (the whole search
+    re-run at the pessimistic and optimistic ends); the leader is the best under ``rank_by``, and a leader
+    that changes inside the ranges is flagged."""
     from mi400plan import serve as core
 
     corner: dict[str, dict[str, dict[str, np.ndarray]]] = {}
@@ -556,27 +624,41 @@ def _compare(per_sku: dict[str, dict[str, Any]]) -> tuple[list[Comparison], list
         corner[name] = {c: core.evaluate(res["wl"], s.hw[c], tp=res["tp"], pp=res["pp"],
                                          ep=res["ep"], dpa=res["dpa"], batch=res["b"], disagg=res["disagg"])
                         for c in CORNERS}
+    sla_floor = next((r["sla"].get("interactivity") for r in per_sku.values()), None)
     out, flips = [], []
     for level in LEVELS:
-        best = {n: _best_at(r, r["ev"], level, r["feasible"]) for n, r in per_sku.items()}
+        best = {n: _best_at(r, r["ev"], level, "tok-per-gpu") for n, r in per_sku.items()}
         if all(v is None for v in best.values()):
             continue
-        low = {n: (min(filter(None, [_best_at(r, corner[n][c], level, r["fit"] & _meets(corner[n][c], r["sla"]))
-                                       for c in CORNERS]), default=None) if n in corner else None)
-               for n, r in per_sku.items()}
-        high = {n: (max(filter(None, [_best_at(r, corner[n][c], level, r["fit"] & _meets(corner[n][c], r["sla"]))
-                                        for c in CORNERS]), default=None) if n in corner else None)
+        priced = all(r["sku"].info.gpu_hour_cost is not None for r in per_sku.values())
+        cost = {n: _shown(_best_at(r, r["ev"], level, "cost"), "cost") if priced else None
                 for n, r in per_sku.items()}
-        ranked = sorted((v, n) for n, v in best.items() if v is not None)
+        score = {n: _best_at(r, r["ev"], level, rank_by) for n, r in per_sku.items()}
+        at = {n: [v for c in CORNERS if (v := _best_at(r, corner[n][c], level, rank_by)) is not None]
+              for n, r in per_sku.items() if n in corner}
+        tps = {n: [v for c in CORNERS if (v := _best_at(r, corner[n][c], level, "tok-per-gpu")) is not None]
+               for n, r in per_sku.items() if n in corner}
+        low = {n: min(tps[n]) if tps.get(n) else None for n in per_sku}
+        high = {n: max(tps[n]) if tps.get(n) else None for n in per_sku}
+        ranked = sorted((v, n) for n, v in score.items() if v is not None)
         leader = ranked[-1][1] if ranked else None
         flip = False
         if leader is not None and corner:
-            lo_lead = low.get(leader) or 0.0
+            worst_lead = min(at.get(leader) or [-np.inf])
             for n in per_sku:
-                if n != leader and (high.get(n) or 0.0) > lo_lead:
+                rival = max(at.get(n) or [-np.inf])
+                if n != leader and rival > worst_lead:
                     flip = True
-                    flips.append(f"at {level:g} tok/s/user {leader} leads {n} at the nominal values, but {n} "
-                                 f"optimistic ({high[n]:,.0f} tok/s/GPU) beats {leader} pessimistic ({lo_lead:,.0f})")
-        out.append(Comparison(interactivity=level, best=best, low=low, high=high, leader=leader, flips=flip))
+                    flips.append(f"at {level:g} tok/s/user {leader} leads {n} by {rank_by} at the nominal values, but "
+                                 f"{n} at its best corner ({_unit(rival, rank_by)}) beats {leader} at its worst "
+                                 f"({_unit(worst_lead, rank_by)})")
+        out.append(Comparison(interactivity=level, best=best, cost_per_mtok_output=cost, low=low, high=high,
+                              leader=leader, flips=flip, below_sla=sla_floor is not None and level < sla_floor))
     return out, flips
 
+
+def _unit(v: float, rank_by: str) -> str:
+    if not np.isfinite(v):
+        return "no point"
+    x = rank_shown(v, rank_by)
+    return {"cost": f"${x:,.3f}/Mtok", "ttft": f"{x * 1e3:,.0f} ms TTFT"}.get(rank_by, f"{x:,.0f} tok/s/GPU")

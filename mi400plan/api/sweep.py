@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mi400plan.batch import BatchLaw
 from mi400plan.errors import MissingValueError, UsageError
 from mi400plan.profiles import approximation_warnings
 from mi400plan.results.sweep import (
+    BatchChoice,
+    BatchPlan,
     NoLayout,
     CornerBest,
     CornerInputs,
@@ -35,7 +38,7 @@ from mi400plan.results.sweep import (
     SweepRow,
     TimeBreakdown,
 )
-from mi400plan.units import DAY, HOUR, UnitError, US, fmt_bytes, fmt_count, fmt_pct, fmt_time, parse_count
+from mi400plan.units import DAY, HOUR, UnitError, US, fmt_bytes, fmt_count, fmt_pct, fmt_time, parse_count, parse_count_list
 
 DEFAULT_GLOBAL_BATCH_TOKENS = 2**22  # 4Mi tokens (Llama 3 pre-training began at 4M tokens per step)
 DEFAULT_SEQ_CAP = 8192
@@ -60,22 +63,12 @@ class Sku:
 
 
 def parse_gpus(text: str) -> list[int]:
-    """``1024`` / ``512,1024,2048`` / ``512..65536`` (doubling) -> sorted GPU counts."""
-    t = text.replace(" ", "").replace("_", "")
+    """``1024`` / ``1k`` / ``512,1024,2048`` / ``512..64Ki`` (doubling) -> sorted GPU counts (``units.COUNT_RULE``:
+    ``1,024`` is refused as a thousands separator)."""
     try:
-        if ".." in t:
-            lo_t, hi_t = t.split("..", 1)
-            lo, hi = int(parse_count(lo_t)), int(parse_count(hi_t))
-            if lo < 1 or hi < lo:
-                raise UsageError(f"--gpus range {text!r} must go from a positive count up to a larger one")
-            out, g = [], lo
-            while g <= hi:
-                out.append(g)
-                g *= 2
-            return out
-        vals = sorted({int(parse_count(x)) for x in t.split(",") if x})
+        vals = parse_count_list(text, "--gpus")
     except UnitError as exc:
-        raise UsageError(f"cannot read --gpus {text!r}: {exc}") from None
+        raise UsageError(str(exc)) from None
     if not vals or min(vals) < 1:
         raise UsageError(f"--gpus {text!r} must list positive GPU counts")
     return vals
@@ -387,7 +380,7 @@ def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any,
         step_time_s=r["step"], compute_only_s=r["compute_only"],
         time_s=TimeBreakdown(**{k: r[f"t_{k}"] for k in TimeBreakdown.model_fields}),
         placement=placement, tokens_per_s=tps, mfu=float(met["mfu"]), hfu=float(met["hfu"]),
-        days=days, cost_usd=cst,
+        days=days, cost_usd=cst, global_batch_seqs=int(wl.global_batch),
     )
 
 
@@ -653,6 +646,94 @@ def _scaling_flips(below: dict[str, int | None], below_c: dict[str, dict[str, in
     return out
 
 
+def planned_search(wl0: Any, law: BatchLaw, pinned: bool, hw: Any, size: int, opts: Any, top: int,
+                   progress: Callable[[int, int], None] | None, pareto: bool) -> tuple[Any, Any, BatchChoice]:
+    """The search at the global batch for ``size`` GPUs: ``wl0``'s when ``pinned``; otherwise the
+    first of ``law.candidates`` (``batch.batch_law``: from the one nearest the law's optimum up to its
+    bound) whose best layout fills its pipeline (``batch.pipeline_starved``), or, when none does,
+    the candidate with the most tokens/s. Returns (search result, its workload, the choice)."""
+    from dataclasses import replace
+
+    from mi400plan.batch import pipeline_starved
+    from mi400plan.search import search
+
+    batches = [wl0.global_batch] if pinned else list(law.candidates)
+    best: tuple[float, Any, Any] | None = None
+    tried: list[int] = []
+    for gb in batches:
+        wl = replace(wl0, global_batch=gb)
+        res = search(wl, hw, size, opts, top_k=top, progress=progress, pareto=pareto)
+        tried.append(gb)
+        row = _first_row(res)
+        tps = -1.0 if row is None else gb * wl.seq_len / row["step"]
+        if best is None or tps > best[0]:
+            best = (tps, res, wl)
+        if row is not None and not pipeline_starved(row["pp"], row["vpp"], int(round(row["m"]))):
+            best = (tps, res, wl)
+            break
+    assert best is not None
+    _, res, wl = best
+    return res, wl, _choice(res, wl, hw.name, size, tried)
+
+
+def _first_row(res: Any) -> dict[str, Any] | None:
+    from mi400plan.search import iter_rows
+
+    return next(iter_rows(res.top), None)
+
+
+def _choice(res: Any, wl: Any, sku: str, size: int, tried: list[int]) -> BatchChoice:
+    """The batch ``wl`` ran at on ``size`` GPUs and its best layout's pipeline fill."""
+    from mi400plan.batch import bubble_fraction, pipeline_starved
+
+    row = _first_row(res)
+    gb = int(wl.global_batch)
+    out = BatchChoice(sku=sku, gpus=size, global_batch_seqs=gb, global_batch_tokens=gb * wl.seq_len, tried_seqs=tried)
+    if row is None:
+        return out
+    m, pp, vpp = int(round(row["m"])), int(row["pp"]), int(row["vpp"])
+    return out.model_copy(update={"microbatches": m, "pp": pp, "vpp": vpp,
+                                  "bubble_fraction": bubble_fraction(pp, vpp, m),
+                                  "starved": pipeline_starved(pp, vpp, m)})
+
+
+def _idle_warning(c: BatchChoice, pinned: bool) -> str | None:
+    from mi400plan.batch import idle_warning
+
+    if c.microbatches is None or c.pp is None or c.vpp is None:
+        return None
+    return idle_warning(f"{c.sku} x {c.gpus:,} GPUs", c.global_batch_seqs, c.pp, c.vpp, c.microbatches, pinned)
+
+
+def batch_plan(law: BatchLaw, pinned: bool, choices: list[BatchChoice]) -> BatchPlan:
+    """The ``batch`` block of a sweep result: the law's numbers, the rule in words, the choices."""
+    from mi400plan.batch import BOUND_FACTOR, BUBBLE_LIMIT, LAW
+
+    d = f"{law.train_tokens:.3g} tokens" + (" (assumed: 20 per active parameter, Chinchilla)" if law.tokens_assumed else "")
+    rule = ("pinned by --global-batch" if pinned else
+            f"planned: from the batch nearest B_opt = {fmt_count(law.b_opt_tokens)} tokens (C = "
+            f"{law.compute_flops:.3g} FLOPs for {d}) up to {BOUND_FACTOR:g} x B_opt = "
+            f"{fmt_count(law.bound_tokens)} tokens, the first whose best layout fills its pipeline "
+            f"(micro-batches >= stages, bubble <= {BUBBLE_LIMIT:.0%} of compute)")
+    return BatchPlan(
+        pinned=pinned, rule=rule, law=LAW, flops_per_token=law.flops_per_token, train_tokens=law.train_tokens,
+        tokens_assumed=law.tokens_assumed, compute_flops=law.compute_flops, b_opt_tokens=law.b_opt_tokens,
+        bound_tokens=law.bound_tokens, bound_factor=BOUND_FACTOR, bubble_limit=BUBBLE_LIMIT, chosen=choices,
+    )
+
+
+def pin_options(pins: dict[str, list[int]] | None) -> dict[str, tuple[int, ...]]:
+    """``--tp 8,16 --recompute full ...`` as ``search.SearchOptions`` keyword arguments (the values the
+    search may use); an empty list pins nothing."""
+    out: dict[str, tuple[int, ...]] = {}
+    for k, v in (pins or {}).items():
+        if v:
+            if any(int(x) < 0 for x in v):
+                raise UsageError(f"--{k.replace('_', '-')} values must be non-negative")
+            out[k] = tuple(int(x) for x in v)
+    return out
+
+
 def sweep(
     cat: Any,
     model: str,
@@ -715,6 +796,7 @@ def sweep(
     ``us-2025``; ``cost_overrides`` an ``api.cost.CostOverrides``), and the cost model's all-in cost
     per GPU-hour when no ``gpu_hour_cost`` is given.
     """
+    from mi400plan.batch import batch_law
     from mi400plan.params import count_params
     from mi400plan.search import RULES, TIE_BREAK, SearchOptions, Workload, iter_rows, model_terms, search, usable_hbm
     from mi400plan.specs.layout import TrainOptions
@@ -746,7 +828,6 @@ def sweep(
     seq = int(seq_len) if seq_len else min(spec.max_seq_len, DEFAULT_SEQ_CAP)
     if seq < 1:
         raise UsageError("--seq must be positive")
-    gb = parse_global_batch(global_batch, seq) if global_batch else max(1, DEFAULT_GLOBAL_BATCH_TOKENS // seq)
     train_tokens = None
     if tokens:
         try:
@@ -761,20 +842,13 @@ def sweep(
 
         site_prof, site_v, _ = load_site(cat, site, cost_overrides)
     recipe = topts.train_recipe()
-    wl = Workload(spec, counts, recipe, seq, gb)
     terms = model_terms(spec, counts, seq, recipe)
-    pin_kw: dict[str, Any] = {}
-    for k, v in (pins or {}).items():
-        if v:
-            if k == "recompute":
-                pin_kw[k] = tuple(v)
-            elif k == "sequence_parallel":
-                pin_kw[k] = tuple(int(x) for x in v)
-            else:
-                pin_kw[k] = tuple(int(x) for x in v)
-            if any(int(x) < 0 for x in v):
-                raise UsageError(f"--{k.replace('_', '-')} values must be non-negative")
-    opts = SearchOptions(**topts.search_flags(), **pin_kw)
+    law = batch_law(terms.flops_layers, seq, train_tokens, counts.active)
+    pinned = parse_global_batch(global_batch, seq) if global_batch else None
+    gb = pinned or law.start_seqs
+    wl0 = Workload(spec, counts, recipe, seq, gb)
+    choices: list[BatchChoice] = []
+    opts = SearchOptions(**topts.search_flags(), **pin_options(pins))
 
     skus = expand_all(cat, skus)
     offload = topts.offload_layers > 0
@@ -822,7 +896,7 @@ def sweep(
         sizes = parse_gpus(gpus) if gpus is not None else [int(racks) * sku.hw.gpus_per_rack]  # type: ignore[arg-type]
         if racks is not None and racks < 1:
             raise UsageError("--racks must be at least 1")
-        usable = usable_hbm(wl, sku.hw)
+        usable = usable_hbm(wl0, sku.hw)
         base_per_gpu: float | None = None
         below[sku.name] = None
         corners = corners_of[sku.name]
@@ -832,7 +906,10 @@ def sweep(
         for size in sizes:
             label = f"{sku.name} x {size}"
             cb = (lambda d, n, _l=label: progress(_l, d, n)) if progress else None
-            res = search(wl, sku.hw, size, opts, top_k=top, progress=cb, pareto=pareto)
+            res, wl, choice = planned_search(wl0, law, pinned is not None, sku.hw, size, opts, top, cb, pareto)
+            choices.append(choice)
+            if (w := _idle_warning(choice, pinned is not None)) is not None:
+                warnings.append(w)
             evaluated += res.evaluated
             valid += res.valid
             for k, v in res.rejected.items():
@@ -908,7 +985,7 @@ def sweep(
                 step_time_s=best.step_time_s if best else None, tokens_per_s=best.tokens_per_s if best else None,
                 tokens_per_s_per_gpu=per_gpu, mfu=best.mfu if best else None, scaling_efficiency=eff,
                 below_90=is_below,
-                per_replica_batch_tokens=(gb * seq * best.replica_gpus / size) if best else None,
+                per_replica_batch_tokens=(wl.global_batch * seq * best.replica_gpus / size) if best else None,
                 days=best.days if best else None,
             ))
             summaries.append(SkuSummary(
@@ -936,6 +1013,7 @@ def sweep(
         if len(scaling) > len(built):
             flips.extend(_scaling_flips(below, below_c))
         warnings.extend(f.detail for f in flips)
+    gb = rows[0].global_batch_seqs or gb if rows else gb
     result = SweepResult(
         model=spec.name, precision=precision, seq_len=seq, global_batch_seqs=gb, global_batch_tokens=gb * seq,
         train_tokens=train_tokens, gpu_hour_cost=gpu_hour_cost, tie_break=TIE_BREAK,
@@ -950,7 +1028,7 @@ def sweep(
         energy=energy, site=None if site_prof is None else site_prof.name, pareto=front, pareto_checked=pareto,
         no_layout=no_layout,
     )
-    result = result.model_copy(update={"totals": totals})
+    result = result.model_copy(update={"totals": totals, "batch": batch_plan(law, pinned is not None, choices)})
     if save:
         if not rows:
             raise UsageError("nothing to save: no layout is valid and fits")

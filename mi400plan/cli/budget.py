@@ -6,22 +6,24 @@ from typing import Annotated, Optional
 
 import typer
 
+from mi400plan.cli.counts import count, one_sku
 from mi400plan.cli.common import (
     PRECISION_ALIASES, AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, alias, app, catalog,
     pick_format, run, seq_tokens,
 )
+from mi400plan.cli.recipe import train_options
 
 
 @app.command("budget")
 def cmd(
-    sku: Annotated[str, typer.Option("--sku", help="Accelerator profile.")],
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs in the cluster.")],
+    sku: Annotated[str, typer.Option("--sku", callback=one_sku, help="Accelerator profile (one).")],
+    gpus: Annotated[int, typer.Option("--gpus", parser=count, metavar="N", help="GPUs in the cluster (4096, 4Ki, 10k).")],
     days: Annotated[Optional[str], typer.Option("--days", help="Time budget (90d, 12w); the FLOPs follow from the cluster.")] = None,
     flops: Annotated[Optional[str], typer.Option("--flops", help="A FLOP budget instead of --days (3.8e25), in the law's 6ND convention.")] = None,
     law: Annotated[str, typer.Option("--law", help="Scaling law: chinchilla (Hoffmann et al. 2022 Approach 3), chinchilla-refit (Besiroglu et al. 2024), chinchilla-20 (20 tokens per parameter).")] = "chinchilla",
     family: Annotated[str, typer.Option("--family", help="Model family template: dense (Llama-3 shape) or moe.")] = "dense",
-    experts: Annotated[int, typer.Option("--experts", help="Routed experts per MoE layer (--family moe).")] = 0,
-    top_k: Annotated[int, typer.Option("--top-k", help="Experts each token runs (--family moe).")] = 0,
+    experts: Annotated[int, typer.Option("--experts", parser=count, metavar="N", help="Routed experts per MoE layer (--family moe).")] = 0,
+    top_k: Annotated[int, typer.Option("--top-k", parser=count, metavar="N", help="Experts each token runs (--family moe).")] = 0,
     mfu: Annotated[Optional[float], typer.Option("--mfu", help="Use this MFU for the budget instead of the planner's best layout.")] = None,
     seq: Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS", help="Sequence length (default 8192).")] = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Sequences or tokens (4Mi); default 4Mi tokens.")] = None,
@@ -52,6 +54,6 @@ def cmd(
 
         return budget(catalog(profiles), sku, gpus=gpus, days=days, flops=flops, law=law, family=fam,
                       experts=experts, top_k=top_k, mfu=mfu, seq_len=seq_n, global_batch=global_batch,
-                      precision=precision)
+                      options=train_options(precision=precision))
 
     run("budget", f, compute, check=check, ascii=ascii_, wide=wide)

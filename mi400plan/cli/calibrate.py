@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mi400plan.cli.counts import one_sku
 from mi400plan.cli.recipe import StackOpt
 from mi400plan.cli.common import AsciiOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, app, catalog, pick_format, run
 
@@ -23,7 +24,7 @@ def calibrate_cmd(
     ],
     sku: Annotated[
         Optional[str],
-        typer.Option("--sku", help="Accelerator whose fabrics the nccl-tests logs ran on (scale-up within one host, "
+        typer.Option("--sku", callback=one_sku, help="Accelerator whose fabrics the nccl-tests logs ran on (scale-up within one host, "
                      "scale-out with one GPU per host)."),
     ] = None,
     fabric: Annotated[Optional[str], typer.Option("--fabric", help="Fabric profile every nccl-tests log ran on.")] = None,

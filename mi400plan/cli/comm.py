@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mi400plan.cli.counts import count, sku_list
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
 )
@@ -27,13 +28,13 @@ def comm_cmd(
             help="S as nccl-tests defines it: 32MB (1e3 powers), 32MiB (2^10 powers), or a range 1KiB..8GiB (doubling).",
         ),
     ],
-    group: Annotated[str, typer.Option("--group", help="GPUs in the collective.")],
+    group: Annotated[int, typer.Option("--group", parser=count, metavar="N", help="GPUs in the collective (8, 1k, 16Ki).")],
     fabric: Annotated[
         Optional[list[str]], typer.Option("--fabric", help="Fabric profile (repeatable: side-by-side comparison).")
     ] = None,
     sku: Annotated[
         Optional[list[str]],
-        typer.Option("--sku", help="Accelerator profile; uses its scale-up and scale-out fabrics (repeatable)."),
+        typer.Option("--sku", callback=sku_list, help="Accelerator profile; uses its scale-up and scale-out fabrics (repeatable or comma-separated; 'all' compares every SKU)."),
     ] = None,
     bw: Annotated[
         Optional[str], typer.Option("--bw", help="Per-GPU bandwidth per direction of a switched tier: 300GB/s, 400Gb/s.")
@@ -43,8 +44,9 @@ def comm_cmd(
         Optional[str], typer.Option("--scale-out", help="Scale-out fabric to pair with --fabric for groups beyond its domain.")
     ] = None,
     stride: Annotated[
-        str, typer.Option("--stride", help="Rank distance between group members (1 = TP-like; DP = product of inner dims).")
-    ] = "1",
+        int, typer.Option("--stride", parser=count, metavar="N",
+                          help="Rank distance between group members (1 = TP-like; DP = product of inner dims).")
+    ] = 1,
     algo: Annotated[
         Optional[str], typer.Option("--algo", help="auto (fastest valid), ring, tree, rhd (recursive halving/doubling), direct.")
     ] = None,

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mi400plan.cli.counts import name_list
 from mi400plan.cli.common import AsciiOpt, WideOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
 
 
@@ -45,7 +46,7 @@ def site_overrides(price: float | None, pue: float | None, rate: float | None, l
 
 @app.command("cost")
 def cost_cmd(
-    names: Annotated[list[str], typer.Argument(help="System cost profile(s), rack(s) or accelerator(s); several compare side by side.")],
+    names: Annotated[list[str], typer.Argument(callback=name_list, help="System cost profile(s), rack(s) or accelerator(s); several (or a comma list) compare side by side.")],
     site: SiteOpt = None,
     electricity_price: PriceOpt = None,
     pue: PueOpt = None,

@@ -9,11 +9,12 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.recipe import (
-    CapacityFactorOpt, DropoutOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OffloadOpt, OverlapCpOpt, OverlapDpOpt,
-    OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt,
-    UnevenOpt, VocabOpt,
-    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt, stack_flags,
+    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
+    OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
+    RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, flag_values, refuse_step_time, train_options,
+    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt,
 )
+from mi400plan.cli.counts import count, sku_list
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
     ForceOpt,
@@ -35,18 +36,6 @@ from mi400plan.cli.common import (
 )
 
 
-class OptimizerChoice(str, Enum):
-    adamw = "adamw"
-    adam = "adam"
-    sgd = "sgd"
-    adafactor = "adafactor"
-
-
-class GradDtype(str, Enum):
-    fp32 = "fp32"
-    bf16 = "bf16"
-
-
 class KvDtype(str, Enum):
     bf16 = "bf16"
     fp8 = "fp8"
@@ -60,30 +49,31 @@ def fit_cmd(
     model: Annotated[Optional[str], typer.Argument(help="Model profile name or path (TOML / HF config.json).")] = None,
     sku: Annotated[
         Optional[list[str]],
-        typer.Option("--sku", help="Accelerator profile; repeatable; 'all' (the default) compares every SKU."),
+        typer.Option("--sku", callback=sku_list, help="Accelerator profile; repeatable or comma-separated "
+                     "(mi355x,b200); 'all' (the default) compares every SKU."),
     ] = None,
     mode: Annotated[str, typer.Option("--mode", metavar="train|infer", help="train (training) or infer (inference).")] = "train",
-    tp: Annotated[IntOpt, typer.Option("--tp", help="Tensor parallel size.")] = None,
-    pp: Annotated[IntOpt, typer.Option("--pp", help="Pipeline stages.")] = None,
-    vpp: Annotated[IntOpt, typer.Option("--vpp", help="Virtual stages per rank (interleaved schedule when > 1).")] = None,
-    dp: Annotated[IntOpt, typer.Option("--dp", help="Data-parallel replicas (default: from --gpus, else 1).")] = None,
-    ep: Annotated[IntOpt, typer.Option("--ep", help="Expert parallel size (MoE).")] = None,
-    etp: Annotated[IntOpt, typer.Option("--etp", help="Expert tensor parallel size (MoE).")] = None,
-    cp: Annotated[IntOpt, typer.Option("--cp", help="Context parallel size.")] = None,
-    zero: Annotated[IntOpt, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 (3 = FSDP); default 1.")] = None,
-    micro_batch: Annotated[IntOpt, typer.Option("--micro-batch", help="Sequences per micro-batch.")] = None,
+    tp: Annotated[IntOpt, typer.Option("--tp", parser=count, metavar="N", help="Tensor parallel size.")] = None,
+    pp: Annotated[IntOpt, typer.Option("--pp", parser=count, metavar="N", help="Pipeline stages.")] = None,
+    vpp: Annotated[IntOpt, typer.Option("--vpp", parser=count, metavar="N", help="Virtual stages per rank (interleaved schedule when > 1).")] = None,
+    dp: Annotated[IntOpt, typer.Option("--dp", parser=count, metavar="N", help="Data-parallel replicas (default: from --gpus, else 1).")] = None,
+    ep: Annotated[IntOpt, typer.Option("--ep", parser=count, metavar="N", help="Expert parallel size (MoE).")] = None,
+    etp: Annotated[IntOpt, typer.Option("--etp", parser=count, metavar="N", help="Expert tensor parallel size (MoE).")] = None,
+    cp: Annotated[IntOpt, typer.Option("--cp", parser=count, metavar="N", help="Context parallel size.")] = None,
+    zero: Annotated[IntOpt, typer.Option("--zero", parser=count, metavar="N", help="ZeRO stage 0-3 (3 = FSDP); default 1.")] = None,
+    micro_batch: Annotated[IntOpt, typer.Option("--micro-batch", parser=count, metavar="N", help="Sequences per micro-batch.")] = None,
     seq: Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS", help="Sequence length (train, default 4096) or context (infer, default the model's maximum); 32k, 128K (k = 1024).")] = None,
     recompute: Annotated[Optional[RecomputeChoice], typer.Option("--recompute", help="Activation recomputation.")] = None,
     sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism with TP (default on).")] = None,
-    gpus: Annotated[IntOpt, typer.Option("--gpus", help="Total GPUs (train: sets DP; infer: sets TP).")] = None,
+    gpus: Annotated[IntOpt, typer.Option("--gpus", parser=count, metavar="N", help="Total GPUs (train: sets DP; infer: sets TP).")] = None,
     global_batch: Annotated[IntOpt, typer.Option("--global-batch", help="Sequences per step (caps micro-batches in flight).")] = None,
     recipe: RecipeOpt = None,
     precision: Annotated[Optional[list[str]], typer.Option("--precision", metavar="PRECISION", help="train: bf16|fp8|fp32; infer weights: bf16|fp8|mxfp8|fp6|fp4|nvfp4|int4 (bfloat16, float32, float8 too). Repeat or comma-separate (bf16,fp8) to compare them in one table.")] = None,
-    optimizer: Annotated[Optional[OptimizerChoice], typer.Option("--optimizer", help="Optimizer (train).")] = None,
-    grad_dtype: Annotated[Optional[GradDtype], typer.Option("--grad-dtype", help="Gradient accumulation dtype (train).")] = None,
+    optimizer: OptimizerOpt = None,
+    grad_dtype: GradDtypeOpt = None,
     kv_dtype: Annotated[Optional[KvDtype], typer.Option("--kv-dtype", help="KV-cache dtype (infer).")] = None,
-    flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="Flash attention (default on).")] = None,
-    batch: Annotated[IntOpt, typer.Option("--batch", help="Concurrent sequences (infer).")] = None,
+    flash: FlashOpt = None,
+    batch: Annotated[IntOpt, typer.Option("--batch", parser=count, metavar="N", help="Concurrent sequences (infer).")] = None,
     reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default), '4GiB', '0'; vLLM's gpu-memory-utilization 0.9 is '10%'.")] = None,
     plan: Annotated[Optional[Path], typer.Option("--plan", help="Plan file saved by 'sweep --save'.")] = None,
     capacity_factor: CapacityFactorOpt = None,
@@ -112,8 +102,9 @@ def fit_cmd(
              "(train: some layout of the sweep's search fits; infer: one replica holds --batch x --seq), with "
              "its layout and the next larger step, which does not fit.")] = False,
     family: Annotated[str, typer.Option("--family", help="With --largest: dense (Llama-3 shape) or moe.")] = "dense",
-    experts: Annotated[int, typer.Option("--experts", help="With --largest --family moe: routed experts per layer.")] = 0,
-    top_k: Annotated[int, typer.Option("--top-k", help="With --largest --family moe: experts each token runs.")] = 0,
+    experts: Annotated[int, typer.Option("--experts", parser=count, metavar="N", help="With --largest --family moe: routed experts per layer.")] = 0,
+    top_k: Annotated[int, typer.Option("--top-k", parser=count, metavar="N", help="With --largest --family moe: experts each token runs.")] = 0,
+    tokens: Annotated[Optional[str], typer.Option("--tokens", help="With --largest --mode train: training tokens (15T); adds the largest model's step time and days to train.")] = None,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -134,69 +125,93 @@ def fit_cmd(
     seq_n = seq_tokens(seq)
     mode = alias(mode, MODE_ALIASES, "--mode", "train|infer")
     precisions = [alias(p, PRECISION_ALIASES, "--precision") for t in (precision or []) for p in t.split(",") if p.strip()]
+    given = dict(recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash, dropout=dropout,
+                 capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies, fp8_params=fp8_params,
+                 recompute_modules=recompute_modules, recompute_layers=recompute_layers,
+                 fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
+                 offload_layers=offload_layers, uneven_pp=uneven_pp, split_embedding_loss=split_embedding_loss,
+                 overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,
+                 overlap_dp=overlap_dp, stack=stack, moe_dispatcher=moe_dispatcher, cuda_graphs=cuda_graphs,
+                 attention_kernel=attention_kernel)
     if mode == "infer":
-        refuse_inapplicable(mode, {
-            "--vpp": vpp, "--dp": dp, "--etp": etp, "--cp": cp, "--zero": zero, "--micro-batch": micro_batch,
-            "--recompute": recompute, "--sp/--no-sp": sp, "--global-batch": global_batch, "--recipe": recipe,
-            "--optimizer": optimizer, "--grad-dtype": grad_dtype, "--flash/--no-flash": flash,
-            "--capacity-factor": capacity_factor, "--fp8-weight-copies": fp8_weight_copies, "--fp8-params": fp8_params,
-            "--recompute-modules": recompute_modules, "--recompute-layers": recompute_layers,
-            "--fused-cross-entropy": fused_cross_entropy, "--vocab-divisible-by": vocab_divisible_by,
-            "--offload-layers": offload_layers, "--stack": stack, "--moe-dispatcher": moe_dispatcher,
-            "--cuda-graphs": cuda_graphs, "--attention-kernel": attention_kernel}, "training")
+        refuse_inapplicable(mode, {"--vpp": vpp, "--dp": dp, "--etp": etp, "--cp": cp, "--zero": zero,
+                                   "--micro-batch": micro_batch, "--recompute": recompute, "--sp/--no-sp": sp,
+                                   "--global-batch": global_batch, **flag_values(given)}, "training")
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
+
+    if tokens is not None and not largest:
+        raise typer.BadParameter("--tokens prices the answer of --largest; for a named model use "
+                                 "'sweep MODEL --tokens'", param_hint="--tokens")
+    def options():  # noqa: ANN202 - the recipe object (precision travels on its own: fit compares several)
+        return train_options(reserve=reserve, **given)
 
     if largest:
         if model is not None or plan is not None:
             raise typer.BadParameter("--largest picks the model: drop the model name and --plan", param_hint="--largest")
-
-        def find_largest():  # noqa: ANN202
-            from mi400plan.api.largest import largest as find
-
-            return find(catalog(profiles), list(sku or []), mode=mode, gpus=gpus, family=family.strip().lower(),
-                        experts=experts, top_k=top_k, seq_len=seq_n, batch=batch, global_batch=global_batch,
-                        precision=precision, kv_dtype=kv_dtype.value if kv_dtype else None)
-
-        run("fit", f, find_largest, check=check, ascii=ascii_, wide=wide)
+        pins = _largest_pins(mode, {"--tp": tp, "--pp": pp, "--vpp": vpp, "--cp": cp, "--ep": ep, "--etp": etp,
+                                    "--zero": zero, "--micro-batch": micro_batch, "--dp": dp, "--plot": plot,
+                                    "--recompute": {"none": 0, "selective": 1, "full": 2}[recompute.value]
+                                    if recompute else None, "--sp/--no-sp": None if sp is None else int(sp)})
+        search = dict(mode=mode, gpus=gpus, family=family.strip().lower(), experts=experts, top_k=top_k,
+                      seq_len=seq_n, batch=batch, global_batch=global_batch,
+                      precision=precisions[0] if len(precisions) == 1 else (precisions or None),
+                      kv_dtype=kv_dtype.value if kv_dtype else None, pins=pins, tokens=tokens)
+        run("fit", f, lambda: _largest(profiles, sku, options() if mode == "train" else None, search),
+            check=check, ascii=ascii_, wide=wide)
         return
 
+    if mode == "train":
+        refuse_step_time(flag_values({k: v for k, v in given.items() if k.startswith("overlap_") or k in STACK_SWITCHES}))
+
+    kw = dict(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch, seq=seq_n,
+              recompute=recompute.value if recompute else None, sequence_parallel=sp, gpus=gpus,
+              global_batch=global_batch, kv_dtype=kv_dtype.value if kv_dtype else None, batch=batch,
+              reserve=reserve if mode == "infer" else None, plan=str(plan) if plan else None)
+
     def compute():  # noqa: ANN202
-        from mi400plan.api.fit import fit
-
-        one = fit
-        if len(precisions) > 1:
-            from functools import partial
-
-            from mi400plan.api.fit_precisions import fit_precisions
-
-            one = partial(fit_precisions, precisions=precisions)
-        return one(
-            catalog(profiles), model, sku, mode,
-            tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch, seq=seq_n,
-            recompute=recompute.value if recompute else None, sequence_parallel=sp, gpus=gpus,
-            global_batch=global_batch, recipe=recipe.value if recipe else None,
-            **({} if len(precisions) > 1 else {"precision": precisions[0] if precisions else None}),
-            optimizer=optimizer.value if optimizer else None, grad_dtype=grad_dtype.value if grad_dtype else None,
-            kv_dtype=kv_dtype.value if kv_dtype else None, flash_attention=flash, batch=batch, reserve=reserve,
-            plan=str(plan) if plan else None, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-            fp8_params=fp8_params, recompute_modules=recompute_modules, fused_cross_entropy=fused_cross_entropy,
-            recompute_layers=recompute_layers, vocab_divisible_by=vocab_divisible_by, dropout=dropout,
-            offload_layers=offload_layers,
-            split_embedding_loss=split_embedding_loss,
-            uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
-            overlap_cp=overlap_cp, overlap_dp=overlap_dp,
-            **_stack_options(stack, moe_dispatcher, cuda_graphs, attention_kernel),
-        )
+        return _fit(profiles, model, sku, mode, precisions, options() if mode == "train" else None, kw)
 
     run("fit", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
 
 
-def _stack_options(*flags: object) -> dict[str, object]:
-    """``options=TrainOptions(...)`` carrying the stack flags, or nothing when none is given."""
-    given = stack_flags(*flags)  # type: ignore[arg-type]
-    if all(v is None for v in given.values()):
-        return {}
-    from mi400plan.specs.layout import TrainOptions
+def _fit(profiles: Optional[list[Path]], model: Optional[str], sku: Optional[list[str]], mode: str,
+         precisions: list[str], options: object, kw: dict) -> object:
+    """``fit`` (or, for several precisions, ``fit_precisions``) with the recipe object and the layout."""
+    from mi400plan.api.fit import fit
 
-    return {"options": TrainOptions(**given)}
+    if len(precisions) > 1:
+        from mi400plan.api.fit_precisions import fit_precisions
+
+        return fit_precisions(catalog(profiles), model, sku, mode, precisions=precisions, options=options, **kw)
+    return fit(catalog(profiles), model, sku, mode, precision=precisions[0] if precisions else None,
+               options=options, **kw)
+
+
+def _largest(profiles: Optional[list[Path]], sku: Optional[list[str]], options: object, search: dict) -> object:
+    """``fit --largest`` with the recipe object and the search settings."""
+    from mi400plan.api.largest import largest
+
+    return largest(catalog(profiles), list(sku or []), options=options, **search)
+
+
+# fit's layout flags as the values the --largest search may use (``search.SearchOptions`` pins).
+# The stack's single switches change step time only: fit refuses them as it does the overlap switches
+# (fit --largest, which prices step time, takes them); --stack itself is named in fit's answer.
+STACK_SWITCHES = ("moe_dispatcher", "cuda_graphs", "attention_kernel")
+_PIN_KEYS = {"--tp": "tp", "--pp": "pp", "--vpp": "vpp", "--cp": "cp", "--ep": "ep", "--etp": "etp", "--zero": "zero",
+             "--micro-batch": "micro_batch", "--recompute": "recompute", "--sp/--no-sp": "sequence_parallel"}
+
+
+def _largest_pins(mode: str, given: dict[str, object]) -> dict[str, list[int]]:
+    """``fit --largest`` searches the layout: the layout flags given pin it (train) as in ``sweep``; --dp
+    (set by --gpus), --plot (no picture of a ladder) and, for inference, the layout are refused."""
+    for flag in ("--dp", "--plot"):
+        if given.get(flag) is not None:
+            why = "--largest sets DP from --gpus" if flag == "--dp" else "--largest draws no plot"
+            raise typer.BadParameter(f"{why}; drop it", param_hint=flag)
+    pins = {_PIN_KEYS[f]: [int(v)] for f, v in given.items() if f in _PIN_KEYS and v is not None}
+    if mode == "infer" and pins:
+        flag = next(f for f in _PIN_KEYS if given.get(f) is not None)
+        raise typer.BadParameter("--largest --mode infer tries every TP, PP and EP replica; drop it", param_hint=flag)
+    return pins

@@ -21,8 +21,8 @@ _BIG = 1e12  # money and other open-ended positive quantities
 
 @dataclass(frozen=True)
 class Domain:
-    """``kind``: int (an integer, or a string of comma-separated integers / an ``a..b`` range),
-    float, count (``15T``), size (``32MiB`` or a range), rate (``400Gb/s``), time (``2us``), or
+    """``kind``: int (a count, or a string of counts: ``units.parse_count_list``), length (tokens, k = 1024:
+    ``units.parse_seq_len``), float, count (``15T``), size (``32MiB`` or a range), rate (``400Gb/s``), time (``2us``), or
     text (a name that must not be empty). ``lo``/``hi`` bound the value; ``lo_open`` excludes ``lo``."""
 
     kind: str
@@ -58,10 +58,12 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "--etp": _pos_int(), "--dp": _pos_int(_GPUS_MAX), "--zero": Domain("int", 0, 3),
     "--micro-batch": _pos_int(), "--batch": _pos_int(2**20), "--gpus": _pos_int(_GPUS_MAX),
     "--max-gpus": _pos_int(_GPUS_MAX), "--racks": _pos_int(2**20), "--top": _pos_int(10**7),
-    "--concurrency": _pos_int(2**20), "--input-len": _pos_int(2**27), "--output-len": _pos_int(2**27),
+    "--concurrency": _pos_int(2**20), "--input-len": Domain("length", 1, 2**27),
+    "--output-len": Domain("length", 1, 2**27),
     "--spec-tokens": Domain("int", 0, 64), "--fp8-weight-copies": Domain("int", 0, 2),
     "--vocab-divisible-by": _pos_int(2**20), "--offload-layers": Domain("int", 0, MAX_OFFLOAD_LAYERS),
     "--recompute-layers": Domain("int", 0, MAX_OFFLOAD_LAYERS),
+    "--experts": Domain("int", 0, _DIM_MAX), "--top-k": Domain("int", 0, 1024),
     # fractions, factors and overrides (floats)
     "--capacity-factor": Domain("float", 0.0, 1e3, True), "--matmul-efficiency": _fraction(),
     "--hbm-efficiency": _fraction(), "--gemm-overhead-us": Domain("float", 0.0, 1e6),
@@ -83,10 +85,14 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "--plan": _NAME, "--save": _NAME, "--plot": _NAME, "--profiles": _NAME, "--recompute-modules": _NAME,
 }
 
+# How an ``a..b`` range of a count flag reads (default: doubling, as --gpus 512..65536).
+LIST_RANGES: dict[str, str] = {"--concurrency": "each"}
+
 # Choices that are plain strings at the parser (the Enum-typed ones are checked by click itself).
 FLAG_CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     # (what, choices): sweep takes the dtypes fit does (fit's --grad-dtype is an enum of these two).
     "--grad-dtype": ("gradient dtype", ("fp32", "bf16")),
+    "--rank-by": ("serving order", ("tok-per-gpu", "cost", "ttft")),
 }
 
 
@@ -149,29 +155,18 @@ def _numbers(flag: str, text: str, domain: Domain) -> list[float]:
     }
     try:
         if domain.kind == "int":
-            return [_int(flag, part) for chunk in text.split(",") if chunk.strip() for part in _range(chunk)]
+            # The one reading of counts (units.COUNT_RULE): suffixes, lists, ranges; '1,024' refused.
+            return [float(n) for n in units.parse_count_list(text, flag, ranges=LIST_RANGES.get(flag, "double"))]
+        if domain.kind == "length":
+            return [float(units.parse_seq_len(text, flag))]
         if domain.kind == "float":
             return [float(text)]
         got = parsers[domain.kind](text)
     except units.UnitError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
+        raise UsageError(str(exc) if str(exc).startswith(flag) else f"{flag}: {exc}") from None
     except ValueError:
         raise UsageError(f"{flag}: cannot read {_short(text)!r} as {domain.describe()}") from None
     return list(got) if isinstance(got, list) else [got]
-
-
-def _range(chunk: str) -> list[str]:
-    return chunk.split("..", 1) if ".." in chunk else [chunk]
-
-
-def _int(flag: str, text: str) -> float:
-    """An integer count such as ``8``, ``1k`` or ``2M`` (decimal suffixes), as the commands read it."""
-    from mi400plan.units import parse_count
-
-    t = text.strip()
-    if len(t) > 40:
-        raise UsageError(f"{flag}: {_short(t)!r} is too long to be a count")
-    return parse_count(t)
 
 
 def _in_domain(flag: str, number: float, domain: Domain, text: str) -> None:

@@ -27,7 +27,7 @@ _PANEL_OPTIONS = {
     "Cost, site and budget": "--site --electricity-price --pue --cost-of-capital --depreciation-years --gpu-load "
     "--grid-intensity --facility --colocation-per-kw-month --facility-capex-per-mw --network-capex-per-gpu "
     "--capex-per-gpu --tokens-per-s --gpu-hour-cost --deadline --budget --max-gpus --price-per-kwh",
-    "Output": "--json --format --check --ascii --wide --plot --force --save --top --pareto --profiles --help",
+    "Output": "--json --format --check --ascii --wide --plot --force --save --top --rank-by --pareto --profiles --help",
 }
 PANEL_OF = {opt: panel for panel, opts in _PANEL_OPTIONS.items() for opt in opts.split()}
 PANEL_ORDER = ["Options", *_PANEL_OPTIONS]
@@ -47,6 +47,10 @@ EXAMPLES = {
     "show": "mi400plan profiles show mi355x",
     "validate": "mi400plan profiles validate ./my-profiles",
 }
+
+
+# Commands with count or SKU-list flags: their --help ends with the one rule that reads them (cli/counts.py).
+COUNT_COMMANDS = ("fit", "sweep", "serve", "comm", "rack", "budget", "calibrate")
 
 
 def _long_name(param: Any) -> str:
@@ -92,6 +96,11 @@ class PlannerCommand(TyperCommand):
 
     def format_epilog(self, ctx: Any, formatter: Any) -> None:
         super().format_epilog(ctx, formatter)
+        if self.name in COUNT_COMMANDS:
+            from mi400plan.cli.counts import COUNTS_HELP
+
+            with formatter.section("Counts and lists"):
+                formatter.write_text(COUNTS_HELP)
         example = EXAMPLES.get(self.name or "")
         if example:
             with formatter.section("Example"):
@@ -248,7 +257,7 @@ def _completer_for(command: str, param: Any) -> Any:
         return None
 
     def complete(ctx: Any, _param: Any, incomplete: str) -> list[str]:
-        extra = ["all"] if param.name == "sku" and command in ("fit", "sweep") else []
+        extra = ["all"] if param.name == "sku" and command in ("fit", "sweep", "serve", "comm") else []
         kinds = ["accelerators", "fabrics", "racks", "models", "costs", "stacks"] if kind == "*" else [kind]
         names = sorted({n for k in kinds for n in profile_names(k)})
         return [n for n in extra + names if n.startswith(incomplete)]

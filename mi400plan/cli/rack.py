@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mi400plan.cli.counts import count, name_list, one_sku
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
 )
@@ -24,10 +25,10 @@ class CoolantChoice(str, Enum):
 
 @app.command("rack")
 def rack_cmd(
-    names: Annotated[list[str], typer.Argument(help="Rack profile name(s), alias(es) or TOML path(s); several compare side by side.")],
-    sku: Annotated[Optional[str], typer.Option("--sku", help="Accelerator profile replacing the rack's own SKU.")] = None,
-    racks: Annotated[Optional[int], typer.Option("--racks", help="Facility: number of racks.")] = None,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", help="Facility: number of GPUs (racks = ceil(GPUs / GPUs per rack)).")] = None,
+    names: Annotated[list[str], typer.Argument(callback=name_list, help="Rack profile name(s), alias(es) or TOML path(s); several (or a comma list) compare side by side.")],
+    sku: Annotated[Optional[str], typer.Option("--sku", callback=one_sku, help="Accelerator profile replacing the rack's own SKU (one).")] = None,
+    racks: Annotated[Optional[int], typer.Option("--racks", parser=count, metavar="N", help="Facility: number of racks.")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", parser=count, metavar="N", help="Facility: number of GPUs (racks = ceil(GPUs / GPUs per rack)).")] = None,
     feeds: Annotated[
         Optional[str],
         typer.Option("--feeds", help="Feed set replacing the profile's, e.g. 4x415V3ph60A, 2x480V3ph100A, 4x415V3ph60Apf0.95."),

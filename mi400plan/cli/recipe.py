@@ -7,11 +7,14 @@ stay ``None`` so a plan file's ``[recipe]`` table (``fit --plan``) is not overri
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
+from mi400plan.cli.counts import count
+
+if TYPE_CHECKING:
+    from mi400plan.specs.layout import TrainOptions
 
 
 class RecipeChoice(str, Enum):
@@ -19,6 +22,11 @@ class RecipeChoice(str, Enum):
     zero = "zero"
     fsdp = "fsdp"
     fp32 = "fp32"
+
+
+class GradDtypeChoice(str, Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"
 
 
 class OptimizerChoice(str, Enum):
@@ -33,6 +41,10 @@ RecipeOpt = Annotated[Optional[RecipeChoice], typer.Option(
     "weights + fp32 grads + fp32 master + Adam, 18 B/param), zero (ZeRO paper, 16 B/param) or fsdp (PyTorch "
     "FSDP mixed precision: fp32 sharded params as the master copy + fp32 grads + Adam, 16 B/param, bf16 only "
     "for the units being gathered).")]
+GradDtypeOpt = Annotated[Optional[GradDtypeChoice], typer.Option(
+    "--grad-dtype",
+    help="Gradient accumulation and reduction dtype (train): fp32 (default; Megatron-LM reduces BF16 gradients in "
+    "fp32) or bf16 (Megatron-Core --grad-reduce-in-bf16); sizes the gradient memory and the DP reduction.")]
 OptimizerOpt = Annotated[Optional[OptimizerChoice], typer.Option("--optimizer", help="Optimizer (train).")]
 FlashOpt = Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="Flash attention (default on).")]
 DropoutOpt = Annotated[Optional[bool], typer.Option(
@@ -47,7 +59,7 @@ CapacityFactorOpt = Annotated[Optional[float], typer.Option(
          "Megatron-Core's default MoE is dropless, so this is a load-imbalance allowance for the busiest "
          "expert rank's dispatch buffers, not a token-dropping capacity.")]
 Fp8CopiesOpt = Annotated[Optional[int], typer.Option(
-    "--fp8-weight-copies", min=0, max=2,
+    "--fp8-weight-copies", parser=count, metavar="N",
     help="With --precision fp8 (train): cached FP8 casts per GEMM weight. Default 2, as Transformer Engine "
          "keeps them: a row-wise copy for the forward GEMM and a transposed one for the backward pass.")]
 RecomputeModulesOpt = Annotated[Optional[str], typer.Option(
@@ -56,7 +68,7 @@ RecomputeModulesOpt = Annotated[Optional[str], typer.Option(
          "core_attn): core_attn, mla_up_proj, moe_act, layernorm, mlp, moe, shared_experts. Sets --recompute "
          "selective in fit when --recompute is not given.")]
 RecomputeLayersOpt = Annotated[Optional[int], typer.Option(
-    "--recompute-layers", min=0, max=MAX_OFFLOAD_LAYERS,
+    "--recompute-layers", parser=count, metavar="N",
     help="What --recompute full recomputes: the first N layers of each model chunk (Megatron-Core "
          "--recompute-method block --recompute-num-layers N); 0, the default: every layer. Sets --recompute full "
          "in fit when --recompute is not given.")]
@@ -71,11 +83,11 @@ FusedCeOpt = Annotated[Optional[bool], typer.Option(
          "--cross-entropy-fusion-impl te; Megatron-Bridge's performance recipes set it), which keeps the 16-bit "
          "logits for the backward instead of an fp32 copy. Default off (fp32 logits).")]
 VocabOpt = Annotated[Optional[int], typer.Option(
-    "--vocab-divisible-by", min=1,
+    "--vocab-divisible-by", parser=count, metavar="N",
     help="Train: Megatron-LM pads the vocabulary to a multiple of this x TP (default 128; Llama-3's 128,256 "
          "-> 129,024 at TP 8). The padded rows cost memory; parameter counts stay unpadded.")]
 OffloadOpt = Annotated[Optional[int], typer.Option(
-    "--offload-layers", min=0, max=MAX_OFFLOAD_LAYERS,
+    "--offload-layers", parser=count, metavar="N",
     help="Train: offload the saved activations of the first N layers of each model chunk to host memory "
          "(Megatron-Core --cpu-offloading --cpu-offloading-num-layers N; default 0). One offloaded layer stays in "
          "HBM while it is copied; the copies run over the host link (PCIe or NVLink-C2C) behind "
@@ -112,6 +124,50 @@ SplitOpt = Annotated[Optional[bool], typer.Option(
 def recipe_flags(**flags: Any) -> dict[str, Any]:
     """The flags as ``TrainOptions`` keyword arguments (enum choices as their values, ``None`` kept)."""
     return {k: (v.value if isinstance(v, Enum) else v) for k, v in flags.items()}
+
+
+def train_options(**flags: Any) -> "TrainOptions":
+    """The one place a command's recipe flags become the recipe object every command takes
+    (``specs.layout.TrainOptions``): only the flags given are set (``TrainOptions.explicit``), so a
+    plan file's ``[recipe]`` table stays under them; a bad value is a usage error (exit 2)."""
+    from mi400plan.specs.layout import TrainOptions
+
+    unknown = set(flags) - set(TrainOptions.model_fields)
+    if unknown:
+        raise TypeError(f"not TrainOptions fields: {sorted(unknown)}")
+    return TrainOptions.given(**recipe_flags(**flags))
+
+
+def refuse_step_time(given: dict[str, object]) -> None:
+    """``fit`` prices memory, not step time: a step-time switch given to it (an overlap flag) is a usage
+    error naming the flag, not silently kept. ``sweep`` and ``fit --largest`` (which prices the largest
+    model's fastest layout) take them."""
+    for flag, value in given.items():
+        if value is not None:
+            raise typer.BadParameter("a step-time switch: fit prices memory per GPU, which it does not change; "
+                                     "sweep (or fit --largest) prices step time with it", param_hint=flag)
+
+
+# Each TrainOptions field's flag, as fit and sweep spell it (the on/off pairs in full, as errors name them).
+RECIPE_FLAGS = {
+    "recipe": "--recipe", "precision": "--precision", "optimizer": "--optimizer", "grad_dtype": "--grad-dtype",
+    "flash_attention": "--flash/--no-flash", "dropout": "--dropout/--no-dropout", "reserve": "--reserve",
+    "capacity_factor": "--capacity-factor", "fp8_weight_copies": "--fp8-weight-copies",
+    "fp8_params": "--fp8-params/--no-fp8-params", "recompute_modules": "--recompute-modules",
+    "recompute_layers": "--recompute-layers", "fused_cross_entropy": "--fused-cross-entropy/--no-fused-cross-entropy",
+    "vocab_divisible_by": "--vocab-divisible-by", "offload_layers": "--offload-layers",
+    "uneven_pp": "--uneven-pp/--no-uneven-pp", "split_embedding_loss": "--split-embedding-loss/--no-split-embedding-loss",
+    "overlap_tp": "--overlap-tp/--no-overlap-tp", "overlap_ep": "--overlap-ep/--no-overlap-ep",
+    "overlap_pp": "--overlap-pp/--no-overlap-pp", "overlap_cp": "--overlap-cp/--no-overlap-cp",
+    "overlap_dp": "--overlap-dp/--no-overlap-dp",
+    "stack": "--stack", "moe_dispatcher": "--moe-dispatcher", "cuda_graphs": "--cuda-graphs",
+    "attention_kernel": "--attention-kernel",
+}
+
+
+def flag_values(given: dict[str, Any]) -> dict[str, Any]:
+    """``TrainOptions`` keyword arguments keyed by their flags instead (for errors that name the flag)."""
+    return {RECIPE_FLAGS[k]: v for k, v in given.items()}
 
 
 # --- software stack (``mi400plan.stacks``): one block, shared by fit, sweep and calibrate ----------
@@ -153,8 +209,3 @@ AttentionKernelOpt = Annotated[Optional[AttentionKernelChoice], typer.Option(
     help="Train: attention kernel generation, overriding the stack's; FA2 <-> FA3/cuDNN on NVIDIA scales the measured "
          "attention efficiency by 1.5-2.0x (FlashAttention-3 paper), other changes widen its range.")]
 
-
-def stack_flags(stack: str | None, moe_dispatcher: Any, cuda_graphs: Any, attention_kernel: Any) -> dict[str, Any]:
-    """The stack flags as ``TrainOptions`` keyword arguments."""
-    return recipe_flags(stack=stack, moe_dispatcher=moe_dispatcher, cuda_graphs=cuda_graphs,
-                        attention_kernel=attention_kernel)

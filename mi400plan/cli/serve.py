@@ -10,15 +10,16 @@ from mi400plan.cli.cost import LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.common import (
     AsciiOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, WideOpt, app, catalog, pick_format, run,
 )
+from mi400plan.cli.counts import count, sku_list
 from mi400plan.cli.sweep import _ints
 
 
 @app.command("serve")
 def cmd(
     model: Annotated[str, typer.Argument(help="Model profile name or alias (llama3-70b, deepseek-r1), or a TOML path.")],
-    sku: Annotated[list[str], typer.Option("--sku", help="Accelerator profile; repeat to compare SKUs.")],
-    gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs available (default 8: one node); a replica's TP x PP divides it.")] = None,
-    racks: Annotated[Optional[int], typer.Option("--racks", help="Fleet of this many racks of each SKU's rack profile: its tokens/s and users at the SLA (replicas from --gpus).")] = None,
+    sku: Annotated[list[str], typer.Option("--sku", callback=sku_list, help="Accelerator profile; repeat or comma-separate (mi355x,b200) to compare SKUs; 'all' compares every SKU (one lacking a value is left out, with a warning).")],
+    gpus: Annotated[Optional[int], typer.Option("--gpus", parser=count, metavar="N", help="GPUs available (default 8: one node); a replica's TP x PP divides it.")] = None,
+    racks: Annotated[Optional[int], typer.Option("--racks", parser=count, metavar="N", help="Fleet of this many racks of each SKU's rack profile: its tokens/s and users at the SLA (replicas from --gpus).")] = None,
     input_len: Annotated[str, typer.Option("--input-len", help="Prompt tokens (1024, 1k = 1,024, 8k = 8,192).")] = "1k",
     output_len: Annotated[str, typer.Option("--output-len", help="Output tokens per request.")] = "1k",
     precision: Annotated[Optional[str], typer.Option("--precision", help="Weights: bf16|fp8|mxfp8|mxfp6|mxfp4|nvfp4|int4 (default fp8).")] = None,
@@ -33,12 +34,17 @@ def cmd(
     electricity_price: PriceOpt = None,
     pue: PueOpt = None,
     gpu_load: LoadOpt = None,
-    top: Annotated[int, typer.Option("--top", help="Points to list per SKU.")] = 8,
+    rank_by: Annotated[Optional[str], typer.Option(
+        "--rank-by", metavar="tok-per-gpu|cost|ttft",
+        help="Order of the layouts under an SLA and the leader of the SKU comparison: output tokens/s/GPU, $ per "
+        "million output tokens, or time to first token. Default: cost when every SKU has a price per GPU-hour "
+        "(the cost model's or --gpu-hour-cost), else tok-per-gpu.")] = None,
+    top: Annotated[int, typer.Option("--top", parser=count, metavar="N", help="Points to list per SKU.")] = 8,
     tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
     pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
     ep: Annotated[Optional[str], typer.Option("--ep", help="Only these EP sizes (MoE).")] = None,
     dp_attention: Annotated[Optional[bool], typer.Option("--dp-attention/--no-dp-attention", help="Only layouts with (or without) attention data parallelism (MoE).")] = None,
-    spec_tokens: Annotated[int, typer.Option("--spec-tokens", help="Speculative decoding / MTP: draft tokens verified per step.")] = 0,
+    spec_tokens: Annotated[int, typer.Option("--spec-tokens", parser=count, metavar="N", help="Speculative decoding / MTP: draft tokens verified per step.")] = 0,
     spec_acceptance: Annotated[float, typer.Option("--spec-acceptance", help="Probability that a draft token is accepted.")] = 0.0,
     reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default); vLLM's gpu-memory-utilization 0.9 is '10%'.")] = None,
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Override the achievable matmul fraction of peak.")] = None,
@@ -69,7 +75,7 @@ def cmd(
             disagg=disagg, gpu_hour_cost=gpu_hour_cost, top=top, tp=tps, pp=pps, ep=eps, dp_attention=dp_attention,
             spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, reserve=reserve,
             matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, ranges=not no_ranges, site=site,
-            cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None),
+            cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None), rank_by=rank_by,
         )
 
     run("serve", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

@@ -7,10 +7,12 @@ import typer
 
 from mi400plan.cli.cost import GridOpt, LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.recipe import (
-    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, OffloadOpt, OptimizerOpt,
-    OverlapDpOpt, RecipeOpt, RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, UnevenOpt, VocabOpt, recipe_flags,
-    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt, stack_flags,
+    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
+    OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
+    RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, SplitOpt, UnevenOpt, VocabOpt, train_options,
+    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt,
 )
+from mi400plan.cli.counts import count, sku_list
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
     PlotOpt,
@@ -30,12 +32,10 @@ from mi400plan.cli.common import (
 
 
 def _ints(text: Optional[str], flag: str) -> list[int]:
-    if not text:
-        return []
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}", param_hint=flag) from None
+    """A count list flag (``--tp 4,8``, ``--micro-batch 1..8``) by the one count reading (``cli.counts``)."""
+    from mi400plan.cli.counts import count_list
+
+    return count_list(text, flag) if text else []
 
 
 def _searches(cat, skus: list[str], gpus: str | None, ranges: bool) -> int:  # noqa: ANN001
@@ -53,13 +53,13 @@ def _searches(cat, skus: list[str], gpus: str | None, ranges: bool) -> int:  # n
 @app.command("sweep")
 def cmd(
     model: Annotated[str, typer.Argument(help="Model profile name or alias (llama3-70b), or a TOML / config.json path.")],
-    sku: Annotated[list[str], typer.Option("--sku", help="Accelerator profile; repeat to compare SKUs; 'all' compares every SKU (one lacking a value shows as n/d).")],
-    gpus: Annotated[Optional[str], typer.Option("--gpus", help="GPU count, a list (512,1024) or a doubling range (512..65536).")] = None,
+    sku: Annotated[list[str], typer.Option("--sku", callback=sku_list, help="Accelerator profile; repeat or comma-separate (mi355x,b200) to compare SKUs; 'all' compares every SKU (one lacking a value shows as n/d).")],
+    gpus: Annotated[Optional[str], typer.Option("--gpus", metavar="N[,N...]|LO..HI", help="GPU count (1024, 1k, 16Ki), a list (512,1024) or a doubling range (512..64Ki); '1,024' is refused (see Counts below).")] = None,
     deadline: Annotated[Optional[str], typer.Option("--deadline", help="Instead of --gpus: the smallest cluster per SKU that trains --tokens in this time (30d, 6w, 72h).")] = None,
-    budget: Annotated[Optional[str], typer.Option("--budget", help="US dollars (5M): with --deadline, also check the cost; alone, the fastest cluster per SKU whose cost to train stays within it.")] = None,
-    max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="Largest cluster --deadline / --budget may pick (default 131,072).")] = None,
-    racks: Annotated[Optional[int], typer.Option("--racks", help="Number of racks (GPUs per rack from the rack profile, else the scale-up domain).")] = None,
-    global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Sequences (1024) or tokens with a suffix (4M, 128Mi, 8388608tok). Default 4Mi tokens.")] = None,
+    budget: Annotated[Optional[str], typer.Option("--budget", help="US dollars (5M): with --deadline, the smallest cluster per SKU that meets both; alone, the fastest cluster per SKU whose cost to train stays within it.")] = None,
+    max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", parser=count, metavar="N", help="Largest cluster --deadline / --budget may pick (default 131,072).")] = None,
+    racks: Annotated[Optional[int], typer.Option("--racks", parser=count, metavar="N", help="Number of racks (GPUs per rack from the rack profile, else the scale-up domain).")] = None,
+    global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Sequences (1024) or tokens with a suffix (4M, 128Mi, 8388608tok). Default: planned per cluster within the DeepSeek LLM batch-size law's bound (table Global batch).")] = None,
     seq: Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS", help="Sequence length in tokens (default: the model's, capped at 8192); 32k, 128K (k = 1024).")] = None,
     precision: Annotated[str, typer.Option("--precision", metavar="bf16|fp8", help="Matmul precision (bfloat16, float8 too); MFU uses this precision's dense peak.")] = "bf16",
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training tokens (15T) for days to train.")] = None,
@@ -69,34 +69,18 @@ def cmd(
     pue: PueOpt = None,
     gpu_load: LoadOpt = None,
     grid_intensity: GridOpt = None,
-    top: Annotated[int, typer.Option("--top", help="Layouts to list per SKU and size.")] = 5,
+    top: Annotated[int, typer.Option("--top", parser=count, metavar="N", help="Layouts to list per SKU and size.")] = 5,
     save: Annotated[Optional[Path], typer.Option("--save", help="Write the best layout as a plan TOML (read by `fit --plan`).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --save plan or --plot file.")] = False,
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Override the achievable matmul fraction of peak (e.g. 0.45).")] = None,
     hbm_efficiency: Annotated[Optional[float], typer.Option("--hbm-efficiency", help="Override the achievable HBM bandwidth fraction.")] = None,
     gemm_overhead_us: Annotated[Optional[float], typer.Option("--gemm-overhead-us", help="Override the fixed cost per GEMM kernel, microseconds.")] = None,
-    overlap_tp: Annotated[bool, typer.Option("--overlap-tp", help="Hide TP/SP collectives behind GEMMs (default: exposed).")] = False,
-    overlap_ep: Annotated[bool, typer.Option("--overlap-ep", help="Hide EP all-to-all behind GEMMs (default: exposed).")] = False,
-    overlap_pp: Annotated[bool, typer.Option(
-        "--overlap-pp/--no-overlap-pp",
-        help="Interleaved schedule (VPP > 1): pipeline send/recv runs behind the next chunk's compute, only the "
-        "2(PP-1) fill/drain transfers stay exposed (Megatron-LM's default overlap_p2p_comm; its "
-        "--no-overlap-p2p-communication turns it off). --no-overlap-pp exposes every transfer, as Megatron-LM "
-        "2021 (Narayanan et al.) did. VPP 1 is always exposed.")] = True,
-    overlap_cp: Annotated[bool, typer.Option(
-        "--overlap-cp/--no-overlap-cp",
-        help="Hide context-parallel key/value exchanges behind attention compute (Megatron-Core / Transformer "
-        "Engine ring attention). --no-overlap-cp exposes them, as Llama 3's all-gather CP "
-        "(arXiv 2407.21783, sec. 3.3.2).")] = True,
-    split_embedding_loss: Annotated[bool, typer.Option(
-        "--split-embedding-loss",
-        help="Count the input embedding and the loss as one layer each in the pipeline split, so PP x VPP may "
-        "divide layers + 2 (Megatron-Core --account-for-embedding-in-pipeline-split "
-        "--account-for-loss-in-pipeline-split; Llama 3 405B: 126 + 2 = 16 stages x 8).")] = False,
-    grad_dtype: Annotated[Optional[str], typer.Option(
-        "--grad-dtype",
-        help="Gradient accumulation and reduction dtype: fp32 (default; Megatron-LM reduces BF16 gradients in "
-        "fp32) or bf16 (Megatron-Core --grad-reduce-in-bf16); also sizes the gradient memory.")] = None,
+    overlap_tp: OverlapTpOpt = None,
+    overlap_ep: OverlapEpOpt = None,
+    overlap_pp: OverlapPpOpt = None,
+    overlap_cp: OverlapCpOpt = None,
+    split_embedding_loss: SplitOpt = None,
+    grad_dtype: GradDtypeOpt = None,
     recipe: RecipeOpt = None,
     optimizer: OptimizerOpt = None,
     flash: FlashOpt = None,
@@ -111,11 +95,11 @@ def cmd(
     vocab_divisible_by: VocabOpt = None,
     offload_layers: OffloadOpt = None,
     uneven_pp: UnevenOpt = None,
+    overlap_dp: OverlapDpOpt = None,
     stack: StackOpt = None,
     moe_dispatcher: MoeDispatcherOpt = None,
     cuda_graphs: CudaGraphsOpt = None,
     attention_kernel: AttentionKernelOpt = None,
-    overlap_dp: OverlapDpOpt = None,
     tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
     pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
     vpp: Annotated[Optional[str], typer.Option("--vpp", help="Only these virtual-stage counts.")] = None,
@@ -148,35 +132,32 @@ def cmd(
     f = pick_format(json_, fmt)
     seq_n = seq_tokens(seq)
     precision = alias(precision, PRECISION_ALIASES, "--precision", "bf16|fp8")
-    pins = {
-        "tp": _ints(tp, "--tp"), "pp": _ints(pp, "--pp"), "vpp": _ints(vpp, "--vpp"), "cp": _ints(cp, "--cp"),
-        "ep": _ints(ep, "--ep"), "zero": _ints(zero, "--zero"), "micro_batch": _ints(micro_batch, "--micro-batch"),
-        "recompute": [{"none": 0, "selective": 1, "full": 2}[r.value] for r in (recompute or [])],
-    }
-
+    pins = {k: _ints(v, "--" + k.replace("_", "-")) for k, v in (("tp", tp), ("pp", pp), ("vpp", vpp), ("cp", cp),
+                                                                ("ep", ep), ("zero", zero), ("micro_batch", micro_batch))}
+    pins["recompute"] = [{"none": 0, "selective": 1, "full": 2}[r.value] for r in (recompute or [])]
+    given = dict(precision=precision, recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash,
+                 dropout=dropout, reserve=reserve, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
+                 fp8_params=fp8_params, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
+                 fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
+                 offload_layers=offload_layers, uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
+                 overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
+                 split_embedding_loss=split_embedding_loss, stack=stack, moe_dispatcher=moe_dispatcher,
+                 cuda_graphs=cuda_graphs, attention_kernel=attention_kernel)
+    shared = dict(tokens=tokens, global_batch=global_batch, seq_len=seq_n, pins=pins, gpu_hour_cost=gpu_hour_cost,
+                  site=site)
+    costs, effs = (electricity_price, pue, gpu_load, grid_intensity), (matmul_efficiency, hbm_efficiency, gemm_overhead_us)
     if deadline is not None or budget is not None:
         if gpus is not None or racks is not None:
             raise typer.BadParameter("--deadline / --budget choose the cluster size: drop --gpus and --racks",
                                      param_hint="--deadline")
-
-        def backwards():  # noqa: ANN202
-            from mi400plan.api.deadline import sweep_deadline
-            from mi400plan.specs.layout import TrainOptions
-            from mi400plan.cli.cost import site_overrides
-
-            return sweep_deadline(
-                catalog(profiles), model, list(sku), tokens=tokens, deadline=deadline, budget=budget,
-                global_batch=global_batch, seq_len=seq_n, precision=precision, gpu_hour_cost=gpu_hour_cost,
-                site=site, max_gpus=max_gpus,
-                cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
-                matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
-                overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,
-                split_embedding_loss=split_embedding_loss, grad_dtype=grad_dtype,
-                stack=TrainOptions(**stack_flags(stack, moe_dispatcher, cuda_graphs, attention_kernel)).stack_request(),
-            )
-
-        run("sweep", f, backwards, check=check, ascii=ascii_, wide=wide)
+        _refuse_backwards({"--plot": plot, "--save": save, "--pareto": pareto or None, "--top": _given("top")})
+        shared.update(deadline=deadline, budget=budget, max_gpus=max_gpus)
+        run("sweep", f, lambda: _backwards(profiles, model, sku, given, shared, costs, effs), check=check,
+            ascii=ascii_, wide=wide)
         return
+    if max_gpus is not None:
+        raise typer.BadParameter("--max-gpus bounds the size --deadline / --budget pick; with --gpus or --racks "
+                                 "drop it", param_hint="--max-gpus")
 
     def compute():  # noqa: ANN202
         from mi400plan.api.sweep import sweep
@@ -185,26 +166,45 @@ def cmd(
         cat = catalog(profiles)
         with _progress(enabled=f.value != "json", searches=_searches(cat, sku, gpus, not no_ranges)) as cb:
             return sweep(
-                cat, model, list(sku), gpus=gpus, racks=racks, global_batch=global_batch, seq_len=seq_n,
-                precision=precision, tokens=tokens, gpu_hour_cost=gpu_hour_cost, top=top,
-                matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us,
-                overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp,
-                overlap_cp=overlap_cp, split_embedding_loss=split_embedding_loss, grad_dtype=grad_dtype, pins=pins, save=str(save) if save else None, progress=cb,
-                ranges=not no_ranges, overwrite=force, site=site,
-                pareto=pareto,
+                cat, model, list(sku), gpus=gpus, racks=racks, top=top, options=train_options(**given),
+                matmul_efficiency=effs[0], hbm_efficiency=effs[1], gemm_overhead_us=effs[2],
+                save=str(save) if save else None, progress=cb, ranges=not no_ranges, overwrite=force, pareto=pareto,
                 # The cost model is imported only when a flag changes it (or --tokens asks for it).
-                cost_overrides=None if (electricity_price, pue, gpu_load, grid_intensity) == (None,) * 4
-                else site_overrides(electricity_price, pue, None, None, gpu_load, grid_intensity, None),
-                **recipe_flags(recipe=recipe, optimizer=optimizer, flash_attention=flash, dropout=dropout,
-                               reserve=reserve, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-                               fp8_params=fp8_params, recompute_modules=recompute_modules,
-                               recompute_layers=recompute_layers, fused_cross_entropy=fused_cross_entropy,
-                               vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers, uneven_pp=uneven_pp,
-                               overlap_dp=overlap_dp),
-                **stack_flags(stack, moe_dispatcher, cuda_graphs, attention_kernel),
+                cost_overrides=None if costs == (None,) * 4 else site_overrides(*costs[:2], None, None, *costs[2:], None),
+                **shared,
             )
 
     run("sweep", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
+
+
+def _backwards(profiles: Optional[list[Path]], model: str, sku: list[str], given: dict, shared: dict,
+               costs: tuple, effs: tuple) -> object:
+    """``sweep --deadline`` / ``--budget`` with the recipe object built from ``given``."""
+    from mi400plan.api.deadline import SkuOverrides, sweep_deadline
+    from mi400plan.cli.cost import site_overrides
+
+    return sweep_deadline(catalog(profiles), model, list(sku), options=train_options(**given),
+                          cost_overrides=site_overrides(*costs[:2], None, None, *costs[2:], None),
+                          sku_overrides=SkuOverrides(*effs), **shared)
+
+
+def _given(name: str) -> object:
+    """True when the running command's parameter ``name`` came from the command line, else None."""
+    from typer._click.core import ParameterSource
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    return True if ctx is not None and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE else None
+
+
+def _refuse_backwards(given: dict[str, object]) -> None:
+    """Flags that need a fixed cluster (--gpus / --racks) and so mean nothing to --deadline / --budget:
+    a usage error naming the flag, never silently dropped."""
+    for flag, value in given.items():
+        if value is not None:
+            raise typer.BadParameter("applies to a sweep over --gpus or --racks, not to --deadline / --budget "
+                                     "(their answer is one size per SKU; rerun with --gpus at that size)",
+                                     param_hint=flag)
 
 
 class _progress:

@@ -38,8 +38,9 @@ def render_deadline(res: DeadlineResult, console: Any) -> None:
         out.append([a.sku, f"{p.gpus:,}", f"{p.racks:,}", p.layout_text, f"{p.days:,.1f}", _money(p.cost_usd) + mark,
                     "-" if p.megawatts is None else f"{p.megawatts:,.1f}", fmt_pct(p.mfu),
                     "-" if p.scaling_efficiency is None else f"{fmt_pct(p.scaling_efficiency)} vs {p.scaling_reference_gpus:,}"])
-    notes = [f"{a.sku}: next smaller size {a.next_smaller.gpus:,} GPUs takes {a.next_smaller.days:,.1f} days"
-             for a in res.answers if a.next_smaller is not None and a.next_smaller.days is not None]
+    notes = [f"{a.sku}: next smaller size {a.next_smaller.gpus:,} GPUs "
+             + ("holds no layout" if a.next_smaller.days is None else f"takes {a.next_smaller.days:,.1f} days")
+             for a in res.answers if a.next_smaller is not None]
     costs = [f"{a.sku} {a.usd_per_gpu_hour:.2f} USD/GPU-hour ({a.cost_source})" for a in res.answers
              if a.usd_per_gpu_hour is not None]
     print_table(console, cols, out, title=title,

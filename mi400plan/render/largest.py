@@ -33,3 +33,21 @@ def render_largest(res: LargestResult, console: Any) -> None:
                     "-" if big is None or big.layout_text is None else big.layout_text, extra, nxt_text])
     print_table(console, cols, out, title=f"Largest {res.family} model, {res.precision}, {what}",
                 caption=f"Fits: {res.rule}. Family: d_model in steps of 1,024, 128 per layer, Llama-3 heads and FFN.")
+    _runs(res, console)
+
+
+def _runs(res: LargestResult, console: Any) -> None:
+    """Train mode with --tokens: the largest model's step time and days, as ``sweep <name>`` prices them."""
+    from mi400plan.units import fmt_pct, fmt_time
+
+    runs = [(r.sku, r.run) for r in res.rows if r.run is not None]
+    if not res.train_tokens or not runs:
+        return
+    cols = ["SKU", "model", ("batch (seqs)", "right"), "layout", ("step", "right"), ("tokens/s", "right"),
+            ("MFU", "right"), ("days", "right")]
+    out = [[sku, u.model, f"{u.global_batch_seqs:,}" + (" (pinned)" if u.batch_pinned else ""), u.layout_text,
+            fmt_time(u.step_time_s, 2), fmt_count(u.tokens_per_s), fmt_pct(u.mfu), f"{u.days:,.1f}"] for sku, u in runs]
+    print_table(console, cols, out, title=f"Training the largest model on {res.gpus:,} GPUs: "
+                f"{fmt_count(res.train_tokens)} tokens",
+                caption="The fastest layout at the planned global batch (or --global-batch), as 'mi400plan sweep "
+                f"{runs[0][1].model} --sku {runs[0][0]} --gpus {res.gpus} --tokens ...' prices it.")

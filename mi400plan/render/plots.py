@@ -86,8 +86,11 @@ def draw_sweep(result: SweepResult, fig: Figure) -> None:
         _sweep_scaling(result, fig)
     else:
         _sweep_tradeoff(result, fig)
+    batches = sorted({c.global_batch_tokens for c in result.batch.chosen}) if result.batch else []
+    batch = (f"global batch {result.global_batch_tokens:,} tokens" if len(batches) <= 1 else
+             f"global batch {batches[0]:,}..{batches[-1]:,} tokens, planned per size")
     footer(fig, f"mi400plan sweep {result.model} --precision {result.precision}; seq {result.seq_len}, "
-           f"global batch {result.global_batch_tokens:,} tokens; calibrated efficiencies per SKU")
+           f"{batch}; calibrated efficiencies per SKU")
 
 
 def _sweep_scaling(result: SweepResult, fig: Figure) -> None:

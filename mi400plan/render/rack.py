@@ -77,8 +77,12 @@ def _verdicts(console: Any, row: Any) -> None:
     if fd.loading is not None:
         ld = fd.loading
         _say(console, f"  load {_kw(ld.load_va.nominal)} kVA apparent; {ld.arithmetic}")
-    if fd.needed:
-        _say(console, 
+    if fd.alternatives:
+        _say(console, f"  would need (for the high estimate {_kw(fd.load_w.high)} kW): {fd.alternatives[0]}")
+        for alt in fd.alternatives[1:]:
+            _say(console, f"    or {alt}")
+    elif fd.needed:
+        _say(console,
             f"  would need (for the high estimate {_kw(fd.load_w.high)} kW): {fd.needed} "
             f"= {_kw(fd.needed_usable_w or 0)} kW usable"
         )

@@ -105,21 +105,11 @@ def render(res: ServeResult, console: Any) -> None:
                     + "; * = the SLA verdict flips inside the ranges")
         console.print(_kv_room(res, rows), markup=False, highlight=False)
     if res.comparison:
-        names = [s.sku for s in res.skus]
-        cols = [("tok/s/user >=", "right")] + [(n, "right") for n in names] + ["leader"]
-        out = []
-        for c in res.comparison:
-            line: list[Any] = [f"{c.interactivity:g}"]
-            for n in names:
-                v = c.best.get(n)
-                line.append("-" if v is None else f"{v:,.0f}")
-            vals = sorted((v for v in c.best.values() if v), reverse=True)
-            ratio = f" {vals[0] / vals[1]:.2f}x" if len(vals) > 1 else ""
-            line.append(f"{c.leader}{ratio}" + (" (flips)" if c.flips else "") if c.leader else "-")
-            out.append(line)
-        print_table(console, cols, out, title="Output tokens/s per GPU at equal interactivity (best layout of each SKU)")
+        _comparison(res, console)
     _fleet(res, console)
     console.print(f"Order: {res.order}.", markup=False, highlight=False)
+    if res.sla or res.comparison:
+        console.print(f"Ranked by {res.rank_rule}.", markup=False, highlight=False)
     rej = ", ".join(f"{k} {v:,}" for k, v in res.rejected.items() if v)
     console.print(f"Evaluated {res.evaluated:,} layout x concurrency points: {res.valid:,} fit"
                   + (" and meet the SLA" if res.sla else "") + f"; rejected: {rej or 'none'}.",
@@ -152,3 +142,46 @@ def _fleet(res: ServeResult, console: Any) -> None:
     print_table(console, cols, out, title="Fleet: whole replicas of each SKU's point",
                 caption=f"Point: {res.fleet[0].basis}. users = replicas x sequences in flight; output tok/s = "
                 "tok/s/GPU x GPUs in replicas.")
+
+
+def _comparison(res: ServeResult, console: Any) -> None:
+    """Each SKU's best tok/s/GPU (and lowest $/Mtok when priced) at each interactivity level; the leader
+    under ``res.rank_by`` with its margin over the runner-up."""
+    names = [s.sku for s in res.skus]
+    priced = any(v is not None for c in res.comparison for v in c.cost_per_mtok_output.values())
+    cols: list[Any] = [("tok/s/user >=", "right")] + [(f"{n} tok/s/GPU", "right") for n in names]
+    if priced:
+        cols += [(f"{n} $/Mtok", "right") for n in names]
+    cols.append(f"leader ({res.rank_by})")
+    floor = res.sla.get("interactivity")
+    out = []
+    for c in res.comparison:
+        line: list[Any] = [f"{c.interactivity:g}" + ("*" if c.below_sla else "")]
+        line += ["-" if c.best.get(n) is None else f"{c.best[n]:,.0f}" for n in names]
+        if priced:
+            line += [_money3(c.cost_per_mtok_output.get(n)) for n in names]
+        line.append(f"{c.leader}{_margin(c, res.rank_by)}" + (" (flips)" if c.flips else "") if c.leader else "-")
+        out.append(line)
+    bounds = "/".join(t for k, t in (("tpot_s", "TPOT"), ("ttft_s", "TTFT")) if k in res.sla)
+    caption = ("each cell is the SKU's own best point at that level"
+               + (f"; the SLA's {bounds} bound applies" if bounds else "")
+               + (f"; * = below --interactivity {floor:g}: searched without that floor" if floor else ""))
+    print_table(console, cols, out, title="SKU comparison at equal interactivity (best layout of each SKU)",
+                caption=caption)
+
+
+def _money3(x: float | None) -> str:
+    """Dollars to three significant figures below $10 (cents alone hide the margin the leader column states)."""
+    return "-" if x is None else f"${x:,.3g}" if x < 10 else f"${x:,.2f}"
+
+
+def _margin(c: Any, rank_by: str) -> str:
+    """How far the leader is ahead of the runner-up: x tok/s/GPU, or x cheaper / faster (a ratio >= 1)."""
+    vals = {"tok-per-gpu": c.best, "cost": c.cost_per_mtok_output}.get(rank_by)
+    if vals is None:
+        return ""
+    got = sorted((v for v in vals.values() if v), reverse=rank_by == "tok-per-gpu")
+    if len(got) < 2:
+        return ""
+    ratio = got[0] / got[1] if rank_by == "tok-per-gpu" else got[1] / got[0]
+    return f" {ratio:.2f}x" + (" cheaper" if rank_by == "cost" else "")

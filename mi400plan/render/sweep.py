@@ -82,9 +82,11 @@ def render(res: SweepResult, console: Any) -> None:
 
         render_deadline(res, console)
         return
+    batches = {c.global_batch_seqs for c in res.batch.chosen} if res.batch else set()
     head = (
         f"{res.model}, {res.precision}, seq {res.seq_len}, global batch {res.global_batch_seqs:,} seqs "
-        f"({fmt_count(res.global_batch_tokens)} tokens)"
+        f"({fmt_count(res.global_batch_tokens)} tokens)" if len(batches) <= 1 else
+        f"{res.model}, {res.precision}, seq {res.seq_len}, global batch planned per size (table Global batch)"
     )
     if not res.rows:
         console.print(_no_layout_headline(res), markup=False, highlight=False)
@@ -143,6 +145,7 @@ def render(res: SweepResult, console: Any) -> None:
         notes = [f"{k}: below 90% from {v:,} GPUs" if v else f"{k}: stays >= 90%" for k, v in res.scaling_below_90_at.items()]
         print_table(console, cols, out, title=f"Scaling - {head}",
                     caption="Scaling efficiency = tokens/s per GPU relative to the smallest size. " + "; ".join(notes))
+    _batch(res, console)
     _pareto(res, console, head)
     _domain_comparison(res, console)
     _energy(res, console)
@@ -165,6 +168,25 @@ def render(res: SweepResult, console: Any) -> None:
     console.print(_switches(res), markup=False, highlight=False)
     if res.saved_plan:
         console.print(f"Saved the best layout to {res.saved_plan}", markup=False, highlight=False)
+
+
+def _batch(res: SweepResult, console: Any) -> None:
+    """How the global batch was chosen: the rule, the law's numbers and each size's choice."""
+    b = res.batch
+    if b is None or not b.chosen or b.pinned:  # a pinned batch is in the headline (and warned about if starved)
+        return
+    cols = ["SKU", ("GPUs", "right"), ("batch (seqs)", "right"), ("tokens", "right"), ("micro-batches", "right"),
+            ("stages x chunks", "right"), ("bubble", "right"), "tried (seqs)"]
+    out = [[c.sku, f"{c.gpus:,}", f"{c.global_batch_seqs:,}", fmt_count(c.global_batch_tokens),
+            "-" if c.microbatches is None else f"{c.microbatches:,}",
+            "-" if c.pp is None else f"{c.pp} x {c.vpp}",
+            "-" if c.bubble_fraction is None else fmt_pct(c.bubble_fraction) + (" !" if c.starved else ""),
+            ", ".join(f"{t:,}" for t in c.tried_seqs)] for c in b.chosen]
+    law = (f" Law: {b.law}; M = {b.flops_per_token:.3g} FLOPs/token (non-embedding, forward + backward). "
+           "Override with --global-batch.")
+    print_table(console, cols, out, title="Global batch (sequences per optimizer step)",
+                caption=f"Rule: {b.rule}.{law} Micro-batches per pipeline per step for the best layout; "
+                f"bubble = (stages - 1) / (chunks x micro-batches) of compute time; ! = pipeline starved.")
 
 
 def _split_note(rows: list[SweepRow]) -> str:

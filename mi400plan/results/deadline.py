@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from mi400plan.results.common import OutModel, Result, flatten
-from mi400plan.results.sweep import SweepLayout, TimeBreakdown
+from mi400plan.results.sweep import MemoryBytes, SweepLayout, TimeBreakdown
 from mi400plan.results.totals import PlanTotals
 
 
@@ -43,10 +43,13 @@ class ClusterPick(OutModel):
     scaling_efficiency: float | None = None  # tokens/s per GPU vs the smallest valid size priced
     scaling_reference_gpus: int | None = None
     totals: PlanTotals | None = None  # FLOPs split and total, collective bytes per GPU per step
+    memory: MemoryBytes | None = None  # per GPU, bytes, as sweep reports it (runtime reserve included)
 
 
 class SkuAnswer(OutModel):
-    """One SKU's answer: ``pick`` (None when no size qualifies) and ``best`` (the fastest size priced)."""
+    """One SKU's answer: ``pick`` (None when no size qualifies; with a deadline and a budget that no size meets
+    together, the smallest size meeting the deadline, ``meets`` False) and ``best`` (the fastest size of all,
+    exact; given with ``--budget`` and when no size meets a deadline, else None)."""
 
     sku: str
     size_step_gpus: int  # sizes are multiples of this (whole scale-up domains or 8-GPU nodes)
@@ -58,7 +61,7 @@ class SkuAnswer(OutModel):
     best: ClusterPick | None = None
     meets: bool  # pick exists, meets the deadline and stays within the budget (each when given)
     limit: str | None = None  # why no size qualifies: the term that stops scaling, or the budget
-    next_smaller: PricedSize | None = None  # the next smaller size with a layout (misses the target)
+    next_smaller: PricedSize | None = None  # the next smaller candidate size, priced (misses the target)
     priced: list[PricedSize] = Field(default_factory=list)
 
 
@@ -75,6 +78,7 @@ class DeadlineResult(Result):
     budget_usd: float | None = None
     max_gpus: int
     site: str | None = None
+    recipe: dict[str, Any] = Field(default_factory=dict)  # training-recipe switches that differ from the defaults
     method: str
     answers: list[SkuAnswer] = Field(default_factory=list)
 

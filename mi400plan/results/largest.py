@@ -27,11 +27,28 @@ class StepFit(OutModel):
     max_context: int | None = None  # infer: longest context per sequence at the batch (fit's --max-context rule)
 
 
+class LargestRun(OutModel):
+    """Train mode with --tokens: the largest model's run as ``sweep <name> --gpus N --tokens T`` prices it
+    (the planned global batch unless --global-batch pins it; ``api.sweep.planned_search``)."""
+
+    model: str
+    train_tokens: float
+    global_batch_seqs: int
+    global_batch_tokens: int
+    batch_pinned: bool
+    layout_text: str
+    step_time_s: float
+    tokens_per_s: float
+    mfu: float
+    days: float
+
+
 class LargestRow(OutModel):
     sku: str
     largest: StepFit | None  # None: not even the family's smallest step fits
     next_larger: StepFit | None  # None: the ladder's largest step fits
     steps_checked: int
+    run: LargestRun | None = None  # train mode with --tokens: step time and days of the largest model
 
 
 class LargestResult(Result):
@@ -44,6 +61,7 @@ class LargestResult(Result):
     batch: int | None = None  # infer: concurrent sequences; train: global batch in sequences
     precision: str
     rule: str  # what "fits" means here
+    train_tokens: float | None = None  # train mode: --tokens (each row's ``run`` prices it)
     rows: list[LargestRow] = Field(default_factory=list)
 
     def check_failed(self) -> bool:

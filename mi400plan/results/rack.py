@@ -57,8 +57,9 @@ class FeedVerdict(OutModel):
     ok_low: bool
     ok_high: bool
     arithmetic: str
-    needed: str | None = None  # smallest standard feed set carrying the high load
+    needed: str | None = None  # first of ``alternatives``: the given feeds with the smallest standard rating carrying the high load
     needed_usable_w: float | None = None
+    alternatives: list[str] = Field(default_factory=list)  # every fix, what it keeps first (rack.feed_fixes)
     source_status: str = "assumed"
     loading: FeedLoading | None = None
 

@@ -102,14 +102,17 @@ class ServeRow(OutModel):
 
 
 class Comparison(OutModel):
-    """Best tokens/s/GPU of each SKU at one interactivity (tokens/s/user at least ``interactivity``)."""
+    """Each SKU's best at one interactivity (tokens/s/user at least ``interactivity``, in place of the
+    SLA's own floor; the SLA's TPOT and TTFT bounds still apply)."""
 
     interactivity: float
-    best: dict[str, float | None]  # sku -> output tokens/s/GPU
-    low: dict[str, float | None]
+    best: dict[str, float | None]  # sku -> highest output tokens/s/GPU at this level
+    cost_per_mtok_output: dict[str, float | None] = Field(default_factory=dict)  # sku -> lowest US$ per Mtok out
+    low: dict[str, float | None]  # output tokens/s/GPU at the pessimistic / optimistic ends
     high: dict[str, float | None]
-    leader: str | None
+    leader: str | None  # best under the result's ``rank_by``
     flips: bool  # the leader changes inside the estimate ranges
+    below_sla: bool = False  # a level looser than --interactivity: searched without the SLA's floor
 
 
 class Curve(OutModel):
@@ -150,6 +153,8 @@ class ServeResult(Result):
     disaggregated: bool
     sla: dict[str, float] = Field(default_factory=dict)  # tpot_s, ttft_s, interactivity
     order: str
+    rank_by: str = "tok-per-gpu"  # tok-per-gpu | cost | ttft: the rows' order under an SLA and the comparison's leader
+    rank_rule: str = ""  # why that order (--rank-by, or the default rule)
     evaluated: int
     valid: int
     rejected: dict[str, int]

@@ -132,6 +132,7 @@ class SweepRow(OutModel):
     days: float | None = None  # days to train --tokens
     cost_usd: float | None = None  # GPUs x hours x --gpu-hour-cost
     range: RowRange | None = None  # this layout at the estimate-range corners (absent with --no-ranges)
+    global_batch_seqs: int | None = None  # sequences per optimizer step this row was priced at
 
 
 class SkuEfficiency(OutModel):
@@ -278,6 +279,39 @@ class NoLayout(OutModel):
     nearest_gpus: list[int] = Field(default_factory=list)  # closest counts that work, below and/or above
 
 
+class BatchChoice(OutModel):
+    """The global batch one SKU and GPU count ran at, and its best layout's pipeline fill."""
+
+    sku: str
+    gpus: int
+    global_batch_seqs: int
+    global_batch_tokens: int
+    tried_seqs: list[int]  # batches searched, in order (the planner stops at the first that fills the pipeline)
+    microbatches: int | None = None  # per pipeline per step, best layout (None: no layout fits)
+    pp: int | None = None
+    vpp: int | None = None
+    bubble_fraction: float | None = None  # pipeline idle time over compute time, (pp - 1) / (vpp x microbatches)
+    starved: bool = False  # fewer micro-batches than stages, or bubble above ``bubble_limit``
+
+
+class BatchPlan(OutModel):
+    """How the global batch was chosen (``mi400plan.batch``): pinned by --global-batch, or planned from
+    the convergence bound of a batch-size scaling law. Tokens per optimizer step; compute in FLOPs."""
+
+    pinned: bool
+    rule: str  # the rule in words
+    law: str  # the scaling law and its source
+    flops_per_token: float  # M: non-embedding training FLOPs per token (forward + backward)
+    train_tokens: float  # D: --tokens, or the compute-optimal assumption (tokens_assumed)
+    tokens_assumed: bool
+    compute_flops: float  # C = M x D
+    b_opt_tokens: float
+    bound_tokens: float  # the most the planner uses: bound_factor x b_opt_tokens
+    bound_factor: float
+    bubble_limit: float  # bubble fraction above which a pipeline counts as starved (GPipe)
+    chosen: list[BatchChoice] = Field(default_factory=list)
+
+
 class SweepResult(Result):
     command: ClassVar[str] = "sweep"
 
@@ -321,6 +355,7 @@ class SweepResult(Result):
     # The best layout's totals per SKU (single-size sweeps): FLOPs per token split, total training FLOPs
     # (with --tokens) and bytes per GPU per step of each collective (``results.totals``).
     totals: list[PlanTotals] = Field(default_factory=list)
+    batch: BatchPlan | None = None  # how the global batch was chosen, per SKU and GPU count
 
     def check_failed(self) -> bool:
         return not self.rows

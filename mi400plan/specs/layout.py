@@ -628,6 +628,17 @@ class TrainOptions(StrictModel):
         """The switches that differ from the defaults (what a plan file's ``[recipe]`` table keeps)."""
         return {k: v for k, v in self.model_dump().items() if v != type(self).model_fields[k].default}
 
+    @classmethod
+    def given(cls, **given: object) -> "TrainOptions":
+        """Options from the non-None values of ``given`` (checked as ``merged`` checks them), the rest at
+        their defaults; ``model_fields_set`` names exactly the given ones (``explicit``)."""
+        full = cls().merged(**given)
+        return cls(**{k: getattr(full, k) for k, v in given.items() if v is not None})
+
+    def explicit(self) -> dict[str, object]:
+        """The switches set explicitly (``given``), to lay over other options such as a plan's."""
+        return {k: getattr(self, k) for k in self.model_fields_set}
+
     def merged(self, **given: object) -> "TrainOptions":
         """These options with the non-None values of ``given`` on top (``UsageError`` for a bad value)."""
         from pydantic import ValidationError
