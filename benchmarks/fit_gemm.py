@@ -2,7 +2,7 @@
 
 Run from the repository root with the package installed: ``python benchmarks/fit_gemm.py``.
 
-Calibration data, and only these (the validation runs in ``tests/data/train_validation.csv`` are
+Calibration data, and only these (the validation runs in ``mi400plan/data/train_validation.csv`` are
 never used here):
 
 * A100: Narayanan et al. 2021, Table 1 (``tests/test_calibration.py``): the large-GEMM ceiling

@@ -2,11 +2,13 @@
 
 Reading a profile means parsing its TOML and validating it against its spec model; both are pure
 functions of the file's text. The catalog therefore keeps, in the user cache directory, the parsed
-dict and the validated spec of every profile file it has read, keyed by the SHA-256 of the file's
-text. An edited file has a new hash, so edits are always seen. The cache file is tied to the
-planner's version, the spec modules' source, Python's minor version and pydantic's version (any
-change starts a new cache file), carries a SHA-256 of its own payload, and is ignored when it does
-not check out (truncated, corrupted, wrong types): it is never trusted over the profile files.
+dict and the validated spec of the profile files it has read, one file per text named by the SHA-256
+of the text. An edited file has a new hash, so edits are always seen. The entry files live in a
+directory tied to the planner's version, the spec modules' source, Python's minor version and
+pydantic's version (any change starts a new directory); each carries a SHA-256 of its own payload and
+is ignored when it does not check out (truncated, corrupted, wrong types): it is never trusted over
+the profile files. The cache is bounded in entries and in bytes (least recently used out) and skips
+texts over 2**20 characters, so one huge user profile neither fills the disk nor slows later commands.
 
 Where: ``$MI400PLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/mi400plan``, else ``~/.cache/mi400plan``.
 ``MI400PLAN_NO_CACHE=1`` turns it off. Like Python's own ``__pycache__``, the cache directory is
@@ -21,16 +23,24 @@ import os
 import pickle
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 CACHE_ENV = "MI400PLAN_CACHE_DIR"
 OFF_ENV = "MI400PLAN_NO_CACHE"
-_MAGIC = b"mi4pc\x00\x02\n"  # 2: each value pickled on its own, unpickled when first asked for
+_MAGIC = b"mi4pc\x00\x03\n"  # 3: one file per profile text; each value pickled on its own
 _DIGEST = 32
-# Past this many texts, a write keeps only the ones this process used (edited files leave old hashes).
+# Bounds, so that no input grows the cache without limit: a text longer than MAX_TEXT_CHARS characters
+# (bundled profiles are under 40 kB) is never cached, nor an entry file over MAX_ENTRY_BYTES; past MAX_ENTRIES
+# files or MAX_BYTES in all, the least recently used entries are removed when a new one is written.
+MAX_TEXT_CHARS = 1 << 20
+MAX_ENTRY_BYTES = 4 << 20
 MAX_ENTRIES = 1000
+MAX_BYTES = 64 << 20
+# A hit refreshes its file's modification time (the LRU clock) at most this often, seconds.
+_TOUCH_AFTER_S = 3600.0
 
 
 def cache_dir() -> Path | None:
@@ -81,17 +91,17 @@ def text_key(text: str) -> str:
 
 
 class ProfileCache:
-    """Parsed TOML dicts and validated specs by profile text hash; one pickle file on disk.
+    """Parsed TOML dicts and validated specs by profile text hash; one small file per text on disk.
 
-    Each value is stored as its own pickle inside the file, so a run unpickles only the profiles it
-    uses (unpickling a validated spec imports its model's module and restores a pydantic object)."""
+    A lookup reads only its own text's file (its cost does not grow with the other entries); each
+    value is stored as its own pickle inside that file, so a run unpickles only what it uses
+    (unpickling a validated spec imports its model's module and restores a pydantic object)."""
 
     def __init__(self, root: Path | None) -> None:
         self._root = root
-        self._entries: dict[str, dict[str, Any]] | None = None
-        self._dirty = False
-        self._path: Path | None = None
-        self._used: set[str] = set()
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._dirty: set[str] = set()
+        self._dir: Path | None = None
 
     @classmethod
     def default(cls) -> "ProfileCache":
@@ -99,30 +109,32 @@ class ProfileCache:
 
     @property
     def path(self) -> Path | None:
-        if self._root is not None and self._path is None:
-            self._path = self._root / f"profiles-{_fingerprint()}.pickle"
-        return self._path
+        """The directory of this planner version's entry files (None when caching is off)."""
+        if self._root is not None and self._dir is None:
+            self._dir = self._root / f"profiles-{_fingerprint()}"
+        return self._dir
 
-    def _load(self) -> dict[str, dict[str, Any]]:
-        if self._entries is None:
-            self._entries = _read(self.path) if self._root is not None else {}
-        return self._entries
-
-    def _entry(self, text: str) -> dict[str, Any]:
-        key = text_key(text)
-        self._used.add(key)
-        return self._load().setdefault(key, {})
+    def _entry(self, key: str) -> dict[str, Any]:
+        if key not in self._entries:
+            self._entries[key] = _read(self.path / f"{key}.pickle") if self._root is not None else {}
+        return self._entries[key]
 
     def _memo(self, text: str, slot: str, cls: type, compute: Callable[[], Any]) -> Any:
         """``slot`` of ``text``'s entry when the cache holds a ``cls`` there, else ``compute()``, remembered.
-        An exception from ``compute`` (a parse or validation error) is never cached."""
-        entry = self._entry(text)
+        An exception from ``compute`` (a parse or validation error) is never cached, nor a text over
+        ``MAX_TEXT_CHARS``."""
+        if len(text) > MAX_TEXT_CHARS:
+            return compute()
+        key = text_key(text)
+        entry = self._entry(key)
         value = _unpickle(entry.get(slot))
         if isinstance(value, cls):
             return value
         value = compute()
-        entry[slot] = _pickle(value)
-        self._dirty = True
+        blob = _pickle(value)
+        if blob is not None:
+            entry[slot] = blob
+            self._dirty.add(key)
         return value
 
     def parsed(self, text: str, parse: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -141,30 +153,54 @@ class ProfileCache:
         return self._memo(text, f"spec:{kind}", cls, validate)
 
     def flush(self) -> None:
-        """Write new entries (atomically); any failure only costs the next run its time."""
-        if not self._dirty or self._root is None or self._entries is None:
+        """Write new entries (each atomically), then keep the bounds; any failure only costs time."""
+        if not self._dirty or self._root is None:
             return
-        self._dirty = False
-        path = self.path
-        assert path is not None
-        keep = self._entries
-        if len(keep) > MAX_ENTRIES:
-            keep = {k: v for k, v in keep.items() if k in self._used}
+        keys, self._dirty = self._dirty, set()
+        d = self.path
+        assert d is not None
         try:
-            payload = pickle.dumps(keep, protocol=pickle.HIGHEST_PROTOCOL)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".profiles.", suffix=".tmp", dir=path.parent)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            d.mkdir(parents=True, exist_ok=True)
+            for key in sorted(keys):
+                payload = pickle.dumps(self._entries[key], protocol=pickle.HIGHEST_PROTOCOL)
+                if len(payload) <= MAX_ENTRY_BYTES:
+                    _write(d / f"{key}.pickle", _MAGIC + hashlib.sha256(payload).digest() + payload)
+            prune(self._root, d)
         except Exception:  # noqa: BLE001 - a read-only or full cache directory is not an error
             return
 
 
+def _write(path: Path, blob: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".entry.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def prune(root: Path, d: Path) -> None:
+    """Remove the least recently used entry files of ``d`` until at most ``MAX_ENTRIES`` files and
+    ``MAX_BYTES`` remain, and the single-file caches of earlier planner versions under ``root``."""
+    for old in root.glob("profiles-*.pickle"):
+        old.unlink(missing_ok=True)
+    files = []
+    with os.scandir(d) as it:
+        for e in it:
+            if e.name.endswith(".pickle") and e.is_file(follow_symlinks=False):
+                st = e.stat(follow_symlinks=False)
+                files.append((st.st_mtime, st.st_size, e.path))
+    total = sum(size for _, size, _ in files)
+    files.sort()
+    n = len(files)
+    for _, size, path in files:
+        if n <= MAX_ENTRIES and total <= MAX_BYTES:
+            break
+        Path(path).unlink(missing_ok=True)
+        n -= 1
+        total -= size
 def _pickle(value: Any) -> bytes | None:
     try:
         return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -182,12 +218,15 @@ def _unpickle(blob: Any) -> Any:
         return None
 
 
-def _read(path: Path | None) -> dict[str, dict[str, Any]]:
-    """The cache file's entries, or {} when it is missing or does not check out."""
-    if path is None:
-        return {}
+def _read(path: Path) -> dict[str, Any]:
+    """One entry file's slots, or {} when it is missing or does not check out. A hit refreshes the
+    file's modification time, the clock of the least-recently-used pruning."""
     try:
-        blob = path.read_bytes()
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if st.st_size > MAX_ENTRY_BYTES:
+                return {}
+            blob = fh.read()
     except OSError:
         return {}
     head = len(_MAGIC) + _DIGEST
@@ -200,6 +239,11 @@ def _read(path: Path | None) -> dict[str, dict[str, Any]]:
         data = pickle.loads(payload)  # noqa: S301 - the planner's own file, checksummed
     except Exception:  # noqa: BLE001 - unreadable means absent
         return {}
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, dict) for k, v in data.items()):
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
         return {}
+    if time.time() - st.st_mtime > _TOUCH_AFTER_S:
+        try:
+            os.utime(path)
+        except OSError:
+            pass
     return data

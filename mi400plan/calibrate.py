@@ -136,6 +136,7 @@ class Solution:
     x: np.ndarray
     residuals: np.ndarray
     jacobian: np.ndarray  # d residual / d x at x
+    capped: bool = False  # stopped by ``max_iter``, not by convergence
 
 
 def _jacobian(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, r: np.ndarray, scale: np.ndarray,
@@ -151,6 +152,12 @@ def _jacobian(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, r: np.ndarra
 
 
 LM_MAX_ITER = 40  # a consistent set converges in about 15 (tests/data/calibrate/runs.toml: 13)
+# The accelerator fit's cost is bounded: each pricing of the runs costs one step-time evaluation per
+# distinct workload (``_run_groups``), a few ms each. At most MAX_WORKLOADS distinct workloads per SKU,
+# and the solver's iterations are cut so that the fit prices at most EVAL_BUDGET workloads in all
+# (about 10 s on one core at the limit; a few distinct workloads keep all LM_MAX_ITER iterations).
+MAX_WORKLOADS = 64
+EVAL_BUDGET = 3000
 
 
 def least_squares(f: Callable[[np.ndarray], np.ndarray], x0: Sequence[float], lo: Sequence[float],
@@ -165,12 +172,14 @@ def least_squares(f: Callable[[np.ndarray], np.ndarray], x0: Sequence[float], lo
     r = f(x)
     cost, lam = float(r @ r), 1e-3
     J = _jacobian(f, x, r, sc, lo_a, hi_a)
+    capped = True
     for _ in range(max_iter):
         A, g = J.T @ J, J.T @ r
         damp = lam * np.diag(np.maximum(np.diag(A), 1e-12 / sc**2))
         try:
             dx = -np.linalg.solve(A + damp, g)
         except np.linalg.LinAlgError:
+            capped = False
             break
         xn = np.clip(x + dx, lo_a, hi_a)
         rn = f(xn)
@@ -180,12 +189,14 @@ def least_squares(f: Callable[[np.ndarray], np.ndarray], x0: Sequence[float], lo
             x, r, cost, lam = xn, rn, cn, max(lam / 3.0, 1e-12)
             J = _jacobian(f, x, r, sc, lo_a, hi_a)
             if done:
+                capped = False
                 break
         else:
             lam *= 4.0
             if lam > 1e12:
+                capped = False
                 break
-    return Solution(x, r, J)
+    return Solution(x, r, J, capped)
 
 
 def std_errors(sol: Solution, scale: np.ndarray) -> np.ndarray | None:
@@ -485,6 +496,7 @@ class PreparedRun:
     options: Any  # search.SearchOptions
     measured_s: float  # step time, from step_time_s or tflops_per_gpu
     model_flops_per_token: float  # model FLOPs (MFU convention), FLOP
+    stack: Any = None  # stacks.StackRequest the run is priced on (None: the vendor default)
 
     @property
     def measured_tflops_per_gpu(self) -> float:
@@ -500,19 +512,15 @@ class Forward:
     sku: str
     base_spec: Any
     fabrics: dict[tuple[str, str], Any]  # fitted fabric specs to use
-    stack: str | None = None  # stack of runs that name none (calibrate --stack); None: the vendor default
 
-    def hardware(self, values: dict[str, float], precision: str, run: Any = None) -> Any:
-        """The SKU at candidate ``values``, priced on the stack ``run`` (a ``MeasuredRun``) was measured
-        on (else ``self.stack``): the values are read as the vendor default stack's and moved by
-        ``stacks.stack_efficiency``."""
+    def hardware(self, values: dict[str, float], precision: str, stack: Any = None) -> Any:
+        """The SKU at candidate ``values`` priced on ``stack`` (a ``stacks.StackRequest``; None: the vendor
+        default): the values are read as the vendor default stack's (``stacks.stack_efficiency``)."""
         from mi400plan.api.sweep import build_sku
-        from mi400plan.stacks import StackRequest
 
         specs = dict(self.fabrics)
         specs[("accelerators", self.sku)] = with_efficiency(self.base_spec, values)
-        request = run.stack_request(self.stack) if run is not None else StackRequest(self.stack)
-        return build_sku(OverlayCatalog(self.catalog, specs), self.sku, precision, stack=request).hw
+        return build_sku(OverlayCatalog(self.catalog, specs), self.sku, precision, stack=stack).hw
 
     def step(self, run: PreparedRun, hw: Any) -> dict[str, float]:
         from mi400plan.search import evaluate_one
@@ -521,15 +529,80 @@ class Forward:
         return evaluate_one(run.layout, run.workload, hw, r.world, run.options)
 
     def steps(self, runs: Sequence[PreparedRun], values: dict[str, float]) -> np.ndarray:
-        hws: dict[str, Any] = {}
+        """Step times (s) of ``runs`` at ``values``: one vectorized ``search.step_time`` per group of runs
+        sharing a workload and options (their layouts and GPU counts as rows), so pricing 1,000 runs of a
+        few workloads costs a few calls, not 1,000 (the same model as ``step``, row by row)."""
         out = np.empty(len(runs))
-        for i, run in enumerate(runs):
-            r = run.entry.run
-            key = (r.precision, r.stack, r.moe_dispatcher, r.cuda_graphs, r.attention_kernel)
-            if key not in hws:
-                hws[key] = self.hardware(values, r.precision, r)
-            out[i] = self.step(run, hws[key])["step"]
+        for g, t in self._priced(runs, values):
+            out[g.rows] = np.asarray(t["step"], dtype=float).ravel()
         return out
+
+    def step_terms(self, runs: Sequence[PreparedRun], values: dict[str, float]) -> list[dict[str, float]]:
+        """Every step-time term (``search.step_time``'s keys) of each run at ``values``, as ``step`` gives
+        them, priced group by group like ``steps``."""
+        out: list[dict[str, float]] = [{} for _ in runs]
+        for g, t in self._priced(runs, values):
+            cols = {k: np.broadcast_to(np.asarray(v, dtype=float).ravel(), (len(g.rows),)) if np.size(v) == 1
+                    else np.asarray(v, dtype=float).ravel() for k, v in t.items()}
+            for j, i in enumerate(g.rows):
+                out[int(i)] = {k: float(v[j]) for k, v in cols.items()}
+        return out
+
+    def _priced(self, runs: Sequence[PreparedRun], values: dict[str, float]) -> Any:
+        from mi400plan.search import make_coll, step_time
+
+        hws: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        for g in _run_groups(runs):
+            key = (g.precision, g.stack.key() if g.stack is not None else None)
+            if key not in hws:
+                hw = self.hardware(values, g.precision, g.stack)
+                hws[key] = (hw, make_coll(hw))
+            hw, coll = hws[key]
+            yield g, step_time(g.cols, g.workload, hw, g.terms, g.options, coll)
+
+
+@dataclass(frozen=True)
+class _RunGroup:
+    """Runs priced by one ``step_time`` call: same workload, options and precision."""
+
+    rows: np.ndarray  # indices into the run list
+    precision: str
+    workload: Any
+    options: Any
+    terms: Any  # search.ModelTerms
+    cols: dict[str, np.ndarray]  # the layouts as columns (dp, fold and split derived as evaluate_one does)
+    stack: Any = None  # stacks.StackRequest the group is priced on
+
+
+_GROUPS: dict[tuple[int, ...], tuple[Sequence[PreparedRun], list[_RunGroup]]] = {}
+
+
+def _run_groups(runs: Sequence[PreparedRun]) -> list[_RunGroup]:
+    """``runs`` grouped by (model, sequence, batch, recipe, options, precision, stack); built once per run list."""
+    from mi400plan.search import fold_factor, model_terms, split_codes
+
+    key = tuple(id(r) for r in runs)
+    hit = _GROUPS.get(key)
+    if hit is not None and hit[0] is runs:
+        return hit[1]
+    by: dict[tuple[Any, ...], list[int]] = {}
+    for i, r in enumerate(runs):
+        wl = r.workload
+        by.setdefault((id(wl.model), wl.seq_len, wl.global_batch, repr(wl.recipe), r.options,
+                       r.entry.run.precision, r.stack.key() if r.stack is not None else None), []).append(i)
+    groups = []
+    for idx in by.values():
+        first = runs[idx[0]]
+        wl = first.workload
+        c: dict[str, Any] = {k: np.asarray([int(runs[i].layout[k]) for i in idx]) for k in first.layout}
+        c["fold"] = fold_factor(c["tp"], c["cp"], c["ep"], c["etp"])
+        c["dp"] = np.asarray([runs[i].entry.run.world for i in idx]) // (c["tp"] * c["cp"] * c["pp"])
+        c["split"] = np.maximum(split_codes(wl.model, c, first.options), 0)
+        groups.append(_RunGroup(np.asarray(idx), first.entry.run.precision, wl, first.options,
+                                model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe), c, first.stack))
+    _GROUPS.clear()  # one run list at a time: the fit's
+    _GROUPS[key] = (runs, groups)
+    return groups
 
 
 def sku_params(runs: Sequence[PreparedRun]) -> list[FitParam]:
@@ -556,17 +629,30 @@ def _not_identified(weak: bool, free: list[FitParam]) -> str:
     return f"not identified: {why}; profile value kept"
 
 
+def _max_iter(groups: int, free: int) -> int:
+    """LM iterations within ``EVAL_BUDGET`` for ``groups`` distinct workloads and ``free`` parameters
+    (each iteration prices the runs once, plus once per parameter for the Jacobian; 8 pricings come
+    before the solver). At least 3."""
+    return max(3, min(LM_MAX_ITER, (EVAL_BUDGET // max(groups, 1) - 8 - free) // (1 + free)))
+
+
 def _fit_free(fwd: Forward, runs: Sequence[PreparedRun], free: list[FitParam], fixed: dict[str, float],
-              start: dict[str, float], held: dict[str, str]) -> tuple[dict[str, float], np.ndarray | None]:
+              start: dict[str, float], held: dict[str, str], notes: list[str]) -> tuple[dict[str, float], np.ndarray | None]:
     """Fit the ``free`` values (the others at ``fixed``), dropping the last one the runs cannot pin down
     until the rest are identified. Returns the fitted values and their standard errors."""
     meas = np.array([r.measured_s for r in runs])
+    groups = len(_run_groups(runs))
     while free:
         def resid(x: np.ndarray, free: list[FitParam] = free) -> np.ndarray:
             return fwd.steps(runs, {**fixed, **{p.key: float(v) for p, v in zip(free, x)}}) / meas - 1.0
 
         scale = np.array([p.scale for p in free])
-        sol = least_squares(resid, [start[p.key] for p in free], [p.lo for p in free], [p.hi for p in free], scale)
+        cap = _max_iter(groups, len(free))
+        sol = least_squares(resid, [start[p.key] for p in free], [p.lo for p in free], [p.hi for p in free], scale,
+                            max_iter=cap)
+        if sol.capped and cap < LM_MAX_ITER:
+            notes.append(f"{fwd.sku}: the fit stopped after {cap} iterations, the cost bound for {groups} distinct "
+                         "workloads; the values may not be converged (fewer distinct workloads fit longer)")
         weak = [p for j, p in enumerate(free)
                 if float(np.max(np.abs(sol.jacobian[:, j]))) * max(abs(sol.x[j]), p.scale) < MIN_SENSITIVITY]
         if not weak and identified(sol.jacobian, scale):
@@ -590,11 +676,18 @@ def _moves_steps(fwd: Forward, runs: Sequence[PreparedRun], p: FitParam, values:
     return float(np.max(np.abs(moved))) / abs(x1 - x0) * max(abs(x0), p.scale) >= MIN_SENSITIVITY
 
 
-def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
-    """Fit ``ACCELERATOR_PARAMS`` of one SKU to its runs (see the module docstring).
+def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun], max_params: int | None = None) -> ProfileFit:
+    """Fit ``ACCELERATOR_PARAMS`` of one SKU to its runs (see the module docstring), at most
+    ``max_params`` of them (``validate``'s cross-validation: 3 runs a parameter).
 
     A value the profile does not disclose is left to the step-time model's own rule until it is
     fitted (the fit starts it at the parameter's typical size)."""
+    groups = len(_run_groups(runs))
+    if groups > MAX_WORKLOADS:
+        raise UsageError(f"{fwd.sku}: {groups} distinct workloads (model, sequence, batch, recipe, precision) among "
+                         f"the runs: at most {MAX_WORKLOADS} per SKU, each is priced on its own at every step of the fit",
+                         hint="calibrate on a representative subset; runs that differ only in layout or GPU count "
+                         "share a workload and cost little")
     params = sku_params(runs)
     known = {p.key: v for p in params if (v := _profile_value(fwd.base_spec, p.key)) is not None}
     start = {p.key: known.get(p.key, p.scale) for p in params}
@@ -606,11 +699,13 @@ def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
     meas = np.array([r.measured_s for r in runs])
     at_start = fwd.steps(runs, start)
     moving = [p for p in params if _moves_steps(fwd, runs, p, start, at_start, meas)]
-    free = moving[: len(runs)]
+    n_free = len(runs) if max_params is None else min(len(runs), max_params)
+    free = moving[:n_free]
     held = {p.key: _not_identified(True, []) for p in params if p not in moving}
-    held |= {p.key: f"not identified: {len(runs)} run(s) fit at most {len(runs)} parameter(s); profile value kept"
-             for p in moving[len(runs):]}
-    fitted, se = _fit_free(fwd, runs, free, known, start, held)
+    held |= {p.key: f"not identified: {len(runs)} run(s) fit at most {n_free} parameter(s); profile value kept"
+             for p in moving[n_free:]}
+    notes: list[str] = []
+    fitted, se = _fit_free(fwd, runs, free, known, start, held, notes)
     out_params = [
         ParamFit(p, known.get(p.key), fitted.get(p.key),
                  None if se is None or p.key not in fitted else float(se[free.index(p)]), held.get(p.key))
@@ -620,7 +715,27 @@ def fit_accelerator(fwd: Forward, runs: Sequence[PreparedRun]) -> ProfileFit:
     points = [PointFit(r.measured_s, float(b), float(a), {"run": r}) for r, b, a in zip(runs, before, after)]
     warnings = [f"{fwd.sku}: {p.key} is at its bound ({v:g}); the model cannot reach the measured times otherwise"
                 for p in free if (v := fitted[p.key]) in (p.lo, p.hi)]
-    return ProfileFit("accelerators", fwd.sku, out_params, points, warnings)
+    return ProfileFit("accelerators", fwd.sku, out_params, points, warnings + notes)
+
+
+# A fit is refused (never saved as measured) when it only matches the measurements with a value held at
+# a bound of its parameter, or when its worst point is still off by more than MAX_ABS_RESIDUAL: the
+# model cannot represent those measurements, and saving its values would pass a guess off as a
+# measurement. 50 %: the planner's own validation sets stay within about 25 % (README, validation).
+MAX_ABS_RESIDUAL = 0.5
+
+
+def refusal(fit: ProfileFit) -> str | None:
+    """Why ``fit`` must not be saved (a fitted value at its bound, a residual past MAX_ABS_RESIDUAL), or None."""
+    bound = [f"{p.param.key} = {p.value:g} is at its bound" for p in fit.params
+             if p.value is not None and p.value in (p.param.lo, p.param.hi)]
+    worst = max((abs(pt.residual) for pt in fit.points), default=0.0)
+    if bound:
+        return f"{'; '.join(bound)}: the model reaches the measured times only there"
+    if not np.isfinite(worst) or worst > MAX_ABS_RESIDUAL:
+        return (f"its worst point is off by {worst:.0%} after fitting, beyond the {MAX_ABS_RESIDUAL:.0%} a fit "
+                "may leave")
+    return None
 
 
 def measured_step(run: MeasuredRun, flops_per_token: float) -> float:

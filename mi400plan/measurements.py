@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -49,6 +50,12 @@ class MeasuredRun(StrictModel):
     model: str = Field(min_length=1)
     sku: str = Field(min_length=1)
     precision: Literal["bf16", "fp8"] = "bf16"
+    # What ``validate`` groups by: the software stack that ran it, and its source (a publication or a
+    # campaign; leave-one-source-out holds each out in turn; default: the file). A ``stack`` that names a
+    # ``profiles/stacks`` profile (name or alias) also prices the run on it (``mi400plan.stacks``);
+    # another text is a label only, and the run is priced on calibrate's --stack, else the vendor default.
+    stack: str | None = Field(default=None, min_length=1, max_length=200)
+    source: str | None = Field(default=None, min_length=1, max_length=500)
     seq_len: int = Field(ge=1, le=2**24)
     global_batch: int = Field(ge=1, le=2**30)  # sequences per optimizer step
     gpus: int | None = Field(default=None, ge=1, le=2**24)
@@ -88,21 +95,18 @@ class MeasuredRun(StrictModel):
     step_time_s: float | None = Field(default=None, ge=1e-6, le=1e7, allow_inf_nan=False)
     tflops_per_gpu: float | None = Field(default=None, ge=1e-6, le=1e7, allow_inf_nan=False)
     tflops_basis: Literal["model", "hardware"] = "model"
-    # Software stack the run used (a ``profiles/stacks`` name, ``mi400plan.stacks``); None: calibrate's
-    # --stack, else the vendor default. The fitted [efficiency] values are the default stack's.
-    stack: str | None = Field(default=None, min_length=1)
-    # Single stack settings of the run, overriding its stack's (as fit and sweep's switches do).
+    # Single stack settings of the run, overriding its stack's (as sweep's switches do).
     moe_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep", "none"] | None = None
     cuda_graphs: Literal["none", "partial", "full"] | None = None
     attention_kernel: Literal["fa2", "fa3", "cudnn", "ck", "triton"] | None = None
 
-    def stack_request(self, default: str | None = None) -> "StackRequest":
-        """The stack this run was measured on (``stack``, else ``default``, else the vendor default)."""
+    def stack_request(self, profile: str | None = None) -> "StackRequest":
+        """The stack this run is priced on: the stack profile ``profile`` (None: the vendor default) with
+        the run's single settings on top."""
         from mi400plan.stacks import StackRequest
 
-        return StackRequest(self.stack or default, {"moe_dispatcher": self.moe_dispatcher,
-                                                    "cuda_graphs": self.cuda_graphs,
-                                                    "attention_kernel": self.attention_kernel})
+        return StackRequest(profile, {"moe_dispatcher": self.moe_dispatcher, "cuda_graphs": self.cuda_graphs,
+                                      "attention_kernel": self.attention_kernel})
 
     @field_validator("recompute_modules", mode="before")
     @classmethod
@@ -139,8 +143,7 @@ class MeasuredRun(StrictModel):
 
         keys = ("recipe", "precision", "grad_dtype", "flash_attention", "offload_layers", "fp8_params",
                 "fused_cross_entropy", "recompute_modules", "recompute_layers", "capacity_factor", "overlap_tp",
-                "overlap_ep", "overlap_dp", "overlap_pp", "overlap_cp", "split_embedding_loss", "uneven_pp",
-                "stack", "moe_dispatcher", "cuda_graphs", "attention_kernel")
+                "overlap_ep", "overlap_dp", "overlap_pp", "overlap_cp", "split_embedding_loss", "uneven_pp")
         return TrainOptions.given(**{k: getattr(self, k) for k in keys})
 
     def label(self) -> str:
@@ -361,7 +364,7 @@ def read_nccl_log(path: Path, text: str, op: str | None = None) -> NcclLog:
     rows = _nccl_rows(p, lines, head, cols)
     if not rows:
         raise ProfileError("no result lines after the column header", path=p, line=head + 1)
-    per_host = [list(hosts.values()).count(h) for h in set(hosts.values())]
+    per_host = list(Counter(hosts.values()).values())  # ranks per host in one pass: linear in the log
     return NcclLog(p, op, len(hosts), len(per_host), tuple(rows), even=len(set(per_host)) == 1)
 
 

@@ -45,10 +45,11 @@ What the frameworks hold, and what they free early
   holds one micro-batch's fp32 logits (1F1B runs its backward at once; 16-bit under Transformer
   Engine's fused cross entropy, ``TrainRecipe.logit_bytes``).
 * Allocator fragmentation: the PyTorch caching allocator rounds blocks up and cannot always reuse
-  freed segments, so ``reserved`` exceeds ``allocated``; the planner counts it as the capacity share
-  of the runtime reserve (``RuntimeReserve.fraction``, default 5% of HBM), with the CUDA/HIP context
-  and communicator buffers as its fixed part. ``fit`` and ``sweep`` both report totals with the
-  whole reserve included.
+  freed segments, so ``reserved`` exceeds ``allocated``; the planner counts it as the fragmentation
+  share of the runtime reserve (``RuntimeReserve.fragmentation``, 3 % of the allocated bytes), with
+  the CUDA/HIP context and the communicator buffers of the layout as its fixed part
+  (``mi400plan.reserve``). ``fit`` and ``sweep`` both report totals with the whole reserve included,
+  and share one verdict: fits, tight (only the fragmentation share short), does not fit.
 
 Sharding conventions (documented choices)
 -----------------------------------------
@@ -85,6 +86,7 @@ import numpy as np
 from mi400plan.intmath import key_groups
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
 from mi400plan.pipeline import N_SPLIT_CODES, chunk_layers
+from mi400plan.reserve import fixed_bytes as reserve_fixed_bytes
 from mi400plan.specs.layout import OFFLOAD_IN_FLIGHT, RECOMPUTE_CODES, RECOMPUTE_NAMES, InferRecipe, RuntimeReserve, TrainRecipe
 from mi400plan.specs.model import ModelSpec
 
@@ -116,7 +118,9 @@ LSE_BYTES = 4  # flash attention saves one fp32 log-sum-exp per head and query (
 class TrainMemory:
     """Bytes per GPU on the most loaded rank (numpy float64 arrays, broadcast shape of the inputs).
 
-    ``reserve`` is the capacity-independent part of the runtime reserve (``fixed_bytes``); the
+    ``reserve`` is the capacity-independent part of the runtime reserve: its fixed part (the
+    context and the communicator buffers of the layout, ``mi400plan.reserve``, or the user's
+    ``fixed_bytes``) plus ``fragmentation``, the allocator's share of the allocated bytes; the
     capacity fraction is applied by the caller through :func:`usable_bytes`. ``total`` is the sum
     of the five terms. ``stage`` is the index of the most loaded pipeline stage. ``offloaded`` is the
     activation bytes this rank keeps in pinned host memory (activation offloading; 0 without it): the
@@ -131,6 +135,13 @@ class TrainMemory:
     total: np.ndarray
     stage: np.ndarray
     offloaded: np.ndarray  # activation bytes held in host memory (``recipe.offload_layers``); not in total
+    fragmentation: np.ndarray  # the fragmentation share of the reserve (part of ``reserve`` and ``total``)
+
+    @property
+    def need(self) -> np.ndarray:
+        """The capacity need without the fragmentation share: within the usable capacity, the layout
+        is valid (``reserve.verdict_codes``: fits or tight)."""
+        return self.total - self.fragmentation
 
     def item(self, i: Any = ()) -> dict[str, float]:
         """The terms of one layout (index ``i``) as plain floats."""
@@ -596,9 +607,13 @@ def _stage_terms(
                                         rc=rc, sp=sp, nmb=nmb)
     # The parameter terms (and the padding mask) have the small shape of the structure x ZeRO stage:
     # summed first, they meet the activations in one full-size addition.
-    fixed = weights + grads + optim + recipe.reserve.fixed_bytes
+    res = recipe.reserve
+    counted = reserve_fixed_bytes(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp) if res.fixed_bytes is None else None
+    fixed_res = np.asarray(res.fixed_bytes if counted is None else counted, dtype=np.float64)[..., None]
+    fixed = weights + grads + optim + fixed_res
     total = acts + np.where(slots["valid"], fixed, -np.inf)
-    return _StageTerms(shape, weights, grads, optim, acts, recipe.reserve.fixed_bytes, total, slots["stage"], offloaded)
+    return _StageTerms(shape, weights, grads, optim, acts, fixed_res, total, slots["stage"], offloaded,
+                       res.fragmentation)
 
 
 def recompute_share(rc: ArrayLike, recompute_layers: int, layers_per_chunk: ArrayLike) -> np.ndarray:
@@ -743,10 +758,11 @@ class _StageTerms:
     grads: np.ndarray
     optim: np.ndarray
     acts: np.ndarray
-    reserve: float
-    total: np.ndarray
+    reserve: np.ndarray  # the fixed part of the runtime reserve (context + communicator buffers)
+    total: np.ndarray  # allocated + fixed reserve: the capacity need without fragmentation
     stage: np.ndarray
     offloaded: np.ndarray | None
+    fragmentation: float  # the fragmentation share of allocated bytes (``RuntimeReserve.fragmentation``)
 
 
 def train_memory(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe, **layout: ArrayLike) -> TrainMemory:
@@ -758,21 +774,26 @@ def train_memory(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe, **l
     def pick(x: np.ndarray) -> np.ndarray:
         return np.take_along_axis(np.broadcast_to(x, st.total.shape), k, axis=-1)[..., 0]
 
+    fixed = pick(st.reserve)
+    hard = pick(st.total)
+    frag = st.fragmentation * (hard - fixed)
     return TrainMemory(
         weights=pick(st.weights),
         gradients=pick(st.grads),
         optimizer=pick(st.optim),
         activations=pick(st.acts),
-        reserve=np.full(st.shape, st.reserve),
-        total=pick(st.total),
+        reserve=fixed + frag,
+        total=hard + frag,
+        fragmentation=frag,
         stage=pick(st.stage),
         offloaded=np.broadcast_to(0.0, st.shape) if st.offloaded is None else pick(st.offloaded),
     )
 
 
 def train_memory_peak(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe, **layout: ArrayLike) -> np.ndarray:
-    """The ``total`` of :func:`train_memory` alone (bytes per GPU on the most loaded stage): what a
-    search needs for every candidate, without gathering the other terms of the peak stage."""
+    """The capacity need of :func:`train_memory` alone (bytes per GPU on the most loaded stage:
+    ``total - fragmentation``, what must be within the usable capacity for the layout to be valid,
+    fits or tight): what a search needs for every candidate, without gathering the other terms."""
     total = _stage_terms(model, counts, recipe, **layout).total
     # Slot by slot: numpy reduces a short trailing axis far slower than it compares whole arrays.
     peak = np.array(total[..., 0], dtype=np.float64)
@@ -869,7 +890,10 @@ def infer_memory(
     kv_tok = _kv_per_layer_token(model, recipe) * (model.num_layers / pp) / kv_split
     kv = kv_tok * batch * ctx
     acts = _infer_scratch(model, recipe, tp=tp, batch=batch, tokens=np.minimum(batch * ctx, recipe.max_batched_tokens))
-    reserve = np.full(shape, recipe.reserve.fixed_bytes)
+    fixed_res = recipe.reserve.fixed_bytes  # None: counted (context + the TP, PP and EP groups' buffers)
+    if fixed_res is None:
+        fixed_res = reserve_fixed_bytes(tp=tp, pp=pp, dp=1, cp=1, ep=ep, etp=1)
+    reserve = np.broadcast_to(np.asarray(fixed_res, dtype=np.float64), shape).copy()
     w = weights.max(axis=-1, where=slots["valid"], initial=0.0)
     stage = np.take_along_axis(slots["stage"], np.argmax(np.where(slots["valid"], weights, -np.inf), axis=-1)[..., None], axis=-1)[..., 0]
     total = w + kv + acts + reserve

@@ -25,7 +25,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from mi400plan.cache import ProfileCache, package_dir
-from mi400plan.errors import ProfileError, UnknownNameError
+from mi400plan.errors import ProfileError, UnknownNameError, UsageError
 
 Kind = Literal["accelerators", "fabrics", "racks", "models", "costs", "stacks"]
 KINDS: tuple[Kind, ...] = ("accelerators", "fabrics", "racks", "models", "costs", "stacks")
@@ -283,9 +283,16 @@ class Catalog:
     def default(cls, extra_dirs: list[str | os.PathLike[str]] | None = None) -> "Catalog":
         dirs = [Path(d) for d in (extra_dirs or [])]
         env = os.environ.get(ENV_VAR, "")
+        given = len(dirs)
         dirs += [Path(d) for d in env.split(os.pathsep) if d.strip()]
-        for d in dirs:
-            if not d.is_dir():
+        for i, d in enumerate(dirs):
+            try:
+                exists = d.is_dir()
+            except OSError as exc:  # a name longer than the OS allows, a loop of links, ...
+                where = "--profiles" if i < given else ENV_VAR
+                raise UsageError(f"{where}: {str(d)[:60]}{'...' if len(str(d)) > 60 else ''} cannot be a profile "
+                                 f"directory: {exc.strerror or exc}") from None
+            if not exists:
                 raise ProfileError("profile directory does not exist", path=str(d))
         return cls(user_dirs=dirs, disk_cache=ProfileCache.default())
 
@@ -328,6 +335,10 @@ class Catalog:
         self._by_name[kind] = by_name
         self.disk_cache.flush()
         return by_key
+
+    def warn(self, message: str) -> None:
+        """Record a profile a command skipped (shown on stderr through ``on_warning``)."""
+        self._warn(message)
 
     def _warn(self, message: str) -> None:
         self.skipped.append(message)
@@ -486,13 +497,14 @@ def kind_of_path(path: Path) -> str | None:
     return parent if parent in KINDS else None
 
 
-def write_toml_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
-    """Write ``data`` as TOML through a temporary file in the same directory and ``os.replace``.
+def write_toml_atomic(path: str | os.PathLike[str], data: dict[str, Any], *, replace: bool = True) -> None:
+    """Write ``data`` as TOML through a temporary file in the same directory (``mi400plan.fileio``).
 
-    The old file (if any) is replaced in one step: a crash leaves either the old or the new file.
+    ``replace``: an old regular file is replaced in one step (a crash leaves either the old or the new
+    file); otherwise the file is created exclusively (``FileExistsError`` when the name is taken).
     """
     import tomli_w
 
     from mi400plan.fileio import write_atomic
 
-    write_atomic(path, lambda fh: tomli_w.dump(data, fh))
+    write_atomic(path, lambda fh: tomli_w.dump(data, fh), replace=replace)

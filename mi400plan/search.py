@@ -79,6 +79,8 @@ from mi400plan.memory import forward_again, recompute_share, stage_count_ratios,
 from mi400plan.params import (
     ParamCounts, attention_flops_per_token, model_flops_per_token, selective_recompute_flops_per_token,
 )
+from mi400plan.offload import RULE as OFFLOAD_RULE
+from mi400plan.offload import RULE_TEXT as OFFLOAD_RULE_TEXT
 from mi400plan.specs.layout import DEFAULT_RECOMPUTE_MODULES
 from mi400plan.specs.model import ModelSpec
 
@@ -96,6 +98,7 @@ RULES: dict[str, str] = {
     "sp-needs-tp": "sequence parallel needs TP > 1",
     "batch-dp-mb": "DP x micro-batch does not divide the global batch",
     "vpp-microbatches": "the interleaved schedule needs micro-batches per replica to be a multiple of PP",
+    OFFLOAD_RULE: OFFLOAD_RULE_TEXT,
     "memory": "does not fit in HBM",
 }
 RULE_ORDER = tuple(RULES)
@@ -1171,9 +1174,8 @@ def usable_hbm(wl: Workload, hw: Hardware) -> float:
 
 
 def _fits(c: dict[str, np.ndarray], wl: Workload, hw: Hardware) -> tuple[np.ndarray, Any]:
-    mem = memory_total(c, wl)
-    total = np.asarray(mem.total, dtype=np.float64)
-    return total <= usable_hbm(wl, hw), mem
+    mem = memory_total(c, wl)  # valid (fits or tight): the need without the fragmentation share
+    return np.asarray(mem.need, dtype=np.float64) <= usable_hbm(wl, hw), mem
 
 
 INNER_KEYS = ("zero", "micro_batch", "recompute", "sp")
@@ -1220,7 +1222,7 @@ class ChunkResult:
     front: dict[str, np.ndarray] | None = None
 
 
-MEM_KEYS = ("weights", "gradients", "optimizer", "activations", "reserve", "total")
+MEM_KEYS = ("weights", "gradients", "optimizer", "activations", "reserve", "total", "fragmentation")
 
 
 def evaluate_structures(
@@ -1262,7 +1264,7 @@ def evaluate_structures(
     ok = _Passing(g, shape, idx)
     total, step = ok.at(peak), ok.at(t["step"])
     keys = MEM_KEYS + (("offloaded",) if wl.recipe.offload_layers > 0 else ())
-    fits = total <= usable_hbm(wl, hw)
+    fits = total <= usable_hbm(wl, hw)  # ``total`` is the need without fragmentation: fits or tight
     n_fit = int(np.count_nonzero(fits))
     rejected["memory"] += idx.size - n_fit
 
@@ -1397,6 +1399,8 @@ def inner_masks(c: dict[str, np.ndarray], wl: Workload) -> dict[str, np.ndarray]
     out["batch-dp-mb"] = (wl.global_batch % (c["dp"] * c["micro_batch"])) != 0
     m = wl.global_batch // (c["dp"] * c["micro_batch"])
     out["vpp-microbatches"] = (c["vpp"] > 1) & ((m % c["pp"]) != 0)
+    if wl.recipe.offload_layers > 0:  # mi400plan.offload: Megatron-Core refuses these with CPU offloading
+        out[OFFLOAD_RULE] = (c["pp"] > 1) | (c["recompute"] > 0)
     return out
 
 
@@ -1445,7 +1449,8 @@ def evaluate_one(layout: dict[str, int], wl: Workload, hw: Hardware, world: int,
     out = {k: float(np.asarray(v).ravel()[0]) for k, v in t.items()}
     mem = memory_total(c, wl)
     out["mem_total"] = float(np.asarray(mem.total).ravel()[0])
-    out["fits"] = float(out["mem_total"] <= usable_hbm(wl, hw))
+    out["mem_need"] = float(np.asarray(mem.need).ravel()[0])  # the total without the fragmentation share
+    out["fits"] = float(out["mem_need"] <= usable_hbm(wl, hw))  # fits or tight
     return out
 
 

@@ -62,6 +62,23 @@ class StackRequest:
     name: str | None = None
     overrides: dict[str, str | None] = field(default_factory=dict)
 
+    def key(self) -> tuple[object, ...]:
+        """A hashable form (runs priced on the same request share one hardware build)."""
+        return (self.name, *sorted((k, v) for k, v in self.overrides.items() if v is not None))
+
+
+def known_stack(catalog: "Catalog", text: str | None) -> str | None:
+    """The stack profile ``text`` names (a name or alias), or None when it names none (a label such as
+    a runs file's "Megatron-Core", which ``validate`` groups by)."""
+    if not text:
+        return None
+    from mi400plan.errors import UnknownNameError
+
+    try:
+        return catalog.resolve("stacks", text)
+    except UnknownNameError:
+        return None
+
 
 @dataclass(frozen=True)
 class ResolvedStack:

@@ -52,7 +52,7 @@ def _no_parsing(monkeypatch) -> None:
 def test_second_run_reads_parsed_and_validated_profiles_from_the_cache(cache_dir, tmp_path, write_profile, monkeypatch):
     root = _user_dir(tmp_path, write_profile)
     first = Catalog.default([root]).get("accelerators", "testgpu").spec
-    assert len(list(cache_dir.glob("profiles-*.pickle"))) == 1
+    assert len(list(cache_dir.glob("profiles-*/*.pickle"))) >= 1
     _no_parsing(monkeypatch)
     second = Catalog.default([root]).get("accelerators", "testgpu").spec
     assert second == first
@@ -90,7 +90,8 @@ def test_an_edited_profile_is_seen(cache_dir, tmp_path, write_profile):
 def test_a_damaged_cache_file_is_ignored(cache_dir, tmp_path, write_profile, damage):
     root = _user_dir(tmp_path, write_profile)
     Catalog.default([root]).get("accelerators", "testgpu")
-    (path,) = cache_dir.glob("profiles-*.pickle")
+    text = SKU.format(hbm="100")
+    (path,) = cache_dir.glob(f"profiles-*/{cache_mod.text_key(text)}.pickle")
     blob = path.read_bytes()
     if damage == "truncate":
         path.write_bytes(blob[: len(blob) // 2])
@@ -99,10 +100,9 @@ def test_a_damaged_cache_file_is_ignored(cache_dir, tmp_path, write_profile, dam
     elif damage == "garbage":
         path.write_bytes(b"not a cache at all")
     else:  # a well-formed, checksummed file whose entries hold the wrong types, or unreadable pickles
-        text = SKU.format(hbm="100")
-        bad = {cache_mod.text_key(text): {"raw": "not a dict", "spec:accelerators": "not a spec"}}
+        bad = {"raw": "not a dict", "spec:accelerators": "not a spec"}
         if damage == "bad-pickles":
-            bad = {cache_mod.text_key(text): {"raw": b"\x80junk", "spec:accelerators": pickle.dumps("not a spec")}}
+            bad = {"raw": b"\x80junk", "spec:accelerators": pickle.dumps("not a spec")}
         payload = pickle.dumps(bad)
         path.write_bytes(cache_mod._MAGIC + hashlib.sha256(payload).digest() + payload)
     spec = Catalog.default([root]).get("accelerators", "testgpu").spec
@@ -135,5 +135,56 @@ def test_an_unwritable_cache_location_is_not_an_error(tmp_path, write_profile, m
 def test_the_fit_command_gives_the_same_answer_cold_and_warm(cache_dir, cli):
     args = ["fit", "llama3.1-70b", "--sku", "all", "--json"]
     cold = cli(args).stdout
-    assert list(cache_dir.glob("profiles-*.pickle"))
+    assert list(cache_dir.glob("profiles-*/*.pickle"))
     assert cli(args).stdout == cold
+
+
+def test_an_oversized_text_is_never_cached(cache_dir, tmp_path, write_profile):
+    """A profile over the text bound (here a 2 MiB description) is read and validated each time but
+    never written to the cache, so it can neither fill the disk nor slow later commands."""
+    root = tmp_path / "p"
+    huge = SKU.format(hbm="100").replace('vendor = "Test"', f'vendor = "Test"\ndescription = "{"x" * (2 << 20)}"')
+    write_profile(root, "accelerators", "testgpu", huge)
+    assert Catalog.default([root]).get("accelerators", "testgpu").spec.memory.capacity_bytes.nominal == 100e9
+    assert not list(cache_dir.glob(f"profiles-*/{cache_mod.text_key(huge)}.pickle"))
+    assert sum(f.stat().st_size for f in cache_dir.rglob("*") if f.is_file()) < 2 << 20
+
+
+def test_the_cache_keeps_its_entry_and_byte_bounds_least_recently_used_out(cache_dir, monkeypatch):
+    """Past MAX_ENTRIES files (or MAX_BYTES), a write removes the oldest entries by last use; the
+    single-file cache of earlier versions is removed too."""
+    import os
+
+    monkeypatch.setattr(cache_mod, "MAX_ENTRIES", 3)
+    cache_dir.mkdir(parents=True)
+    (cache_dir / "profiles-0123456789abcdef.pickle").write_bytes(b"x" * 1000)
+    c = cache_mod.ProfileCache(cache_dir)
+    for i in range(5):
+        c.parsed(f"t{i}", lambda: {"i": 1})
+        c.flush()
+        f = c.path / f"{cache_mod.text_key(f't{i}')}.pickle"
+        os.utime(f, (1000 + i, 1000 + i))  # t0 is the least recently used
+    left = sorted(p.name for p in c.path.glob("*.pickle"))
+    assert left == sorted(f"{cache_mod.text_key(f't{i}')}.pickle" for i in (2, 3, 4))
+    assert not list(cache_dir.glob("profiles-*.pickle"))
+    monkeypatch.setattr(cache_mod, "MAX_BYTES", 1)  # every file is over: a write leaves none but what fits
+    c.parsed("t9", lambda: {"i": 1})
+    c.flush()
+    assert list(c.path.glob("*.pickle")) == []
+
+
+def test_a_lookup_reads_only_its_own_entry(cache_dir, tmp_path, write_profile, monkeypatch):
+    """Many unrelated entries on disk do not change what a lookup opens: one file, its own."""
+    root = _user_dir(tmp_path, write_profile)
+    Catalog.default([root]).get("accelerators", "testgpu")
+    c = cache_mod.ProfileCache(cache_dir)
+    for i in range(50):
+        c.parsed(f"unrelated {i}", lambda: {"i": 1})
+    c.flush()
+    opened = []
+    real = cache_mod._read
+    monkeypatch.setattr(cache_mod, "_read", lambda p: opened.append(p.name) or real(p))
+    text = SKU.format(hbm="100")
+    warm = cache_mod.ProfileCache(cache_dir)
+    assert warm.parsed(text, lambda: {})["vendor"] == "Test"
+    assert opened == [f"{cache_mod.text_key(text)}.pickle"]

@@ -4,7 +4,7 @@ The file holds runs whose recipe AMD publishes (ROCm training documentation, ROC
 layout as published: model, SKU, precision, sequence length, micro and global batch, TP/PP/CP/EP,
 FSDP, recomputation. A run is reproduced exactly as the validation runs are
 (``test_validation_train.predict``: the bundled model, the ``megatron`` recipe at the run's precision,
-the layout pinned, FSDP = ZeRO-3, the capacity check lifted), and its predicted tokens/s per GPU is
+the layout pinned, FSDP = ZeRO-3, the capacity check users get), and its predicted tokens/s per GPU is
 compared with the measured one.
 
 A row with no measured figure is a published layout whose throughput is not transcribed yet: it is
@@ -127,10 +127,4 @@ def test_every_published_layout_fits(catalog) -> None:
 
 
 # Published layouts the memory model still rejects. A row that starts to fit fails the test above.
-KNOWN_REJECTED = {
-    "rocm2504-mi300x-llama3-70b-bf16-fsdp": "Llama 3 70B under FSDP2 on 8 MI300X (191.7 GiB usable), micro-batch 3 of "
-    "8,192 tokens, full recomputation: 186.6 GiB before the runtime reserve (16 B a parameter sharded: bf16 "
-    "weights and gradients, fp32 master and Adam: 131.5 GiB, 137.8 GiB with the gathered units; activations "
-    "48.8 GiB), 5.1 GiB free against the default reserve's "
-    "11.6 GiB (2 GiB + 5 % of HBM)",
-}
+KNOWN_REJECTED: dict[str, str] = {}

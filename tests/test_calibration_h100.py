@@ -22,9 +22,11 @@ What the paper states about the runs, and how the search is pinned to it:
   real capacity. One exception, pinned by ``test_interleaved_8k_row_is_over_capacity``: the 8,192-GPU
   row's 32 micro-batches per DP rank need the interleaved schedule for its step time, and
   Megatron-Core's interleaved warm-up keeps ``2 (P - 1 - i) + (V - 1) P + 1`` chunk-micro-batches in
-  flight on stage ``i`` (141 one-layer chunks on stage 1 at VPP 8): 85.7 GiB by Korthikanti's
-  accounting against 79.6 GiB. Llama 3 runs its own schedule and frees tensors early (sec. 3.3.2),
-  which that accounting does not see, so that row alone is searched without the capacity check;
+  flight on stage ``i`` (141 one-layer chunks on stage 1 at VPP 8): 79.7 GiB allocated by Korthikanti's
+  accounting, more than the 79.6 GiB an H100 reports before any runtime reserve. Llama 3 runs its own
+  schedule and frees tensors early (sec. 3.3.2), which that accounting does not see. The row is searched
+  at the real capacity like every other (no capacity check is lifted), so it falls back to VPP 1 and
+  fails its tolerance: an expected failure until the activation accounting sees that schedule;
 * one transformer layer fewer on the first and the last pipeline stage (126 + 2 = 128 = 16 x 8):
   ``split_embedding_loss``;
 * interleaved schedule (virtual stages searched) with asynchronous point-to-point: ``overlap_pp``;
@@ -71,8 +73,6 @@ def achieved_tflops(catalog, row) -> tuple[float, dict]:
     batch = dp * per_dp
     wl = Workload(model, counts, train_recipe("megatron"), seq, batch)
     hw = build_sku(catalog, "h100", "bf16").hw
-    if per_dp > pp:  # the interleaved 8K row: see the module docstring
-        hw = dataclasses.replace(hw, hbm_bytes=float("inf"))
     opts = SearchOptions(tp=(tp,), cp=(cp,), pp=(pp,), zero=(1, 2), recompute=(0,), split_embedding_loss=True,
                          overlap_pp=True, overlap_cp=False)
     res = search(wl, hw, gpus, opts, top_k=1)
@@ -122,7 +122,15 @@ def test_126_layers_split_over_16_stages_needs_the_embedding_loss_split(catalog)
     assert layout_violations(dict(lay, vpp=3), wl, 8192, SearchOptions(split_embedding_loss=True)) == []
 
 
-@pytest.mark.parametrize("row", TABLE_4, ids=IDS)
+# The 8,192-GPU row ran interleaved; the memory model counts that layout over the H100's capacity
+# (``test_interleaved_8k_row_is_over_capacity``), so the search at the real capacity falls back to VPP 1
+# and the row comes out about 29 % slow. It stays a failing calibration point until the activation
+# accounting sees what Llama 3's schedule frees (sec. 3.3.2); the capacity check is not lifted for it.
+OVER_CAPACITY = pytest.mark.xfail(strict=True, reason="interleaved 8K row over capacity in the memory model")
+ROWS = [pytest.param(r, marks=OVER_CAPACITY) if r[6] > r[3] else r for r in TABLE_4]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
 def test_table4_row(catalog, row) -> None:
     ours, best = achieved_tflops(catalog, row)
     pub = row[7]
@@ -133,6 +141,7 @@ def test_table4_row(catalog, row) -> None:
     assert abs(err) <= tol, f"{row}: {ours:.1f} vs published {pub} TFLOP/s ({err * 100:+.1f}%)"
 
 
+@OVER_CAPACITY
 def test_table4_mean_error(catalog) -> None:
     errs = [abs((achieved_tflops(catalog, r)[0] - r[7]) / r[7]) for r in TABLE_4]
     mean = sum(errs) / len(errs)
@@ -155,14 +164,18 @@ def test_h100_profile_carries_the_fitted_value(catalog) -> None:
 def test_interleaved_8k_row_is_over_capacity(catalog) -> None:
     """Stage 1 of TP8 PP16 VPP8 DP64 (one layer per chunk, 32 micro-batches): 2 x 14 + 7 x 16 + 1 = 141
     layer-micro-batches of 8,192 tokens x 65,088 B (``tests/test_memory_published.py``) = 75.2 GB of
-    activations, 85.7 GiB with the rest: over the 79.6 GiB an H100 reports. At 16 micro-batches (the
-    16,384-GPU rows) the warm-up is capped at all 16 x 8 chunks = 128 and it fits."""
+    activations; with 8 layers' whole BF16 weights (6.4 GB), ZeRO-2 gradients and optimizer states the
+    allocated bytes alone exceed the 79.6 GiB an H100 reports, before any runtime reserve: "does not
+    fit" under every reserve. At 16 micro-batches (the 16,384-GPU rows) the warm-up is capped at all
+    16 x 8 chunks = 128 and it fits."""
     from mi400plan.api.fit import fit
 
     kw = dict(tp=8, cp=1, pp=16, vpp=8, seq=8192, zero=2, micro_batch=1, recompute="none",
               split_embedding_loss=True)
     row = fit(catalog, "llama3.1-405b", ["h100"], "train", gpus=8192, global_batch=2048, **kw).rows[0]
     assert row.memory_bytes.activations == 141 * 8192 * 65088
-    assert row.verdict == "does_not_fit" and row.memory_bytes.total / 2**30 == pytest.approx(85.65, abs=0.01)
+    mb = row.memory_bytes
+    allocated = mb.weights + mb.gradients + mb.optimizer + mb.activations
+    assert row.verdict == "does_not_fit" and allocated > row.capacity_bytes == 81_559 * 2**20
     row = fit(catalog, "llama3.1-405b", ["h100"], "train", gpus=16384, global_batch=2048, **kw).rows[0]
     assert row.memory_bytes.activations == 128 * 8192 * 65088 and row.verdict == "fits"

@@ -196,12 +196,12 @@ def test_llama31_training_energy_reproduces() -> None:
 @pytest.mark.parametrize(
     ("flags", "words"),
     [
-        (["--electricity-price", "-0.1"], "--electricity-price must be a number in (0,"),
-        (["--electricity-price", "0"], "--electricity-price must be a number in (0,"),
+        (["--electricity-price", "-0.1"], "--electricity-price must be a number in [1e-06,"),
+        (["--electricity-price", "0"], "--electricity-price must be a number in [1e-06,"),
         (["--pue", "0.9"], "--pue must be a number in [1,"),
-        (["--depreciation-years", "0"], "--depreciation-years must be a number in (0,"),
-        (["--capex-per-gpu", "-5"], "--capex-per-gpu must be a number in (0,"),
-        (["--gpu-load", "1.5"], "--gpu-load must be a number in (0, 1]"),
+        (["--depreciation-years", "0"], "--depreciation-years must be a number in [0.1, 100]"),
+        (["--capex-per-gpu", "-5"], "--capex-per-gpu must be a number in [1,"),
+        (["--gpu-load", "1.5"], "--gpu-load must be a number in [0.001, 1]"),
         (["--cost-of-capital", "-0.01"], "--cost-of-capital must be a number in [0, 1]"),
     ],
 )
@@ -254,10 +254,10 @@ def test_site_profile_currency(cli, tmp_path, write_profile, currency, extra, fi
 @pytest.mark.parametrize(
     ("key", "value", "words"),
     [
-        ("electricity_price_per_kwh", "-0.05", "electricity_price_per_kwh must be in (0,"),
-        ("electricity_price_per_kwh", "0", "electricity_price_per_kwh must be in (0,"),
+        ("electricity_price_per_kwh", "-0.05", "electricity_price_per_kwh must be in [1e-06,"),
+        ("electricity_price_per_kwh", "0", "electricity_price_per_kwh must be in [1e-06,"),
         ("pue", "0.95", "pue must be in [1, 10]"),
-        ("depreciation_years", "0", "depreciation_years must be in (0,"),
+        ("depreciation_years", "0", "depreciation_years must be in [0.1, 100]"),
         ("colocation_per_kw_month", "{ nominal = 150, low = -1, high = 200, status = \"E\" }", "colocation_per_kw_month must be in (0,"),
     ],
 )
@@ -412,7 +412,7 @@ def test_serving_economics_by_hand(catalog) -> None:  # noqa: ANN001
 def test_sweep_gpu_hour_cost_must_be_positive(cli, value: str) -> None:  # noqa: ANN001
     out = cli([*SWEEP, "--tokens", "1T", "--gpu-hour-cost", value, "--json"])
     assert out.exit_code == 2
-    assert "--gpu-hour-cost must be a number in (0," in json.loads(out.stdout)["errors"][0]["message"]
+    assert "--gpu-hour-cost must be a number in [0.0001," in json.loads(out.stdout)["errors"][0]["message"]
 
 
 SITE_PRICES = ("electricity_price_per_kwh", "pue", "cost_of_capital", "facility_capex_per_mw",
@@ -473,7 +473,7 @@ def test_serve_cost_per_token_from_the_model_without_a_flag(cli) -> None:  # noq
 def test_rack_price_per_kwh_must_be_positive(cli, value: str) -> None:  # noqa: ANN001
     out = cli(["rack", "gb200-nvl72", "--racks", "2", "--price-per-kwh", value, "--json"])
     assert out.exit_code == 2
-    assert "--price-per-kwh must be a number in (0," in json.loads(out.stdout)["errors"][0]["message"]
+    assert "--price-per-kwh must be a number in [1e-06," in json.loads(out.stdout)["errors"][0]["message"]
 
 
 def test_user_profile_overrides_a_bundled_system(cli, tmp_path, write_profile) -> None:  # noqa: ANN001

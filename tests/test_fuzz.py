@@ -590,3 +590,124 @@ def test_fuzz_calibrate_inputs():
             check(["calibrate", *map(str, files), "--sku", "mi355x", *(["--explain"] if explain else []), "--json"])
 
     run()
+
+
+# --- 6. the commands added since the first campaign: cost, budget, serve, calibrate, --largest, --save ----
+
+# Values at the edges of every domain: denormal and tiny positives (a quotient over them overflows),
+# huge finite numbers, signed zero. Each is drawn into a numeric flag of a command among plausible values.
+EXTREME = ["5e-324", "1e-310", "1e-300", "1e-30", "1e-9", "-0", "0", "1e30", "1e300", "1.7976931348623157e308"]
+NEW_COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
+    "cost": COMMANDS["cost"],
+    "cost-tokens": (["cost", "mi355x", "--tokens-per-s", "1000"], COMMANDS["cost"][1], []),
+    "budget": COMMANDS["budget"],
+    "budget-flops": (["budget", "--sku", "mi355x", "--gpus", "1024", "--flops", "3.8e25"],
+                     ["--sku", "--gpus", "--flops", "--law", "--family", "--experts", "--top-k", "--seq",
+                      "--global-batch"], ["--check"]),
+    "serve": COMMANDS["serve"],
+    "sweep-tokens": (["sweep", "llama3.1-8b", "--sku", "mi355x", "--gpus", "8", "--no-ranges", "--tokens", "1T"],
+                     ["--tokens", "--gpu-hour-cost", "--electricity-price", "--pue", "--gpu-load",
+                      "--matmul-efficiency", "--hbm-efficiency", "--site"], []),
+    "largest": (["fit", "--largest", "--sku", "mi355x", "--gpus", "8"],
+                ["--sku", "--gpus", "--mode", "--precision", "--seq", "--global-batch", "--batch", "--reserve",
+                 "--family", "--experts", "--top-k", "--kv-dtype", "--zero", "--micro-batch", "--recompute"],
+                ["--check"]),
+    "calibrate": COMMANDS["calibrate"],
+}
+
+
+@st.composite
+def edge_command_line(draw: st.DrawFn, command: str) -> list[str]:
+    """A working command line with one to three flags set, each plausible, hostile or at a domain's edge."""
+    base, flags, switches = NEW_COMMANDS[command]
+    argv = list(base)
+    for flag in draw(st.lists(st.sampled_from(flags), min_size=1, max_size=3, unique=True)):
+        plausible = st.sampled_from(PLAUSIBLE[flag])
+        argv += [flag, draw(st.one_of(plausible, st.sampled_from(EXTREME), st.sampled_from(EXTREME), hostile_text()))]
+    argv += draw(st.lists(st.sampled_from(switches), max_size=2, unique=True)) if switches else []
+    return [*argv, "--json"]
+
+
+@pytest.mark.parametrize("command", list(NEW_COMMANDS))
+def test_fuzz_new_commands_at_the_edges(command):
+    """Exit 0/2/3/4 only, one envelope, finite non-negative results, bounded time: the same contract."""
+    @FUZZ
+    @given(argv=edge_command_line(command))
+    def run(argv):
+        check(argv)
+
+    run()
+
+
+COST_BASES = {"us-2025": ("site", ["cost", "mi355x", "--tokens-per-s", "1000"]),
+              "b200-hgx": ("system", ["cost", "b200-hgx", "--tokens-per-s", "1000"])}
+
+
+@pytest.mark.parametrize("name", list(COST_BASES))
+def test_fuzz_cost_profiles(name):
+    """A mutated site or system cost profile under costs/ of a --profiles directory: cost, serve and
+    sweep --tokens keep the contract (a bad field is exit 3 naming it, never exit 1 or inf)."""
+    @FUZZ
+    @given(doc=mutated(tomllib.loads((BUNDLED / "costs" / f"{name}.toml").read_text())),
+           which=st.integers(0, 2))
+    def run(doc, which):
+        with tempfile.TemporaryDirectory(prefix="mi400plan-fuzz-") as tmp:
+            (Path(tmp) / "costs").mkdir()
+            (Path(tmp) / "costs" / f"{name}.toml").write_text(to_toml(doc))
+            kind, cost_cmd = COST_BASES[name]
+            site = ["--site", name] if kind == "site" else []
+            argv = [cost_cmd + site,
+                    ["serve", "llama3.1-8b", "--sku", "b200", "--no-ranges", "--top", "2", *site],
+                    ["sweep", "llama3.1-8b", "--sku", "b200", "--gpus", "8", "--no-ranges", "--tokens", "1T", *site]][which]
+            check([*argv, "--profiles", tmp, "--json"])
+
+    run()
+
+
+SAVE_TARGETS = ["new", "existing", "fifo", "directory", "dangling-link", "link-to-file", "same-as-plot",
+                "missing-parent", "long-name"]
+
+
+def _save_target(tmp: Path, kind: str) -> Path:
+    target = tmp / "plan.toml"
+    if kind == "existing" or kind == "link-to-file":
+        (tmp / "old.toml").write_text("old = 1\n")
+        if kind == "existing":
+            (tmp / "old.toml").rename(target)
+        else:
+            target.symlink_to(tmp / "old.toml")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "directory":
+        target.mkdir()
+    elif kind == "dangling-link":
+        target.symlink_to(tmp / "nowhere.toml")
+    elif kind == "missing-parent":
+        target = tmp / "no" / "such" / "plan.toml"
+    elif kind == "long-name":
+        target = tmp / ("p" * 300 + ".toml")
+    return target
+
+
+def test_fuzz_save():
+    """sweep --save and calibrate --save over every kind of target, with and without --force: the
+    contract holds, and a FIFO, a directory or a link is never replaced."""
+    @FUZZ
+    @given(kind=st.sampled_from(SAVE_TARGETS), force=st.booleans(), command=st.sampled_from(["sweep", "calibrate"]))
+    def run(kind, force, command):
+        with tempfile.TemporaryDirectory(prefix="mi400plan-fuzz-") as tmp_name:
+            tmp = Path(tmp_name)
+            target = _save_target(tmp, kind)
+            before = os.lstat(target).st_mode if os.path.lexists(target) else None
+            if command == "sweep":
+                argv = ["sweep", "llama3.1-8b", "--sku", "mi355x", "--gpus", "8", "--no-ranges", "--top", "1",
+                        "--save", str(target)]
+                if kind == "same-as-plot":
+                    argv += ["--plot", str(target)]
+            else:
+                argv = ["calibrate", str(DATA / "calibrate" / "runs.toml"), "--save", str(target)]
+            check([*argv, *(["--force"] if force else []), "--json"])
+            if kind in ("fifo", "directory", "dangling-link", "link-to-file") and command == "sweep":
+                assert os.lstat(target).st_mode == before, f"{kind} at --save was replaced"
+
+    run()

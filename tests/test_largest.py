@@ -105,11 +105,11 @@ def test_precision_flag_reaches_infer_and_train(cli) -> None:
 
 def test_layout_pins_are_honoured(cat) -> None:  # noqa: ANN001
     # Every family model has 8 KV heads; TP must divide them, so TP 3 fits no model at all.
-    assert largest(cat, ["mi300x"], mode="train", gpus=48, pins={"tp": 3}).rows[0].largest is None
-    res = largest(cat, ["mi300x"], mode="train", gpus=64, pins={"tp": 2, "pp": 4})
+    assert largest(cat, ["mi300x"], mode="train", gpus=48, pins={"tp": [3]}).rows[0].largest is None
+    res = largest(cat, ["mi300x"], mode="train", gpus=64, pins={"tp": [2], "pp": [4]})
     lay = res.rows[0].largest.layout
     assert (lay["tp"], lay["pp"]) == (2, 4)
-    inf = largest(cat, ["mi355x"], mode="infer", gpus=8, seq_len=8192, pins={"tp": 4})
+    inf = largest(cat, ["mi355x"], mode="infer", gpus=8, seq_len=8192, pins={"tp": [4]})
     assert inf.rows[0].largest.layout["tp"] == 4
 
 

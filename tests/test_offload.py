@@ -42,7 +42,7 @@ def test_bytes_offloaded_for_llama_8b_under_full_recompute(catalog) -> None:
     off = _memory(catalog, "llama3.1-8b", offload_layers=8, **kw)
     assert float(off.offloaded) == 256 * MiB
     assert float(base.activations - off.activations) == 224 * MiB
-    assert float(base.total - off.total) == 224 * MiB
+    assert float(base.need - off.need) == 224 * MiB  # the total moves by 224 MiB x 1.03 with fragmentation
     assert float(base.offloaded) == 0.0
 
 
@@ -110,9 +110,9 @@ def test_published_gb200_fp8_llama3_70b_layout_fits_with_40_layers_offloaded(cli
 
     Capacity: 186 GiB = 199,715,979,264 B. With the runtime reserve's fixed 2 GiB only (no
     fragmentation share) the layout fits with 40 layers offloaded and does not without. With the
-    planner's default 5 % fragmentation share (9.3 GiB) and the default FP8 weights (bf16 working
-    copy + row-wise + transposed FP8 casts, 4 B a GEMM weight) it falls short by 0.08 % of HBM
-    (0.15 GiB).
+    planner's default reserve (context + communicator buffers, 1.0 GiB, and 3 % of the allocated bytes
+    for fragmentation) and the default FP8 weights (bf16 working copy + row-wise + transposed FP8
+    casts, 4 B a GEMM weight) it fits too, with 2.6 % of HBM to spare.
 
     The recipe's weights, as its precision preset and FSDP overrides set them (Megatron-Bridge
     v0.2.0: ``get_precision_config("fp8_cs")`` = ``bf16_with_fp8_current_scaling_mixed``, which sets
@@ -135,13 +135,15 @@ def test_published_gb200_fp8_llama3_70b_layout_fits_with_40_layers_offloaded(cli
     assert drop == 39 * PER_LAYER
     assert none["memory_bytes"]["activations"] > 80 * PER_LAYER > 186 * GiB
     default = _fit(cli, "--offload-layers", "40")
-    assert not default["fits"] and default["headroom_pct"] > -0.1
+    assert default["verdict"] == "fits" and 0 < default["headroom_pct"] < 5
     published = _fit(cli, "--offload-layers", "40", "--fp8-params", "--fp8-weight-copies", "1")
     assert published["memory_bytes"]["weights"] == 1_135_255_808 + 1_711_341_568 == 2_846_597_376
     assert default["memory_bytes"]["weights"] == 68_451_041_280 * 4 // 64 + 65_708_288 + 2 * (
         855_638_016 * 4 + 16_384 * 2) == 11_189_068_032
     assert published["fits"]
-    assert published["headroom_bytes"] == default["headroom_bytes"] + 11_189_068_032 - 2_846_597_376
+    # the weights drop by 8,342,470,656 B, and the fragmentation share (3 % of allocated) with them
+    saved = 11_189_068_032 - 2_846_597_376
+    assert published["headroom_bytes"] == pytest.approx(default["headroom_bytes"] + saved * 1.03, abs=2)
 
 
 def test_too_many_layers_and_a_sku_without_host_link_are_refused(cli) -> None:
@@ -149,7 +151,8 @@ def test_too_many_layers_and_a_sku_without_host_link_are_refused(cli) -> None:
     assert result.exit_code != 0
     assert "at most 79" in result.output
     result = cli(["fit", "llama3.1-70b", "--sku", "gb200", "--tp", "8", "--pp", "4", "--offload-layers", "20"])
-    assert result.exit_code != 0 and "holds 20 layers" in result.output
+    # Megatron-Core has no CPU offloading with pipeline parallelism (mi400plan.offload)
+    assert result.exit_code == 2 and "pipeline parallelism" in result.output
     result = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--offload-layers", "-1"])
     assert result.exit_code != 0
     result = cli(["fit", "llama3.1-8b", "--sku", "mi300x", "--mode", "infer", "--offload-layers", "2"])

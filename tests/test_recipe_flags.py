@@ -90,7 +90,7 @@ FLAGS: list[tuple[list[str], list[str], str]] = [
     (["--recompute-modules", "core_attn,mlp"], ["--recompute", "selective"], DENSE),
     (["--recompute-layers", "1"], ["--recompute", "full"], DENSE),
     (["--vocab-divisible-by", "1000"], [], DENSE),
-    (["--offload-layers", "2"], [], DENSE),
+    (["--offload-layers", "2"], ["--pp", "1", "--vpp", "1", "--recompute", "none"], DENSE),  # Megatron-Core: no PP, no recompute
     (["--no-uneven-pp"], ["--pp", "2", "--vpp", "3"], DENSE),  # 32 layers in 6 chunks: uneven only
     (["--split-embedding-loss"], ["--pp", "2", "--vpp", "17"], DENSE),  # 32 + 2 = 34 = 2 x 17
     (["--no-overlap-dp"], [], DENSE),

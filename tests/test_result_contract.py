@@ -77,7 +77,8 @@ def test_fit_memory_bytes_are_integers_that_add_up(cli) -> None:
     env = json.loads(cli(["fit", "llama3.1-70b", "--sku", "mi355x", "--tp", "8", "--json"]).stdout)
     mem = env["data"]["rows"][0]["memory_bytes"]
     assert all(isinstance(v, int) for v in mem.values())
-    assert mem["total"] == sum(v for k, v in mem.items() if k != "total")
+    assert mem["total"] == sum(v for k, v in mem.items() if k not in ("total", "fragmentation"))
+    assert 0 < mem["fragmentation"] < mem["reserve"]  # the fragmentation share is part of the reserve
 
 
 def test_failed_request_is_still_an_envelope(cli) -> None:

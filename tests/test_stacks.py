@@ -180,28 +180,23 @@ def test_a_bad_stack_flag_is_a_usage_error(cli) -> None:
     assert res.exit_code != 0 and "unknown software stack 'nosuch'" in res.output
 
 
-def test_a_run_names_its_stack_and_a_bad_name_points_at_the_run(tmp_path, cli) -> None:
-    runs = tmp_path / "runs.toml"
-    runs.write_text('[[run]]\nmodel = "llama3.1-8b"\nsku = "h100"\nseq_len = 8192\nglobal_batch = 64\n'
-                    'dp = 8\nstep_time_s = 10.0\nstack = "nosuch"\n', encoding="utf-8")
-    res = cli(["calibrate", str(runs)])
-    assert res.exit_code == 3 and f"{runs}:1" in res.output and "nosuch" in res.output
+def test_a_runs_stack_reaches_the_priced_hardware(catalog) -> None:
+    """A calibrate run is priced on the stack profile its ``stack`` names (name or alias) with its single
+    settings on top; a ``stack`` naming no profile is a label (``validate`` groups by it) and the run uses
+    calibrate's --stack, else the vendor default. H100 attention: 0.27, or 0.27 / 1.75 on FA2."""
+    from mi400plan.api.calibrate import _prepare
+    from mi400plan.measurements import MeasuredRun, RunEntry
 
+    def attn(stack: str | None = None, default: str | None = None, **kw: str) -> float:
+        run = MeasuredRun(model="llama3.1-8b", sku="h100", seq_len=8192, global_batch=64, dp=8, step_time_s=10.0,
+                          stack=stack, **kw)
+        _, prepared = _prepare(catalog, RunEntry(run, "runs.toml", 1), {}, default)
+        return _hw(catalog, name=prepared.stack.name, **prepared.stack.overrides).hw.attn_eff
 
-def test_a_runs_stack_settings_reach_the_priced_hardware(catalog) -> None:
-    """A calibrate run priced on the stack it names: its attention kernel moves the H100 figure as sweep's
-    switch does (0.27 / 1.75), and calibrate --stack is the fallback for runs that name none."""
-    from mi400plan.calibrate import Forward
-    from mi400plan.measurements import MeasuredRun
-
-    acc = catalog.get("accelerators", "h100").spec
-    run = MeasuredRun(model="llama3.1-8b", sku="h100", seq_len=8192, global_batch=64, dp=8, step_time_s=10.0,
-                      attention_kernel="fa2")
-    fwd = Forward(catalog, "h100", acc, {})
-    assert fwd.hardware({}, "bf16", run).attn_eff == pytest.approx(0.27 / 1.75)
-    plain = run.model_copy(update={"attention_kernel": None})
-    assert fwd.hardware({}, "bf16", plain).attn_eff == pytest.approx(0.27)
-    fallback = Forward(catalog, "h100", acc, {}, "torchtitan")
-    assert fallback.hardware({}, "bf16", plain).attn_eff == pytest.approx(0.27 / 1.75)
-    assert run.model_copy(update={"stack": "megatron-bridge-25.11"}).stack_request("torchtitan").name == \
-        "megatron-bridge-25.11"
+    assert attn() == pytest.approx(0.27)
+    assert attn("torchtitan") == pytest.approx(0.27 / 1.75)
+    assert attn("Megatron-Core") == pytest.approx(0.27)  # a label: the vendor default
+    assert attn("Megatron-Core", default="torchtitan") == pytest.approx(0.27 / 1.75)
+    assert attn("megatron-bridge-25.11", default="torchtitan") == pytest.approx(0.27)  # the run's own wins
+    assert attn(attention_kernel="fa2") == pytest.approx(0.27 / 1.75)
+    assert attn("torchtitan", attention_kernel="cudnn") == pytest.approx(0.27)

@@ -125,17 +125,16 @@ def test_no_ranges_flag(cli) -> None:
 
 
 def test_table_shows_ranges_and_flip_warnings(cli) -> None:
-    # llama3.1-8b on 8 TPU7x (FP8): the nominal best uses more than the low end of Google's 192 GiB / 192 GB
+    # llama3.1-8b on 4 TPU7x (FP8): the nominal best uses more than the low end of Google's 192 GiB / 192 GB
     # conflict allows.
-    r = cli(["sweep", "llama3.1-8b", "--sku", "tpu7x", "--gpus", "8", "--precision", "fp8"])
+    r = cli(["sweep", "llama3.1-8b", "--sku", "tpu7x", "--gpus", "4", "--precision", "fp8"])
     assert r.exit_code == 0, r.output
     assert "Estimate ranges" in r.output
     flat = " ".join(r.output.split())
     assert "HBM capacity 192..206 GB (conflict)" in flat
-    # 192 GiB = 206.2 GB, x 0.95 = 195.9 GB usable at nominal; 192 GB x 0.95 = 182.4 GB at the low end
-    assert 192 * 2**30 * 0.95 / 1e9 == pytest.approx(195.9, abs=0.05)
-    assert 192e9 * 0.95 / 1e9 == pytest.approx(182.4, abs=0.05)
-    assert "(runtime reserve included): it fits the nominal 206.2 GB HBM but not the low-end 192.0 GB (182.4 GB after" in flat
+    # 192 GiB = 206.2 GB at nominal, 192.0 GB at the low end; the training reserve has no capacity share
+    assert 192 * 2**30 / 1e9 == pytest.approx(206.2, abs=0.05)
+    assert "the nominal 206.2 GB HBM but not the low-end 192.0 GB (192.0 GB after" in flat
     assert "flip inside the estimate ranges" in flat
 
 

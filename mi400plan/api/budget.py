@@ -43,7 +43,7 @@ def budget(cat: Any, sku: str, *, gpus: int, days: str | None = None, flops: str
     precision = topts.precision
     hw = build_sku(cat, sku, precision, offload=topts.offload_layers > 0, stack=topts.stack_request()).hw
     steps = bg.ladder(template)
-    n_days = parse_deadline_days(days) if days is not None else None
+    n_days = parse_deadline_days(days, "--days") if days is not None else None
     price = _Pricer(hw, topts, gpus, seq_len, global_batch)
     iterations: list[str] = []
     if flops is not None:

@@ -117,8 +117,13 @@ def _fabric_fits(cat: Any, logs: list[NcclLog], sku: str | None, fabric: str | N
     return fits, specs
 
 
-def _prepare(cat: Any, entry: RunEntry, stack: str | None = None) -> tuple[str, PreparedRun]:
+def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any],
+             stack: str | None = None) -> tuple[str, PreparedRun]:
+    """One run checked and made ready for the forward model; ``memo`` shares the SKU builds and model
+    terms between runs (a 1,000-run file of a few workloads builds each once). The run is priced on the
+    stack profile its ``stack`` names, else ``stack`` (calibrate --stack), else its vendor default."""
     from mi400plan.api.sweep import build_sku
+    from mi400plan.stacks import known_stack
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one, layout_violations, model_terms
     from mi400plan.specs.layout import RECOMPUTE_CODES
@@ -131,24 +136,36 @@ def _prepare(cat: Any, entry: RunEntry, stack: str | None = None) -> tuple[str, 
     spec = cat.get("models", model).spec
     sku = cat.get("accelerators", r.sku).spec.name
     # an undisclosed peak (or host link, when the run offloads activations) stops here, naming the run
-    base_hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0, stack=r.stack_request(stack)).hw
+    request = r.stack_request(known_stack(cat, r.stack) or stack)
+    base_hw = _memo(memo, ("hw", sku, r.precision, r.offload_layers > 0, request.key()),
+                    lambda: build_sku(cat, sku, r.precision, offload=r.offload_layers > 0, stack=request).hw)
     topts = r.train_options()
     recipe = topts.train_recipe()
-    wl = Workload(spec, count_params(spec), recipe, r.seq_len, r.global_batch)
+    wl = Workload(spec, _memo(memo, ("counts", id(spec)), lambda: count_params(spec)), recipe, r.seq_len, r.global_batch)
     layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
                   recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))
     opts = SearchOptions(**topts.search_flags())
     _check_structure(r, spec)
+    if r.seq_len > spec.max_seq_len:  # fit warns; a measurement the model cannot have run is refused
+        raise ProfileError(f"seq_len {r.seq_len:,} is beyond {spec.name}'s maximum context of {spec.max_seq_len:,} "
+                           "tokens: not a run this model can have made", path=entry.path, line=entry.line,
+                           field="seq_len")
+    from mi400plan.offload import offload_refusal
+
+    why = offload_refusal(r.offload_layers, r.pp, r.recompute, spec.num_layers)
+    if why:
+        raise ProfileError(why, path=entry.path, line=entry.line, field="offload_layers")
     bad = layout_violations(layout, wl, r.world, opts)
     if bad:
         raise ProfileError(f"the layout breaks the rule {bad[0]!r} for {spec.name} (see 'mi400plan sweep --help')",
                            path=entry.path, line=entry.line, field="layout")
     if r.tflops_basis == "hardware" and r.tflops_per_gpu is not None:
         flops = evaluate_one(layout, wl, base_hw, r.world, opts)["flops_hw_per_token"]
-    else:
-        flops = model_terms(spec, wl.counts, r.seq_len, recipe).flops_model
-    model_flops = model_terms(spec, wl.counts, r.seq_len, recipe).flops_model
-    return sku, PreparedRun(entry, wl, layout, opts, measured_step(r, flops), model_flops)
+    model_flops = _memo(memo, ("terms", id(spec), r.seq_len, repr(recipe)),
+                        lambda: model_terms(spec, wl.counts, r.seq_len, recipe)).flops_model
+    if not (r.tflops_basis == "hardware" and r.tflops_per_gpu is not None):
+        flops = model_flops
+    return sku, PreparedRun(entry, wl, layout, opts, measured_step(r, flops), model_flops, request)
 
 
 def _check_structure(r: Any, spec: Any) -> None:
@@ -163,9 +180,10 @@ def _check_structure(r: Any, spec: Any) -> None:
 def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
               fabric_fits: list[ProfileFit], stack: str | None = None) -> list[tuple[ProfileFit, Forward]]:
     by_sku: dict[str, list[PreparedRun]] = defaultdict(list)
+    memo: dict[tuple[Any, ...], Any] = {}
     for entry in runs:
         try:
-            sku, prepared = _prepare(cat, entry, stack)
+            sku, prepared = _prepare(cat, entry, memo, stack)
         except PlannerError as exc:  # unknown name, missing model file, undisclosed peak
             own = isinstance(exc, ProfileError) and exc.path is not None and Path(exc.path).is_file()
             if own:  # the runs file itself, or a model file's own error: it names its file and line
@@ -175,9 +193,10 @@ def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
     overlay = {("fabrics", f.name): with_fabric(fabric_specs[f.name], f.fitted_values()) for f in fabric_fits}
     fits = []
     for sku, group in by_sku.items():
-        fwd = Forward(cat, sku, cat.get("accelerators", sku).spec, overlay, stack)
+        fwd = Forward(cat, sku, cat.get("accelerators", sku).spec, overlay)
         fit = fit_accelerator(fwd, group)
         fit.warnings.extend(_above_peak(cat, sku, group))
+        fit.warnings.extend(_memory_verdicts(cat, sku, group))
         fits.append((fit, fwd))
     return fits
 
@@ -190,15 +209,22 @@ def _explain(fit: ProfileFit, fwd: Forward) -> list[RunExplain]:
     from mi400plan.totals import flops_per_token
 
     out = []
-    for pt in fit.points:
+    runs = [pt.detail["run"] for pt in fit.points]
+    steps = fwd.step_terms(runs, fit.fitted_values())  # vectorized by workload: 1,000 runs in a few calls
+    hws: dict[tuple[Any, ...], Any] = {}
+    memo: dict[tuple[Any, ...], Any] = {}
+    for pt, step in zip(fit.points, steps):
         run: PreparedRun = pt.detail["run"]
         r, wl = run.entry.run, run.workload
-        hw = fwd.hardware(fit.fitted_values(), r.precision, r)
-        split = flops_per_token(wl.model, wl.seq_len, run.layout["recompute"], wl.recipe, r.pp, r.vpp)
-        ex = explain_step(fwd.step(run, hw), run.measured_s, model_flops_per_token=run.model_flops_per_token,
+        hkey = (r.precision, run.stack.key() if run.stack is not None else None)
+        hw = hws.get(hkey) or hws.setdefault(hkey, fwd.hardware(fit.fitted_values(), r.precision, run.stack))
+        key = (id(wl.model), wl.seq_len, repr(wl.recipe))
+        split = _memo(memo, ("split", *key, run.layout["recompute"], r.pp, r.vpp),
+                      lambda: flops_per_token(wl.model, wl.seq_len, run.layout["recompute"], wl.recipe, r.pp, r.vpp))
+        ex = explain_step(step, run.measured_s, model_flops_per_token=run.model_flops_per_token,
                           recompute_flops_per_token=split.recompute,
                           tokens_per_gpu=r.global_batch * r.seq_len / r.world, peak_flops=hw.peak_flops)
-        terms = model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe)
+        terms = _memo(memo, ("terms", *key), lambda: model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe))
         totals = plan_totals({**run.layout, "dp": r.dp}, wl, terms, fit.name, r.world, r.label(), None)
         out.append(RunExplain(
             source=run.entry.where, profile=fit.name, label=r.label(), precision=r.precision, gpus=r.world,
@@ -208,18 +234,55 @@ def _explain(fit: ProfileFit, fwd: Forward) -> list[RunExplain]:
     return out
 
 
+def _memo(memo: dict[tuple[Any, ...], Any], key: tuple[Any, ...], compute: Any) -> Any:
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
 def _above_peak(cat: Any, sku: str, runs: list[PreparedRun]) -> list[str]:
     """Runs whose measured model FLOP rate exceeds the SKU's dense peak (a units or FLOP-count slip)."""
     from mi400plan.api.sweep import build_sku
 
     out = []
+    peaks: dict[str, float] = {}
     for run in runs:
         r = run.entry.run
-        peak = build_sku(cat, sku, r.precision).hw.peak_flops / 1e12
+        if r.precision not in peaks:
+            peaks[r.precision] = build_sku(cat, sku, r.precision).hw.peak_flops / 1e12
+        peak = peaks[r.precision]
         if run.measured_tflops_per_gpu > peak:
             out.append(f"{run.entry.where}: {run.measured_tflops_per_gpu:,.0f} TFLOP/s per GPU of model FLOPs is "
                        f"above {sku}'s dense {r.precision} peak ({peak:,.0f}); check the step time, the batch and "
                        "tflops_basis")
+    return out
+
+
+def _memory_verdicts(cat: Any, sku: str, runs: list[PreparedRun]) -> list[str]:
+    """Runs the memory model counts as tight or over the SKU's capacity, by the check ``fit`` and ``sweep``
+    use (``reserve.verdict_codes``). A measured run did run, so "does not fit" says the memory model
+    over-counts it; the run is still fitted (its step time is a measurement either way)."""
+    from mi400plan.api.sweep import build_sku
+    from mi400plan.reserve import verdict_name
+    from mi400plan.search import evaluate_one, usable_hbm
+
+    out = []
+    seen: dict[tuple[Any, ...], tuple[float, float, float]] = {}  # copies of one run are priced once
+    for run in runs:
+        r = run.entry.run
+        wl = run.workload
+        key = (r.precision, r.offload_layers > 0, r.world, tuple(sorted(run.layout.items())), id(wl.model),
+               wl.seq_len, wl.global_batch, repr(wl.recipe), run.options)
+        if key not in seen:
+            hw = build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw
+            ev = evaluate_one(run.layout, wl, hw, r.world, run.options)
+            seen[key] = (ev["mem_total"], ev["mem_need"], usable_hbm(wl, hw))
+        total, need, usable = seen[key]
+        v = verdict_name(need, total, usable)
+        if v != "fits":
+            out.append(f"{run.entry.where}: memory verdict {v.replace('_', ' ')}: the model counts "
+                       f"{need / 2**30:,.1f} GiB per GPU before the fragmentation share ({total / 2**30:,.1f} GiB "
+                       f"with it) against {usable / 2**30:,.1f} GiB usable")
     return out
 
 
@@ -303,9 +366,24 @@ def save_profiles(cat: Any, fits: list[ProfileFit], files: list[str], save: str,
     """Write the overlays atomically; nothing is written when any target exists and ``force`` is off."""
     from mi400plan.profiles import parse_toml, validate_dict, write_toml_atomic
 
+    from mi400plan.calibrate import refusal
+
     targets = _targets(fits, save)
     if not targets:
         raise UsageError("--save: no parameter was identified, so there is nothing to write")
+    for fit, _ in targets:
+        why = refusal(fit)
+        if why:
+            raise ProfileError(f"{fit.name}: the fit is refused and nothing is saved: {why}",
+                               path=", ".join(files), hint="check the measurements (units, batch, layout) against the "
+                               "profile; a fit is saved only when the model matches them")
+    from mi400plan.fileio import NotRegularFileError, check_replaceable
+
+    for _, p in targets:
+        try:
+            check_replaceable(p)
+        except NotRegularFileError as exc:
+            raise UsageError(f"--save: {str(p)!r} {exc.strerror}") from None
     existing = [str(p) for _, p in targets if p.exists()]
     if existing and not force:
         raise UsageError(f"profile file {existing[0]!r} already exists",
@@ -319,7 +397,9 @@ def save_profiles(cat: Any, fits: list[ProfileFit], files: list[str], save: str,
         docs.append((path, doc))
     for path, doc in docs:
         try:
-            write_toml_atomic(path, doc)
+            write_toml_atomic(path, doc, replace=force)
+        except FileExistsError as exc:
+            raise UsageError(f"profile file {str(path)!r} {exc.strerror}", hint="pass --force to replace it") from None
         except OSError as exc:
             raise ProfileError(f"cannot write the profile: {exc.strerror or exc}", path=str(path)) from None
     return [str(p) for p, _ in docs]
@@ -347,8 +427,8 @@ def calibrate(
     host, its scale-out fabric with one rank per host); ``fabric`` names it outright. ``algo`` pins
     the collective algorithm the rows are priced with (default: the fastest the model finds); ``op``
     names the collective when a log does not. ``today`` (YYYY-MM-DD) dates the saved source.
-    ``stack`` is the software stack of runs whose ``stack`` key is empty (None: each SKU's vendor
-    default); the fitted values are the vendor default stack's (``stacks.stack_efficiency``).
+    ``stack`` prices runs whose ``stack`` names no stack profile (None: each SKU's vendor default); the
+    fitted values are the vendor default stack's (``stacks.stack_efficiency``).
     """
     if not files:
         raise UsageError("give at least one file of training runs (.toml, .csv) or nccl-tests output")
@@ -367,13 +447,17 @@ def calibrate(
     acc = _run_fits(cat, inputs.runs, fab_specs, fab_fits, stack) if inputs.runs else []
     fits = fab_fits + [fit for fit, _ in acc]
     saved = save_profiles(cat, fits, files, save, force, today or datetime.date.today().isoformat()) if save else []
+    from mi400plan.calibrate import refusal
+
+    refused = [f"{f.name}: this fit would not be saved (--save refuses it): {why}"
+               for f in fits if f.fitted_values() and (why := refusal(f))]
     return CalibrateResult(
         inputs=list(files),
         params=[p for f in fits for p in _params(f)],
         summaries=[_summary(f) for f in fits],
         rows=[_point_row(f, pt) for f in fits for pt in f.points],
         saved=saved,
-        warnings=[w for f in fits for w in f.warnings],
+        warnings=[w for f in fits for w in f.warnings] + refused,
         explain=[e for fit, fwd in acc for e in _explain(fit, fwd)],
     )
 

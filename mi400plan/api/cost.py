@@ -101,9 +101,15 @@ def load_site(cat: Any, name: str | None, overrides: CostOverrides | None = None
 
 
 def _systems(cat: Any) -> list[CostProfile]:
+    """Every valid system cost profile. A cost profile that cannot be read or validated is skipped with a
+    warning, as a bad accelerator file is when listing SKUs: it only stops a command that names it."""
     out = []
     for n in cat.names("costs"):
-        spec = cat.get("costs", n).spec
+        try:
+            spec = cat.get("costs", n).spec
+        except ProfileError as exc:
+            cat.warn(f"{exc.message}; skipped")
+            continue
         if spec.system is not None:
             out.append(spec)
     return out

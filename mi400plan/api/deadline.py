@@ -16,14 +16,18 @@ from mi400plan.units import DAY, HOUR, UnitError, parse_count
 _DAYS = {"d": 1.0, "day": 1.0, "days": 1.0, "w": 7.0, "wk": 7.0, "week": 7.0, "weeks": 7.0, "h": 1 / 24, "hours": 1 / 24}
 
 
-def parse_deadline_days(text: str) -> float:
-    """``30d`` / ``30 days`` / ``6w`` / ``72h`` / ``30`` (days) -> days."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*", text.lower())
+# A time budget from one hour to a century: shorter is no training run, longer no plan.
+DAYS_RANGE = (1.0 / 24.0, 36525.0)
+
+
+def parse_deadline_days(text: str, flag: str = "--deadline") -> float:
+    """``30d`` / ``30 days`` / ``6w`` / ``72h`` / ``30`` (days) -> days; errors name ``flag``."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*", text.lower())
     if not m or (m.group(2) and m.group(2) not in _DAYS):
-        raise UsageError(f"cannot read --deadline {text!r}", hint="give days (30d, 30), weeks (6w) or hours (72h)")
+        raise UsageError(f"cannot read {flag} {text!r}", hint="give days (30d, 30), weeks (6w) or hours (72h)")
     days = float(m.group(1)) * _DAYS.get(m.group(2) or "d", 1.0)
-    if not (math.isfinite(days) and days > 0):
-        raise UsageError(f"--deadline must be a positive time, got {text!r}")
+    if not (math.isfinite(days) and DAYS_RANGE[0] <= days <= DAYS_RANGE[1]):
+        raise UsageError(f"{flag} must be a time from 1 hour to 100 years (36,525 days), got {text!r}")
     return days
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mi400plan.errors import LayoutError, PlannerError, ProfileError, UsageError
+from mi400plan.reserve import verdict_name
 from mi400plan.results.fit import FitModel, FitResult, FitRow, MemoryBytes, RecipeValue
 from mi400plan.specs.layout import (
     RECOMPUTE_CODES,
@@ -63,6 +64,7 @@ def read_plan(path: str | Path) -> tuple[dict[str, Any], Layout]:
     for table, cls in (("plan", PlanMeta), ("layout", Layout), ("recipe", TrainOptions)):
         if table == "recipe" and not isinstance(raw.get("recipe"), dict):
             continue
+        _plan_booleans(str(p), text, table, raw[table], cls)
         try:
             obj = cls.model_validate(raw[table])
         except ValidationError as exc:
@@ -80,12 +82,51 @@ def read_plan(path: str | Path) -> tuple[dict[str, Any], Layout]:
     if layout.gpus > 2**24 or max(layout.ep, layout.etp, layout.vpp, layout.micro_batch) > 2**16:
         raise ProfileError("the layout is larger than any cluster (more than 2**24 GPUs or a dimension past 65,536)",
                            path=str(p), field="layout")
+    _plan_agrees(str(p), text, raw, meta, layout)
     if meta.get("gpus") is not None and meta["gpus"] != layout.gpus:
         raise ProfileError(
             f"gpus = {meta['gpus']} disagrees with the layout, which takes {layout.gpus} GPUs (TP x PP x CP x DP)",
             path=str(p), field="plan.gpus",
         )
     return meta, layout
+
+
+def _key_line(text: str, table: str, key: str) -> int | None:
+    """The line of ``key =`` inside ``[table]`` of a plan file's text (1-based), or None."""
+    import re
+
+    current = None
+    for i, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"\s*\[([^\]]+)\]", line)
+        if m:
+            current = m.group(1).strip()
+        elif current == table and re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return i
+    return None
+
+
+def _plan_booleans(path: str, text: str, table: str, values: dict[str, Any], cls: Any) -> None:
+    """A plan's switches are TOML booleans: "yes" or 1 is an error naming the line, as a flag would be."""
+    for key, value in values.items():
+        field = cls.model_fields.get(key) if isinstance(key, str) else None
+        if field is not None and field.annotation in (bool, bool | None) and not isinstance(value, bool):
+            raise ProfileError(f"must be true or false, got {value!r}", path=path, line=_key_line(text, table, key),
+                               field=f"{table}.{key}")
+
+
+def _plan_agrees(path: str, text: str, raw: dict[str, Any], meta: dict[str, Any], layout: Layout) -> None:
+    """The checks fit's flags get: a training precision, and recompute_modules / recompute_layers only
+    with the recomputation level they describe."""
+    precision = meta.get("precision")
+    if meta.get("mode", "train") == "train" and precision is not None and precision not in ("bf16", "fp8", "fp32"):
+        raise ProfileError(f"unknown training precision {precision!r}; known: bf16, fp8, fp32", path=path,
+                           line=_key_line(text, "plan", "precision"), field="plan.precision")
+    recipe = raw.get("recipe") if isinstance(raw.get("recipe"), dict) else {}
+    for key, level in (("recompute_modules", "selective"), ("recompute_layers", "full")):
+        if recipe.get(key) not in (None, 0) and layout.recompute != level:
+            raise ProfileError(f"{key} says what recompute = \"{level}\" recomputes; the layout has recompute = "
+                               f"\"{layout.recompute}\"", path=path, line=_key_line(text, "recipe", key),
+                               field=f"recipe.{key}")
 
 
 def _recompute_level(recompute: str | None, modules: object, layers: int | None) -> str | None:
@@ -386,6 +427,11 @@ class Cand:
     text: str  # e.g. "TP8 PP2"
     width: int
     groups: int
+    frag: float = 0.0  # the fragmentation share of ``total``: the layout is valid when total - frag fits
+
+    @property
+    def need(self) -> float:
+        return self.total - self.frag
 
 
 def _train_key(c: Cand) -> tuple[int, ...]:
@@ -433,7 +479,7 @@ def pick_min_layout(grid: list[Cand], usable: float, dom: Domain, mode: str) -> 
     """The layout to suggest among those that fit ``usable`` bytes per GPU: TP kept within ``dom``;
     training, fewest GPUs (``_train_key``); inference, the serving order of ``_infer_key``."""
     key = _train_key if mode == "train" else _infer_key(dom)
-    fitting = [c for c in grid if c.total <= usable]
+    fitting = [c for c in grid if c.need <= usable]  # fits or tight, as sweep's search counts them
     if not fitting:
         note = f"{dom.why}; TP was not limited to a domain" if dom.size is None else None
         return Pick(None, None, note)
@@ -585,9 +631,9 @@ def _stack_label(catalog: Any, acc: Any, options: TrainOptions, warnings: list[s
 
 def _train_alternatives(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, seq: int,
                         nmb: int | None, gpus: int | None,
-                        options: TrainOptions | None = None) -> list[tuple[str, Layout, float, int]]:
+                        options: TrainOptions | None = None) -> list[tuple[str, Layout, float, int, float]]:
     """Single-step layout changes, smallest first: (flag text, layout, total bytes excl. capacity reserve,
-    GPUs). With a fixed GPU count, raising TP or PP lowers DP. A row skips a TP wider than its SKU's
+    GPUs, the same total without the fragmentation share). With a fixed GPU count, raising TP or PP lowers DP. A row skips a TP wider than its SKU's
     scale-up domain (and wider than the TP given)."""
     cands: list[tuple[str, Layout]] = []
     d = layout.model_dump()
@@ -622,8 +668,8 @@ def _train_alternatives(model: Any, counts: Any, recipe: TrainRecipe, layout: La
     for text, lay in cands:
         if not _valid(lay, model, seq, options):
             continue
-        t = _train_terms(model, counts, recipe, lay, seq, nmb, options).item()["total"]
-        out.append((text, lay, t, lay.gpus))
+        m = _train_terms(model, counts, recipe, lay, seq, nmb, options).item()
+        out.append((text, lay, m["total"], lay.gpus, m["total"] - m["fragmentation"]))
     return out
 
 
@@ -668,17 +714,18 @@ def _train_grid(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, se
                     nmbs.append(nmb)
     if not cand:
         return []
-    tot = _train_terms(
+    mem = _train_terms(
         model, counts, recipe, layout, seq, np.array(nmbs), options,
         tp=np.array([c.tp for c in cand]), pp=np.array([c.pp for c in cand]), ep=np.array([c.ep for c in cand]),
         dp=np.array([c.dp for c in cand]),
-    ).total
+    )
+    tot, frag = mem.total, mem.fragmentation
     out = []
     for i, c in enumerate(cand):
         flags = f"--tp {c.tp} --pp {c.pp}" + (f" --ep {c.ep}" if model.moe else "") + (f" --dp {c.dp}" if c.dp > 1 else "")
         text = f"TP{c.tp} PP{c.pp}" + (f" EP{c.ep}" if c.ep > 1 else "") + (f" DP{c.dp}" if c.dp > 1 else "")
         out.append(Cand(float(tot[i]), c.gpus, c.tp, c.pp, c.ep, c.dp, flags, text,
-                        width=c.tp, groups=c.gpus // c.tp))
+                        width=c.tp, groups=c.gpus // c.tp, frag=float(frag[i])))
     out.sort(key=_train_key)
     return out
 
@@ -718,6 +765,7 @@ def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     grid = _infer_grid(model, counts, recipe, ep_, b, ctx, vary_ep=model.moe is not None and ep is None)
     rows = []
     cache: dict[str, Domain] = {}
+    accels = _runs_format(accels, recipe.weight_format, warnings)
     for acc in accels:
         row = _row(acc, "infer", layout_dict, n_gpus, mem, kv=mem["kv_cache"], recipe_reserve=recipe.reserve,
                    alts=[], grid=grid, dom=scale_up_domain(catalog, acc, cache), given_tp=tp_,
@@ -726,6 +774,10 @@ def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
         if cap is not None:
             mt = max_batch_x_context(model, counts, recipe, capacity_bytes=cap, tp=tp_, pp=pp_, ep=ep_, batch=b)
             mc = max_context(model, counts, recipe, capacity_bytes=cap, tp=tp_, pp=pp_, ep=ep_, batch=b)
+            if mc > model.max_seq_len:  # the KV cache holds more, the model attends over no more than this
+                warnings.append(f"{acc.spec.name}: longest context capped at {model.name}'s max_seq_len "
+                                f"{model.max_seq_len:,} tokens (the KV room at batch {b} holds {int(mc):,})")
+                mc = model.max_seq_len
             row = row.model_copy(update={"max_tokens": int(mt), "max_context": int(mc)})
         rows.append(row.model_copy(update={"padded_vocab_size": vocab}))
     _suggest_other_skus(rows, catalog, recipe.reserve)
@@ -734,6 +786,24 @@ def _fit_infer(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     rdict["kv_bytes_per_element"] = recipe.kv_bytes
     return FitResult(model=fm, mode="infer", recipe=rdict, reserve=recipe.reserve.text(), rows=rows,
                      warnings=warnings)
+
+
+def _runs_format(accels: list[Any], weight_format: str, warnings: list[str]) -> list[Any]:
+    """The SKUs that run ``weight_format`` (``formats.format_refusal``, the rule ``serve`` applies): the
+    others are dropped with a warning, and when none is left the first refusal is the error."""
+    from mi400plan.formats import format_refusal
+
+    kept, refused = [], []
+    for acc in accels:
+        why = format_refusal(weight_format, acc.spec.name, acc.spec.vendor)
+        if why is None:
+            kept.append(acc)
+        else:
+            refused.append(why)
+    if not kept and refused:
+        raise refused[0]
+    warnings.extend(f"{why.message}: left out" for why in refused)
+    return kept
 
 
 def _check_infer_layout(model: Any, tp: int, pp: int, ep: int) -> None:
@@ -793,7 +863,12 @@ def _check_offload(n: int, model: Any, layout: Layout, options: TrainOptions) ->
     shortest chunk of the layout bounds what every chunk can do (``sweep`` clamps per candidate)."""
     if n <= 0:
         return
+    from mi400plan.offload import RULE, offload_refusal
     from mi400plan.pipeline import chunk_layers, pipeline_split
+
+    why = offload_refusal(n, layout.pp, layout.recompute, model.num_layers)
+    if why:
+        raise LayoutError(f"--offload-layers {n}: {why} [rule: {RULE}]", rule=RULE)
 
     code = pipeline_split(model.num_layers, layout.pp, layout.vpp, options.split_embedding_loss, options.uneven_pp)
     chunks = chunk_layers(model.num_layers, layout.pp, layout.vpp, max(code, 0))
@@ -818,7 +893,7 @@ def _placement(dom: Domain, c: Cand) -> str:
 
 
 def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str, float], *, kv: float,
-         recipe_reserve: Any, alts: list[tuple[str, Layout, float, int]], grid: list[Cand], dom: Domain,
+         recipe_reserve: Any, alts: list[tuple[str, Layout, float, int, float]], grid: list[Cand], dom: Domain,
          given_tp: int, given_width: int, given_groups: int) -> FitRow:
     spec = acc.spec
     cap, lo, hi, status = _capacity(acc)
@@ -829,8 +904,10 @@ def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str
         activations=mem["activations"], kv_cache=kv, reserve=reserve,
     )
     ints = {k: int(round(v)) for k, v in parts.items()}
-    mb = MemoryBytes(**ints, total=sum(ints.values()))
+    frag = int(round(mem.get("fragmentation", 0.0)))
+    mb = MemoryBytes(**ints, total=sum(ints.values()), fragmentation=frag)
     need = mb.total
+    hard = need - frag  # the need without the fragmentation share: within capacity, the layout is valid
     common: dict[str, Any] = dict(
         sku=spec.name, display_name=spec.display_name, profile=acc.path, mode=mode, layout=layout,
         gpus=n_gpus, capacity_status=status, memory_bytes=mb, stage=int(mem["stage"]),
@@ -847,18 +924,24 @@ def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str
             reason=f"HBM capacity of {spec.name} is not disclosed; needs {_gb(need)} per GPU (excluding the "
             f"{frac:.0%} capacity share of the reserve)",
         )
-    fits = need <= cap
+    verdict = verdict_name(hard, need, cap)
+    fits = verdict != "does_not_fit"  # fits or tight: the layout is valid, as sweep's search counts it
     headroom = int(round(cap)) - need
     row: dict[str, Any] = dict(
-        common, fits=fits, verdict="fits" if fits else "does_not_fit", capacity_bytes=int(round(cap)),
+        common, fits=fits, verdict=verdict, capacity_bytes=int(round(cap)),
         capacity_low_bytes=int(round(lo)) if lo is not None else None,
         capacity_high_bytes=int(round(hi)) if hi is not None else None,
         headroom_bytes=headroom, headroom_pct=round(100.0 * headroom / cap, 2),
     )
     if not fits:
-        row["reason"] = f"needs {_gb(need)} per GPU but {spec.name} has {_gb(cap)}: short by {_gb(need - cap)}"
-    # Does the verdict flip within the capacity range? (total excl. capacity share + frac * capacity)
-    base = need - frac * cap
+        with_frag = f" before the allocator-fragmentation share ({_gb(need)} with it)" if frag else ""
+        row["reason"] = f"needs {_gb(hard)} per GPU{with_frag} but {spec.name} has {_gb(cap)}: short by {_gb(hard - cap)}"
+    elif verdict == "tight":
+        row["reason"] = (f"tight: needs {_gb(need)} per GPU with the allocator-fragmentation share of {_gb(frag)}, "
+                         f"{_gb(hard)} without it, against {_gb(cap)}: runs if fragmentation stays under "
+                         f"{_gb(cap - hard)} (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps)")
+    # Does the verdict flip within the capacity range? (need excl. capacity share + frac * capacity)
+    base = hard - frac * cap
     if lo is not None and hi is not None and lo != hi:
         f_lo, f_hi = base <= lo * (1 - frac), base <= hi * (1 - frac)
         if f_lo != f_hi:
@@ -869,10 +952,10 @@ def _row(acc: Any, mode: str, layout: dict[str, Any], n_gpus: int, mem: dict[str
             )
     usable = cap * (1 - frac)
     if not fits:
-        for text, lay, total, g in alts:
+        for text, lay, total, g, alt_need in alts:
             if dom.size is not None and lay.tp > max(dom.size, given_tp):
                 continue  # a wider TP than the domain is not a suggestion
-            if total <= usable:
+            if alt_need <= usable:
                 row["suggestion"] = f"fits with {text}: {_gb(total + frac * cap)} on {g} GPUs"
                 break
     pick = pick_min_layout(grid, usable, dom, mode)

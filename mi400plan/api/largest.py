@@ -42,7 +42,8 @@ def largest(cat: Any, skus: list[str], *, mode: str = "train", gpus: int | None 
     if family not in ("dense", "moe"):
         raise UsageError(f"unknown --family {family!r}; choose dense or moe")
     if precision is not None and not isinstance(precision, str):
-        raise UsageError(f"--largest takes one --precision, got {precision!r}")
+        raise UsageError(f"--largest prices one precision, got {', '.join(map(str, precision))}",
+                         hint="give one --precision (bf16, fp8, ...)")
     ipins = _check_pins(mode, {k: (v[0] if v else None) for k, v in (pins or {}).items()}) if mode == "infer" else {}
     template = FamilyTemplate(family, experts, top_k)  # type: ignore[arg-type]
     train_tokens = _tokens(mode, tokens)

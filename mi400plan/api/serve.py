@@ -122,9 +122,11 @@ def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float |
 
     comp = COMPUTE_PRECISION[precision]
     acc = cat.get("accelerators", name).spec
-    if precision == "nvfp4" and acc.vendor.upper() != "NVIDIA":
-        raise MissingValueError(f"{acc.name} does not run NVFP4 (an NVIDIA Blackwell format)",
-                                hint="use --precision mxfp4 (OCP MX) on this SKU")
+    from mi400plan.formats import format_refusal
+
+    refused = format_refusal(precision, acc.name, acc.vendor)
+    if refused is not None:
+        raise refused
     peak_est = acc.compute.peak_flops(comp)
     if not peak_est.known:
         raise MissingValueError(f"{acc.name} does not disclose a dense {comp} peak (needed for --precision {precision})",

@@ -345,6 +345,13 @@ def layout_text(lay: SweepLayout) -> str:
     return " ".join(parts)
 
 
+def _error_band(wl: Any) -> Any:
+    """The bundled step-time error band for the workload's kind (``validate.band_for``; no stack input yet)."""
+    from mi400plan.validate import band_for, read_bands
+
+    return band_for(read_bands(), wl.model.moe is not None, None)
+
+
 def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any, usable: float,
          train_tokens: float | None, cost: float | None) -> SweepRow:
     from mi400plan.pipeline import split_text
@@ -370,7 +377,9 @@ def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any,
         tp=str(tier_of(tp, 1, dom)), cp=str(tier_of(cp, tp, dom)), ep=str(tier_of(ep, etp, dom)),
         pp=str(tier_of(pp, inner, dom)), dp=str(dp_tier(tp, cp, fold, pp, r["dp"], dom)),
     )
+    band = _error_band(wl)
     return SweepRow(
+        error_band=band.mean_abs if band else None, error_band_text=band.text() if band else None,
         rank=rank, sku=sku.name, gpus=gpus, layout=lay,
         pipeline_split=split_text(wl.model.num_layers, int(pp), int(r["vpp"]), int(r.get("split", 0))),
         stage_imbalance=float(r["stage_imbalance"]),
@@ -389,10 +398,12 @@ def _memory(r: dict[str, Any], wl: Any, hw: Any) -> MemoryBytes:
     (fixed part + the capacity share, ``RuntimeReserve``), so ``total`` includes it and compares with
     the SKU's HBM capacity (``memory.train_memory`` leaves the capacity share to the caller)."""
     share = wl.recipe.reserve.fraction * hw.hbm_bytes
+    frag = r.get("mem_fragmentation", 0.0)
     return MemoryBytes(
         weights=r["mem_weights"], gradients=r["mem_gradients"], optimizer=r["mem_optimizer"],
         activations=r["mem_activations"], offloaded=r.get("mem_offloaded", 0.0), reserve=r["mem_reserve"] + share,
-        total=r["mem_total"] + share, capacity=hw.hbm_bytes,
+        total=r["mem_total"] + share, capacity=hw.hbm_bytes, fragmentation=frag,
+        verdict="tight" if r["mem_total"] + share > hw.hbm_bytes else "fits",
     )
 
 
@@ -540,7 +551,8 @@ def _size_flips(sr: SkuRange, best: SweepRow | None, wl: Any, corners: dict[str,
         out.append(SweepFlip(
             kind="fit", sku=sr.sku, gpus=sr.gpus, corner="pessimistic",
             detail=f"{where}: the best layout {nom} needs {gb(best.memory_bytes.total)} per GPU (runtime reserve "
-            f"included): it fits the nominal {gb(cap_nom)} HBM but not the low-end {gb(cap_lo)} "
+            f"included): it {'is tight on' if best.memory_bytes.verdict == 'tight' else 'fits'} the nominal "
+            f"{gb(cap_nom)} HBM but not the low-end {gb(cap_lo)} "
             f"({gb(usable_lo)} after the capacity share of the reserve); {there}",
         ))
     for c in CORNERS:
@@ -711,10 +723,9 @@ def batch_plan(law: BatchLaw, pinned: bool, choices: list[BatchChoice]) -> Batch
 
     d = f"{law.train_tokens:.3g} tokens" + (" (assumed: 20 per active parameter, Chinchilla)" if law.tokens_assumed else "")
     rule = ("pinned by --global-batch" if pinned else
-            f"planned: from the batch nearest B_opt = {fmt_count(law.b_opt_tokens)} tokens (C = "
-            f"{law.compute_flops:.3g} FLOPs for {d}) up to {BOUND_FACTOR:g} x B_opt = "
-            f"{fmt_count(law.bound_tokens)} tokens, the first whose best layout fills its pipeline "
-            f"(micro-batches >= stages, bubble <= {BUBBLE_LIMIT:.0%} of compute)")
+            f"planned: the largest batch of 2^k or 3 x 2^k sequences at or below the bound B_opt = "
+            f"{fmt_count(law.b_opt_tokens)} tokens (C = {law.compute_flops:.3g} FLOPs for {d}); each size's best "
+            f"layout checked for pipeline fill (micro-batches >= stages, bubble <= {BUBBLE_LIMIT:.0%} of compute)")
     return BatchPlan(
         pinned=pinned, rule=rule, law=LAW, flops_per_token=law.flops_per_token, train_tokens=law.train_tokens,
         tokens_assumed=law.tokens_assumed, compute_flops=law.compute_flops, b_opt_tokens=law.b_opt_tokens,
@@ -817,6 +828,8 @@ def sweep(
     if save and Path(save).exists() and not overwrite:
         # Checked before the search: a user's existing file is never replaced without being asked.
         raise UsageError(f"plan file {save!r} already exists", hint="pass --force to replace it, or choose another path")
+    if save:
+        _check_save_target(save)
     if precision not in PRECISIONS:
         raise UsageError(f"unknown --precision {precision!r}; choose from {', '.join(PRECISIONS)}")
     if top < 1:
@@ -848,7 +861,9 @@ def sweep(
     gb = pinned or law.start_seqs
     wl0 = Workload(spec, counts, recipe, seq, gb)
     choices: list[BatchChoice] = []
-    opts = SearchOptions(**topts.search_flags(), **pin_options(pins))
+    pin_kw = pin_options(pins)
+    _recompute_pins_agree(pin_kw.get("recompute"), topts)
+    opts = SearchOptions(**topts.search_flags(), **pin_kw)
 
     skus = expand_all(cat, skus)
     offload = topts.offload_layers > 0
@@ -1032,7 +1047,7 @@ def sweep(
     if save:
         if not rows:
             raise UsageError("nothing to save: no layout is valid and fits")
-        write_plan(save, rows[0], spec.name, gb, seq, precision, topts)
+        write_plan(save, rows[0], spec.name, gb, seq, precision, topts, replace=overwrite)
         update: dict[str, Any] = {"saved_plan": str(save)}
         result = result.model_copy(update=update)
     return result
@@ -1093,10 +1108,36 @@ def _why(rej: dict[str, int]) -> str:
     return ", ".join(f"{k}: {v:,}" for v, k in top) or "no candidates"
 
 
+def _recompute_pins_agree(levels: tuple[int, ...] | None, topts: Any) -> None:
+    """--recompute-layers says what full recomputation covers and --recompute-modules what selective
+    covers (as in ``fit``): refused when --recompute pins out the level they describe."""
+    from mi400plan.search import RECOMPUTE_LABELS
+
+    if not levels:
+        return
+    for given, code, flag, name in ((topts.recompute_layers > 0, 2, "--recompute-layers", "full"),
+                                    (topts.recompute_modules is not None, 1, "--recompute-modules", "selective")):
+        if given and code not in levels:
+            pinned = ", ".join(RECOMPUTE_LABELS[int(x)] for x in levels)
+            raise UsageError(f"{flag} says what --recompute {name} recomputes; --recompute allows only {pinned}",
+                             hint=f"add --recompute {name}, or drop {flag}")
+
+
+def _check_save_target(save: str) -> None:
+    """A FIFO, device node, directory or link at --save is never replaced, --force or not: refused before the search."""
+    from mi400plan.fileio import NotRegularFileError, check_replaceable
+
+    try:
+        check_replaceable(save)
+    except NotRegularFileError as exc:
+        raise UsageError(f"--save {save!r} {exc.strerror}", hint="choose a path that is free or a regular file") from None
+
+
 def write_plan(path: str, row: SweepRow, model: str, global_batch: int, seq_len: int, precision: str,
-               options: Any = None) -> None:
+               options: Any = None, *, replace: bool = False) -> None:
     """Write ``[plan]``, ``[layout]`` (exactly ``Layout``'s fields) and ``[recipe]`` (the ``TrainOptions``
-    switches that differ from the defaults, which ``fit --plan`` reads back) atomically."""
+    switches that differ from the defaults, which ``fit --plan`` reads back) atomically; without
+    ``replace``, exclusively (a file another run created meanwhile is never replaced)."""
     from mi400plan.profiles import write_toml_atomic
     from mi400plan.specs.layout import Layout
 
@@ -1112,6 +1153,9 @@ def write_plan(path: str, row: SweepRow, model: str, global_batch: int, seq_len:
     if changed:
         data["recipe"] = changed
     try:
-        write_toml_atomic(path, data)
+        write_toml_atomic(path, data, replace=replace)
+    except FileExistsError as exc:
+        raise UsageError(f"plan file {path!r} {exc.strerror}",
+                         hint="pass --force to replace it (a FIFO, device or link never is), or choose another path") from None
     except OSError as exc:
-        raise UsageError(f"cannot write plan file {path!r}: {exc}") from None
+        raise UsageError(f"cannot write plan file {path!r}: {exc.strerror or exc}") from None

@@ -10,7 +10,8 @@ import sys
 from typing import Any
 
 # Each module adds its command(s) to ``app`` when imported.
-_COMMAND_MODULES = ("fit", "sweep", "serve", "comm", "rack", "cost", "profiles", "budget", "calibrate", "schema")
+_COMMAND_MODULES = ("fit", "sweep", "serve", "comm", "rack", "cost", "profiles", "budget", "calibrate", "validate",
+                   "schema")
 
 
 def _register(only: str | None = None) -> Any:

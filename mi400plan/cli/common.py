@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
@@ -171,14 +172,25 @@ def run(
     With ``plot``, the target is checked before computing (extension, --force, matplotlib present)
     and the picture is written before the result is printed (a failed plot prints no result).
     """
+    from mi400plan.results.invariants import InvariantError
+
     try:
         _check_flags()
         if plot is not None:
             from mi400plan.render.plot import check_target
 
             check_target(plot, force)
-        result = compute()
-        _check_result(result)
+        try:
+            result = compute()
+            _check_result(result)
+        except (ArithmeticError, InvariantError) as exc:
+            raise _unsizable(exc) from exc
+        except OSError as exc:
+            if exc.errno not in (errno.ENAMETOOLONG, errno.ELOOP):
+                raise
+            name = str(exc.filename or "")
+            raise PlannerError(f"path {name[:60]}{'...' if len(name) > 60 else ''} cannot be used: "
+                               f"{exc.strerror or exc}") from exc
     except PlannerError as exc:
         fail(command, fmt, exc)
         return  # unreachable; fail() exits
@@ -209,6 +221,40 @@ def _check_flags() -> None:
         return
     opts = {p.name: (p.opts[0] if p.opts else p.name) for p in ctx.command.params if p.name}
     check_flags(ctx.params, opts, ctx.info_name or "")
+
+
+def _unsizable(exc: Exception) -> PlannerError:
+    """A non-finite result (or an overflow, or a division by an underflowed zero) comes from inputs at
+    the edge of their domains: a validation error naming the numbers given on the command line, or
+    the profiles' figures when none was given."""
+    from typer._click.core import ParameterSource
+    from typer._click.globals import get_current_context
+
+    from mi400plan.errors import ProfileError, UsageError
+
+    ctx = get_current_context(silent=True)
+    given = []
+    for p in ctx.command.params if ctx is not None else []:
+        value = ctx.params.get(p.name or "")
+        if (ctx.get_parameter_source(p.name or "") is ParameterSource.COMMANDLINE and p.opts
+                and not isinstance(value, bool) and _numeric(value)):
+            given.append(f"{p.opts[0]} {value}")
+    from mi400plan.results.invariants import InvariantError
+
+    what = f"cannot be sized ({type(exc).__name__}: {exc})" if not isinstance(exc, InvariantError) else str(exc)
+    if given:
+        return UsageError(f"{what}; the numbers given ({', '.join(given)}) are outside what the model can size",
+                          hint="use values within the documented ranges of these flags")
+    return ProfileError(f"{what}; a figure of the profiles used is outside what the model can size",
+                        hint="check the profiles' numbers (mi400plan profiles validate FILE)")
+
+
+def _numeric(value: object) -> bool:
+    if isinstance(value, (int, float)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_numeric(v) for v in value)
+    return isinstance(value, str) and any(ch.isdigit() for ch in value)
 
 
 def _check_result(result: Result) -> None:

@@ -45,11 +45,12 @@ def _pos_int(hi: float = _DIM_MAX) -> Domain:
 
 
 def _fraction(lo_open: bool = True) -> Domain:
-    return Domain("float", 0.0, 1.0, lo_open)
+    """A fraction that multiplies a rate, [0.001, 1]: below 0.1 % nothing runs (and a tiny positive
+    value would overflow the times it divides)."""
+    return Domain("float", 1e-3, 1.0)
 
 
 _NONNEG = Domain("float", 0.0, _BIG)
-_POS = Domain("float", 0.0, _BIG, True)
 _NAME = Domain("text")
 
 FLAG_DOMAINS: dict[str, Domain] = {
@@ -65,21 +66,23 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "--recompute-layers": Domain("int", 0, MAX_OFFLOAD_LAYERS),
     "--experts": Domain("int", 0, _DIM_MAX), "--top-k": Domain("int", 0, 1024),
     # fractions, factors and overrides (floats)
-    "--capacity-factor": Domain("float", 0.0, 1e3, True), "--matmul-efficiency": _fraction(),
+    "--capacity-factor": Domain("float", 1e-3, 1e3), "--matmul-efficiency": _fraction(),
     "--hbm-efficiency": _fraction(), "--gemm-overhead-us": Domain("float", 0.0, 1e6),
     "--spec-acceptance": Domain("float", 0.0, 1.0), "--gpu-load": _fraction(), "--derate": _fraction(),
-    "--pue": Domain("float", 1.0, 10.0), "--gpu-power-cap": Domain("float", 0.0, 1e5, True),
-    "--air-limit-kw": Domain("float", 0.0, 1e4, True), "--cost-of-capital": Domain("float", 0.0, 1.0),
-    "--depreciation-years": Domain("float", 0.0, 100.0, True), "--grid-intensity": Domain("float", 0.0, 10.0),
+    "--pue": Domain("float", 1.0, 10.0), "--gpu-power-cap": Domain("float", 1.0, 1e5),
+    "--air-limit-kw": Domain("float", 0.1, 1e4), "--cost-of-capital": Domain("float", 0.0, 1.0),
+    "--depreciation-years": Domain("float", 0.1, 100.0), "--grid-intensity": Domain("float", 0.0, 10.0),
+    "--mfu": Domain("float", 1e-3, 1.0),
     # money (a price of zero is allowed where it means "free"; a GPU-hour must cost something)
-    "--gpu-hour-cost": Domain("float", 0.0, 1e6, True), "--price-per-kwh": Domain("float", 0.0, 1e3, True),
-    "--electricity-price": Domain("float", 0.0, 1e3, True), "--colocation-per-kw-month": _NONNEG,
-    "--facility-capex-per-mw": _NONNEG, "--network-capex-per-gpu": _NONNEG, "--capex-per-gpu": _POS,
-    "--tokens-per-s": _POS,
+    # Lower bounds are plausible, not just positive: these divide, and 5e-324 would overflow a quotient.
+    "--gpu-hour-cost": Domain("float", 1e-4, 1e6), "--price-per-kwh": Domain("float", 1e-6, 1e3),
+    "--electricity-price": Domain("float", 1e-6, 1e3), "--colocation-per-kw-month": _NONNEG,
+    "--facility-capex-per-mw": _NONNEG, "--network-capex-per-gpu": _NONNEG, "--capex-per-gpu": Domain("float", 1.0, 1e9),
+    "--tokens-per-s": Domain("float", 1e-3, 1e9), "--flops": Domain("count", 1e15, 1e32),
     # quantities with units, given as text
-    "--tokens": Domain("count", 0.0, 1e18, True), "--group": Domain("int", 1, _GPUS_MAX),
+    "--tokens": Domain("count", 1.0, 1e18), "--group": Domain("int", 1, _GPUS_MAX),
     "--stride": Domain("int", 1, _GPUS_MAX), "--size": Domain("size", 0.0, 2.0**50),
-    "--bw": Domain("rate", 0.0, 1e15, True), "--latency": Domain("time", 0.0, 1.0),
+    "--bw": Domain("rate", 1e3, 1e15), "--latency": Domain("time", 0.0, 1.0),
     # names: an empty one is a mistake, not "use the default"
     "--sku": _NAME, "--fabric": _NAME, "--scale-out": _NAME, "--site": _NAME, "--facility": _NAME,
     "--plan": _NAME, "--save": _NAME, "--plot": _NAME, "--profiles": _NAME, "--recompute-modules": _NAME,

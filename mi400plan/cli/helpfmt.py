@@ -45,7 +45,8 @@ EXAMPLES = {
     "budget": "mi400plan budget --sku mi355x --gpus 4096 --days 90",
     "list": "mi400plan profiles list --kind accelerators",
     "show": "mi400plan profiles show mi355x",
-    "validate": "mi400plan profiles validate ./my-profiles",
+    "profiles validate": "mi400plan profiles validate ./my-profiles",
+    "validate": "mi400plan validate my-runs.toml",
 }
 
 
@@ -101,7 +102,8 @@ class PlannerCommand(TyperCommand):
 
             with formatter.section("Counts and lists"):
                 formatter.write_text(COUNTS_HELP)
-        example = EXAMPLES.get(self.name or "")
+        parent = ctx.parent.info_name if ctx.parent is not None and ctx.parent.parent is not None else None
+        example = EXAMPLES.get(f"{parent} {self.name}" if parent else "", EXAMPLES.get(self.name or ""))
         if example:
             with formatter.section("Example"):
                 formatter.write_text(example)

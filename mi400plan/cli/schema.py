@@ -12,7 +12,7 @@ from mi400plan.cli.common import app
 @app.command("schema")
 def schema_cmd(
     command: Annotated[Optional[str], typer.Argument(
-        help="fit, sweep, serve, comm, rack, cost, profiles or calibrate (default: every command, keyed by name).",
+        help="fit, sweep, serve, comm, rack, cost, profiles, calibrate or validate (default: every command, keyed by name).",
         show_default=False)] = None,
 ) -> None:
     """Print the JSON Schema (draft 2020-12) of a command's --json envelope, generated from its result

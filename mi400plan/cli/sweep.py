@@ -163,6 +163,7 @@ def cmd(
         from mi400plan.api.sweep import sweep
         from mi400plan.cli.cost import site_overrides
 
+        _distinct_outputs(save, plot)
         cat = catalog(profiles)
         with _progress(enabled=f.value != "json", searches=_searches(cat, sku, gpus, not no_ranges)) as cb:
             return sweep(
@@ -253,3 +254,14 @@ class _progress:
         if self._shown:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
+
+
+def _distinct_outputs(save: Optional[Path], plot: Optional[Path]) -> None:
+    """--save and --plot naming one file would write the plan and then the picture over it: refused
+    before any work."""
+    import os
+
+    from mi400plan.errors import UsageError
+
+    if save is not None and plot is not None and os.path.abspath(save) == os.path.abspath(plot):
+        raise UsageError(f"--save and --plot name the same file {str(save)!r}", hint="give each its own path")

@@ -26,6 +26,7 @@ _RENDER_MODULES = (
     "mi400plan.render.profiles",
     "mi400plan.render.cost",
     "mi400plan.render.calibrate",
+    "mi400plan.render.validate",
     "mi400plan.render.budget",
 )
 

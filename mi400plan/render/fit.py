@@ -55,7 +55,8 @@ def _layout_text(row: FitRow) -> str:
 def _verdict(row: FitRow) -> str:
     if row.verdict == "unknown":
         return "unknown (capacity n/d)"
-    v = "fits" if row.fits else "does not fit"
+    v = {"fits": "fits", "tight": "tight (over HBM only by the allocator-fragmentation share)"}.get(
+        row.verdict, "does not fit")
     return v + (" (flips in range)" if row.flips else "")
 
 
@@ -108,7 +109,7 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
         *_fp8_weights_line(result.recipe),
         *_logits_line(result.recipe),
         *_recompute_line(row, result.recipe),
-        f"runtime reserve: {result.reserve}; GB = 10^9 B, GiB = 2^30 B",
+        f"runtime reserve: {result.reserve}{_reserve_split(row)}; GB = 10^9 B, GiB = 2^30 B",
         *([f"software stack: {row.stack}"] if row.stack else []),
         f"profiles: {short_path(result.model.profile)}, {short_path(row.profile)}",
     ])
@@ -129,6 +130,14 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
             f"{row.layout.get('batch')}: {row.max_context:,} tokens"
         )
     print_lines(console, lines)
+
+
+def _reserve_split(row: FitRow) -> str:
+    """The row's reserve in its parts, e.g. " = 1.5 GiB fixed + 2.1 GiB fragmentation" (training)."""
+    mb = row.memory_bytes
+    if not mb.fragmentation:
+        return ""
+    return f" = {_gib(mb.reserve - mb.fragmentation)} fixed + {_gib(mb.fragmentation)} fragmentation"
 
 
 def _recompute_line(row: FitRow, recipe: dict) -> list[str]:
@@ -224,7 +233,7 @@ def _comparison(result: FitResult, console: Any) -> None:
     model_max = result.model.max_seq_len
     for r in result.rows:
         mb = r.memory_bytes
-        verdict = {"fits": "yes", "does_not_fit": "no", "unknown": "n/d"}[r.verdict] + ("*" if r.flips else "")
+        verdict = {"fits": "yes", "tight": "tight", "does_not_fit": "no", "unknown": "n/d"}[r.verdict] + ("*" if r.flips else "")
         cap = _gb_num(r.capacity_bytes)
         if r.capacity_low_bytes is not None and r.capacity_low_bytes != r.capacity_high_bytes:
             cap += " ~"
@@ -266,7 +275,9 @@ def _comparison(result: FitResult, console: Any) -> None:
             console.print(n, highlight=False, markup=False)
     legend = [
         "fits? compares need/GPU (the most loaded rank, runtime reserve included) with HBM/GPU for the layout "
-        "as given; ~ = HBM is an estimate with a range (see notes); * = the verdict flips inside that range.",
+        "as given; " + ("tight = over HBM only by the allocator-fragmentation share of the reserve (it runs if the "
+                        "allocator fragments less); " if any(r.verdict == "tight" for r in result.rows) else "")
+        + "~ = HBM is an estimate with a range (see notes); * = the verdict flips inside that range.",
         "fewest GPUs that fit: the smallest TP x PP (MoE: x EP) on that SKU with every other setting as given "
         "and TP inside the SKU's scale-up domain (node, rack or pod; the number used in brackets); need there = "
         "per-GPU memory at that layout.",

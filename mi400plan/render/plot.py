@@ -103,7 +103,7 @@ def write_plot(result: Result, path: Path, *, force: bool) -> None:
     fmt = check_target(path, force)
     with _quiet():
         fig = figure_for(result)
-        write_atomic(path, lambda fh: fig.savefig(fh, format=fmt, dpi=150, metadata=_metadata(fmt)))
+        write_atomic(path, lambda fh: fig.savefig(fh, format=fmt, dpi=150, metadata=_metadata(fmt)), replace=force)
 
 
 @contextmanager

@@ -70,7 +70,7 @@ def _legend_outside(fig: Figure, ax: object) -> None:
 
 
 def _fit_word(verdict: str) -> str:
-    return {"fits": "fits", "does_not_fit": "does not fit"}.get(verdict, "n/d")
+    return {"fits": "fits", "tight": "tight", "does_not_fit": "does not fit"}.get(verdict, "n/d")
 
 
 def _layout_text(layout: dict[str, int | str | bool]) -> str:

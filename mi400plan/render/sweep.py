@@ -11,7 +11,19 @@ from mi400plan.units import fmt_bytes, fmt_count, fmt_pct, fmt_time
 
 
 # Which memory figure the tables show (the same figure `fit` reports for the layout).
-MEM_NOTE = "mem/GPU: the most loaded rank, runtime reserve included (the figure `fit --plan` reports)."
+MEM_NOTE = ("mem/GPU: the most loaded rank, runtime reserve included (the figure `fit --plan` reports); "
+            "! = tight: over HBM by no more than the allocator-fragmentation share (runs if fragmentation stays lower).")
+
+
+def _band_note(rows: list[Any]) -> str:
+    """The step time's empirical error band (``SweepRow.error_band_text``), once per table."""
+    texts = sorted({r.error_band_text for r in rows if r.error_band_text})
+    return f" step: {'; '.join(texts)} empirical error band (mi400plan validate)." if texts else ""
+
+
+def _mem(m: Any) -> str:
+    """The memory cell: the total, with "!" when the layout is tight (``MemoryBytes.verdict``)."""
+    return fmt_bytes(m.total) + ("!" if m.verdict == "tight" else "")
 
 def _layout(r: SweepRow) -> str:
     from mi400plan.api.sweep import layout_text
@@ -105,7 +117,7 @@ def render(res: SweepResult, console: Any) -> None:
                 cols.append(("cost", "right"))
             out = []
             for r in rows:
-                line = [r.rank, _layout(r), fmt_bytes(r.memory_bytes.total), fmt_time(r.step_time_s, 2), _breakdown(r),
+                line = [r.rank, _layout(r), _mem(r.memory_bytes), fmt_time(r.step_time_s, 2), _breakdown(r),
                         fmt_count(r.tokens_per_s), fmt_pct(r.mfu)]
                 if res.train_tokens:
                     line.append(_days(r.days))
@@ -113,7 +125,7 @@ def render(res: SweepResult, console: Any) -> None:
                     line.append(_money(r.cost_usd))
                 out.append(line)
             print_table(console, cols, out, title=f"Best layouts: {sku} x {gpus:,} GPUs - {head}",
-                        caption=f"Order: {res.tie_break}. {MEM_NOTE}{_split_note(rows)}")
+                        caption=f"Order: {res.tie_break}. {MEM_NOTE}{_split_note(rows)}{_band_note(rows)}")
     if res.skus:
         cols = ["SKU", ("GPUs", "right"), "best layout", ("step", "right"), ("tokens/s", "right"),
                 ("tok/s per GPU", "right"), ("GPUs/rack", "right"), ("tok/s per rack", "right"), ("MFU", "right"),
@@ -226,7 +238,7 @@ def _pareto(res: SweepResult, console: Any, head: str) -> None:
             cols.append(("cost", "right"))
         out = []
         for r in rows:
-            line = [_layout(r), fmt_bytes(r.memory_bytes.total), fmt_time(r.step_time_s, 2),
+            line = [_layout(r), _mem(r.memory_bytes), fmt_time(r.step_time_s, 2),
                     "fastest" if r.rank == 1 else f"+{(r.step_time_s / fastest - 1) * 100:.2f}%",
                     fmt_count(r.tokens_per_s), fmt_pct(r.mfu)]
             if _has_cost(res):

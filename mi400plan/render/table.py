@@ -32,18 +32,29 @@ ASCII_SIMPLE = box.Box(
 
 # --format md: text lines are not wrapped (a Markdown reader reflows them).
 MARKDOWN_WIDTH = 10_000
+# A COLUMNS outside this range (0, 3, 10**8) is not a terminal's width: the width is then unknown, as
+# if COLUMNS were unset (the terminal's own size, or 80 columns when the output is not a terminal).
+PLAUSIBLE_COLUMNS = (20, MARKDOWN_WIDTH)
+
+
+def _columns() -> tuple[int | None, dict[str, str] | None]:
+    """The width COLUMNS asks for, and the environment rich should see (without an implausible COLUMNS)."""
+    raw = os.environ.get("COLUMNS", "")
+    if not raw:
+        return None, None
+    if raw.isdigit() and PLAUSIBLE_COLUMNS[0] <= int(raw) <= PLAUSIBLE_COLUMNS[1]:
+        return int(raw), None
+    return None, {k: v for k, v in os.environ.items() if k != "COLUMNS"}
 
 
 def make_console(
     stream: IO[str] | None = None, *, ascii: bool = False, stderr: bool = False, wide: bool = False,
     markdown: bool = False,
 ) -> Console:
-    width = None
-    if os.environ.get("COLUMNS", "").isdigit():
-        width = int(os.environ["COLUMNS"])
+    width, environ = _columns()
     if markdown:
         width = MARKDOWN_WIDTH
-    c = Console(file=stream, stderr=stderr, width=width, highlight=False, soft_wrap=False,
+    c = Console(file=stream, stderr=stderr, width=width, highlight=False, soft_wrap=False, _environ=environ,
                 **({"color_system": None, "force_terminal": False} if markdown else {}))
     c._mi400plan_markdown = markdown  # type: ignore[attr-defined]
     c._mi400plan_ascii = ascii  # type: ignore[attr-defined]

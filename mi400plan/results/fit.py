@@ -14,7 +14,8 @@ from mi400plan.results.common import OutModel, Result
 
 
 class MemoryBytes(OutModel):
-    """Per-GPU bytes on the most loaded rank. ``total`` is the sum of the other six."""
+    """Per-GPU bytes on the most loaded rank. ``total`` is the sum of the first six; ``fragmentation``
+    is the allocator-fragmentation share already inside ``reserve`` (training; 0 for inference)."""
 
     weights: int
     gradients: int
@@ -23,6 +24,7 @@ class MemoryBytes(OutModel):
     kv_cache: int
     reserve: int
     total: int
+    fragmentation: int = 0
 
 
 class FitModel(OutModel):
@@ -42,8 +44,9 @@ class FitRow(OutModel):
     mode: Literal["train", "infer"]
     layout: dict[str, int | str | bool]
     gpus: int  # GPUs of one layout (train: tp*pp*cp*dp; infer: max(tp, ep)*pp per replica)
-    fits: bool
-    verdict: Literal["fits", "does_not_fit", "unknown"]
+    fits: bool  # true for the verdicts "fits" and "tight": the layout is valid
+    # "tight": over capacity by no more than the allocator-fragmentation share of the reserve
+    verdict: Literal["fits", "tight", "does_not_fit", "unknown"]
     capacity_bytes: int | None
     capacity_low_bytes: int | None = None
     capacity_high_bytes: int | None = None

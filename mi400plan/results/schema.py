@@ -27,6 +27,7 @@ RESULTS: dict[str, tuple[str, ...]] = {
     "cost": ("cost:CostResult",),
     "profiles": ("profiles:ProfilesList", "profiles:ProfileShow", "profiles:ProfilesValidate"),
     "calibrate": ("calibrate:CalibrateResult",),
+    "validate": ("validate:ValidateResult",),
     "budget": ("budget:BudgetResult",),
 }
 

@@ -6,7 +6,7 @@ Units are in the field names: ``*_s`` seconds, ``*_bytes`` bytes, ``tokens_per_s
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -67,9 +67,13 @@ class MemoryBytes(OutModel):
     # activation bytes kept in pinned host memory per GPU (--offload-layers): the host memory the offloading
     # needs, not part of total (already taken out of activations)
     offloaded: float = 0.0
-    reserve: float  # the whole runtime reserve: fixed part + capacity share (fragmentation), as `fit` counts it
+    reserve: float  # the whole runtime reserve: fixed part + capacity share + fragmentation, as `fit` counts it
     total: float  # includes the reserve; the layout fits when total <= capacity
     capacity: float  # the SKU's HBM capacity (driver-reported usable where published), bytes
+    fragmentation: float = 0.0  # the allocator-fragmentation share of the reserve (part of reserve and total)
+    # "tight": total exceeds capacity by no more than the fragmentation share (the layout is valid and
+    # runs if the allocator fragments less); "fits" otherwise (sweep's rows never "does_not_fit")
+    verdict: Literal["fits", "tight"] = "fits"
 
 
 class Placement(OutModel):
@@ -133,6 +137,11 @@ class SweepRow(OutModel):
     cost_usd: float | None = None  # GPUs x hours x --gpu-hour-cost
     range: RowRange | None = None  # this layout at the estimate-range corners (absent with --no-ranges)
     global_batch_seqs: int | None = None  # sequences per optimizer step this row was priced at
+    # empirical error band of the step time: the mean |error| of the bundled measured runs of the same kind
+    # (dense or MoE) under leave-one-source-out cross-validation (``mi400plan validate``), as a fraction,
+    # and as text, e.g. "+-9 % (dense, all stacks, 41 runs)"; None when the table has no such group
+    error_band: float | None = None
+    error_band_text: str | None = None
 
 
 class SkuEfficiency(OutModel):

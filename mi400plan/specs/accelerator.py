@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from mi400plan.specs.common import ND, Est, Estimate, ProfileBase, StrictModel, est_in
+from mi400plan.specs.common import ND, Est, Estimate, GBytes, ProfileBase, StrictModel, TBps, Tflops, Watts, est_in
 from mi400plan.specs.efficiency import Efficiency
 from mi400plan.units import GB, MB, TB, TB_PER_S, TFLOPS, GiB, MiB, TiB
 
@@ -88,10 +88,10 @@ class AcceleratorMemory(StrictModel):
 
     hbm_type: str | None = None
     hbm_capacity: Capacity | None = None  # what the vendor states, in its real unit
-    hbm_capacity_gb: Est | None = None  # 1e9 bytes (unit in the key)
-    hbm_capacity_gib: Est | None = None  # 2**30 bytes (unit in the key)
+    hbm_capacity_gb: GBytes | None = None  # 1e9 bytes (unit in the key)
+    hbm_capacity_gib: GBytes | None = None  # 2**30 bytes (unit in the key)
     hbm_usable: Capacity | None = None  # driver-reported usable capacity, where published
-    hbm_bandwidth_tb_per_s: Est = ND  # 1e12 B/s
+    hbm_bandwidth_tb_per_s: TBps = ND  # 1e12 B/s
     hbm_stacks: Est = ND
 
     @model_validator(mode="after")
@@ -156,22 +156,22 @@ class AcceleratorCompute(StrictModel):
     home that is never a dense key.
     """
 
-    fp64_vector_dense_tflops: Est = ND
-    fp64_matrix_dense_tflops: Est = ND
-    fp32_dense_tflops: Est = ND
-    tf32_dense_tflops: Est = ND
-    tf32_sparse_tflops: Est = ND
-    bf16_dense_tflops: Est = ND  # also FP16
-    bf16_sparse_tflops: Est = ND
-    fp8_dense_tflops: Est = ND
-    fp8_sparse_tflops: Est = ND
-    fp6_dense_tflops: Est = ND
-    fp6_sparse_tflops: Est = ND
-    fp4_dense_tflops: Est = ND
-    fp4_sparse_tflops: Est = ND
-    int8_dense_tops: Est = ND
-    int8_sparse_tops: Est = ND
-    fp4_compressed_tflops: Est = ND
+    fp64_vector_dense_tflops: Tflops = ND
+    fp64_matrix_dense_tflops: Tflops = ND
+    fp32_dense_tflops: Tflops = ND
+    tf32_dense_tflops: Tflops = ND
+    tf32_sparse_tflops: Tflops = ND
+    bf16_dense_tflops: Tflops = ND  # also FP16
+    bf16_sparse_tflops: Tflops = ND
+    fp8_dense_tflops: Tflops = ND
+    fp8_sparse_tflops: Tflops = ND
+    fp6_dense_tflops: Tflops = ND
+    fp6_sparse_tflops: Tflops = ND
+    fp4_dense_tflops: Tflops = ND
+    fp4_sparse_tflops: Tflops = ND
+    int8_dense_tops: Tflops = ND
+    int8_sparse_tops: Tflops = ND
+    fp4_compressed_tflops: Tflops = ND
     fp4_basis_note: str | None = None  # where a vendor figure's dense/sparse basis is in doubt
 
     @model_validator(mode="after")
@@ -227,7 +227,7 @@ class AcceleratorCompute(StrictModel):
 
 
 class AcceleratorPower(StrictModel):
-    tdp_w: Est = ND
+    tdp_w: Watts = ND
     cooling: Literal["air", "liquid", "air_or_liquid"] | None = None
 
 

@@ -105,6 +105,8 @@ class Estimate(StrictModel):
     @classmethod
     def _coerce(cls, data: Any) -> Any:
         if isinstance(data, dict):
+            if not data:  # `x = { }`: a value left out by mistake, not a statement that it is undisclosed
+                raise ValueError('an empty table; give a number, a table with "nominal", or "n/d"')
             data = dict(data)
             for key in ("nominal", "low", "high"):
                 value = data.get(key)
@@ -255,6 +257,21 @@ NonNeg = est_in(0.0, PLAUSIBLE_MAX, lo_open=False)
 """A quantity that may be zero (a price, an overhead, an intensity)."""
 Latency = est_in(0.0, 1e6, lo_open=False)
 """A per-step or per-kernel latency in microseconds, [0, 1e6] (one second)."""
+
+# Plausible bounds of the physical figures the planner divides by or multiplies into a price: past
+# them a value is a typo or an attack, and a tiny positive one (5e-324) would overflow a quotient.
+Tflops = est_in(1e-3, 1e7, lo_open=False)
+"""A peak rate in TFLOP/s (or TOPS) per package, [0.001, 1e7]: 1 GFLOP/s to 10 EFLOP/s."""
+TBps = est_in(1e-3, 1e3, lo_open=False)
+"""A memory bandwidth in TB/s per package, [0.001, 1000]."""
+GBytes = est_in(1e-3, 1e6, lo_open=False)
+"""A memory capacity in GB (or GiB) per package, [0.001, 1e6]."""
+Watts = est_in(1.0, 1e5, lo_open=False)
+"""A power per package in W, [1, 1e5]."""
+GBps = est_in(1e-3, 1e6, lo_open=False)
+"""A link bandwidth in GB/s, [0.001, 1e6]."""
+Years = est_in(0.1, 100.0, lo_open=False)
+"""A service or depreciation life in years, [0.1, 100]."""
 
 # Built without running the validator (a known-valid constant): building the Estimate validator at
 # import would cost every command about 5 ms, and most read their profiles from the cache unvalidated.

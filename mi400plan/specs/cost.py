@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from mi400plan.specs.common import Est, Estimate, Fraction, NonNeg, PosFraction, ProfileBase, StrictModel, est_in
+from mi400plan.specs.common import Est, Estimate, Fraction, NonNeg, PosFraction, ProfileBase, StrictModel, Years, est_in
 
 # ISO 4217 codes the planner accepts. Figures are never converted between them.
 CURRENCIES = frozenset({"USD", "EUR", "GBP", "JPY", "CNY", "KRW", "TWD", "CAD", "AUD", "CHF", "INR", "SGD"})
@@ -71,13 +71,13 @@ class SystemCost(StrictModel):
 class SiteCost(StrictModel):
     """Owning and running GPUs at one site."""
 
-    depreciation_years: Est  # server and network life, years
+    depreciation_years: Years  # server and network life, years
     cost_of_capital: Fraction  # fraction per year (0.10 = 10%)
-    electricity_price_per_kwh: Est
+    electricity_price_per_kwh: est_in(1e-6, 1e3, lo_open=False)  # site currency per kWh
     pue: est_in(1.0, 10.0, lo_open=False)  # total facility energy / IT energy, >= 1
     facility: Literal["owned", "colocation"] = "owned"
     facility_capex_per_mw: NonNeg  # per MW of critical IT power (owned facility)
-    facility_life_years: Est  # owned facility life, years
+    facility_life_years: Years  # owned facility life, years
     operating_cost_per_kw_month: NonNeg  # owned facility O&M per kW of critical IT per month
     colocation_per_kw_month: Est  # colocation rent per kW of critical IT per month (covers the facility)
     network_capex_per_gpu: NonNeg  # scale-out network per GPU when a system does not state its own

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from mi400plan.specs.common import ND, Est, Estimate, Latency, PosFraction, ProfileBase, StrictModel
+from mi400plan.specs.common import ND, Est, Estimate, GBps, Latency, PosFraction, ProfileBase, StrictModel
 from mi400plan.units import GB_PER_S, US
 
 # One torus dimension: 1 to 4,096 chips (TPU v5p pods are 16 x 20 x 28); at most 8 dimensions.
@@ -92,8 +92,8 @@ class Fabric(ProfileBase):
     domain_size: Est  # GPUs in one domain; for scale-out the largest cluster the network builds
 
     links_per_gpu: Est = ND
-    link_bw_per_dir_gb_per_s: Est = ND
-    link_bw_bidir_gb_per_s: Est = ND
+    link_bw_per_dir_gb_per_s: GBps = ND
+    link_bw_bidir_gb_per_s: GBps = ND
     lanes_per_gpu: Est = ND
     lane_gbit_per_s: Est = ND  # per direction
     nics_per_gpu: Est = ND

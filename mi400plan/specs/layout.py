@@ -207,29 +207,42 @@ def _divisors_text(n: int) -> str:
 
 
 class RuntimeReserve(StrictModel):
-    """Memory a real process cannot use for the model: ``fixed_bytes + fraction * capacity``.
+    """Memory a real process cannot use for its tensors: ``fixed + fraction x capacity + fragmentation x
+    allocated`` (``mi400plan.reserve`` has the sources).
 
-    ``fixed_bytes`` covers the HIP/CUDA context and kernel images (~0.5-1 GiB per process) plus
-    RCCL/NCCL communicator buffers (~0.5-1 GiB with a few communicators); ``fraction`` is the
-    allocator-fragmentation term: the PyTorch caching allocator's reserved-but-unallocated memory
-    (block rounding, segments that cannot be split or reused; ``torch.cuda.memory_reserved`` minus
-    ``memory_allocated``), which grows with the pool. Default 2 GiB + 5% of HBM: PyTorch's
-    fragmentation in long training runs is typically a few percent, and vLLM leaves 10% of HBM
-    unused by default (``gpu_memory_utilization = 0.9``), which 2 GiB + 5% approaches on a 80 GB part.
-    The capacity is the SKU's usable HBM (``hbm_usable``, the driver-reported total, where published).
-    Users change it with ``--reserve`` (e.g. ``"4GiB+8%"``, ``"0"``).
+    ``fixed_bytes`` None (training's default) counts the fixed part per layout: the CUDA/HIP context
+    plus the NCCL/RCCL buffers of each communicator the layout runs (``reserve.fixed_bytes``); a number
+    replaces it. ``fraction`` is a share of the SKU's usable HBM (``hbm_usable``), 0 by default in
+    training. ``fragmentation`` is the caching allocator's share of the allocated bytes (3 % by
+    default in training): only it being short makes a layout "tight" rather than "does not fit".
+    Inference keeps 2 GiB + 5 % of HBM (``INFER_RESERVE``: vLLM leaves 10 % of HBM unused by default,
+    ``gpu_memory_utilization = 0.9``, which 2 GiB + 5 % approaches on an 80 GB part).
+    Users change it with ``--reserve`` (e.g. ``"4GiB+8%"``, ``"1GiB+3%alloc"``, ``"0"``).
     """
 
-    fixed_bytes: float = Field(default=2 * GiB, ge=0)
-    fraction: float = Field(default=0.05, ge=0, lt=1)
+    fixed_bytes: float | None = Field(default=None, ge=0)
+    fraction: float = Field(default=0.0, ge=0, lt=1)
+    fragmentation: float = Field(default=0.03, ge=0, lt=1)
 
-    def bytes_for(self, capacity_bytes: float) -> float:
-        return self.fixed_bytes + self.fraction * capacity_bytes
+    def bytes_for(self, capacity_bytes: float, fixed: float = 0.0, allocated: float = 0.0) -> float:
+        """The whole reserve of one rank: its fixed part (``fixed`` when counted per layout), the
+        capacity share and the fragmentation share of ``allocated`` bytes."""
+        f = self.fixed_bytes if self.fixed_bytes is not None else fixed
+        return f + self.fraction * capacity_bytes + self.fragmentation * allocated
 
     def text(self) -> str:
         from mi400plan.units import fmt_bytes
 
-        return f"{fmt_bytes(self.fixed_bytes)} + {self.fraction * 100:g}% of HBM"
+        parts = ["context + NCCL/RCCL buffers per communicator" if self.fixed_bytes is None
+                 else fmt_bytes(self.fixed_bytes)]
+        if self.fraction:
+            parts.append(f"{self.fraction * 100:g}% of HBM")
+        if self.fragmentation:
+            parts.append(f"{self.fragmentation * 100:g}% of allocated (fragmentation)")
+        return " + ".join(parts)
+
+
+INFER_RESERVE = RuntimeReserve(fixed_bytes=2 * GiB, fraction=0.05, fragmentation=0.0)
 
 
 def _rest_pct(util: str) -> str:
@@ -253,9 +266,14 @@ def parse_reserve(text: str) -> RuntimeReserve:
             hint=f"write '{bare}GiB' for {bare} GiB reserved, or, for vLLM's gpu-memory-utilization {bare}"
             f" (the engine uses {bare} of HBM), write the reserve as a percentage: '{_rest_pct(bare)}'",
         )
-    fixed, frac = 0.0, 0.0
+    fixed, frac, frag = 0.0, 0.0, 0.0
     for part in [p.strip() for p in text.replace(" ", "").split("+") if p.strip()]:
-        if part.endswith("%"):
+        if part.lower().endswith("%alloc"):
+            try:
+                frag += float(part[:-6]) / 100.0
+            except ValueError:
+                raise UsageError(f"cannot read reserve {text!r}: {part!r} is not a percentage of allocated") from None
+        elif part.endswith("%"):
             try:
                 frac += float(part[:-1]) / 100.0
             except ValueError:
@@ -265,9 +283,9 @@ def parse_reserve(text: str) -> RuntimeReserve:
                 fixed += parse_size(part)
             except UnitError as exc:
                 raise UsageError(f"cannot read reserve {text!r}: {exc}") from None
-    if not 0 <= frac < 1:
+    if not (0 <= frac < 1 and 0 <= frag < 1):
         raise UsageError(f"reserve fraction in {text!r} must be between 0% and 100%")
-    return RuntimeReserve(fixed_bytes=fixed, fraction=frac)
+    return RuntimeReserve(fixed_bytes=fixed, fraction=frac, fragmentation=frag)
 
 
 # --- training recipe ---------------------------------------------------------------------------
@@ -701,7 +719,7 @@ class InferRecipe(StrictModel):
     kv_format: str = "bf16"
     max_batched_tokens: int = Field(default=8192, ge=1)
     vocab_padding_size: int = Field(default=64, ge=1)  # vLLM DEFAULT_VOCAB_PADDING_SIZE
-    reserve: RuntimeReserve = Field(default_factory=RuntimeReserve)
+    reserve: RuntimeReserve = Field(default_factory=lambda: INFER_RESERVE)
 
     @model_validator(mode="after")
     def _check(self) -> "InferRecipe":
