@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.counts import one_sku
+from mi400plan.cli.recipe import StackOpt
 from mi400plan.cli.common import AsciiOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, WidthOpt, app, catalog, pick_format, run
 
 
@@ -41,6 +42,7 @@ def calibrate_cmd(
                      "--profiles DIR.", metavar="DIR"),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace existing profile files under --save DIR.")] = False,
+    stack: StackOpt = None,
     explain: Annotated[
         bool,
         typer.Option("--explain", help="Also print where each run's measured step goes: MFU, recompute, kernels "
@@ -64,7 +66,7 @@ def calibrate_cmd(
         from mi400plan.api.calibrate import calibrate
 
         result = calibrate(catalog(profiles), [str(p) for p in files], sku=sku, fabric=fabric, algo=algo, op=op,
-                           save=None if save is None else str(save), force=force)
+                           save=None if save is None else str(save), force=force, stack=stack)
         return result.with_explain_table(explain)
 
     run("calibrate", f, compute, ascii=ascii_, wide=wide)

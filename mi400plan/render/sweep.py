@@ -176,6 +176,8 @@ def render(res: SweepResult, console: Any) -> None:
             f"GEMM overhead {e.gemm_overhead_s * 1e6:.0f} us, scale-up domain {e.scale_up_domain}, {e.gpus_per_rack} GPUs/rack ({e.rack_basis})",
             markup=False, highlight=False,
         )
+        if e.stack_label:
+            console.print(f"{e.sku}: software stack {e.stack_label} ({e.stack_basis})", markup=False, highlight=False)
     console.print(_switches(res), markup=False, highlight=False)
     if res.saved_plan:
         console.print(f"Saved the best layout to {res.saved_plan}", markup=False, highlight=False)
