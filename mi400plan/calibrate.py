@@ -496,6 +496,7 @@ class PreparedRun:
     options: Any  # search.SearchOptions
     measured_s: float  # step time, from step_time_s or tflops_per_gpu
     model_flops_per_token: float  # model FLOPs (MFU convention), FLOP
+    stack: Any = None  # stacks.StackRequest the run is priced on (None: the vendor default)
 
     @property
     def measured_tflops_per_gpu(self) -> float:
@@ -512,12 +513,14 @@ class Forward:
     base_spec: Any
     fabrics: dict[tuple[str, str], Any]  # fitted fabric specs to use
 
-    def hardware(self, values: dict[str, float], precision: str) -> Any:
+    def hardware(self, values: dict[str, float], precision: str, stack: Any = None) -> Any:
+        """The SKU at candidate ``values`` priced on ``stack`` (a ``stacks.StackRequest``; None: the vendor
+        default): the values are read as the vendor default stack's (``stacks.stack_efficiency``)."""
         from mi400plan.api.sweep import build_sku
 
         specs = dict(self.fabrics)
         specs[("accelerators", self.sku)] = with_efficiency(self.base_spec, values)
-        return build_sku(OverlayCatalog(self.catalog, specs), self.sku, precision).hw
+        return build_sku(OverlayCatalog(self.catalog, specs), self.sku, precision, stack=stack).hw
 
     def step(self, run: PreparedRun, hw: Any) -> dict[str, float]:
         from mi400plan.search import evaluate_one
@@ -548,12 +551,13 @@ class Forward:
     def _priced(self, runs: Sequence[PreparedRun], values: dict[str, float]) -> Any:
         from mi400plan.search import make_coll, step_time
 
-        hws: dict[str, tuple[Any, Any]] = {}
+        hws: dict[tuple[Any, ...], tuple[Any, Any]] = {}
         for g in _run_groups(runs):
-            if g.precision not in hws:
-                hw = self.hardware(values, g.precision)
-                hws[g.precision] = (hw, make_coll(hw))
-            hw, coll = hws[g.precision]
+            key = (g.precision, g.stack.key() if g.stack is not None else None)
+            if key not in hws:
+                hw = self.hardware(values, g.precision, g.stack)
+                hws[key] = (hw, make_coll(hw))
+            hw, coll = hws[key]
             yield g, step_time(g.cols, g.workload, hw, g.terms, g.options, coll)
 
 
@@ -567,13 +571,14 @@ class _RunGroup:
     options: Any
     terms: Any  # search.ModelTerms
     cols: dict[str, np.ndarray]  # the layouts as columns (dp, fold and split derived as evaluate_one does)
+    stack: Any = None  # stacks.StackRequest the group is priced on
 
 
 _GROUPS: dict[tuple[int, ...], tuple[Sequence[PreparedRun], list[_RunGroup]]] = {}
 
 
 def _run_groups(runs: Sequence[PreparedRun]) -> list[_RunGroup]:
-    """``runs`` grouped by (model, sequence, batch, recipe, options, precision); built once per run list."""
+    """``runs`` grouped by (model, sequence, batch, recipe, options, precision, stack); built once per run list."""
     from mi400plan.search import fold_factor, model_terms, split_codes
 
     key = tuple(id(r) for r in runs)
@@ -584,7 +589,7 @@ def _run_groups(runs: Sequence[PreparedRun]) -> list[_RunGroup]:
     for i, r in enumerate(runs):
         wl = r.workload
         by.setdefault((id(wl.model), wl.seq_len, wl.global_batch, repr(wl.recipe), r.options,
-                       r.entry.run.precision), []).append(i)
+                       r.entry.run.precision, r.stack.key() if r.stack is not None else None), []).append(i)
     groups = []
     for idx in by.values():
         first = runs[idx[0]]
@@ -594,7 +599,7 @@ def _run_groups(runs: Sequence[PreparedRun]) -> list[_RunGroup]:
         c["dp"] = np.asarray([runs[i].entry.run.world for i in idx]) // (c["tp"] * c["cp"] * c["pp"])
         c["split"] = np.maximum(split_codes(wl.model, c, first.options), 0)
         groups.append(_RunGroup(np.asarray(idx), first.entry.run.precision, wl, first.options,
-                                model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe), c))
+                                model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe), c, first.stack))
     _GROUPS.clear()  # one run list at a time: the fit's
     _GROUPS[key] = (runs, groups)
     return groups

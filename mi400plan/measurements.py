@@ -33,6 +33,9 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mi400plan.errors import ProfileError
 from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
+
+if TYPE_CHECKING:
+    from mi400plan.stacks import StackRequest
 from mi400plan.specs.common import StrictModel
 
 
@@ -47,8 +50,10 @@ class MeasuredRun(StrictModel):
     model: str = Field(min_length=1)
     sku: str = Field(min_length=1)
     precision: Literal["bf16", "fp8"] = "bf16"
-    # What ``validate`` groups by (``calibrate`` ignores both): the software stack that ran it, and its
-    # source (a publication or a campaign; leave-one-source-out holds each out in turn; default: the file)
+    # What ``validate`` groups by: the software stack that ran it, and its source (a publication or a
+    # campaign; leave-one-source-out holds each out in turn; default: the file). A ``stack`` that names a
+    # ``profiles/stacks`` profile (name or alias) also prices the run on it (``mi400plan.stacks``);
+    # another text is a label only, and the run is priced on calibrate's --stack, else the vendor default.
     stack: str | None = Field(default=None, min_length=1, max_length=200)
     source: str | None = Field(default=None, min_length=1, max_length=500)
     seq_len: int = Field(ge=1, le=2**24)
@@ -90,6 +95,18 @@ class MeasuredRun(StrictModel):
     step_time_s: float | None = Field(default=None, ge=1e-6, le=1e7, allow_inf_nan=False)
     tflops_per_gpu: float | None = Field(default=None, ge=1e-6, le=1e7, allow_inf_nan=False)
     tflops_basis: Literal["model", "hardware"] = "model"
+    # Single stack settings of the run, overriding its stack's (as sweep's switches do).
+    moe_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep", "none"] | None = None
+    cuda_graphs: Literal["none", "partial", "full"] | None = None
+    attention_kernel: Literal["fa2", "fa3", "cudnn", "ck", "triton"] | None = None
+
+    def stack_request(self, profile: str | None = None) -> "StackRequest":
+        """The stack this run is priced on: the stack profile ``profile`` (None: the vendor default) with
+        the run's single settings on top."""
+        from mi400plan.stacks import StackRequest
+
+        return StackRequest(profile, {"moe_dispatcher": self.moe_dispatcher, "cuda_graphs": self.cuda_graphs,
+                                      "attention_kernel": self.attention_kernel})
 
     @field_validator("recompute_modules", mode="before")
     @classmethod

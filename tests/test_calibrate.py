@@ -113,6 +113,7 @@ def test_round_trip_recovers_known_efficiencies(catalog, runs_file) -> None:
     assert all(r.residual_before < -0.1 for r in res.rows)
 
 
+@pytest.mark.slow  # a calibration fit per precision: 5-15 s
 def test_round_trip_two_precisions(catalog, truth, tmp_path) -> None:
     """BF16 and FP8 runs of one SKU: one matmul efficiency per precision, one GEMM overhead shared."""
     from mi400plan.api.calibrate import calibrate
@@ -126,6 +127,7 @@ def test_round_trip_two_precisions(catalog, truth, tmp_path) -> None:
     assert {r.precision for r in res.rows} == {"bf16", "fp8"}
 
 
+@pytest.mark.slow  # a calibration fit: about 5 s
 def test_round_trip_with_measurement_noise(catalog, truth, tmp_path) -> None:
     """+-2 % deterministic noise on the step times: the fit stays within a few % of the truth and
     the residuals report the noise."""
@@ -150,6 +152,7 @@ MOE_RUNS = [
 ]
 
 
+@pytest.mark.slow  # a calibration fit: about 10 s
 def test_round_trip_recovers_the_expert_host_time(catalog, truth, tmp_path) -> None:
     """Dense runs fix the GEMM efficiencies; the host-bound MoE run fixes ``expert_host_us``. Hand count of
     that run's micro-batch: 94 layers on PP 4 = 23 + 24 + 24 + 23 (uneven first and last stages), so the

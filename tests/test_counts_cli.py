@@ -47,7 +47,8 @@ def _count_flags():
         for p in c.params:
             flag = next((o for o in p.opts if o.startswith("--")), None)
             desc = getattr(p, "type_descriptor", None)
-            if flag is None or desc is None or (name, flag) in NOT_COUNTS:
+            # --width is a terminal width in columns (20 to 1,000), read by the width rule, not a count
+            if flag is None or desc is None or (name, flag) in NOT_COUNTS or flag == "--width":
                 continue
             domain = FLAG_DOMAINS.get(flag)
             if "int" in repr(desc.annotation) and "Choice" not in repr(desc.annotation):

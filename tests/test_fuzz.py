@@ -35,6 +35,10 @@ from hypothesis import strategies as st
 
 from mi400plan.cli import main
 
+# The whole command line under generated input: the longest campaign of the suite (CI runs it;
+# `pytest -m "not slow"` leaves it out while iterating).
+pytestmark = pytest.mark.slow
+
 EXAMPLES = int(os.environ.get("MI400PLAN_FUZZ_EXAMPLES", "0") or 0)
 SEED = os.environ.get("MI400PLAN_FUZZ_SEED")  # another campaign's examples: random, from this seed
 FUZZ_SETTINGS = settings(

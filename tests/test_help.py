@@ -64,3 +64,39 @@ def test_root_help_from_the_light_app_is_the_full_help(args):
     light = CliRunner().invoke(help_app(app), args, prog_name="mi400plan")
     assert light.output == full.output and "Commands:" in full.output and "profiles" in full.output
     assert light.exit_code == full.exit_code
+
+
+def test_completion_offers_aliases_and_fixed_choices(cli):
+    assert "llama3-70b" in _complete(cli, "mi400plan fit llama3-7")  # the README's own alias
+    assert "mi450x" in _complete(cli, "mi400plan sweep x --sku mi45")  # an accelerator alias
+    assert _complete(cli, "mi400plan fit x --mode ") == ["train", "infer"]
+    assert set(_complete(cli, "mi400plan fit x --precision ")) >= {"bf16", "fp8", "fp32", "fp4", "nvfp4"}
+    assert _complete(cli, "mi400plan sweep x --precision ") == ["bf16", "fp8"]
+    assert "bf16,fp8" in _complete(cli, "mi400plan fit x --precision bf16,f")
+    assert _complete(cli, "mi400plan fit x --format ") == ["table", "json", "csv", "md"]
+    assert _complete(cli, "mi400plan comm ") == [
+        "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce", "send-recv"]
+    assert _complete(cli, "mi400plan schema ") == sorted(
+        ["fit", "sweep", "serve", "comm", "rack", "cost", "profiles", "calibrate", "budget", "validate"])
+
+
+@pytest.mark.parametrize("args, usage", [
+    (["comm", "--help"], "Usage: mi400plan comm [OPTIONS] OP\n"),
+    (["profiles", "show", "--help"], "Usage: mi400plan profiles show [OPTIONS] NAME\n"),
+    (["rack", "--help"], "Usage: mi400plan rack [OPTIONS] NAMES...\n"),
+    (["fit", "--help"], "Usage: mi400plan fit [OPTIONS] [MODEL]\n"),
+])
+def test_usage_names_arguments_plainly(cli, args, usage):
+    out = cli(args, prog_name="mi400plan").stdout
+    assert out.startswith(usage) and "{" not in out.splitlines()[0]
+
+
+def test_a_command_line_builds_only_its_own_command():
+    """sweep imports cost's site options, which registers cost too; the app a sweep runs with carries
+    sweep alone (typer would otherwise build cost's command, annotations and all, at every start)."""
+    from mi400plan.cli import _only, _register
+
+    app = _register("sweep")
+    assert {c.name for c in app.registered_commands} >= {"sweep", "cost"}
+    assert [c.name for c in _only(app, "sweep").registered_commands] == ["sweep"]
+    assert [g.name for g in _only(_register("profiles"), "profiles").registered_groups] == ["profiles"]

@@ -297,6 +297,7 @@ def test_sweep_at_the_largest_gpu_count_answers(cli):
     assert "leaves the cluster mostly idle" in " ".join(json.loads(r.stdout)["data"]["warnings"])
 
 
+@pytest.mark.slow  # bounded, but about 10 s
 def test_calibration_work_is_bounded_when_the_runs_disagree_with_the_model(cli, tmp_path):
     """Was 100 Levenberg-Marquardt iterations crawling along a ridge (a run's DP halved: 10 s for
     five runs, 46 s on a loaded machine). The iterations are capped; the calibration still answers."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from mi400plan.search import SORT_KEYS, pareto_indices
 
@@ -34,6 +35,7 @@ def _dominated(a: dict, b: dict) -> bool:
     return tb <= ta and mb <= ma and (tb < ta or mb < ma)
 
 
+@pytest.mark.slow  # brute force: over a minute
 def test_sweep_pareto_matches_brute_force_over_every_fitting_layout(cli):
     args = ["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "16", "--no-ranges", "--json"]
     every = json.loads(cli([*args, "--top", "1000000"]).stdout)["data"]

@@ -20,8 +20,10 @@ SVG_NS = "{http://www.w3.org/2000/svg}"
 
 # command line, series labels the legend must carry
 CASES = {
-    "fit": (["fit", "llama3.1-70b", "--sku", "mi300x", "--sku", "h100"],
+    "fit": (["fit", "llama3.1-70b", "--sku", "mi300x", "--sku", "h100", "--tp", "8"],
             ["weights", "gradients", "optimizer states", "activations", "usable HBM capacity"]),
+    "fit-fewest": (["fit", "llama3.1-70b", "--sku", "mi300x", "--sku", "h100"],
+                   ["memory per GPU at the fewest GPUs that fit", "usable HBM capacity", "mi300x: 8 GPUs (TP4 PP2)"]),
     "sweep-scaling": (["sweep", "llama3.1-8b", "--sku", "mi300x", "--sku", "h100", "--gpus", "64..128", "--top", "1"],
                       ["mi300x", "h100", "mi300x estimate range"]),
     "sweep-tradeoff": (["sweep", "llama3.1-8b", "--sku", "mi300x", "--gpus", "64", "--top", "8", "--no-ranges"],
@@ -82,8 +84,8 @@ def test_fit_bars_stack_to_each_skus_total(cli):
     m = rows[0].memory_bytes
     parts = m.weights + m.gradients + m.optimizer + m.activations + m.kv_cache + m.reserve
     assert parts == m.total
-    assert ends[0.0] == pytest.approx(m.total / GIB)
-    assert ends[1.0] == pytest.approx(rows[1].memory_bytes.total / GIB)
+    assert ends[0.0] == pytest.approx(m.total / 1e9)  # GB, the fit table's unit
+    assert ends[1.0] == pytest.approx(rows[1].memory_bytes.total / 1e9)
 
 
 def test_comm_line_is_busbw_in_gb_per_s(cli):
@@ -159,3 +161,84 @@ def test_matplotlib_is_imported_only_for_plot():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.endswith("False")
+
+
+def test_fit_all_skus_plots_each_skus_fitting_layout_sorted(cli):
+    """--sku all on one GPU (nothing fits): one bar per SKU at its fewest-GPU fitting layout, sorted by
+    GPUs then memory, in GB as the table (GiB on the top axis); SKUs without a capacity listed last."""
+    pytest.importorskip("matplotlib")
+    from mi400plan.api.fit import fit
+    from mi400plan.profiles import Catalog
+    from mi400plan.render.plot import figure_for
+
+    result = fit(Catalog.default([]), "llama3.1-70b", ["all"], "train")
+    assert len(result.rows) >= 27 and not any(r.fits for r in result.rows)
+    fig = figure_for(result)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "memory per GPU on the most loaded rank (GB, 10^9 bytes)"
+    assert any("GiB" in a.get_xlabel() for a in ax.child_axes)  # the secondary axis
+    labels = [t.get_text() for t in ax.get_yticklabels()][::-1]  # top first
+    fitting = sorted((r for r in result.rows if r.min_memory_bytes is not None),
+                     key=lambda r: (r.min_gpus, r.min_memory_bytes, r.sku))
+    assert labels[:len(fitting)] == [f"{r.sku}: {r.min_gpus:,} GPUs ({r.min_layout.replace('--tp ', 'TP').replace(' --pp ', ' PP')})"
+                                     for r in fitting]
+    gpus = [int(lab.split(": ")[1].split(" GPUs")[0].replace(",", "")) for lab in labels[:len(fitting)]]
+    assert gpus == sorted(gpus) and gpus[0] < gpus[-1]
+    widths = {round(b.get_y() + b.get_height() / 2): b.get_width() for b in ax.patches}
+    top = len(labels) - 1
+    assert widths[top] == pytest.approx(fitting[0].min_memory_bytes / 1e9)
+    assert fig.get_size_inches()[1] >= 0.28 * len(labels)  # tall enough for 27 labelled bars
+
+
+def test_one_size_sweep_plot_starts_at_zero_and_splits_the_step(cli):
+    pytest.importorskip("matplotlib")
+    from mi400plan.api.sweep import sweep
+    from mi400plan.profiles import Catalog
+    from mi400plan.render.plot import figure_for
+
+    result = sweep(Catalog.default([]), "llama3.1-8b", ["mi300x"], gpus="64", top=4, ranges=False)
+    ax, parts = figure_for(result).axes[:2]
+    assert ax.get_ylim()[0] == 0 and ax.get_xlim()[0] == 0
+    steps = [r.step_time_s for r in result.rows]
+    note = " ".join(t.get_text() for t in ax.texts)
+    assert "spread" in note and f"{min(steps):.4g}" in note
+    assert ax.get_xlabel() == "memory per GPU (GB, 10^9 B)"  # the sweep table's unit
+    best = min(result.rows, key=lambda r: r.rank)
+    xs = [tuple(o.get_offsets()[0]) for o in ax.collections if len(o.get_offsets())]
+    assert any(x == pytest.approx(best.memory_bytes.total / 1e9) for x, _ in xs)
+    assert parts.get_xlabel() == "step time by part (s)"
+    ends: dict[int, float] = {}
+    for bar in parts.patches:
+        y = round(bar.get_y() + bar.get_height() / 2)
+        ends[y] = max(ends.get(y, 0.0), bar.get_x() + bar.get_width())
+    best = result.rows[0]  # drawn on top, row len - 1; the parts shown cover at least 99 % of its step
+    assert best.step_time_s * 0.99 <= ends[len(result.rows) - 1] <= best.step_time_s * (1 + 1e-9)
+
+
+def test_identical_comm_curves_stay_distinguishable(cli):
+    """MI350X and MI355X share one xGMI fabric: the same busbw curve. The second is drawn with another
+    marker and dash pattern and labelled as the same, and its band is not drawn twice."""
+    pytest.importorskip("matplotlib")
+    from mi400plan.api.comm import comm
+    from mi400plan.profiles import Catalog
+    from mi400plan.render.plot import figure_for
+
+    result = comm(Catalog.default([]), "all-reduce", "1MiB..64MiB", "8", skus=["mi350x", "mi355x"])
+    ax = figure_for(result).axes[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    a, b = lines["mi350x"], lines["mi355x (same as mi350x)"]
+    assert list(a.get_ydata()) == list(b.get_ydata())
+    assert a.get_marker() != b.get_marker() and a.get_linestyle() != b.get_linestyle()
+    bands = [c for c in ax.collections if "estimate range" in str(c.get_label())]
+    assert [c.get_label() for c in bands] == ["mi350x estimate range"]
+
+
+def test_readme_lists_every_plotting_command():
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    if not readme.exists():
+        pytest.skip("README.md not next to the tests")
+    text = readme.read_text()
+    for command in ("fit", "sweep", "serve", "comm", "rack"):
+        assert f"| `{command}` |" in text.split("## Examples")[0], command

@@ -72,6 +72,7 @@ def test_readme_example_output_is_current(cmd: str, expected: str) -> None:
     )
 
 
+@pytest.mark.slow  # every example twice more (about a minute); the output check above stays quick
 @pytest.mark.parametrize("width", [80, 100])
 @pytest.mark.parametrize("cmd", [c for c, _ in examples()], ids=[c for c, _ in examples()])
 def test_readme_example_fits_the_terminal(cmd: str, width: int) -> None:

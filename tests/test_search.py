@@ -57,6 +57,7 @@ def _first_rule_broken(lay: dict, model, seq: int, batch: int, world: int) -> st
     return None
 
 
+@pytest.mark.slow  # brute force over every layout: 5-10 s
 @pytest.mark.parametrize(
     "model,seq,batch,world,dims,inner",
     [
@@ -270,6 +271,7 @@ def test_tp_wider_than_domain_pays_scale_out(catalog) -> None:
     assert t16["t_tp"] > 2 * t8["t_tp"]
 
 
+@pytest.mark.slow  # searches up to 65,536 GPUs: about a minute
 def test_whitepaper_setting_scales_near_linearly(catalog) -> None:
     """Seed 004's setting: moe-2t (2.011T, 96 layers, hidden 8,192), 32,768 x 4,096 = 2^27 = 128Mi
     tokens per step, MI300X nodes of 8 (xGMI domain 8) with one 400 Gb/s NIC per GPU (50 GB/s per
@@ -424,6 +426,7 @@ def test_whitepaper_setting_scales_near_linearly(catalog) -> None:
     assert at[32768] / at[768] >= at[65536] / at[768] >= SCALING_THRESHOLD
 
 
+@pytest.mark.slow  # evaluates every layout twice: 10-25 s
 @pytest.mark.parametrize(
     "model,sku,gpus,seq,batch,kw",
     [

@@ -50,6 +50,7 @@ def test_family_of_architecture() -> None:
     assert family_of("Rubin") is None
 
 
+@pytest.mark.slow  # refits each stored calibration: 2-10 s each
 @pytest.mark.parametrize("key", sorted(CALIBRATION))
 def test_fit_reproduces_the_stored_constants(catalog, key: str) -> None:
     points, _ = _points(catalog, key)

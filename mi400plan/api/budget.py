@@ -41,7 +41,7 @@ def budget(cat: Any, sku: str, *, gpus: int, days: str | None = None, flops: str
     template = FamilyTemplate(family, experts, top_k)  # type: ignore[arg-type]
     topts = options or TrainOptions()
     precision = topts.precision
-    hw = build_sku(cat, sku, precision, offload=topts.offload_layers > 0).hw
+    hw = build_sku(cat, sku, precision, offload=topts.offload_layers > 0, stack=topts.stack_request()).hw
     steps = bg.ladder(template)
     n_days = parse_deadline_days(days, "--days") if days is not None else None
     price = _Pricer(hw, topts, gpus, seq_len, global_batch)

@@ -117,10 +117,13 @@ def _fabric_fits(cat: Any, logs: list[NcclLog], sku: str | None, fabric: str | N
     return fits, specs
 
 
-def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any]) -> tuple[str, PreparedRun]:
+def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any],
+             stack: str | None = None) -> tuple[str, PreparedRun]:
     """One run checked and made ready for the forward model; ``memo`` shares the SKU builds and model
-    terms between runs (a 1,000-run file of a few workloads builds each once)."""
+    terms between runs (a 1,000-run file of a few workloads builds each once). The run is priced on the
+    stack profile its ``stack`` names, else ``stack`` (calibrate --stack), else its vendor default."""
     from mi400plan.api.sweep import build_sku
+    from mi400plan.stacks import known_stack
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one, layout_violations, model_terms
     from mi400plan.specs.layout import RECOMPUTE_CODES
@@ -133,8 +136,9 @@ def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any]) -> tup
     spec = cat.get("models", model).spec
     sku = cat.get("accelerators", r.sku).spec.name
     # an undisclosed peak (or host link, when the run offloads activations) stops here, naming the run
-    base_hw = _memo(memo, ("hw", sku, r.precision, r.offload_layers > 0),
-                    lambda: build_sku(cat, sku, r.precision, offload=r.offload_layers > 0).hw)
+    request = r.stack_request(known_stack(cat, r.stack) or stack)
+    base_hw = _memo(memo, ("hw", sku, r.precision, r.offload_layers > 0, request.key()),
+                    lambda: build_sku(cat, sku, r.precision, offload=r.offload_layers > 0, stack=request).hw)
     topts = r.train_options()
     recipe = topts.train_recipe()
     wl = Workload(spec, _memo(memo, ("counts", id(spec)), lambda: count_params(spec)), recipe, r.seq_len, r.global_batch)
@@ -161,7 +165,7 @@ def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any]) -> tup
                         lambda: model_terms(spec, wl.counts, r.seq_len, recipe)).flops_model
     if not (r.tflops_basis == "hardware" and r.tflops_per_gpu is not None):
         flops = model_flops
-    return sku, PreparedRun(entry, wl, layout, opts, measured_step(r, flops), model_flops)
+    return sku, PreparedRun(entry, wl, layout, opts, measured_step(r, flops), model_flops, request)
 
 
 def _check_structure(r: Any, spec: Any) -> None:
@@ -174,12 +178,12 @@ def _check_structure(r: Any, spec: Any) -> None:
 
 
 def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],
-              fabric_fits: list[ProfileFit]) -> list[tuple[ProfileFit, Forward]]:
+              fabric_fits: list[ProfileFit], stack: str | None = None) -> list[tuple[ProfileFit, Forward]]:
     by_sku: dict[str, list[PreparedRun]] = defaultdict(list)
     memo: dict[tuple[Any, ...], Any] = {}
     for entry in runs:
         try:
-            sku, prepared = _prepare(cat, entry, memo)
+            sku, prepared = _prepare(cat, entry, memo, stack)
         except PlannerError as exc:  # unknown name, missing model file, undisclosed peak
             own = isinstance(exc, ProfileError) and exc.path is not None and Path(exc.path).is_file()
             if own:  # the runs file itself, or a model file's own error: it names its file and line
@@ -207,12 +211,13 @@ def _explain(fit: ProfileFit, fwd: Forward) -> list[RunExplain]:
     out = []
     runs = [pt.detail["run"] for pt in fit.points]
     steps = fwd.step_terms(runs, fit.fitted_values())  # vectorized by workload: 1,000 runs in a few calls
-    hws: dict[str, Any] = {}
+    hws: dict[tuple[Any, ...], Any] = {}
     memo: dict[tuple[Any, ...], Any] = {}
     for pt, step in zip(fit.points, steps):
         run: PreparedRun = pt.detail["run"]
         r, wl = run.entry.run, run.workload
-        hw = hws.get(r.precision) or hws.setdefault(r.precision, fwd.hardware(fit.fitted_values(), r.precision))
+        hkey = (r.precision, run.stack.key() if run.stack is not None else None)
+        hw = hws.get(hkey) or hws.setdefault(hkey, fwd.hardware(fit.fitted_values(), r.precision, run.stack))
         key = (id(wl.model), wl.seq_len, repr(wl.recipe))
         split = _memo(memo, ("split", *key, run.layout["recompute"], r.pp, r.vpp),
                       lambda: flops_per_token(wl.model, wl.seq_len, run.layout["recompute"], wl.recipe, r.pp, r.vpp))
@@ -414,6 +419,7 @@ def calibrate(
     save: str | None = None,
     force: bool = False,
     today: str | None = None,
+    stack: str | None = None,
 ) -> CalibrateResult:
     """Fit efficiencies to measured training runs and nccl-tests logs (see the module docstring).
 
@@ -421,6 +427,8 @@ def calibrate(
     host, its scale-out fabric with one rank per host); ``fabric`` names it outright. ``algo`` pins
     the collective algorithm the rows are priced with (default: the fastest the model finds); ``op``
     names the collective when a log does not. ``today`` (YYYY-MM-DD) dates the saved source.
+    ``stack`` prices runs whose ``stack`` names no stack profile (None: each SKU's vendor default); the
+    fitted values are the vendor default stack's (``stacks.stack_efficiency``).
     """
     if not files:
         raise UsageError("give at least one file of training runs (.toml, .csv) or nccl-tests output")
@@ -436,7 +444,7 @@ def calibrate(
         raise UsageError(f"--save {save!r} is a file, not a directory")
     inputs = _read(files, op)
     fab_fits, fab_specs = _fabric_fits(cat, inputs.logs, sku, fabric, algo) if inputs.logs else ([], {})
-    acc = _run_fits(cat, inputs.runs, fab_specs, fab_fits) if inputs.runs else []
+    acc = _run_fits(cat, inputs.runs, fab_specs, fab_fits, stack) if inputs.runs else []
     fits = fab_fits + [fit for fit, _ in acc]
     saved = save_profiles(cat, fits, files, save, force, today or datetime.date.today().isoformat()) if save else []
     from mi400plan.calibrate import refusal

@@ -156,7 +156,7 @@ def _answer(cat: Any, sku_name: str, wl: Any, opts: Any, topts: TrainOptions, go
 
     sku = build_sku(cat, sku_name, topts.precision, matmul_efficiency=ov.matmul_efficiency,
                     hbm_efficiency=ov.hbm_efficiency, gemm_overhead_us=ov.gemm_overhead_us,
-                    offload=topts.offload_layers > 0)
+                    offload=topts.offload_layers > 0, stack=topts.stack_request())
     hw = sku.hw
     step = dl.size_step(hw.domain)
     sizes = dl.candidate_sizes(wl, opts, step, goal.cap)

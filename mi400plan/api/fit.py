@@ -233,7 +233,8 @@ def fit(
     loaded_model = catalog.get("models", model_name)
     model = loaded_model.spec
     counts = count_params(model)
-    res = parse_reserve(reserve) if reserve is not None else None
+    reserve_text = reserve if reserve is not None else (options.reserve if options is not None else None)
+    res = parse_reserve(reserve_text) if reserve_text is not None else None
 
     # Accelerators.
     names = list(skus or ["all"])
@@ -254,6 +255,10 @@ def fit(
     from mi400plan.profiles import approximation_warnings
 
     warnings += approximation_warnings(catalog, [a.spec.name for a in accels])
+    if res is not None and reserve_text is not None:
+        from mi400plan.reserve_check import oversized_reserve
+
+        warnings += oversized_reserve(reserve_text, res, [(a.spec.name, _capacity(a)[0]) for a in accels])
 
     fm = FitModel(
         name=model.name,
@@ -597,7 +602,8 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
                  alts=alts, grid=grid, dom=scale_up_domain(catalog, acc, cache), given_tp=layout.tp,
                  given_width=layout.tp, given_groups=layout.gpus // layout.tp).model_copy(
                 update={"padded_vocab_size": vocab,
-                        "host_offload_bytes": int(round(mem["offloaded"])) if recipe.offload_layers else None})
+                        "host_offload_bytes": int(round(mem["offloaded"])) if recipe.offload_layers else None,
+                        "stack": _stack_label(catalog, acc.spec, options, warnings)})
         )
     _suggest_other_skus(rows, catalog, recipe.reserve)
     rdict: dict[str, RecipeValue] = {
@@ -613,6 +619,19 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     rdict["gemm_weight_bytes"] = recipe.gemm_weight_bytes
     return FitResult(model=fm, mode="train", recipe=rdict, reserve=recipe.reserve.text(), rows=rows,
                      warnings=warnings)
+
+
+def _stack_label(catalog: Any, acc: Any, options: TrainOptions, warnings: list[str]) -> str | None:
+    """The software stack ``acc`` is priced on (``stacks.resolve_stack``), as text; memory does not
+    depend on it yet, so a stack that does not run on this SKU is a warning here, not an error."""
+    from mi400plan.stacks import resolve_stack
+
+    try:
+        resolved = resolve_stack(catalog, acc, options.stack_request())
+    except UsageError as exc:
+        warnings.append(f"{acc.name}: {exc.message}")
+        return None
+    return f"{resolved.label()} ({resolved.basis})" if resolved else None
 
 
 def _train_alternatives(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, seq: int,

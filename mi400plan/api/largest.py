@@ -148,7 +148,7 @@ def _with_run(cat: Any, row: LargestRow, template: Any, gpus: int, seq: int, glo
     recipe = topts.train_recipe()
     terms = model_terms(spec, counts, seq, recipe)
     law = batch_law(terms.flops_layers, seq, train_tokens, counts.active)
-    hw = build_sku(cat, row.sku, topts.precision, offload=topts.offload_layers > 0).hw
+    hw = build_sku(cat, row.sku, topts.precision, offload=topts.offload_layers > 0, stack=topts.stack_request()).hw
     wl0 = Workload(spec, counts, recipe, seq, int(global_batch or law.start_seqs))
     res, wl, _ = planned_search(wl0, law, global_batch is not None, hw, gpus,
                                  SearchOptions(**topts.search_flags(), **pin_options(pins)), 1, None, False)
@@ -193,7 +193,7 @@ def _train(cat: Any, skus: list[str], template: Any, gpus: int, seq_len: int | N
 
     rows = []
     for s in skus:
-        hw = build_sku(cat, s, precision, offload=topts.offload_layers > 0).hw
+        hw = build_sku(cat, s, precision, offload=topts.offload_layers > 0, stack=topts.stack_request()).hw
         opts = SearchOptions(**topts.search_flags(), **pin_options(pins))
         rows.append(_row(hw.name, largest_fitting(template, train_judge(hw, gpus, workload, opts)),
                          "train", template))

@@ -231,9 +231,30 @@ def list_profiles(catalog: Catalog, kind: str | None = None, specs: bool = False
                     path=path,
                     status=status_counts(spec),
                     sources=sorted(getattr(spec, "sources", {}) or {}, key=_natural),
+                    notes=list(getattr(spec, "notes", []) or []),
+                    **_summary(k, spec),
                 )
             )
     return ProfilesList(kind=None if kind is None else _kinds(kind)[0], rows=rows)
+
+
+def _summary(kind: str, spec: Any) -> dict[str, Any]:
+    """The figures ``profiles list`` puts on a profile's one line: an accelerator's vendor, year, usable
+    HBM, dense peaks and TDP; a model's parameter counts (``params.count_params``), layers and context."""
+    if kind == "accelerators":
+        picks = {
+            "hbm_bytes": spec.hbm_bytes, "bf16_dense_flops": spec.compute.peak_flops("bf16"),
+            "fp8_dense_flops": spec.compute.peak_flops("fp8"), "fp4_dense_flops": spec.compute.peak_flops("fp4"),
+            "tdp_w": spec.power.tdp_w,
+        }
+        return {"vendor": spec.vendor, "year": spec.year, **{k: est.nominal for k, est in picks.items()}}
+    if kind == "models":
+        from mi400plan.params import count_params
+
+        counts = count_params(spec)
+        return {"params_total": counts.total, "params_active": counts.active, "num_layers": spec.num_layers,
+                "max_seq_len": spec.max_seq_len}
+    return {}
 
 
 def _spec_row(catalog: Catalog, name: str, acc: Any) -> SpecSheetRow:

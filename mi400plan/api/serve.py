@@ -112,6 +112,15 @@ class _Sku:
     rack: str | None
 
 
+def _reserve_warning(text: str | None, recipe: Any, sk: list[_Sku]) -> list[str]:
+    """``--reserve`` at least a SKU's whole usable HBM (``reserve_check``): a warning naming the SKUs."""
+    if text is None:
+        return []
+    from mi400plan.reserve_check import oversized_reserve
+
+    return oversized_reserve(text, recipe.reserve, [(s.name, s.hw["nominal"].hbm_bytes) for s in sk])
+
+
 def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float | None, hbm: float | None,
               model_class: str, calibrated: bool = True) -> Any:
     """``serve.ServeHardware`` at ``case``: ``sweep``'s SKU reading with the peak of the compute precision, and
@@ -364,7 +373,8 @@ def serve(
         evaluated=evaluated, valid=valid, rejected={k: v for k, v in rejected.items() if v},
         skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips, ranges=ranges,
         curves=[_curve(s.name, per_sku[s.name]) for s in sk],
-        warnings=list(flips) + cost_warn + approximation_warnings(catalog, [s.name for s in sk]),
+        warnings=list(flips) + cost_warn + _reserve_warning(reserve, recipe, sk)
+        + approximation_warnings(catalog, [s.name for s in sk]),
     )
 
 

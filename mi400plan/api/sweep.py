@@ -59,6 +59,7 @@ class Sku:
     hw: Any  # search.Hardware
     eff: SkuEfficiency
     varied: tuple[str, ...] = ()  # inputs with an estimate range (text), applied at the corners
+    stack: Any = None  # stacks.ResolvedStack the SKU is priced on (None: its vendor has no stack)
 
 
 def parse_gpus(text: str) -> list[int]:
@@ -149,16 +150,17 @@ def _span_text(label: str, est: Any, scale: float, unit: str, digits: int = 2) -
     return f"{label} {est.lo / scale:.{digits}f}..{est.hi / scale:.{digits}f}{unit} ({est.status})"
 
 
-def _gemm_fields(acc: Any, precision: str, case: str) -> dict[str, Any]:
+def _gemm_fields(acc: Any, precision: str, case: str, eff: Any = None) -> dict[str, Any]:
     """Shape-aware GEMM / attention inputs of ``search.Hardware`` (``mi400plan.gemm``): compute units
     (0 where not disclosed: no wave quantization), the BF16 peak and the measured flash-attention
     efficiency (0 where the profile has none: ``search.ATTN_OVER_MATMUL`` rule), operand width, and
     the host time per local-expert GEMM (0 where the profile has none: no host term)."""
+    eff = eff if eff is not None else acc.efficiency  # the stack-adjusted [efficiency] (stacks.stack_efficiency)
     units = acc.silicon.compute_units
     bf16 = acc.compute.peak_flops("bf16")
-    att = acc.efficiency.attention
-    mm16 = acc.efficiency.matmul("bf16")
-    host = acc.efficiency.expert_host_us
+    att = eff.attention
+    mm16 = eff.matmul("bf16")
+    host = eff.expert_host_us
     return {
         "matmul_bf16_eff": _pick(mm16, f"{acc.name} bf16 matmul efficiency", case, higher_is_better=True)
         if mm16.known else 0.0,
@@ -181,6 +183,7 @@ def build_sku(
     gemm_overhead_us: float | None = None,
     case: str = "nominal",
     offload: bool = False,
+    stack: Any = None,
 ) -> Sku:
     """A SKU as the search sees it, at ``case``: ``nominal``, or a corner of its estimate ranges.
 
@@ -189,9 +192,11 @@ def build_sku(
     .from_fabric``: low bandwidth and efficiency, high latency); ``optimistic`` the opposite ends.
     Values given on the command line are measurements and stay fixed at every corner. ``offload``
     (activation offloading asked for): the SKU's host-link bandwidth is required, ``MissingValueError``
-    without it.
+    without it. ``stack`` (a ``stacks.StackRequest``; None: the vendor default) moves the
+    software-dependent efficiencies (``stacks.stack_efficiency``).
     """
     from mi400plan.search import Hardware
+    from mi400plan.stacks import resolve_stack, stack_efficiency
 
     if case not in ("nominal",) + CORNERS:
         raise ValueError(f"case must be nominal, pessimistic or optimistic, got {case!r}")
@@ -206,7 +211,8 @@ def build_sku(
             + f"give compute.{precision}_dense_tflops in a user profile (--profiles DIR)",
         )
     peak = _pick(peak_est, f"{acc.name} dense {precision} peak", case, higher_is_better=True)
-    eff = acc.efficiency
+    resolved = resolve_stack(cat, acc, stack)
+    eff = stack_efficiency(acc, resolved)
     mm_est = eff.matmul(precision)
     varied = [_span_text(f"peak {precision}", peak_est, 1e12, " TFLOP/s", 0)]
     if matmul_efficiency is not None:
@@ -266,14 +272,16 @@ def build_sku(
         domain=domain,
         gpus_per_rack=per_rack,
         host_bw=_host_bw(acc, offload),
-        **_gemm_fields(acc, precision, case),
+        **_gemm_fields(acc, precision, case, eff),
     )
     info = SkuEfficiency(
         sku=acc.name, peak_flops=peak, matmul=mm, matmul_status=mm_status, matmul_source=mm_src,
         hbm=hb, hbm_status=hb_status, gemm_overhead_s=ovh * US, scale_up_domain=domain,
         gpus_per_rack=per_rack, rack_basis=basis,
+        stack=resolved.name if resolved else None, stack_label=resolved.label() if resolved else None,
+        stack_basis=resolved.basis if resolved else None, stack_settings=dict(resolved.settings) if resolved else {},
     )
-    return Sku(acc.name, hw, info, tuple(v for v in varied if v))
+    return Sku(acc.name, hw, info, tuple(v for v in varied if v), resolved)
 
 
 def _host_bw(acc: Any, offload: bool) -> float:
@@ -859,15 +867,17 @@ def sweep(
 
     skus = expand_all(cat, skus)
     offload = topts.offload_layers > 0
+    stack_req = topts.stack_request()
     built, missing = _build_all(cat, skus, precision, matmul_efficiency=matmul_efficiency,
-                                hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us, offload=offload)
+                                hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us, offload=offload,
+                                stack=stack_req)
     names = [b.name for b in built] + [m.sku for m in missing]
     if len(set(names)) != len(names):
         raise UsageError("the same --sku is given twice")
     corners_of = {
         b.name: ({c: build_sku(cat, b.name, precision, matmul_efficiency=matmul_efficiency,
                                hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us, case=c,
-                               offload=offload)
+                               offload=offload, stack=stack_req)
                   for c in CORNERS} if ranges else {})
         for b in built
     }
@@ -890,6 +900,10 @@ def sweep(
         f"{s} is a roadmap entry (announced, not shipping): {r}"
         for s in skus if (r := cat.get("accelerators", s).spec.roadmap)
     ] + approximation_warnings(cat, skus)
+    if topts.reserve is not None:
+        from mi400plan.reserve_check import oversized_reserve
+
+        warnings += oversized_reserve(topts.reserve, recipe.reserve, [(b.name, b.hw.hbm_bytes) for b in built])
     energy: list[Any] = []
     totals: list[Any] = []  # the best layout's totals per SKU (single-size sweeps)
     for sku in built:

@@ -28,6 +28,19 @@ def _register(only: str | None = None) -> Any:
     return app
 
 
+def _only(app: Any, command: str) -> Any:
+    """A copy of ``app`` with just ``command``: a command module that imports another's options
+    (sweep and serve use cost's site options) registers that command too, and typer would build it
+    (evaluating every annotation of its function) at each start for nothing."""
+    import copy
+
+    light = copy.copy(app)
+    light.registered_commands = [c for c in app.registered_commands
+                                 if (c.name or getattr(c.callback, "__name__", "")) == command]
+    light.registered_groups = [g for g in app.registered_groups if g.name == command]
+    return light if light.registered_commands or light.registered_groups else app
+
+
 def __getattr__(name: str) -> Any:
     """``mi400plan.cli.app``: the app with every command registered."""
     if name == "app":
@@ -138,7 +151,8 @@ def main(argv: list[str] | None = None) -> None:
     # the planner uses none. A user who sets the variable keeps their choice.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args = list(sys.argv[1:] if argv is None else argv)
-    app = _register(_command_of(args))
+    command = _command_of(args)
+    app = _register(command) if command is None else _only(_register(command), command)
     if args in ([], ["-h"], ["--help"]) and not any(k.endswith("_COMPLETE") for k in os.environ):
         app = help_app(app)
     if not _wants_json(args):

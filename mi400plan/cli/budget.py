@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.counts import count, one_sku
+from mi400plan.cli.common import WidthOpt
 from mi400plan.cli.common import (
     PRECISION_ALIASES, AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, alias, app, catalog,
     pick_format, run, seq_tokens,
@@ -34,6 +35,7 @@ def cmd(
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
 ) -> None:
     """Compute-optimal parameters and tokens for a budget under a scaling law (constants and source
     printed), the family model nearest that size, and its layout and days on the cluster.

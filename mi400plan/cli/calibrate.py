@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.counts import one_sku
-from mi400plan.cli.common import AsciiOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, app, catalog, pick_format, run
+from mi400plan.cli.recipe import StackOpt
+from mi400plan.cli.common import AsciiOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, WidthOpt, app, catalog, pick_format, run
 
 
 @app.command("calibrate")
@@ -41,6 +42,7 @@ def calibrate_cmd(
                      "--profiles DIR.", metavar="DIR"),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace existing profile files under --save DIR.")] = False,
+    stack: StackOpt = None,
     explain: Annotated[
         bool,
         typer.Option("--explain", help="Also print where each run's measured step goes: MFU, recompute, kernels "
@@ -52,6 +54,7 @@ def calibrate_cmd(
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
 ) -> None:
     """Fit a SKU's matmul efficiency and GEMM overhead to measured step times, and a fabric's efficiency
     and latency to nccl-tests output, through the planner's own models; print the residual of every
@@ -63,7 +66,7 @@ def calibrate_cmd(
         from mi400plan.api.calibrate import calibrate
 
         result = calibrate(catalog(profiles), [str(p) for p in files], sku=sku, fabric=fabric, algo=algo, op=op,
-                           save=None if save is None else str(save), force=force)
+                           save=None if save is None else str(save), force=force, stack=stack)
         return result.with_explain_table(explain)
 
     run("calibrate", f, compute, ascii=ascii_, wide=wide)

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.counts import count, sku_list
+from mi400plan.cli.common import WidthOpt
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, app, catalog, pick_format, run,
 )
@@ -56,6 +57,7 @@ def comm_cmd(
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
     plot: PlotOpt = None,
     force: ForceOpt = False,
 ) -> None:

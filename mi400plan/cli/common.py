@@ -71,6 +71,15 @@ WideOpt = Annotated[
         "the terminal prints one record per row). Also MI400PLAN_WIDE=1.",
     ),
 ]
+WidthOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--width",
+        metavar="N",
+        help="Lay tables out for N columns (20 to 1,000). Default: $COLUMNS when it is 20 to 1,000, else "
+        "the terminal's width; output that is not a terminal (a pipe, a file) prints at natural width.",
+    ),
+]
 PlotOpt = Annotated[
     Optional[Path],
     typer.Option(
@@ -198,7 +207,7 @@ def run(
         _unexpected(command, fmt, exc)
     if plot is not None:
         _write_plot(command, fmt, result, plot, force)
-    emit(result, fmt, sys.stdout, ascii=ascii, wide=wide)
+    emit(result, fmt, sys.stdout, ascii=ascii, wide=wide, width=_width())
     if plot is not None and fmt is not OutputFormat.json:
         stderr_console().print(f"plot written to {plot}", markup=False, highlight=False)
     if fmt is not OutputFormat.json and result.warnings and command not in ("profiles",):
@@ -255,6 +264,13 @@ def _numeric(value: object) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_numeric(v) for v in value)
     return isinstance(value, str) and any(ch.isdigit() for ch in value)
+def _width() -> int | None:
+    """The running command's ``--width`` (None when not given or the command has none)."""
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    value = None if ctx is None else ctx.params.get("width")
+    return value if isinstance(value, int) else None
 
 
 def _check_result(result: Result) -> None:

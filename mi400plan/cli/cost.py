@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.counts import name_list
-from mi400plan.cli.common import AsciiOpt, WideOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+from mi400plan.cli.common import AsciiOpt, WideOpt, WidthOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
 
 
 class Facility(str, Enum):
@@ -65,6 +65,7 @@ def cost_cmd(
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
 ) -> None:
     """All-in cost per GPU-hour (capex annuity, facility, energy), TCO per dense PFLOP/s-hour and
     TFLOP/s per watt, with estimate ranges and ranking flips."""

@@ -12,8 +12,10 @@ from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
     RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, flag_values, refuse_step_time, train_options,
+    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt,
 )
 from mi400plan.cli.counts import count, sku_list
+from mi400plan.cli.common import WidthOpt
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
     ForceOpt,
@@ -91,6 +93,10 @@ def fit_cmd(
     overlap_pp: OverlapPpOpt = None,
     overlap_cp: OverlapCpOpt = None,
     overlap_dp: OverlapDpOpt = None,
+    stack: StackOpt = None,
+    moe_dispatcher: MoeDispatcherOpt = None,
+    cuda_graphs: CudaGraphsOpt = None,
+    attention_kernel: AttentionKernelOpt = None,
     largest: Annotated[bool, typer.Option(
         "--largest",
         help="Instead of a model: the largest model of a family (--family) that fits --gpus GPUs of each --sku "
@@ -106,6 +112,7 @@ def fit_cmd(
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
     plot: PlotOpt = None,
     force: ForceOpt = False,
 ) -> None:
@@ -126,7 +133,8 @@ def fit_cmd(
                  fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
                  offload_layers=offload_layers, uneven_pp=uneven_pp, split_embedding_loss=split_embedding_loss,
                  overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,
-                 overlap_dp=overlap_dp)
+                 overlap_dp=overlap_dp, stack=stack, moe_dispatcher=moe_dispatcher, cuda_graphs=cuda_graphs,
+                 attention_kernel=attention_kernel)
     if mode == "infer":
         refuse_inapplicable(mode, {"--vpp": vpp, "--dp": dp, "--etp": etp, "--cp": cp, "--zero": zero,
                                    "--micro-batch": micro_batch, "--recompute": recompute, "--sp/--no-sp": sp,
@@ -156,7 +164,7 @@ def fit_cmd(
         return
 
     if mode == "train":
-        refuse_step_time(flag_values({k: v for k, v in given.items() if k.startswith("overlap_")}))
+        refuse_step_time(flag_values({k: v for k, v in given.items() if k.startswith("overlap_") or k in STACK_SWITCHES}))
 
     kw = dict(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch, seq=seq_n,
               recompute=recompute.value if recompute else None, sequence_parallel=sp, gpus=gpus,
@@ -190,6 +198,9 @@ def _largest(profiles: Optional[list[Path]], sku: Optional[list[str]], options: 
 
 
 # fit's layout flags as the values the --largest search may use (``search.SearchOptions`` pins).
+# The stack's single switches change step time only: fit refuses them as it does the overlap switches
+# (fit --largest, which prices step time, takes them); --stack itself is named in fit's answer.
+STACK_SWITCHES = ("moe_dispatcher", "cuda_graphs", "attention_kernel")
 _PIN_KEYS = {"--tp": "tp", "--pp": "pp", "--vpp": "vpp", "--cp": "cp", "--ep": "ep", "--etp": "etp", "--zero": "zero",
              "--micro-batch": "micro_batch", "--recompute": "recompute", "--sp/--no-sp": "sequence_parallel"}
 

@@ -65,6 +65,7 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "--vocab-divisible-by": _pos_int(2**20), "--offload-layers": Domain("int", 0, MAX_OFFLOAD_LAYERS),
     "--recompute-layers": Domain("int", 0, MAX_OFFLOAD_LAYERS),
     "--experts": Domain("int", 0, _DIM_MAX), "--top-k": Domain("int", 0, 1024),
+    "--width": Domain("int", 20, 1_000),  # columns; the range render.table's width rule accepts
     # fractions, factors and overrides (floats)
     "--capacity-factor": Domain("float", 1e-3, 1e3), "--matmul-efficiency": _fraction(),
     "--hbm-efficiency": _fraction(), "--gemm-overhead-us": Domain("float", 0.0, 1e6),

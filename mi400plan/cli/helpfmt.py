@@ -27,7 +27,7 @@ _PANEL_OPTIONS = {
     "Cost, site and budget": "--site --electricity-price --pue --cost-of-capital --depreciation-years --gpu-load "
     "--grid-intensity --facility --colocation-per-kw-month --facility-capex-per-mw --network-capex-per-gpu "
     "--capex-per-gpu --tokens-per-s --gpu-hour-cost --deadline --budget --max-gpus --price-per-kwh",
-    "Output": "--json --format --check --ascii --wide --plot --force --save --top --rank-by --pareto --profiles --help",
+    "Output": "--json --format --check --ascii --wide --width --plot --force --save --top --rank-by --pareto --profiles --help",
 }
 PANEL_OF = {opt: panel for panel, opts in _PANEL_OPTIONS.items() for opt in opts.split()}
 PANEL_ORDER = ["Options", *_PANEL_OPTIONS]
@@ -77,6 +77,10 @@ class PlannerCommand(TyperCommand):
 
     def get_help_option(self, ctx: Any) -> Any:
         return _light_help(super().get_help_option(ctx))
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        """``mi400plan comm [OPTIONS] OP``: a required argument plainly, not typer's ``{OP}``."""
+        return [re.sub(r"^\{(.+)\}(\.\.\.)?$", r"\1\2", piece) for piece in super().collect_usage_pieces(ctx)]
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
         args, sections = [], {}
@@ -248,33 +252,80 @@ _COMPLETE = {
     ("*", "scale_out"): "fabrics",
     ("rack", "names"): "racks",
     ("cost", "names"): "costs",
+    ("*", "stack"): "stacks",
     ("show", "name"): "*",
 }
 
 
+# Fixed choices of plain-text options and arguments, by (command, parameter name); "*" = any command.
+# Enum-typed options (--format, --recompute, ...) complete from their enum without an entry here.
+_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("*", "mode"): ("train", "infer"),
+    ("fit", "precision"): ("bf16", "fp8", "fp32", "mxfp8", "fp6", "fp4", "nvfp4", "int4"),
+    ("sweep", "precision"): ("bf16", "fp8"),
+    ("budget", "precision"): ("bf16", "fp8"),
+    ("serve", "precision"): ("bf16", "fp8", "mxfp8", "mxfp6", "mxfp4", "nvfp4", "int4"),
+}
+
+
+def _dynamic_choices(command: str, name: str) -> list[str] | None:
+    """Choices read from the code that accepts them: comm's collectives, schema's commands."""
+    if (command, name) == ("comm", "op"):
+        from mi400plan.comms import OPS
+
+        return [op.replace("_", "-") for op in OPS]
+    if (command, name) == ("schema", "command"):
+        from mi400plan.results.schema import RESULTS
+
+        return sorted(RESULTS)
+    return None
+
+
 def _completer_for(command: str, param: Any) -> Any:
     kind = _COMPLETE.get((command, param.name)) or _COMPLETE.get(("*", param.name))
-    if kind is None:
+    fixed = _CHOICES.get((command, param.name)) or _CHOICES.get(("*", param.name))
+    if kind is None and fixed is None and (command, param.name) not in (("comm", "op"), ("schema", "command")):
         return None
 
     def complete(ctx: Any, _param: Any, incomplete: str) -> list[str]:
+        if kind is None:
+            choices = list(fixed or _dynamic_choices(command, param.name) or [])
+            last = incomplete.rsplit(",", 1)  # --precision bf16,f<TAB>: complete the last item
+            head = last[0] + "," if len(last) > 1 else ""
+            return [head + c for c in choices if c.startswith(last[-1])]
         extra = ["all"] if param.name == "sku" and command in ("fit", "sweep", "serve", "comm") else []
-        kinds = ["accelerators", "fabrics", "racks", "models", "costs"] if kind == "*" else [kind]
-        names = sorted({n for k in kinds for n in profile_names(k)})
+        kinds = ["accelerators", "fabrics", "racks", "models", "costs", "stacks"] if kind == "*" else [kind]
+        names = sorted({n for k in kinds for n in profile_names(k, aliases=True)})
         return [n for n in extra + names if n.startswith(incomplete)]
 
     return complete
 
 
-def profile_names(kind: str) -> list[str]:
-    """Profile names of a kind from file names (bundled and user directories), without parsing."""
+_ALIASES_LINE = re.compile(r"^aliases\s*=\s*\[([^\]]*)\]", re.M)
+
+
+def profile_names(kind: str, aliases: bool = False) -> list[str]:
+    """Profile names of a kind from file names (bundled and user directories), without parsing; with
+    ``aliases``, also the names each file's top-level ``aliases = [...]`` line gives (read as text)."""
     from mi400plan.profiles import ENV_VAR, bundled_root
 
     roots = [Path(d) / kind for d in os.environ.get(ENV_VAR, "").split(os.pathsep) if d.strip()]
     out: list[str] = []
     for root in [*roots, bundled_root() / kind]:
         try:
-            out += [f.name[: -len(".toml")] for f in root.iterdir() if f.name.endswith(".toml")]
+            files = [f for f in root.iterdir() if f.name.endswith(".toml")]
         except OSError:
             continue
+        out += [f.name[: -len(".toml")] for f in files]
+        if aliases:
+            out += [a for f in files for a in _aliases_in(f)]
     return out
+
+
+def _aliases_in(path: Path) -> list[str]:
+    """The names on a profile's ``aliases = ["a", "b"]`` line; none when it cannot be read."""
+    try:
+        m = _ALIASES_LINE.search(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return []
+    return re.findall(r'"([^"\\]+)"', m.group(1)) if m else []

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.helpfmt import PlannerTyper
-from mi400plan.cli.common import AsciiOpt, WideOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
+from mi400plan.cli.common import AsciiOpt, WideOpt, WidthOpt, FormatOpt, JsonOpt, ProfilesOpt, app, catalog, pick_format, run
 from mi400plan.errors import ExitCode
 
 
@@ -18,13 +18,14 @@ class Kind(str, Enum):
     racks = "racks"
     models = "models"
     costs = "costs"
+    stacks = "stacks"
 
 
 KindOpt = Annotated[Optional[Kind], typer.Option("--kind", help="Profile kind.")]
 
 profiles_app = PlannerTyper(
     name="profiles",
-    help="List, show and validate the profile catalog (accelerators, fabrics, racks, models, costs).",
+    help="List, show and validate the profile catalog (accelerators, fabrics, racks, models, costs, stacks).",
     no_args_is_help=True,
 )
 
@@ -49,6 +50,7 @@ def list_cmd(
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
 ) -> None:
     """List profiles: name, kind, display name, aliases, origin (bundled/user), values by status, sources.
 
@@ -76,6 +78,7 @@ def show_cmd(
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
 ) -> None:
     """Show every field of one profile: value, unit, low/high, status, sources, and the file used.
 
@@ -103,10 +106,11 @@ def validate_cmd(
     profiles: ProfilesOpt = None,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
 ) -> None:
     """Check profile files: TOML syntax, fields, name vs file name, and each kind's consistency rules.
 
-    A file's kind comes from its directory name (accelerators/, fabrics/, racks/, models/) or --kind.
+    A file's kind comes from its directory name (accelerators/, fabrics/, racks/, models/, stacks/) or --kind.
     Exit code 3 if any file has a problem; with --json the envelope's status is then "error", its
     errors list the problems, and data.failed / data.rows[].issues say which files have them.
     """

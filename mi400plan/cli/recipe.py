@@ -160,9 +160,52 @@ RECIPE_FLAGS = {
     "overlap_tp": "--overlap-tp/--no-overlap-tp", "overlap_ep": "--overlap-ep/--no-overlap-ep",
     "overlap_pp": "--overlap-pp/--no-overlap-pp", "overlap_cp": "--overlap-cp/--no-overlap-cp",
     "overlap_dp": "--overlap-dp/--no-overlap-dp",
+    "stack": "--stack", "moe_dispatcher": "--moe-dispatcher", "cuda_graphs": "--cuda-graphs",
+    "attention_kernel": "--attention-kernel",
 }
 
 
 def flag_values(given: dict[str, Any]) -> dict[str, Any]:
     """``TrainOptions`` keyword arguments keyed by their flags instead (for errors that name the flag)."""
     return {RECIPE_FLAGS[k]: v for k, v in given.items()}
+
+
+# --- software stack (``mi400plan.stacks``): one block, shared by fit, sweep and calibrate ----------
+class DispatcherChoice(str, Enum):
+    alltoall = "alltoall"
+    allgather = "allgather"
+    deepep = "deepep"
+    hybridep = "hybridep"
+    none = "none"
+
+
+class GraphChoice(str, Enum):
+    none = "none"
+    partial = "partial"
+    full = "full"
+
+
+class AttentionKernelChoice(str, Enum):
+    fa2 = "fa2"
+    fa3 = "fa3"
+    cudnn = "cudnn"
+    ck = "ck"
+    triton = "triton"
+
+
+StackOpt = Annotated[Optional[str], typer.Option(
+    "--stack", metavar="NAME",
+    help="Train: software stack profile (profiles/stacks; 'mi400plan profiles list --kind stacks'). Default: the "
+         "newest vendor reference stack of each SKU's vendor (NeMo Megatron-Bridge for NVIDIA, Primus for AMD), "
+         "named in the output.")]
+MoeDispatcherOpt = Annotated[Optional[DispatcherChoice], typer.Option(
+    "--moe-dispatcher", help="Train: MoE token dispatcher, overriding the stack's (shown; not yet priced).")]
+CudaGraphsOpt = Annotated[Optional[GraphChoice], typer.Option(
+    "--cuda-graphs",
+    help="Train: CUDA/HIP graph scope, overriding the stack's; 'full' removes the host-bound expert term "
+         "(eager value kept as the pessimistic end).")]
+AttentionKernelOpt = Annotated[Optional[AttentionKernelChoice], typer.Option(
+    "--attention-kernel",
+    help="Train: attention kernel generation, overriding the stack's; FA2 <-> FA3/cuDNN on NVIDIA scales the measured "
+         "attention efficiency by 1.5-2.0x (FlashAttention-3 paper), other changes widen its range.")]
+

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.cost import LoadOpt, PriceOpt, PueOpt, SiteOpt
+from mi400plan.cli.common import WidthOpt
 from mi400plan.cli.common import (
     AsciiOpt, CheckOpt, ForceOpt, FormatOpt, JsonOpt, PlotOpt, ProfilesOpt, WideOpt, app, catalog, pick_format, run,
 )
@@ -56,6 +57,7 @@ def cmd(
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
     plot: PlotOpt = None,
     force: ForceOpt = False,
 ) -> None:

@@ -10,8 +10,10 @@ from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
     RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, SplitOpt, UnevenOpt, VocabOpt, train_options,
+    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt,
 )
 from mi400plan.cli.counts import count, sku_list
+from mi400plan.cli.common import WidthOpt
 from mi400plan.cli.common import (
     AsciiOpt, WideOpt,
     PlotOpt,
@@ -95,6 +97,10 @@ def cmd(
     offload_layers: OffloadOpt = None,
     uneven_pp: UnevenOpt = None,
     overlap_dp: OverlapDpOpt = None,
+    stack: StackOpt = None,
+    moe_dispatcher: MoeDispatcherOpt = None,
+    cuda_graphs: CudaGraphsOpt = None,
+    attention_kernel: AttentionKernelOpt = None,
     tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
     pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
     vpp: Annotated[Optional[str], typer.Option("--vpp", help="Only these virtual-stage counts.")] = None,
@@ -114,6 +120,7 @@ def cmd(
     check: CheckOpt = False,
     ascii_: AsciiOpt = False,
     wide: WideOpt = False,
+    width: WidthOpt = None,
     plot: PlotOpt = None,
 ) -> None:
     """Search TP/PP/VPP/CP/EP/DP/ZeRO/micro-batch/recompute layouts for the fastest training step.
@@ -136,7 +143,8 @@ def cmd(
                  fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
                  offload_layers=offload_layers, uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
                  overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
-                 split_embedding_loss=split_embedding_loss)
+                 split_embedding_loss=split_embedding_loss, stack=stack, moe_dispatcher=moe_dispatcher,
+                 cuda_graphs=cuda_graphs, attention_kernel=attention_kernel)
     shared = dict(tokens=tokens, global_batch=global_batch, seq_len=seq_n, pins=pins, gpu_hour_cost=gpu_hour_cost,
                   site=site)
     costs, effs = (electricity_price, pue, gpu_load, grid_intensity), (matmul_efficiency, hbm_efficiency, gemm_overhead_us)

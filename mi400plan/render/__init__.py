@@ -54,8 +54,12 @@ def _load_renderer(command: str) -> Callable[[Any, Any], None]:
     return _TABLE_RENDERERS[command]
 
 
-def emit(result: Result, fmt: OutputFormat, stream: IO[str], *, ascii: bool = False, wide: bool = False) -> None:
-    """Write ``result`` to ``stream`` in ``fmt``."""
+def emit(
+    result: Result, fmt: OutputFormat, stream: IO[str], *, ascii: bool = False, wide: bool = False,
+    width: int | None = None,
+) -> None:
+    """Write ``result`` to ``stream`` in ``fmt``; tables are laid out for ``width`` columns when given
+    (see ``render.table.output_width`` for the rule otherwise)."""
     if fmt is OutputFormat.json:
         from mi400plan.render.jsonout import write_envelope
 
@@ -67,5 +71,5 @@ def emit(result: Result, fmt: OutputFormat, stream: IO[str], *, ascii: bool = Fa
     else:
         from mi400plan.render.table import make_console
 
-        console = make_console(stream, ascii=ascii, wide=wide, markdown=fmt is OutputFormat.md)
+        console = make_console(stream, ascii=ascii, wide=wide, markdown=fmt is OutputFormat.md, width=width)
         _load_renderer(result.command)(result, console)

@@ -110,6 +110,7 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
         *_logits_line(result.recipe),
         *_recompute_line(row, result.recipe),
         f"runtime reserve: {result.reserve}{_reserve_split(row)}; GB = 10^9 B, GiB = 2^30 B",
+        *([f"software stack: {row.stack}"] if row.stack else []),
         f"profiles: {short_path(result.model.profile)}, {short_path(row.profile)}",
     ])
     lines = [f"verdict: {_verdict(row)}"]

@@ -24,7 +24,10 @@ def error_envelope(command: str, exc: PlannerError | Exception) -> Envelope:
 
 
 def dumps(env: Envelope) -> str:
-    return json.dumps(env.model_dump(mode="json"), indent=2, sort_keys=True, allow_nan=False)
+    """The envelope as JSON text; bundled profile paths read ``<bundled>/...`` as in the tables."""
+    from mi400plan.render.paths import portable
+
+    return json.dumps(portable(env.model_dump(mode="json")), indent=2, sort_keys=True, allow_nan=False)
 
 
 def write_envelope(command: str, result: Result, stream: IO[str]) -> None:

@@ -27,7 +27,7 @@ def render_largest(res: LargestResult, console: Any) -> None:
         extra = "-"
         if big is not None:
             extra = f"{big.max_context:,}" if infer and big.max_context is not None else (
-                fmt_bytes(big.memory_bytes) if big.memory_bytes is not None else "-")
+                fmt_bytes(big.memory_bytes, binary=False) if big.memory_bytes is not None else "-")
         nxt_text = "ladder top fits" if nxt is None else f"{nxt.name} ({_params(nxt)})"
         out.append([r.sku, "none" if big is None else big.name, "-" if big is None else _params(big),
                     "-" if big is None or big.layout_text is None else big.layout_text, extra, nxt_text])

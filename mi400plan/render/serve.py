@@ -86,7 +86,7 @@ def render(res: ServeResult, console: Any) -> None:
         for r in rows:
             flip = "*" if r.sla_flips else ""
             line = [r.rank, _layout(r), r.concurrency, _tps(r), f"{r.tokens_per_s_per_user:,.1f}", _ms(r.ttft_s),
-                    _ms(r.tpot_s) + (flip if narrow else ""), fmt_bytes(r.memory_bytes.total)]
+                    _ms(r.tpot_s) + (flip if narrow else ""), fmt_bytes(r.memory_bytes.total, binary=False)]
             if not narrow:
                 line.append(_BOUND.get(r.bound, r.bound) + flip)
             if cost:

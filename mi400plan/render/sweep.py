@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from mi400plan.render import table_renderer
-from mi400plan.render.table import print_table
+from mi400plan.render.table import KEEP, print_table
 from mi400plan.results.sweep import Span, SweepResult, SweepRow
 from mi400plan.units import fmt_bytes, fmt_count, fmt_pct, fmt_time
 
 
 # Which memory figure the tables show (the same figure `fit` reports for the layout).
-MEM_NOTE = ("mem/GPU: the most loaded rank, runtime reserve included (the figure `fit --plan` reports); "
+MEM_NOTE = ("mem/GPU: the most loaded rank, runtime reserve included (the figure `fit --plan` reports), in GB "
+            "(10^9 B) as fit's tables; "
             "! = tight: over HBM by no more than the allocator-fragmentation share (runs if fragmentation stays lower).")
 
 
@@ -23,7 +24,7 @@ def _band_note(rows: list[Any]) -> str:
 
 def _mem(m: Any) -> str:
     """The memory cell: the total, with "!" when the layout is tight (``MemoryBytes.verdict``)."""
-    return fmt_bytes(m.total) + ("!" if m.verdict == "tight" else "")
+    return fmt_bytes(m.total, binary=False) + ("!" if m.verdict == "tight" else "")
 
 def _layout(r: SweepRow) -> str:
     from mi400plan.api.sweep import layout_text
@@ -36,7 +37,7 @@ def _breakdown(r: SweepRow) -> str:
     parts = [("comp", t.compute), ("attn", t.attention), ("mem", t.memory_bound), ("tp", t.tp), ("cp", t.cp), ("ep", t.ep),
              ("pp", t.pp), ("bubble", t.bubble), ("dp", t.dp), ("opt", t.optimizer + t.gemm_overhead),
              ("offl", t.offload), ("host", t.host)]
-    return " ".join(f"{k} {v / r.step_time_s * 100:.0f}%" for k, v in parts if v / r.step_time_s >= 0.005)
+    return " ".join(f"{k}{KEEP}{v / r.step_time_s * 100:.0f}%" for k, v in parts if v / r.step_time_s >= 0.005)
 
 
 def _money(x: float | None) -> str:
@@ -175,6 +176,8 @@ def render(res: SweepResult, console: Any) -> None:
             f"GEMM overhead {e.gemm_overhead_s * 1e6:.0f} us, scale-up domain {e.scale_up_domain}, {e.gpus_per_rack} GPUs/rack ({e.rack_basis})",
             markup=False, highlight=False,
         )
+        if e.stack_label:
+            console.print(f"{e.sku}: software stack {e.stack_label} ({e.stack_basis})", markup=False, highlight=False)
     console.print(_switches(res), markup=False, highlight=False)
     if res.saved_plan:
         console.print(f"Saved the best layout to {res.saved_plan}", markup=False, highlight=False)
@@ -220,6 +223,26 @@ def _no_layout_headline(res: SweepResult) -> str:
 
 # The table lists the front up to this multiple of the fastest step time (JSON has all of it).
 PARETO_SHOWN_SLOWDOWN = 1.5
+# ... and leaves out a layout that saves less than this share of memory per GPU on the last one listed
+# (slower, for next to no memory: a near-duplicate such as ZeRO 2 mb4 -> ZeRO 1 mb2 at 62.0 -> 61.6 GB,
+# GPT-3 175B on 1,024 A100). 3 %: a difference the runtime reserve's 5 % fragmentation share already exceeds.
+# The least-memory layout shown is always kept, so the front still ends where it ends.
+PARETO_MIN_SAVING = 0.03
+
+
+def distinct_front(rows: list[SweepRow], min_saving: float = PARETO_MIN_SAVING) -> list[SweepRow]:
+    """``rows`` (a front, fastest first, memory falling) without near-duplicates: each kept layout needs
+    at least ``min_saving`` less memory per GPU than the one kept before it. The fastest and the
+    least-memory layouts are always kept; the latter replaces a kept one it barely undercuts."""
+    kept: list[SweepRow] = []
+    for r in rows:
+        if not kept or r.memory_bytes.total <= (1 - min_saving) * kept[-1].memory_bytes.total:
+            kept.append(r)
+    if rows and kept[-1] is not rows[-1]:
+        if len(kept) > 1:
+            kept.pop()  # a near-duplicate of the front's end: the end (less memory) stands for both
+        kept.append(rows[-1])
+    return kept
 
 
 def _pareto(res: SweepResult, console: Any, head: str) -> None:
@@ -229,7 +252,8 @@ def _pareto(res: SweepResult, console: Any, head: str) -> None:
         groups.setdefault((r.sku, r.gpus), []).append(r)
     for (sku, gpus), every in groups.items():
         fastest = every[0].step_time_s
-        rows = [r for r in every if r.step_time_s <= PARETO_SHOWN_SLOWDOWN * fastest]
+        shown = [r for r in every if r.step_time_s <= PARETO_SHOWN_SLOWDOWN * fastest]
+        rows = distinct_front(shown)
         cols = ["layout", ("mem/GPU", "right"), ("step", "right"), ("vs fastest", "right"), ("tokens/s", "right"),
                 ("MFU", "right")]
         if _has_cost(res):
@@ -245,8 +269,11 @@ def _pareto(res: SweepResult, console: Any, head: str) -> None:
         print_table(console, cols, out, title=f"Trade-off front (step time vs memory per GPU): {sku} x {gpus:,} GPUs",
                     caption="Each layout needs less memory per GPU than every faster one; none is beaten on both. "
                     "At a fixed GPU count, cost and energy to train follow step time."
-                    + (f" {len(every) - len(rows)} more on the front, each over {PARETO_SHOWN_SLOWDOWN:g}x the fastest "
-                       "step time, are in --json." if len(every) > len(rows) else ""))
+                    + (f" {len(shown) - len(rows)} left out: each saves under {PARETO_MIN_SAVING:.0%} memory on the "
+                       "layout above it." if len(shown) > len(rows) else "")
+                    + (f" {len(every) - len(shown)} more on the front, each over {PARETO_SHOWN_SLOWDOWN:g}x the fastest "
+                       "step time, are in --json." if len(every) > len(shown) else "")
+                    + (" The whole front is in --json." if len(shown) > len(rows) and len(every) == len(shown) else ""))
 
 
 def _switches(res: SweepResult) -> str:

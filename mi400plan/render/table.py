@@ -32,29 +32,60 @@ ASCII_SIMPLE = box.Box(
 
 # --format md: text lines are not wrapped (a Markdown reader reflows them).
 MARKDOWN_WIDTH = 10_000
-# A COLUMNS outside this range (0, 3, 10**8) is not a terminal's width: the width is then unknown, as
-# if COLUMNS were unset (the terminal's own size, or 80 columns when the output is not a terminal).
-PLAUSIBLE_COLUMNS = (20, MARKDOWN_WIDTH)
+# The width rule. A width (``--width`` or $COLUMNS) is used when it is 20 to 1,000 columns; anything
+# else (COLUMNS=0, negative, not a number, 10**9) says nothing and is ignored. Without one, a
+# terminal's own width is used, and output that is not a terminal (a pipe, a file) is printed at each
+# table's natural width: nothing there wraps lines, so no table turns into records.
+WIDTH_MIN, WIDTH_MAX = 20, 1_000
+NATURAL_WIDTH = 10_000
+TERMINAL_FALLBACK = 80  # a terminal that will not say its size (the width rich and shutil assume)
+
+# Glue for a label and its value inside a cell ("mem\u00a04%"): a cell is only ever wrapped at
+# ordinary spaces, so the pair stays on one line at any width; it prints as a plain space.
+KEEP = "\u00a0"
 
 
-def _columns() -> tuple[int | None, dict[str, str] | None]:
-    """The width COLUMNS asks for, and the environment rich should see (without an implausible COLUMNS)."""
-    raw = os.environ.get("COLUMNS", "")
-    if not raw:
-        return None, None
-    if raw.isdigit() and PLAUSIBLE_COLUMNS[0] <= int(raw) <= PLAUSIBLE_COLUMNS[1]:
-        return int(raw), None
-    return None, {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+def columns_from_env() -> int | None:
+    """$COLUMNS when it is a usable width (20 to 1,000), else None (unknown)."""
+    text = os.environ.get("COLUMNS", "").strip()
+    if text.isdigit() and WIDTH_MIN <= int(text) <= WIDTH_MAX:
+        return int(text)
+    return None
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def output_width(stream: IO[str], width: int | None = None) -> int:
+    """Columns to lay ``stream``'s tables out in: ``width`` (``--width``), else $COLUMNS, else the
+    terminal's width, else (not a terminal) the natural width."""
+    if width is not None and WIDTH_MIN <= width <= WIDTH_MAX:
+        return width
+    env = columns_from_env()
+    if env is not None:
+        return env
+    if not _is_terminal(stream):
+        return NATURAL_WIDTH
+    try:
+        cols = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return TERMINAL_FALLBACK
+    return cols if WIDTH_MIN <= cols <= WIDTH_MAX else TERMINAL_FALLBACK
 
 
 def make_console(
     stream: IO[str] | None = None, *, ascii: bool = False, stderr: bool = False, wide: bool = False,
-    markdown: bool = False,
+    markdown: bool = False, width: int | None = None,
 ) -> Console:
-    width, environ = _columns()
-    if markdown:
-        width = MARKDOWN_WIDTH
-    c = Console(file=stream, stderr=stderr, width=width, highlight=False, soft_wrap=False, _environ=environ,
+    import sys
+
+    target = stream if stream is not None else (sys.stderr if stderr else sys.stdout)
+    cols = MARKDOWN_WIDTH if markdown else output_width(target, width)
+    c = Console(file=stream, stderr=stderr, width=cols, highlight=False, soft_wrap=False,
                 **({"color_system": None, "force_terminal": False} if markdown else {}))
     c._mi400plan_markdown = markdown  # type: ignore[attr-defined]
     c._mi400plan_ascii = ascii  # type: ignore[attr-defined]
@@ -62,8 +93,15 @@ def make_console(
     return c
 
 
+def _words(text: str) -> list[str]:
+    """The pieces a cell may be wrapped between: split at ordinary spaces and line breaks, never at KEEP."""
+    import re
+
+    return [w for w in re.split(r"[ \t\n]+", text) if w]
+
+
 def _longest_word(text: str) -> int:
-    return max((len(w) for w in text.split()), default=0)
+    return max((len(w) for w in _words(text)), default=0)
 
 
 def _longest_line(text: str) -> int:
@@ -152,7 +190,7 @@ def _build(
     for header, justify in specs:
         t.add_column(header, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for r in cells:
-        t.add_row(*[Text(c) for c in r])
+        t.add_row(*[Text(_glued(c, None)) for c in r])
     from rich.measure import Measurement
 
     overhead = Measurement.get(console, console.options.update_width(10**6), t).maximum - sum(maxs)
@@ -160,8 +198,25 @@ def _build(
     if widths is not None:
         for column, w in zip(t.columns, widths):
             column.width = w
+        for i, column in enumerate(t.columns):  # pre-wrap glued cells to the width just chosen
+            column._cells = [Text(_glued(r[i], widths[i])) if KEEP in r[i] else column._cells[k]
+                             for k, r in enumerate(cells)]
     t._mi400plan_need = sum(widths or maxs) + overhead  # type: ignore[attr-defined]
+    t._mi400plan_cells = [[_glued(c, None) for c in r] for r in cells]  # type: ignore[attr-defined]
     return t
+
+
+def _glued(cell: str, width: int | None) -> str:
+    """A cell with KEEP-glued pairs: wrapped here at ordinary spaces to ``width`` (None = no wrapping),
+    then printed with plain spaces. textwrap breaks only at ASCII whitespace, so a pair never splits."""
+    if KEEP not in cell:
+        return cell
+    if width is not None:
+        import textwrap
+
+        cell = "\n".join(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False)
+                         for line in cell.splitlines())
+    return cell.replace(KEEP, " ")
 
 
 def print_table(console: Console, *args: Any, **kwargs: Any) -> None:
@@ -230,11 +285,12 @@ def print_records(console: Console, t: Table) -> None:
     columns = t.columns
     labels = [_label(str(c.header)) for c in columns]
     nrows = max((len(c._cells) for c in columns), default=0)
+    whole = getattr(t, "_mi400plan_cells", None)  # cells as given, not as wrapped for the table
     if t.title:
         console.print(t.title, markup=False)
     ascii = getattr(console, "_mi400plan_ascii", False) or os.environ.get("MI400PLAN_ASCII") == "1"
     for i in range(nrows):
-        cells = [str(c._cells[i]) if i < len(c._cells) else "" for c in columns]
+        cells = whole[i] if whole else [str(c._cells[i]) if i < len(c._cells) else "" for c in columns]
         heading = " ".join(cells[0].split()) if not labels[0] else ""  # an unlabelled first column names the row
         console.print(Rule(heading, characters="-" if ascii else "─", style="dim", align="left"))
         grid = Table.grid(padding=(0, 2))
@@ -265,14 +321,7 @@ def print_warnings(console: Console, warnings: Sequence[str]) -> None:
 
 
 def short_path(path: str) -> str:
-    """A profile path for display: bundled files as ``<bundled>/kind/name.toml``, others as given.
+    """A profile path for display: bundled files as ``<bundled>/kind/name.toml``, others as given."""
+    from mi400plan.render.paths import short_path as short
 
-    JSON keeps the full path; tables stay the same on every machine for bundled profiles.
-    """
-    from mi400plan.profiles import bundled_root
-
-    root = str(bundled_root())
-    if path.startswith(root):
-        return "<bundled>" + path[len(root):]
-    return path
-
+    return short(path)

@@ -62,6 +62,9 @@ class FitRow(OutModel):
     # Activation offloading (--offload-layers N): activation bytes this GPU keeps in pinned host memory,
     # the host memory per GPU it needs; already taken out of memory_bytes.activations. None without it.
     host_offload_bytes: int | None = None
+    # Train: the software stack this SKU is priced on (``mi400plan.stacks``): name, framework, version,
+    # release date, overridden settings and why it was chosen. None where its vendor has no stack.
+    stack: str | None = None
     reason: str | None = None  # why it does not fit (or why no verdict), both sizes stated
     suggestion: str | None = None  # what would make it fit
     min_gpus: int | None = None  # smallest GPU count (layout below) that fits on this SKU, TP within the domain

@@ -55,7 +55,20 @@ class ProfileRow(OutModel):
     path: str
     status: StatusCounts = Field(default_factory=StatusCounts)
     sources: list[str] = Field(default_factory=list)  # keys defined in [sources]
+    notes: list[str] = Field(default_factory=list)
     error: str | None = None
+    # The one-line summary ``profiles list`` prints (None = not disclosed, or not this kind's).
+    vendor: str | None = None  # accelerators
+    year: int | None = None  # accelerators: first shipping (or announced) year
+    hbm_bytes: float | None = Field(default=None, description="accelerators: usable HBM per GPU, bytes")
+    bf16_dense_flops: float | None = Field(default=None, description="accelerators: dense BF16 peak, FLOP/s")
+    fp8_dense_flops: float | None = Field(default=None, description="accelerators: dense FP8 peak, FLOP/s")
+    fp4_dense_flops: float | None = Field(default=None, description="accelerators: dense FP4 peak, FLOP/s")
+    tdp_w: float | None = Field(default=None, description="accelerators: board power, W")
+    params_total: int | None = Field(default=None, description="models: parameters, counted from the architecture")
+    params_active: int | None = Field(default=None, description="models: parameters active per token (MoE)")
+    num_layers: int | None = None  # models
+    max_seq_len: int | None = Field(default=None, description="models: longest context, tokens")
 
 
 class SpecSheetRow(OutModel):

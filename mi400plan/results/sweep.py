@@ -158,6 +158,11 @@ class SkuEfficiency(OutModel):
     scale_up_domain: int
     gpus_per_rack: int
     rack_basis: str  # the rack profile, or "scale-up domain"
+    # The software stack the SKU is priced on (``mi400plan.stacks``): None where its vendor has none.
+    stack: str | None = None
+    stack_label: str | None = None  # name, framework, version, release date and overridden settings
+    stack_basis: str | None = None  # "--stack" or the default rule
+    stack_settings: dict[str, str] = Field(default_factory=dict)
 
 
 class SkuSummary(OutModel):

@@ -23,7 +23,7 @@ No numpy here (specs are cheap to import).
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -32,6 +32,9 @@ from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
 from mi400plan.specs.common import StrictModel
 from mi400plan.specs.model import ModelSpec
 from mi400plan.units import GiB
+
+if TYPE_CHECKING:
+    from mi400plan.stacks import StackRequest
 
 Recompute = Literal["none", "selective", "full"]
 Schedule = Literal["1f1b", "interleaved"]
@@ -627,6 +630,12 @@ class TrainOptions(StrictModel):
     overlap_dp: bool = True
     split_embedding_loss: bool = False
     uneven_pp: bool = True
+    # Software stack (``mi400plan.stacks``): a ``profiles/stacks`` name (None: the vendor default) and
+    # single settings that override the stack's.
+    stack: str | None = None
+    moe_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep", "none"] | None = None
+    cuda_graphs: Literal["none", "partial", "full"] | None = None
+    attention_kernel: Literal["fa2", "fa3", "cudnn", "ck", "triton"] | None = None
 
     @field_validator("recompute_modules", mode="before")
     @classmethod
@@ -649,6 +658,13 @@ class TrainOptions(StrictModel):
         """The ``search.SearchOptions`` switches."""
         return {k: getattr(self, k) for k in ("overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp", "overlap_dp",
                                               "split_embedding_loss", "uneven_pp")}
+
+    def stack_request(self) -> "StackRequest":
+        """The stack these options ask for (``stacks.resolve_stack`` picks it per SKU)."""
+        from mi400plan.stacks import StackRequest
+
+        return StackRequest(self.stack, {"moe_dispatcher": self.moe_dispatcher, "cuda_graphs": self.cuda_graphs,
+                                         "attention_kernel": self.attention_kernel})
 
     def changed(self) -> dict[str, object]:
         """The switches that differ from the defaults (what a plan file's ``[recipe]`` table keeps)."""

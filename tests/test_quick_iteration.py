@@ -1,0 +1,46 @@
+"""The test set-up people iterate with: the schema tests' jsonschema comes with the test extra (so they
+run, not skip), the ``slow`` marker is registered and on the long campaigns (``pytest -m "not slow"``),
+and CI prints which installed package it tests."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pyproject() -> dict:
+    path = ROOT / "pyproject.toml"
+    if not path.exists():
+        pytest.skip("pyproject.toml not next to the tests")
+    return tomllib.loads(path.read_text())
+
+
+def test_jsonschema_is_in_the_test_extra_and_importable():
+    extra = _pyproject()["project"]["optional-dependencies"]["test"]
+    assert any(re.fullmatch(r"jsonschema>=4\.0\.0", spec) for spec in extra)
+    import jsonschema  # the 7 schema tests import it; installed with the extra, they run
+
+    assert hasattr(jsonschema, "Draft202012Validator")
+
+
+def test_slow_marker_is_registered_and_used(pytestconfig):
+    markers = _pyproject()["tool"]["pytest"]["ini_options"]["markers"]
+    assert any(m.startswith("slow:") for m in markers)
+    fuzz = (ROOT / "tests" / "test_fuzz.py").read_text()
+    assert "pytestmark = pytest.mark.slow" in fuzz
+    search = (ROOT / "tests" / "test_search.py").read_text()
+    assert re.search(r"@pytest.mark.slow.*\n(@.*\n)*def test_whitepaper_setting_scales_near_linearly", search)
+
+
+def test_ci_prints_the_installed_package_path():
+    ci = ROOT / ".ci" / "run"
+    if not ci.exists():
+        pytest.skip(".ci/run not next to the tests")
+    text = ci.read_text()
+    assert "print('installed:', mi400plan.__file__)" in text
+    assert 'project["optional-dependencies"]["test"]' in text  # job 2 pins jsonschema's floor too
