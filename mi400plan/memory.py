@@ -63,7 +63,9 @@ Sharding conventions (documented choices)
   expert-data-parallel size ``edp = tp*cp*dp/(ep*etp)``, because Megatron-Core lays the expert grid
   (ETP x EP x EDP) over the same ranks as the dense grid (TP x CP x DP).
 * ZeRO-3 keeps the gathered weights of the current and the prefetched layer (FSDP's forward
-  prefetch): ``min(unsharded, sharded + 2 x largest layer)``.
+  prefetch): ``min(unsharded, sharded + 2 x largest layer)``; under DeepSpeed's rule
+  (``recipe.zero3_gathering`` "deepspeed_limits") the largest module plus its bounded prefetch
+  (:func:`deepspeed_gathered`), and gradients of that module plus the reduce bucket.
 * Tied embeddings with ``pp > 1``: the last stage keeps its own copy of the embedding for the head.
 
 Direction: memory per rank never grows with TP, EP or the ZeRO stage, nor with PP for models whose
@@ -529,7 +531,8 @@ def _ffn_saved(model: ModelSpec, recipe: TrainRecipe, *, tp: np.ndarray, etp: Ar
     shared = m.num_shared_experts * (m.shared_expert_ffn_dim or m.expert_ffn_dim)
     etp_a = np.asarray(etp, dtype=np.float64)
     act_out = g * width  # the activation's output, the down-projection input
-    expert = g * h * etp_a + e * h + (_ffn_bytes(model, width, e, g) - act_out) + keep("moe_act", act_out)
+    e_in = recipe.moe_swiglu_input_bytes or e  # the SwiGLU input (gate and up outputs), 16-bit by default
+    expert = g * h * etp_a + e * h + (_ffn_bytes(model, width, e_in, g) - act_out) + keep("moe_act", act_out)
     routed = keep("moe", m.top_k * recipe.moe_capacity_factor * expert)
     replicated = ffn_in + keep("moe", 4.0 * m.num_experts)
     split = keep("moe", keep("shared_experts", _ffn_bytes(model, shared, e, g) / tp))
@@ -689,18 +692,53 @@ def _parameter_bytes(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
         w_shard = np.zeros_like(w_shard)
     gemm_max = _tp_group_per_rank(model, lt.max_tp, lt.max_kv, lt.max_arep, X(tp)) + lt.max_exp / X(ep * etp)
     layer_max = gb * gemm_max + pb * lt.max_rep
-    weights = np.where(z >= 3, np.minimum(w_full, w_shard + 2.0 * layer_max), w_full)
+    g_layer = recipe.grad_bytes * (gemm_max + lt.max_rep)
+    if recipe.zero3_gathering == "fsdp_unit":  # per-layer units: the current and the prefetched layer gathered
+        gathered, g_live = 2.0 * layer_max, 2.0 * g_layer
+    else:  # DeepSpeed: per module, within its live-parameter and bucket limits
+        mod = _largest_module(model, counts, tp, ep, etp)
+        gathered = gb * deepspeed_gathered(mod, recipe.zero3_max_live_parameters, recipe.zero3_prefetch_bucket_size)
+        g_live = recipe.grad_bytes * (mod + recipe.zero3_reduce_bucket_size)
+    weights = np.where(z >= 3, np.minimum(w_full, w_shard + gathered), w_full)
     # ZeRO-2/3 (FSDP) keep only a shard of the gradients, but a layer's gradients exist whole from its
     # backward until their reduce-scatter completes: the layer being differentiated plus the one
     # being reduce-scattered (PyTorch FSDP ``_post_backward_hook`` reduce-scatters per unit while the
     # next unit's backward runs), so two layers' worth stays unsharded.
     g_full = recipe.grad_bytes * (p_dense + p_exp)
     g_shard = recipe.grad_bytes * sharded(p_dense, 2)
-    g_layer = recipe.grad_bytes * (gemm_max + lt.max_rep)
-    grads = np.where(z >= 2, np.minimum(g_full, g_shard + 2.0 * g_layer), g_full)
+    grads = np.where(z >= 3, np.minimum(g_full, g_shard + g_live),
+                     np.where(z >= 2, np.minimum(g_full, g_shard + 2.0 * g_layer), g_full))
     ob = recipe.optimizer_state_bytes(h)
     optim = ob * sharded(p_dense, 1)
     return weights, grads, optim
+
+
+def deepspeed_gathered(module: ArrayLike, max_live: float, prefetch_bucket: float) -> np.ndarray:
+    """Parameters (elements) DeepSpeed ZeRO-3 holds gathered at once on a rank whose largest leaf
+    module has ``module`` parameters (``specs.layout.ZERO3_GATHERING_RULES``): the current module, plus what
+    ``fetch_sub_module`` prefetches, ``min(max_live - module, prefetch_bucket)`` overshot by at most one
+    tensor (no larger than the largest module), and nothing when the module alone reaches ``max_live``
+    (DeepSpeed ``partitioned_param_coordinator.py``, commit 38327e0, 2025-02-21). Arrays broadcast."""
+    m = np.asarray(module, dtype=np.float64)
+    budget = np.minimum(float(max_live) - m, float(prefetch_bucket))
+    return m + np.where(budget > 0.0, budget + m, 0.0)
+
+
+def _largest_module(model: ModelSpec, counts: ParamCounts, tp: np.ndarray, ep: np.ndarray,
+                    etp: np.ndarray) -> np.ndarray:
+    """Parameters per rank of the largest leaf module DeepSpeed gathers as one (per candidate, on the
+    slot axis): a layer's attention block (at most; Megatron-LM fuses Q, K and V), or an FFN's input
+    projection, the larger of its two: Megatron-LM's ``linear_fc1`` fuses the SwiGLU gate and up
+    projections (2/3 of the FFN's weights; 1/2 for a GELU FFN), and its ``GroupedMLP`` keeps all local
+    experts' ``fc1`` in one weight (the routed experts per rank over ``ep x etp``)."""
+    X = _per_slot
+    lay = counts.layers
+    top = max(lay, key=lambda lp: lp.attention)
+    attn = _tp_group_per_rank(model, top.attention, top.attn_kv, top.attn_replicated, X(tp))
+    fc1 = 2.0 / 3.0 if model.ffn_kind == "swiglu" else 0.5
+    dense = max(lp.mlp_dense + lp.shared_experts for lp in lay) * fc1 / X(tp)
+    experts = max(lp.routed_experts for lp in lay) * fc1 / X(ep * etp)
+    return np.maximum(np.maximum(attn, dense), experts)
 
 
 def _activation_bytes(model: ModelSpec, recipe: TrainRecipe, slots: dict[str, np.ndarray], *, tp: np.ndarray,

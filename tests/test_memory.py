@@ -770,3 +770,27 @@ def test_peak_total_is_the_total_of_the_term_by_term_model(catalog) -> None:
     assert peak.shape == full.total.shape == (4, 4, 3)
     assert np.allclose(peak, full.need, rtol=1e-12, atol=0)
     assert np.allclose(full.total - peak, 0.03 * (full.total - full.reserve), rtol=1e-9)
+
+
+def test_deepspeed_zero3_gathers_the_largest_module_plus_its_prefetch(catalog) -> None:
+    """DeepSpeed ZeRO-3 (``zero3_gathering = "deepspeed_limits"``) on Mixtral 8x7B with EP 8: each rank holds one
+    expert per layer, and Megatron-LM's grouped experts keep the fused gate and up projections in one
+    weight, 2 x 14,336 x 4,096 = 117,440,512 parameters, larger than the attention block (4,096 x 6,144 +
+    4,096 x 4,096 = 41,943,040). With a 5e7 prefetch bucket the gathered parameters are that module, the
+    5e7 budget and one tensor of overshoot; with no bucket, the module alone: the difference is 117,440,512
+    + 5e7 parameters at 2 B. Gradients: a 1e8-element larger reduce bucket adds 1e8 x 4 B (fp32)."""
+    model = catalog.get("models", "mixtral-8x7b").spec
+    counts = count_params(model)
+    kw = dict(tp=1, pp=1, dp=64, ep=8, etp=1, cp=1, zero=3, micro_batch=1, seq_len=4096, recompute=2)
+    base = train_recipe("megatron").model_copy(update={"zero3_gathering": "deepspeed_limits"})
+
+    def mem(**upd):
+        return train_memory(model, counts, base.model_copy(update=upd), **kw)
+
+    module = 2 * 14336 * 4096
+    assert module > 4096 * 6144 + 4096 * 4096
+    with_bucket, no_bucket = mem(), mem(zero3_prefetch_bucket_size=0.0)
+    assert float(with_bucket.weights - no_bucket.weights) == pytest.approx(2 * (module + 5e7), rel=1e-9)
+    bigger = mem(zero3_reduce_bucket_size=6e8)
+    assert float(bigger.gradients - with_bucket.gradients) == pytest.approx(4 * 1e8, rel=1e-9)
+    assert float(with_bucket.weights) < float(train_memory(model, counts, train_recipe("megatron"), **kw).weights)

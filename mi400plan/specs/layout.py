@@ -324,6 +324,21 @@ FP8_SAVED_INPUT_BYTES = 1.0
 OFFLOAD_IN_FLIGHT = 1
 
 
+# ZeRO-3 parameter gathering (``TrainRecipe.zero3_gathering``). "fsdp_unit": per transformer layer, the current
+# and the prefetched one, as PyTorch FSDP and Megatron FSDP wrap units. "deepspeed_limits": DeepSpeed gathers per
+# leaf module (each linear layer; ``deepspeed/runtime/zero/partitioned_param_coordinator.py``,
+# ``fetch_sub_module``, DeepSpeed commit 38327e0, 2025-02-21): the current module's parameters, then a
+# prefetch of the next ones from its trace while the prefetched count is below ``min(max_live_parameters -
+# available, prefetch_bucket_size)`` (the last one may overshoot by one tensor; none once the available
+# count reaches ``max_live_parameters``); a module's parameters are released after it runs. Its gradients
+# (``deepspeed/runtime/zero/stage3.py``, same commit): each parameter's whole gradient is copied into a
+# flat bucket of ``reduce_bucket_size`` elements, reduce-scattered when the next gradient would overflow
+# it. DeepSpeed's defaults (``deepspeed/runtime/zero/config.py``, same commit), in elements:
+ZERO3_GATHERING_RULES = ("fsdp_unit", "deepspeed_limits")
+DEEPSPEED_MAX_LIVE_PARAMETERS = 1e9  # stage3_max_live_parameters
+DEEPSPEED_PREFETCH_BUCKET_SIZE = 5e7  # stage3_prefetch_bucket_size
+DEEPSPEED_REDUCE_BUCKET_SIZE = 5e8  # reduce_bucket_size
+
 class TrainRecipe(StrictModel):
     """Bytes per parameter and activation settings of a training run.
 
@@ -384,6 +399,10 @@ class TrainRecipe(StrictModel):
     # logits in the forward and keeps only them (``activation_bytes``).
     logit_bytes: float = Field(default=4.0, gt=0)
     moe_capacity_factor: float = Field(default=1.25, gt=0)  # load-imbalance allowance (see above)
+    # Bytes an element of the routed experts' SwiGLU input (the gate and up outputs) kept for backward;
+    # 0: ``activation_bytes``. DeepSeek-V3 (arXiv 2412.19437, 2024-12, sec. 3.3.3) caches it in FP8
+    # with its 1 x 128-tile scaling (1 B + a 4-byte scale per 128 elements) and recomputes the output.
+    moe_swiglu_input_bytes: float = Field(default=0.0, ge=0)
     vocab_divisible_by: int = Field(default=128, ge=1)  # Megatron-LM --make-vocab-size-divisible-by
     # Activation offloading to host memory (Megatron-Core ``--cpu-offloading --cpu-offloading-num-layers``):
     # the saved activations of the first ``offload_layers`` layers of each model chunk are copied to
@@ -398,6 +417,11 @@ class TrainRecipe(StrictModel):
     # master copy) and casts to the 16-bit ``param_bytes`` only the units it gathers; Megatron's
     # distributed optimizer and Megatron FSDP keep a 16-bit shard besides the fp32 main params.
     sharded_working_copy: bool = True
+    # ZeRO-3 gathering rule (``ZERO3_GATHERING_RULES``) and DeepSpeed's limits, in elements (its defaults).
+    zero3_gathering: Literal["fsdp_unit", "deepspeed_limits"] = "fsdp_unit"
+    zero3_max_live_parameters: float = Field(default=DEEPSPEED_MAX_LIVE_PARAMETERS, ge=0)
+    zero3_prefetch_bucket_size: float = Field(default=DEEPSPEED_PREFETCH_BUCKET_SIZE, ge=0)
+    zero3_reduce_bucket_size: float = Field(default=DEEPSPEED_REDUCE_BUCKET_SIZE, ge=0)
     reserve: RuntimeReserve = Field(default_factory=RuntimeReserve)
 
     @property
