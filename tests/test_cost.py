@@ -364,8 +364,10 @@ def test_sweep_reports_energy_emissions_and_model_cost(cli) -> None:  # noqa: AN
 
 
 def test_sweep_energy_doubles_with_tokens_and_flag_cost_wins(cli) -> None:  # noqa: ANN001
-    one = json.loads(cli([*SWEEP, "--tokens", "1T", "--json"]).stdout)["data"]["energy"][0]
-    two = json.loads(cli([*SWEEP, "--tokens", "2T", "--gpu-hour-cost", "2", "--json"]).stdout)["data"]
+    # the batch is pinned: a planned batch grows with the tokens (batch.batch_law), which changes the step
+    one = json.loads(cli([*SWEEP, "--global-batch", "512", "--tokens", "1T", "--json"]).stdout)["data"]["energy"][0]
+    two = json.loads(cli([*SWEEP, "--global-batch", "512", "--tokens", "2T", "--gpu-hour-cost", "2",
+                          "--json"]).stdout)["data"]
     e2 = two["energy"][0]
     assert e2["energy_mwh"]["nominal"] == pytest.approx(2 * one["energy_mwh"]["nominal"])
     assert e2["cost_source"] == "--gpu-hour-cost"
