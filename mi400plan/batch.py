@@ -127,3 +127,19 @@ def idle_warning(where: str, batch_seqs: int, pp: int, vpp: int, microbatches: i
                 f"{bubble:.0%} of compute time ({gpipe})")
     return (f"{lead} leaves the pipeline idle {bubble:.0%} of compute time ({mb}, {pp} stages x {vpp} "
             f"chunk{'s' if vpp != 1 else ''}; {gpipe})")
+
+
+def planned_law(spec: object, counts: object, recipe: object, seq_len: int, train_tokens: float | None) -> BatchLaw:
+    """``batch_law`` for a model and recipe: ``M`` is the model's non-embedding training FLOPs per
+    token at ``seq_len`` (``search.model_terms``), ``D`` the tokens (or 20 per active parameter)."""
+    from mi400plan.search import model_terms
+
+    terms = model_terms(spec, counts, seq_len, recipe)
+    return batch_law(terms.flops_layers, seq_len, train_tokens, counts.active)  # type: ignore[attr-defined]
+
+
+def law_text(law: BatchLaw) -> str:
+    """The planned batch's rule in one line, for commands that print it beside their answer."""
+    d = f"{law.train_tokens:.3g} tokens" + (" (assumed: 20 per active parameter)" if law.tokens_assumed else "")
+    return (f"planned: the largest 2^k or 3 x 2^k sequences at or below B_opt = {law.b_opt_tokens / 1e6:,.2f}M "
+            f"tokens ({LAW}; C = {law.compute_flops:.3g} FLOPs for {d}); --global-batch overrides")

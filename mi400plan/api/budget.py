@@ -140,13 +140,18 @@ class _Pricer:
         self._cache: dict[int, Any] = {}
 
     def _workload(self, spec: Any) -> Any:
-        from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, parse_global_batch
+        from mi400plan.api.sweep import DEFAULT_SEQ_CAP, parse_global_batch
+        from mi400plan.batch import planned_law
         from mi400plan.params import count_params
         from mi400plan.search import Workload
 
         seq = int(self.seq_len) if self.seq_len else min(spec.max_seq_len, DEFAULT_SEQ_CAP)
-        gb = parse_global_batch(self.global_batch, seq) if self.global_batch else max(1, DEFAULT_GLOBAL_BATCH_TOKENS // seq)
-        return Workload(spec, count_params(spec), self.options.train_recipe(), seq, gb)
+        counts, recipe = count_params(spec), self.options.train_recipe()
+        # a compute-optimal model (the budget's answer) trains on 20 tokens per parameter: the batch law's own
+        # assumption without --tokens (batch.batch_law)
+        gb = (parse_global_batch(self.global_batch, seq) if self.global_batch
+              else planned_law(spec, counts, recipe, seq, None).start_seqs)
+        return Workload(spec, counts, recipe, seq, gb)
 
     def best(self, step: Any) -> tuple[int, float, dict[str, Any], Any] | None:
         """(GPUs used, tokens/s, search row, workload) of the fastest layout, or None."""

@@ -97,7 +97,7 @@ def sweep_deadline(cat: Any, model: str, skus: list[str], *, tokens: str | None,
     if not 1 <= cap <= dl.MAX_CLUSTER_GPUS:
         raise UsageError(f"--max-gpus must be in 1..{dl.MAX_CLUSTER_GPUS:,}")
     topts = options or TrainOptions()
-    wl, opts, spec_name = _workload(cat, model, global_batch, seq_len, topts, pins)
+    wl, opts, spec_name, batch_rule = _workload(cat, model, global_batch, seq_len, topts, pins, train_tokens)
     site_prof, site_v, _ = load_site(cat, site, cost_overrides)
     goal = _Goal(train_tokens, days_target, usd, cap)
     answers = [_answer(cat, s, wl, opts, topts, goal, gpu_hour_cost, site_prof, site_v, sku_overrides or SkuOverrides())
@@ -106,7 +106,8 @@ def sweep_deadline(cat: Any, model: str, skus: list[str], *, tokens: str | None,
         raise UsageError("the same --sku is given twice")
     return DeadlineResult(
         mode="deadline" if days_target is not None else "budget", model=spec_name, precision=topts.precision,
-        seq_len=wl.seq_len, global_batch_seqs=wl.global_batch, train_tokens=train_tokens, deadline_days=days_target,
+        seq_len=wl.seq_len, global_batch_seqs=wl.global_batch, global_batch_rule=batch_rule, train_tokens=train_tokens,
+        deadline_days=days_target,
         budget_usd=usd, max_gpus=cap, site=site_prof.name, recipe=topts.changed(),
         method=dl.__doc__.split("\n\n")[2].replace("\n", " ") if dl.__doc__ else "", answers=answers, warnings=[],
     )
@@ -130,9 +131,11 @@ class _Goal:
 
 
 def _workload(cat: Any, model: str, global_batch: str | None, seq_len: int | None, topts: TrainOptions,
-              pins: dict[str, list[int]] | None) -> tuple[Any, Any, str]:
-    """The workload and search options ``sweep`` builds from the same recipe and pins."""
-    from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, parse_global_batch
+              pins: dict[str, list[int]] | None, train_tokens: float) -> tuple[Any, Any, str, str]:
+    """The workload and search options ``sweep`` builds from the same recipe and pins, and the rule that
+    set the global batch: ``--global-batch``, else planned as ``sweep`` plans it (``batch.batch_law``)."""
+    from mi400plan.api.sweep import DEFAULT_SEQ_CAP, PRECISIONS, parse_global_batch
+    from mi400plan.batch import law_text, planned_law
     from mi400plan.api.sweep import pin_options
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload
@@ -143,9 +146,14 @@ def _workload(cat: Any, model: str, global_batch: str | None, seq_len: int | Non
     seq = int(seq_len) if seq_len else min(spec.max_seq_len, DEFAULT_SEQ_CAP)
     if seq < 1:
         raise UsageError("--seq must be positive")
-    gb = parse_global_batch(global_batch, seq) if global_batch else max(1, DEFAULT_GLOBAL_BATCH_TOKENS // seq)
+    counts, recipe = count_params(spec), topts.train_recipe()
+    if global_batch:
+        gb, rule = parse_global_batch(global_batch, seq), "pinned by --global-batch"
+    else:
+        law = planned_law(spec, counts, recipe, seq, train_tokens)
+        gb, rule = law.start_seqs, law_text(law)
     opts = SearchOptions(**topts.search_flags(), **pin_options(pins))
-    return Workload(spec, count_params(spec), topts.train_recipe(), seq, gb), opts, spec.name
+    return Workload(spec, counts, recipe, seq, gb), opts, spec.name, rule
 
 
 def _answer(cat: Any, sku_name: str, wl: Any, opts: Any, topts: TrainOptions, goal: _Goal,

@@ -47,7 +47,8 @@ def render_deadline(res: DeadlineResult, console: Any) -> None:
                 caption="Sizes step by whole scale-up domains (8-GPU nodes where a domain is not a power of two); "
                 "racks = ceil(GPUs / GPUs per rack); MW = GPUs x wall W per GPU x PUE (site "
                 f"{res.site}); scaling = tokens/s per GPU vs the smallest size that holds the model (above 100% where that size needs recompute or ZeRO-3 to fit). "
-                + "; ".join(notes + costs) + ".")
+                + "; ".join(notes + costs) + "."
+                + (f" Global batch: {res.global_batch_rule}." if res.global_batch_rule else ""))
     for a in res.answers:
         if a.limit:
             console.print(f"{a.sku}: {a.limit}.", markup=False, highlight=False)

@@ -73,6 +73,7 @@ class DeadlineResult(Result):
     precision: str
     seq_len: int
     global_batch_seqs: int
+    global_batch_rule: str = ""  # "pinned by --global-batch", or the planned batch's law and numbers
     train_tokens: float
     deadline_days: float | None = None
     budget_usd: float | None = None
