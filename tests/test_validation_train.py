@@ -105,9 +105,9 @@ def rows() -> list[dict[str, str]]:
 
 @contextlib.contextmanager
 def hardware_replaced(**hw_update):
-    """Every SKU the planner builds meanwhile (``api.sweep.build_sku``) has these ``search.Hardware``
+    """Every SKU the planner builds meanwhile (``hardware.build_sku``) has these ``search.Hardware``
     fields replaced: the fits of ``benchmarks/fit_gemm.py`` and the tests that price a run at another value."""
-    import mi400plan.api.sweep as sweep_api
+    import mi400plan.hardware as sweep_api
 
     orig = sweep_api.build_sku
 

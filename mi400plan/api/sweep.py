@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from mi400plan.batch import BatchLaw
-from mi400plan.errors import MissingValueError, UsageError
+from mi400plan import hardware
+from mi400plan.errors import UsageError
+# Re-exported: the hardware model lives in the core ``mi400plan.hardware``.
+from mi400plan.hardware import CORNERS, Sku, build_sku, expand_all  # noqa: F401
+from mi400plan.hardware import build_all as _build_all
+from mi400plan.hardware import gpus_per_rack as _gpus_per_rack  # noqa: F401
+from mi400plan.hardware import pick as _pick  # noqa: F401
 from mi400plan.profiles import approximation_warnings
 from mi400plan.results.sweep import (
     BatchChoice,
@@ -28,7 +34,6 @@ from mi400plan.results.sweep import (
     Placement,
     RowRange,
     ScalingPoint,
-    SkuEfficiency,
     SkuRange,
     SkuSummary,
     Span,
@@ -37,8 +42,9 @@ from mi400plan.results.sweep import (
     SweepResult,
     SweepRow,
     TimeBreakdown,
+    layout_text,
 )
-from mi400plan.units import DAY, HOUR, UnitError, US, fmt_bytes, fmt_count, fmt_pct, fmt_time, parse_count, parse_count_list
+from mi400plan.units import DAY, HOUR, UnitError, fmt_bytes, fmt_count, fmt_pct, fmt_time, parse_count, parse_count_list
 
 DEFAULT_GLOBAL_BATCH_TOKENS = 2**22  # 4Mi tokens (Llama 3 pre-training began at 4M tokens per step)
 DEFAULT_SEQ_CAP = 8192
@@ -51,14 +57,6 @@ SCALING_THRESHOLD = 0.90
 LAYOUT_FLIP_MIN_PENALTY = 0.01
 
 ProgressFn = Callable[[str, int, int], None]  # (label, done, total)
-
-
-@dataclass(frozen=True)
-class Sku:
-    name: str
-    hw: Any  # search.Hardware
-    eff: SkuEfficiency
-    varied: tuple[str, ...] = ()  # inputs with an estimate range (text), applied at the corners
 
 
 def parse_gpus(text: str) -> list[int]:
@@ -108,233 +106,6 @@ def parse_global_batch(text: str, seq_len: int) -> int:
         raise UsageError(f"--global-batch {text!r}: a number of sequences must be a positive integer")
     return int(round(value))
 
-
-CORNERS = ("pessimistic", "optimistic")
-_FABRIC_CASE = {"nominal": "nominal", "pessimistic": "slow", "optimistic": "fast"}
-
-
-def _tiers(cat: Any, fabric_name: str | None, what: str, case: str = "nominal") -> tuple[Any, Any]:
-    """(comms tier parameters at ``case``, Fabric spec) for a fabric profile name."""
-    from mi400plan import comms
-
-    if not fabric_name:
-        raise MissingValueError(f"{what} fabric is not named in the accelerator profile")
-    fab = cat.get("fabrics", fabric_name).spec
-    return comms.TierParams.from_fabric(fab, _FABRIC_CASE[case]), fab
-
-
-def _gpus_per_rack(cat: Any, acc_name: str, domain: int) -> tuple[int, str]:
-    """GPUs in the first (by name) rack profile built from ``acc_name`` that is not a variant of another."""
-    for name in cat.names_with("racks", "sku", acc_name):
-        try:
-            r = cat.get("racks", name).spec
-        except Exception:  # noqa: BLE001 - a broken rack profile is reported by `profiles validate`
-            continue
-        if getattr(r, "sku", None) == acc_name and getattr(r, "variant_of", None) in (None, ""):
-            return int(r.gpus), f"rack profile {r.name}"
-    return domain, "scale-up domain (no rack profile for this SKU)"
-
-
-def _pick(est: Any, what: str, case: str, *, higher_is_better: bool) -> float:
-    """``est`` at a corner: nominal, or the low/high end that is worse (pessimistic) or better (optimistic)."""
-    lo, nom, hi = est.triple(what)
-    if case == "nominal":
-        return nom
-    return hi if (case == "optimistic") == higher_is_better else lo
-
-
-def _span_text(label: str, est: Any, scale: float, unit: str, digits: int = 2) -> str | None:
-    if not est.is_range:
-        return None
-    return f"{label} {est.lo / scale:.{digits}f}..{est.hi / scale:.{digits}f}{unit} ({est.status})"
-
-
-def _gemm_fields(acc: Any, precision: str, case: str) -> dict[str, Any]:
-    """Shape-aware GEMM / attention inputs of ``search.Hardware`` (``mi400plan.gemm``): compute units
-    (0 where not disclosed: no wave quantization), the BF16 peak and the measured flash-attention
-    efficiency (0 where the profile has none: ``search.ATTN_OVER_MATMUL`` rule), operand width, and
-    the host time per local-expert GEMM (0 where the profile has none: no host term)."""
-    units = acc.silicon.compute_units
-    bf16 = acc.compute.peak_flops("bf16")
-    att = acc.efficiency.attention
-    mm16 = acc.efficiency.matmul("bf16")
-    host = acc.efficiency.expert_host_us
-    return {
-        "matmul_bf16_eff": _pick(mm16, f"{acc.name} bf16 matmul efficiency", case, higher_is_better=True)
-        if mm16.known else 0.0,
-        "units": int(units.nominal) if units.known else 0,
-        "peak_bf16_flops": _pick(bf16, f"{acc.name} dense bf16 peak", case, higher_is_better=True) if bf16.known else 0.0,
-        "attn_eff": _pick(att, f"{acc.name} attention efficiency", case, higher_is_better=True) if att.known else 0.0,
-        "operand_bytes": 1.0 if precision == "fp8" else 2.0,
-        "expert_host_s": _pick(host, f"{acc.name} expert host time", case, higher_is_better=False) * US
-        if host.known else 0.0,
-    }
-
-
-def build_sku(
-    cat: Any,
-    name: str,
-    precision: str,
-    *,
-    matmul_efficiency: float | None = None,
-    hbm_efficiency: float | None = None,
-    gemm_overhead_us: float | None = None,
-    case: str = "nominal",
-    offload: bool = False,
-) -> Sku:
-    """A SKU as the search sees it, at ``case``: ``nominal``, or a corner of its estimate ranges.
-
-    ``pessimistic`` takes the low end of peak FLOP/s, matmul and HBM efficiency, HBM bandwidth and
-    capacity, the high end of the GEMM overhead, and the ``slow`` fabric case (``comms.TierParams
-    .from_fabric``: low bandwidth and efficiency, high latency); ``optimistic`` the opposite ends.
-    Values given on the command line are measurements and stay fixed at every corner. ``offload``
-    (activation offloading asked for): the SKU's host-link bandwidth is required, ``MissingValueError``
-    without it.
-    """
-    from mi400plan.search import Hardware
-
-    if case not in ("nominal",) + CORNERS:
-        raise ValueError(f"case must be nominal, pessimistic or optimistic, got {case!r}")
-    acc = cat.get("accelerators", name).spec
-    peak_est = acc.compute.peak_flops(precision)
-    if not peak_est.known:
-        others = [p for p in ("bf16", "fp8") if p != precision and acc.compute.peak_flops(p).known]
-        src = f" (sources: {', '.join(peak_est.source)})" if peak_est.source else ""
-        raise MissingValueError(
-            f"{acc.name} dense {precision} peak is not disclosed{src}; the planner will not invent it",
-            hint=(f"{acc.name} discloses {others[0]}: use --precision {others[0]}, or " if others else "")
-            + f"give compute.{precision}_dense_tflops in a user profile (--profiles DIR)",
-        )
-    peak = _pick(peak_est, f"{acc.name} dense {precision} peak", case, higher_is_better=True)
-    eff = acc.efficiency
-    mm_est = eff.matmul(precision)
-    varied = [_span_text(f"peak {precision}", peak_est, 1e12, " TFLOP/s", 0)]
-    if matmul_efficiency is not None:
-        mm, mm_status, mm_src = matmul_efficiency, "measured", "user (--matmul-efficiency)"
-    else:
-        what = f"{acc.name} achievable {precision} matmul efficiency ([efficiency] matmul_{precision})"
-        mm_est.require(what)
-        mm = _pick(mm_est, what, case, higher_is_better=True)
-        mm_status, mm_src = mm_est.status, ", ".join(mm_est.source)
-        varied.append(_span_text(f"matmul {precision}", mm_est, 1.0, ""))
-    if hbm_efficiency is not None:
-        hb, hb_status = hbm_efficiency, "measured"
-    else:
-        what = f"{acc.name} achievable HBM bandwidth fraction ([efficiency] hbm_bandwidth)"
-        eff.hbm_bandwidth.require(what)
-        hb = _pick(eff.hbm_bandwidth, what, case, higher_is_better=True)
-        hb_status = eff.hbm_bandwidth.status
-        varied.append(_span_text("HBM efficiency", eff.hbm_bandwidth, 1.0, ""))
-    if gemm_overhead_us is not None:
-        ovh = gemm_overhead_us
-    else:
-        what = f"{acc.name} per-GEMM overhead ([efficiency] gemm_overhead_us)"
-        eff.gemm_overhead_us.require(what)
-        ovh = _pick(eff.gemm_overhead_us, what, case, higher_is_better=False)
-        varied.append(_span_text("GEMM overhead", eff.gemm_overhead_us, 1.0, " us", 0))
-    if eff.expert_host_us.known:
-        varied.append(_span_text("expert host time", eff.expert_host_us, 1.0, " us", 0))
-    for label, v in (("matmul efficiency", mm), ("HBM efficiency", hb)):
-        if not 0 < v <= 1:
-            raise UsageError(f"{label} must be a fraction in (0, 1], got {v}")
-    up, up_fab = _tiers(cat, acc.interconnect.scale_up_fabric, f"{acc.name} scale-up", case)
-    out, out_fab = _tiers(cat, acc.interconnect.scale_out_fabric, f"{acc.name} scale-out", case)
-    for tier, fab in (("scale-up", up_fab), ("scale-out", out_fab)):
-        varied.append(_span_text(f"{tier} bandwidth", fab.bw_per_dir_bytes_per_s, 1e9, " GB/s", 0))
-        if fab.hop_latency_us.known:
-            varied.append(_span_text(f"{tier} latency", fab.hop_latency_us, 1.0, " us", 1))
-        if fab.efficiency.known:
-            varied.append(_span_text(f"{tier} efficiency", fab.efficiency, 1.0, ""))
-    domain = int(up_fab.domain_size.require(f"{up_fab.name} domain size"))
-    per_rack, basis = _gpus_per_rack(cat, acc.name, domain)
-    cap_est = acc.hbm_bytes
-    cap_est.require(f"{acc.name} HBM capacity")
-    bw_est = acc.memory.bandwidth_bytes_per_s
-    bw_est.require(f"{acc.name} HBM bandwidth")
-    varied.append(_span_text("HBM capacity", cap_est, 1e9, " GB", 0))
-    varied.append(_span_text("HBM bandwidth", bw_est, 1e12, " TB/s", 1))
-    hw = Hardware(
-        name=acc.name,
-        peak_flops=peak,
-        matmul_eff=mm,
-        gemm_overhead_s=ovh * US,
-        hbm_bytes=_pick(cap_est, f"{acc.name} HBM capacity", case, higher_is_better=True),
-        hbm_bw=_pick(bw_est, f"{acc.name} HBM bandwidth", case, higher_is_better=True),
-        hbm_eff=hb,
-        scale_up=up,
-        scale_out=out,
-        domain=domain,
-        gpus_per_rack=per_rack,
-        host_bw=_host_bw(acc, offload),
-        **_gemm_fields(acc, precision, case),
-    )
-    info = SkuEfficiency(
-        sku=acc.name, peak_flops=peak, matmul=mm, matmul_status=mm_status, matmul_source=mm_src,
-        hbm=hb, hbm_status=hb_status, gemm_overhead_s=ovh * US, scale_up_domain=domain,
-        gpus_per_rack=per_rack, rack_basis=basis,
-    )
-    return Sku(acc.name, hw, info, tuple(v for v in varied if v))
-
-
-def _host_bw(acc: Any, offload: bool) -> float:
-    """Host-link bytes/s per direction per GPU (``[interconnect] host_link_gb_per_s``); 0 when unknown.
-    Activation offloading needs it: ``MissingValueError`` when ``offload`` and it is not disclosed."""
-    est = acc.interconnect.host_link_gb_per_s
-    if offload and not est.known:
-        raise MissingValueError(
-            f"{acc.name} host-link bandwidth ([interconnect] host_link_gb_per_s) is not disclosed, and "
-            "--offload-layers needs it to time the activation copies; the planner will not invent it",
-            hint="add host_link_gb_per_s (GB/s per direction per GPU) to a user profile (--profiles DIR), "
-                 "or drop --offload-layers")
-    return float(est.nominal) * 1e9 if est.known else 0.0
-
-
-def expand_all(cat: Any, skus: list[str]) -> list[str]:
-    """``--sku all`` (alone or among others): every accelerator in the catalog, in catalog order."""
-    if any(s.strip().lower() == "all" for s in skus):
-        return list(cat.names("accelerators"))
-    return list(skus)
-
-
-def _build_all(cat: Any, skus: list[str], precision: str, **kw: Any) -> tuple[list[Sku], list[SkuSummary]]:
-    """Build each SKU; with several, one that lacks a value (an undisclosed peak, no fabric) becomes an
-    n/d summary row naming what is missing instead of stopping the sweep."""
-    built: list[Sku] = []
-    missing: list[SkuSummary] = []
-    for s in skus:
-        try:
-            built.append(build_sku(cat, s, precision, **kw))
-        except MissingValueError as exc:
-            if len(skus) == 1:
-                raise
-            name = cat.get("accelerators", s).spec.name
-            missing.append(SkuSummary(sku=name, gpus=0, step_time_s=None, tokens_per_s=None,
-                                      tokens_per_s_per_gpu=None, tokens_per_s_per_rack=None, gpus_per_rack=None,
-                                      mfu=None, missing=exc.message))
-    if not built:
-        raise MissingValueError("no SKU has the values a sweep needs: " + "; ".join(
-            f"{m.sku}: {m.missing}" for m in missing))
-    return built, missing
-
-
-def layout_text(lay: SweepLayout) -> str:
-    parts = [f"TP{lay.tp}", f"PP{lay.pp}"]
-    if lay.vpp > 1:
-        parts.append(f"VPP{lay.vpp}")
-    if lay.cp > 1:
-        parts.append(f"CP{lay.cp}")
-    if lay.ep > 1:
-        parts.append(f"EP{lay.ep}")
-    if lay.etp > 1:
-        parts.append(f"ETP{lay.etp}")
-    parts.append(f"DP{lay.dp}")
-    parts.append(f"Z{lay.zero}")
-    parts.append(f"mb{lay.micro_batch}")
-    if lay.recompute != "none":
-        parts.append(f"rc:{lay.recompute}")
-    if lay.tp > 1 and not lay.sequence_parallel:
-        parts.append("no-SP")
-    return " ".join(parts)
 
 
 def _error_band(wl: Any) -> Any:
@@ -795,8 +566,8 @@ def sweep(
     go on top of it.
 
     With ``tokens``, each SKU's best layout also gets the run's energy, emissions and cost
-    (``api.cost.run_energy``): wall power from the SKU's cost profile at the site (``site``, default
-    ``us-2025``; ``cost_overrides`` an ``api.cost.CostOverrides``), and the cost model's all-in cost
+    (``cost.run_energy``): wall power from the SKU's cost profile at the site (``site``, default
+    ``us-2025``; ``cost_overrides`` an ``cost.CostOverrides``), and the cost model's all-in cost
     per GPU-hour when no ``gpu_hour_cost`` is given.
     """
     from mi400plan.batch import batch_law
@@ -843,7 +614,7 @@ def sweep(
         raise UsageError(f"--gpu-hour-cost must be a price above 0, got {gpu_hour_cost:g}")
     site_prof = site_v = None
     if train_tokens:
-        from mi400plan.api.cost import load_site
+        from mi400plan.cost import load_site
 
         site_prof, site_v, _ = load_site(cat, site, cost_overrides)
     recipe = topts.train_recipe()
@@ -865,7 +636,7 @@ def sweep(
     if len(set(names)) != len(names):
         raise UsageError("the same --sku is given twice")
     corners_of = {
-        b.name: ({c: build_sku(cat, b.name, precision, matmul_efficiency=matmul_efficiency,
+        b.name: ({c: hardware.build_sku(cat, b.name, precision, matmul_efficiency=matmul_efficiency,
                                hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us, case=c,
                                offload=offload)
                   for c in CORNERS} if ranges else {})
@@ -895,7 +666,7 @@ def sweep(
     for sku in built:
         sku_cost = gpu_hour_cost
         if sku_cost is None and site_prof is not None:
-            from mi400plan.api.cost import model_gpu_hour_cost
+            from mi400plan.cost import model_gpu_hour_cost
 
             sku_cost = model_gpu_hour_cost(cat, sku.name, site_prof, site_v)
         sizes = parse_gpus(gpus) if gpus is not None else [int(racks) * sku.hw.gpus_per_rack]  # type: ignore[arg-type]
@@ -980,7 +751,7 @@ def sweep(
                 range_groups.append(size if gpus is not None else 0)
                 flips.extend(_size_flips(sr, best, wl, corners, sku.hw.hbm_bytes))
             if site_prof is not None and best is not None and best.days is not None:
-                from mi400plan.api.cost import run_energy
+                from mi400plan.cost import run_energy
 
                 ren, ew = run_energy(cat, sku.name, size, best.days * DAY / HOUR * size, site_prof, site_v, gpu_hour_cost)
                 energy.append(ren)
