@@ -125,7 +125,7 @@ def hardware_replaced(**hw_update):
 def run_row(catalog, r: dict[str, str], *, lift: bool = False) -> dict | None:
     """The search's row for one published run, its layout pinned and its recipe columns applied
     (``None``: no layout; with ``lift`` the capacity check is lifted, else it is the SKU's HBM)."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, search
 
