@@ -93,7 +93,6 @@ OVER_LIMIT_ALLOWED: dict[str, str] = {
     "mi400plan/api/fit.py:fit": "lines+params",
     "mi400plan/api/sweep.py:sweep": "lines+params",
     "mi400plan/cli/fit.py:fit_cmd": "lines",
-    "mi400plan/search.py:step_time": "lines",
 }
 
 
