@@ -199,6 +199,16 @@ class CostOverrides:
     capex_per_gpu: float | None = None  # replaces server + network capex of the (single) system
 
 
+@dataclass(frozen=True)
+class Pricing:
+    """How a run is priced: a flat cost per GPU-hour (US dollars; None: the cost model's all-in figure for
+    the SKU's system) at ``site`` (None: ``DEFAULT_SITE``) with command-line ``overrides``."""
+
+    gpu_hour_cost: float | None = None
+    site: str | None = None
+    overrides: CostOverrides | None = None
+
+
 def _check_flag(flag: str, value: float, zero_ok: bool) -> None:
     if not math.isfinite(value):
         raise UsageError(f"{flag} must be a finite number, got {value:g}")

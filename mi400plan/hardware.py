@@ -23,6 +23,20 @@ class Sku:
     varied: tuple[str, ...] = ()  # inputs with an estimate range (text), applied at the corners
 
 
+@dataclass(frozen=True)
+class SkuOverrides:
+    """Measured values that replace a SKU profile's (``sweep --matmul-efficiency`` and friends)."""
+
+    matmul_efficiency: float | None = None
+    hbm_efficiency: float | None = None
+    gemm_overhead_us: float | None = None
+
+    def as_kwargs(self) -> dict[str, float | None]:
+        """The keyword arguments of ``build_sku``."""
+        return {"matmul_efficiency": self.matmul_efficiency, "hbm_efficiency": self.hbm_efficiency,
+                "gemm_overhead_us": self.gemm_overhead_us}
+
+
 CORNERS = ("pessimistic", "optimistic")
 _FABRIC_CASE = {"nominal": "nominal", "pessimistic": "slow", "optimistic": "fast"}
 

@@ -437,10 +437,12 @@ def test_fit_reports_padded_vocab_and_fp8_copies(catalog) -> None:
 
 
 def test_sweep_fp8_plan_refits_with_the_same_memory(catalog, tmp_path) -> None:
-    from mi400plan.api.sweep import sweep
+    from mi400plan.api.sweep import SweepReport, sweep
+    from mi400plan.specs.layout import TrainOptions
 
     plan = tmp_path / "fp8.toml"
-    sw = sweep(catalog, "mixtral-8x7b", ["mi355x"], gpus="16", precision="fp8", top=1, save=str(plan), ranges=False)
+    sw = sweep(catalog, "mixtral-8x7b", ["mi355x"], gpus="16", options=TrainOptions(precision="fp8"),
+               report=SweepReport(top=1, save=str(plan), ranges=False))
     best = sw.rows[0].memory_bytes
     row = fit(catalog, None, None, "train", plan=str(plan))
     assert row.recipe["fp8_weight_copies"] == 2

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mi400plan.errors import UsageError
+from mi400plan.hardware import SkuOverrides
 from mi400plan.results.deadline import ClusterPick, DeadlineResult, PricedSize, SkuAnswer
 from mi400plan.specs.layout import TrainOptions
 from mi400plan.units import DAY, HOUR, UnitError, parse_count
@@ -110,15 +111,6 @@ def sweep_deadline(cat: Any, model: str, skus: list[str], *, tokens: str | None,
         budget_usd=usd, max_gpus=cap, site=site_prof.name, recipe=topts.changed(),
         method=dl.__doc__.split("\n\n")[2].replace("\n", " ") if dl.__doc__ else "", answers=answers, warnings=[],
     )
-
-
-@dataclass(frozen=True)
-class SkuOverrides:
-    """Measured values that replace a SKU profile's (``sweep --matmul-efficiency`` and friends)."""
-
-    matmul_efficiency: float | None = None
-    hbm_efficiency: float | None = None
-    gemm_overhead_us: float | None = None
 
 
 @dataclass(frozen=True)

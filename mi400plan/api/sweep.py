@@ -11,15 +11,16 @@ import math
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mi400plan.batch import BatchLaw
 from mi400plan import hardware
+from mi400plan.cost import Pricing
 from mi400plan.errors import UsageError
 # Re-exported: the hardware model lives in the core ``mi400plan.hardware``.
-from mi400plan.hardware import CORNERS, Sku, build_sku, expand_all  # noqa: F401
+from mi400plan.hardware import CORNERS, Sku, SkuOverrides, build_sku, expand_all  # noqa: F401
 from mi400plan.hardware import build_all as _build_all
 from mi400plan.hardware import gpus_per_rack as _gpus_per_rack  # noqa: F401
 from mi400plan.hardware import pick as _pick  # noqa: F401
@@ -508,94 +509,86 @@ def pin_options(pins: dict[str, list[int]] | None) -> dict[str, tuple[int, ...]]
     return out
 
 
-def sweep(
-    cat: Any,
-    model: str,
-    skus: list[str],
-    *,
-    gpus: str | None = None,
-    racks: int | None = None,
-    global_batch: str | None = None,
-    seq_len: int | None = None,
-    precision: str | None = None,
-    tokens: str | None = None,
-    gpu_hour_cost: float | None = None,
-    top: int = 5,
-    matmul_efficiency: float | None = None,
-    hbm_efficiency: float | None = None,
-    gemm_overhead_us: float | None = None,
-    overlap_tp: bool | None = None,
-    overlap_ep: bool | None = None,
-    overlap_pp: bool | None = None,
-    overlap_cp: bool | None = None,
-    split_embedding_loss: bool | None = None,
-    grad_dtype: str | None = None,
-    pins: dict[str, list[int]] | None = None,
-    save: str | None = None,
-    progress: ProgressFn | None = None,
-    ranges: bool = True,
-    overwrite: bool = False,
-    site: str | None = None,
-    cost_overrides: Any = None,
-    pareto: bool = False,
-    options: Any = None,
-    **recipe_kw: Any,
-) -> SweepResult:
-    """Run the layout search. See ``mi400plan sweep --help`` for the meaning of each input.
+@dataclass(frozen=True)
+class SweepReport:
+    """What a sweep returns and writes: the ``top`` layouts per SKU and size, the estimate-range corners
+    (``ranges``), the Pareto front (``pareto``), and the best layout saved as a plan file (``save``,
+    replacing an existing file only with ``overwrite``)."""
 
-    With ``ranges`` (the default) each SKU is also searched at the pessimistic and optimistic
-    corners of its estimate ranges (``build_sku(case=...)``), the listed layouts are evaluated there,
-    and conclusions that change inside the ranges are reported in ``flips`` and ``warnings``.
+    top: int = 5
+    ranges: bool = True
+    pareto: bool = False
+    save: str | None = None
+    overwrite: bool = False
 
-    Step-time model switches (``search.SearchOptions``, where each is documented with its source):
-    ``overlap_tp`` / ``overlap_ep`` hide TP/SP collectives / the EP all-to-all behind the GEMMs (off:
-    exposed); ``overlap_pp`` (on, Megatron-LM's default ``overlap_p2p_comm``) hides the interleaved
-    schedule's pipeline sends and receives behind the next chunk's compute except the ``2 (pp - 1)``
-    fill/drain transfers (VPP 1: always exposed); ``overlap_cp`` (on, ring attention) hides CP
-    key/value exchanges behind attention compute (off: Llama 3's exposed all-gather CP);
-    ``split_embedding_loss`` counts the embedding and the loss as one layer each in the pipeline
-    split, so PP x VPP may divide layers + 2 (Megatron-Core ``--account-for-embedding-in-pipeline-split
-    --account-for-loss-in-pipeline-split``). ``grad_dtype`` (``fp32`` by default, the ``megatron``
-    recipe's main grads, which Megatron-LM reduces in fp32 for BF16/FP8 training; ``bf16`` as with
-    ``--grad-reduce-in-bf16``) sets the gradient bytes of the memory model and of the DP reduction.
 
-    ``options`` (``specs.layout.TrainOptions``, the object ``fit`` takes too) carries the whole
-    training recipe; the single keyword arguments above and ``recipe_kw`` (any other ``TrainOptions``
-    field: ``recipe``, ``optimizer``, ``flash_attention``, ``dropout``, ``reserve``,
-    ``fp8_weight_copies``, ``capacity_factor``, ``vocab_divisible_by``, ``uneven_pp``, ``overlap_dp``)
-    go on top of it.
+@dataclass(frozen=True)
+class _Ctx:
+    """One sweep's inputs, parsed and checked, shared by every SKU and size."""
 
-    With ``tokens``, each SKU's best layout also gets the run's energy, emissions and cost
-    (``cost.run_energy``): wall power from the SKU's cost profile at the site (``site``, default
-    ``us-2025``; ``cost_overrides`` an ``cost.CostOverrides``), and the cost model's all-in cost
-    per GPU-hour when no ``gpu_hour_cost`` is given.
-    """
+    cat: Any
+    spec: Any
+    seq: int
+    train_tokens: float | None
+    topts: Any  # specs.layout.TrainOptions
+    terms: Any
+    law: BatchLaw
+    pinned: int | None
+    wl0: Any
+    opts: Any  # search.SearchOptions
+    pricing: Pricing
+    site_prof: Any
+    site_v: Any
+    report: SweepReport
+    progress: ProgressFn | None
+
+
+@dataclass
+class _Acc:
+    """What the sweep collects over SKUs and sizes."""
+
+    rows: list[SweepRow] = field(default_factory=list)
+    summaries: list[SkuSummary] = field(default_factory=list)
+    scaling: list[ScalingPoint] = field(default_factory=list)
+    below: dict[str, int | None] = field(default_factory=dict)
+    below_c: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    crossing: list[SweepRow] = field(default_factory=list)
+    inside: list[SweepRow] = field(default_factory=list)
+    front: list[SweepRow] = field(default_factory=list)  # with pareto: non-dominated layouts per SKU and GPU count
+    no_layout: list[NoLayout] = field(default_factory=list)
+    sku_ranges: list[SkuRange] = field(default_factory=list)
+    range_groups: list[int] = field(default_factory=list)  # SKUs compared at the same position
+    flips: list[SweepFlip] = field(default_factory=list)
+    choices: list[BatchChoice] = field(default_factory=list)
+    energy: list[Any] = field(default_factory=list)
+    totals: list[Any] = field(default_factory=list)  # the best layout's totals per SKU (single-size sweeps)
+    warnings: list[str] = field(default_factory=list)
+    evaluated: int = 0
+    valid: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+
+
+def _context(cat: Any, model: str, skus: list[str], gpus: str | None, racks: int | None, global_batch: str | None,
+             seq_len: int | None, tokens: str | None, options: Any, pins: dict[str, list[int]] | None,
+             pricing: Pricing, report: SweepReport, progress: ProgressFn | None) -> _Ctx:
+    """Check the inputs and build what every SKU's search shares (workload, batch law, search options)."""
     from mi400plan.batch import batch_law
     from mi400plan.params import count_params
-    from mi400plan.search import RULES, TIE_BREAK, SearchOptions, Workload, iter_rows, model_terms, search, usable_hbm
+    from mi400plan.search import SearchOptions, Workload, model_terms
     from mi400plan.specs.layout import TrainOptions
 
-    unknown = set(recipe_kw) - set(TrainOptions.model_fields)
-    if unknown:
-        raise TypeError(f"sweep() got unexpected keyword arguments {sorted(unknown)}")
-    if precision is not None and precision not in PRECISIONS:
-        raise UsageError(f"unknown --precision {precision!r}; choose from {', '.join(PRECISIONS)}")
-    topts = (options or TrainOptions()).merged(
-        precision=precision, grad_dtype=grad_dtype, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
-        overlap_pp=overlap_pp, overlap_cp=overlap_cp, split_embedding_loss=split_embedding_loss, **recipe_kw)
-    precision = topts.precision
-    overlap_tp, overlap_ep, overlap_pp, overlap_cp = topts.overlap_tp, topts.overlap_ep, topts.overlap_pp, topts.overlap_cp
-    split_embedding_loss = topts.split_embedding_loss
+    topts = options or TrainOptions()
     if not skus:
         raise UsageError("give at least one --sku")
-    if save and Path(save).exists() and not overwrite:
+    if report.save and Path(report.save).exists() and not report.overwrite:
         # Checked before the search: a user's existing file is never replaced without being asked.
-        raise UsageError(f"plan file {save!r} already exists", hint="pass --force to replace it, or choose another path")
-    if save:
-        _check_save_target(save)
-    if precision not in PRECISIONS:
-        raise UsageError(f"unknown --precision {precision!r}; choose from {', '.join(PRECISIONS)}")
-    if top < 1:
+        raise UsageError(f"plan file {report.save!r} already exists",
+                         hint="pass --force to replace it, or choose another path")
+    if report.save:
+        _check_save_target(report.save)
+    if topts.precision not in PRECISIONS:
+        raise UsageError(f"unknown --precision {topts.precision!r}; choose from {', '.join(PRECISIONS)}")
+    if report.top < 1:
         raise UsageError("--top must be at least 1")
     if (gpus is None) == (racks is None):
         raise UsageError("give exactly one of --gpus or --racks")
@@ -610,168 +603,175 @@ def sweep(
             train_tokens = parse_count(tokens)
         except UnitError as exc:
             raise UsageError(f"cannot read --tokens {tokens!r}: {exc}") from None
-    if gpu_hour_cost is not None and not (math.isfinite(gpu_hour_cost) and gpu_hour_cost > 0):
-        raise UsageError(f"--gpu-hour-cost must be a price above 0, got {gpu_hour_cost:g}")
+    cost = pricing.gpu_hour_cost
+    if cost is not None and not (math.isfinite(cost) and cost > 0):
+        raise UsageError(f"--gpu-hour-cost must be a price above 0, got {cost:g}")
     site_prof = site_v = None
     if train_tokens:
         from mi400plan.cost import load_site
 
-        site_prof, site_v, _ = load_site(cat, site, cost_overrides)
+        site_prof, site_v, _ = load_site(cat, pricing.site, pricing.overrides)
     recipe = topts.train_recipe()
     terms = model_terms(spec, counts, seq, recipe)
     law = batch_law(terms.flops_layers, seq, train_tokens, counts.active)
     pinned = parse_global_batch(global_batch, seq) if global_batch else None
-    gb = pinned or law.start_seqs
-    wl0 = Workload(spec, counts, recipe, seq, gb)
-    choices: list[BatchChoice] = []
+    wl0 = Workload(spec, counts, recipe, seq, pinned or law.start_seqs)
     pin_kw = pin_options(pins)
     _recompute_pins_agree(pin_kw.get("recompute"), topts)
     opts = SearchOptions(**topts.search_flags(), **pin_kw)
+    return _Ctx(cat, spec, seq, train_tokens, topts, terms, law, pinned, wl0, opts, pricing, site_prof, site_v,
+                report, progress)
 
-    skus = expand_all(cat, skus)
-    offload = topts.offload_layers > 0
-    built, missing = _build_all(cat, skus, precision, matmul_efficiency=matmul_efficiency,
-                                hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us, offload=offload)
-    names = [b.name for b in built] + [m.sku for m in missing]
-    if len(set(names)) != len(names):
-        raise UsageError("the same --sku is given twice")
-    corners_of = {
-        b.name: ({c: hardware.build_sku(cat, b.name, precision, matmul_efficiency=matmul_efficiency,
-                               hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us, case=c,
-                               offload=offload)
-                  for c in CORNERS} if ranges else {})
-        for b in built
-    }
-    sku_ranges: list[SkuRange] = []
-    range_groups: list[int] = []  # SKUs compared at the same position: the same --gpus value, or the same --racks
-    flips: list[SweepFlip] = []
-    below_c: dict[str, dict[str, int | None]] = {}
 
-    rows: list[SweepRow] = []
-    summaries: list[SkuSummary] = []
-    scaling: list[ScalingPoint] = []
-    below: dict[str, int | None] = {}
-    crossing: list[SweepRow] = []
-    inside: list[SweepRow] = []
-    front: list[SweepRow] = []  # with pareto: non-dominated layouts per SKU and GPU count
-    no_layout: list[NoLayout] = []
-    evaluated = valid = 0
-    rejected = {k: 0 for k in RULES}
-    warnings: list[str] = [
-        f"{s} is a roadmap entry (announced, not shipping): {r}"
-        for s in skus if (r := cat.get("accelerators", s).spec.roadmap)
-    ] + approximation_warnings(cat, skus)
-    energy: list[Any] = []
-    totals: list[Any] = []  # the best layout's totals per SKU (single-size sweeps)
-    for sku in built:
-        sku_cost = gpu_hour_cost
-        if sku_cost is None and site_prof is not None:
-            from mi400plan.cost import model_gpu_hour_cost
+def _corner_bests(ctx: _Ctx, sku: Sku, corners: dict[str, Sku], size: int, wl: Any, sku_cost: float | None) -> dict[str, SweepRow | None]:
+    """The best layout of each estimate-range corner of ``sku`` on ``size`` GPUs (its own search)."""
+    from mi400plan.search import iter_rows, search, usable_hbm
 
-            sku_cost = model_gpu_hour_cost(cat, sku.name, site_prof, site_v)
-        sizes = parse_gpus(gpus) if gpus is not None else [int(racks) * sku.hw.gpus_per_rack]  # type: ignore[arg-type]
-        if racks is not None and racks < 1:
-            raise UsageError("--racks must be at least 1")
-        usable = usable_hbm(wl0, sku.hw)
-        base_per_gpu: float | None = None
-        below[sku.name] = None
-        corners = corners_of[sku.name]
-        base_c: dict[str, float | None] = {c: None for c in corners}
-        if corners:
-            below_c[sku.name] = {c: None for c in corners}
-        for size in sizes:
-            label = f"{sku.name} x {size}"
-            cb = (lambda d, n, _l=label: progress(_l, d, n)) if progress else None
-            res, wl, choice = planned_search(wl0, law, pinned is not None, sku.hw, size, opts, top, cb, pareto)
-            choices.append(choice)
-            if (w := _idle_warning(choice, pinned is not None)) is not None:
-                warnings.append(w)
-            evaluated += res.evaluated
-            valid += res.valid
-            for k, v in res.rejected.items():
-                rejected[k] = rejected.get(k, 0) + v
-            raw = list(iter_rows(res.top))
-            these = [
-                _row(r, i + 1, sku, size, wl, terms, usable, train_tokens, sku_cost)
-                for i, r in enumerate(raw)
-            ]
-            at_c: list[dict[str, _AtCorner]] = []
-            if corners:
-                at_c = [_at_corners(r, corners, wl, terms, size, opts, train_tokens, sku_cost) for r in raw]
-                these = [t.model_copy(update={"range": _row_range(t, a)}) for t, a in zip(these, at_c)]
-            rows.extend(these)
-            if res.front is not None:
-                front.extend(_row(r, i + 1, sku, size, wl, terms, usable, train_tokens, sku_cost)
-                             for i, r in enumerate(iter_rows(res.front)))
-            best = these[0] if these else None
-            if best is not None and len(sizes) == 1:
-                from mi400plan.api.totals import plan_totals
+    cbest: dict[str, SweepRow | None] = {}
+    for c, csku in corners.items():
+        clabel = f"{sku.name} x {size} ({c} corner)"
+        ccb = (lambda d, n, _l=clabel: ctx.progress(_l, d, n)) if ctx.progress else None  # type: ignore[misc]
+        cres = search(wl, csku.hw, size, ctx.opts, top_k=1, progress=ccb)
+        crow = next(iter_rows(cres.top), None)
+        cbest[c] = None if crow is None else _row(
+            crow, 1, csku, size, wl, ctx.terms, usable_hbm(wl, csku.hw), ctx.train_tokens, sku_cost)
+    return cbest
 
-                totals.append(plan_totals(raw[0], wl, terms, sku.name, size, layout_text(best.layout), train_tokens))
-            if best is None:
-                near = nearest_working_sizes(wl, sku.hw, size, opts)
-                no_layout.append(NoLayout(sku=sku.name, gpus=size, why=_why(res.rejected), nearest_gpus=near))
-                warnings.append(f"{sku.name} on {size} GPUs: no layout is valid and fits ({_why(res.rejected)})"
-                                + (f"; nearest GPU counts that work: {' and '.join(f'{n:,}' for n in near)}" if near else ""))
-            if len(sizes) == 1 and best is not None:
-                # The fastest layouts on either side of the scale-up-domain boundary, for the comparison.
-                if res.best_crossing is not None:
-                    cr = next(iter_rows(res.best_crossing))
-                    crossing.append(_row(cr, 0, sku, size, wl, terms, usable, train_tokens, sku_cost))
-                if res.best_inside is not None:
-                    ins = next(iter_rows(res.best_inside))
-                    inside.append(_row(ins, 0, sku, size, wl, terms, usable, train_tokens, sku_cost))
-            per_gpu = best.tokens_per_s / size if best else None
-            if per_gpu is not None and base_per_gpu is None:
-                base_per_gpu = per_gpu
-            eff = (per_gpu / base_per_gpu) if (per_gpu is not None and base_per_gpu) else None
-            is_below = eff is not None and eff < SCALING_THRESHOLD
-            if is_below and below[sku.name] is None:
-                below[sku.name] = size
-            if corners:
-                cbest: dict[str, SweepRow | None] = {}
-                for c, csku in corners.items():
-                    clabel = f"{sku.name} x {size} ({c} corner)"
-                    ccb = (lambda d, n, _l=clabel: progress(_l, d, n)) if progress else None
-                    cres = search(wl, csku.hw, size, opts, top_k=1, progress=ccb)
-                    crow = next(iter_rows(cres.top), None)
-                    cbest[c] = None if crow is None else _row(
-                        crow, 1, csku, size, wl, terms, usable_hbm(wl, csku.hw), train_tokens, sku_cost)
-                eff_c: dict[str, float | None] = {}
-                for c, r_c in cbest.items():
-                    pg = r_c.tokens_per_s / size if r_c else None
-                    if pg is not None and base_c[c] is None:
-                        base_c[c] = pg
-                    eff_c[c] = (pg / base_c[c]) if (pg is not None and base_c[c]) else None
-                    if eff_c[c] is not None and eff_c[c] < SCALING_THRESHOLD and below_c[sku.name][c] is None:
-                        below_c[sku.name][c] = size
-                sr = _sku_range(sku, corners, size, best, at_c[0] if at_c else None, cbest, eff, eff_c,
-                                len(sizes) > 1)
-                sku_ranges.append(sr)
-                range_groups.append(size if gpus is not None else 0)
-                flips.extend(_size_flips(sr, best, wl, corners, sku.hw.hbm_bytes))
-            if site_prof is not None and best is not None and best.days is not None:
-                from mi400plan.cost import run_energy
 
-                ren, ew = run_energy(cat, sku.name, size, best.days * DAY / HOUR * size, site_prof, site_v, gpu_hour_cost)
-                energy.append(ren)
-                warnings.extend(w for w in ew if w not in warnings)
-            scaling.append(ScalingPoint(
-                sku=sku.name, gpus=size, layout=layout_text(best.layout) if best else None,
-                step_time_s=best.step_time_s if best else None, tokens_per_s=best.tokens_per_s if best else None,
-                tokens_per_s_per_gpu=per_gpu, mfu=best.mfu if best else None, scaling_efficiency=eff,
-                below_90=is_below,
-                per_replica_batch_tokens=(wl.global_batch * seq * best.replica_gpus / size) if best else None,
-                days=best.days if best else None,
-            ))
-            summaries.append(SkuSummary(
-                sku=sku.name, gpus=size, step_time_s=best.step_time_s if best else None,
-                tokens_per_s=best.tokens_per_s if best else None, tokens_per_s_per_gpu=per_gpu,
-                tokens_per_s_per_rack=(per_gpu * sku.hw.gpus_per_rack) if per_gpu is not None else None,
-                gpus_per_rack=sku.hw.gpus_per_rack, mfu=best.mfu if best else None,
-                days=best.days if best else None, cost_usd=best.cost_usd if best else None,
-                layout=layout_text(best.layout) if best else None,
-            ))
+@dataclass
+class _Scaling:
+    """One SKU's scaling bookkeeping over its sizes: tokens/s per GPU at the first size with a layout
+    (nominal and per corner)."""
+
+    base: float | None = None
+    base_c: dict[str, float | None] = field(default_factory=dict)
+
+
+def _sweep_size(ctx: _Ctx, acc: _Acc, sku: Sku, corners: dict[str, Sku], size: int, sizes: list[int],
+                sku_cost: float | None, sc: _Scaling, group: int) -> None:
+    """Search ``sku`` on ``size`` GPUs and add its rows, comparison, scaling point, corners and energy."""
+    from mi400plan.search import iter_rows, usable_hbm
+
+    label = f"{sku.name} x {size}"
+    cb = (lambda d, n, _l=label: ctx.progress(_l, d, n)) if ctx.progress else None  # type: ignore[misc]
+    rep, tt, terms = ctx.report, ctx.train_tokens, ctx.terms
+    res, wl, choice = planned_search(ctx.wl0, ctx.law, ctx.pinned is not None, sku.hw, size, ctx.opts, rep.top, cb,
+                                     rep.pareto)
+    usable = usable_hbm(ctx.wl0, sku.hw)
+    acc.choices.append(choice)
+    if (w := _idle_warning(choice, ctx.pinned is not None)) is not None:
+        acc.warnings.append(w)
+    acc.evaluated += res.evaluated
+    acc.valid += res.valid
+    for k, v in res.rejected.items():
+        acc.rejected[k] = acc.rejected.get(k, 0) + v
+    raw = list(iter_rows(res.top))
+    these = [_row(r, i + 1, sku, size, wl, terms, usable, tt, sku_cost) for i, r in enumerate(raw)]
+    at_c: list[dict[str, _AtCorner]] = []
+    if corners:
+        at_c = [_at_corners(r, corners, wl, terms, size, ctx.opts, tt, sku_cost) for r in raw]
+        these = [t.model_copy(update={"range": _row_range(t, a)}) for t, a in zip(these, at_c)]
+    acc.rows.extend(these)
+    if res.front is not None:
+        acc.front.extend(_row(r, i + 1, sku, size, wl, terms, usable, tt, sku_cost)
+                         for i, r in enumerate(iter_rows(res.front)))
+    best = these[0] if these else None
+    if best is not None and len(sizes) == 1:
+        from mi400plan.api.totals import plan_totals
+
+        acc.totals.append(plan_totals(raw[0], wl, terms, sku.name, size, layout_text(best.layout), tt))
+    if best is None:
+        near = nearest_working_sizes(wl, sku.hw, size, ctx.opts)
+        acc.no_layout.append(NoLayout(sku=sku.name, gpus=size, why=_why(res.rejected), nearest_gpus=near))
+        acc.warnings.append(f"{sku.name} on {size} GPUs: no layout is valid and fits ({_why(res.rejected)})"
+                            + (f"; nearest GPU counts that work: {' and '.join(f'{n:,}' for n in near)}" if near else ""))
+    if len(sizes) == 1 and best is not None:
+        # The fastest layouts on either side of the scale-up-domain boundary, for the comparison.
+        if res.best_crossing is not None:
+            cr = next(iter_rows(res.best_crossing))
+            acc.crossing.append(_row(cr, 0, sku, size, wl, terms, usable, tt, sku_cost))
+        if res.best_inside is not None:
+            ins = next(iter_rows(res.best_inside))
+            acc.inside.append(_row(ins, 0, sku, size, wl, terms, usable, tt, sku_cost))
+    per_gpu = best.tokens_per_s / size if best else None
+    if per_gpu is not None and sc.base is None:
+        sc.base = per_gpu
+    eff = (per_gpu / sc.base) if (per_gpu is not None and sc.base) else None
+    is_below = eff is not None and eff < SCALING_THRESHOLD
+    if is_below and acc.below[sku.name] is None:
+        acc.below[sku.name] = size
+    if corners:
+        _corner_range(ctx, acc, sku, corners, size, sizes, wl, sku_cost, sc, best, at_c, eff, group)
+    if ctx.site_prof is not None and best is not None and best.days is not None:
+        from mi400plan.cost import run_energy
+
+        ren, ew = run_energy(ctx.cat, sku.name, size, best.days * DAY / HOUR * size, ctx.site_prof, ctx.site_v,
+                             ctx.pricing.gpu_hour_cost)
+        acc.energy.append(ren)
+        acc.warnings.extend(w for w in ew if w not in acc.warnings)
+    acc.scaling.append(ScalingPoint(
+        sku=sku.name, gpus=size, layout=layout_text(best.layout) if best else None,
+        step_time_s=best.step_time_s if best else None, tokens_per_s=best.tokens_per_s if best else None,
+        tokens_per_s_per_gpu=per_gpu, mfu=best.mfu if best else None, scaling_efficiency=eff,
+        below_90=is_below,
+        per_replica_batch_tokens=(wl.global_batch * ctx.seq * best.replica_gpus / size) if best else None,
+        days=best.days if best else None,
+    ))
+    acc.summaries.append(SkuSummary(
+        sku=sku.name, gpus=size, step_time_s=best.step_time_s if best else None,
+        tokens_per_s=best.tokens_per_s if best else None, tokens_per_s_per_gpu=per_gpu,
+        tokens_per_s_per_rack=(per_gpu * sku.hw.gpus_per_rack) if per_gpu is not None else None,
+        gpus_per_rack=sku.hw.gpus_per_rack, mfu=best.mfu if best else None,
+        days=best.days if best else None, cost_usd=best.cost_usd if best else None,
+        layout=layout_text(best.layout) if best else None,
+    ))
+
+
+def _corner_range(ctx: _Ctx, acc: _Acc, sku: Sku, corners: dict[str, Sku], size: int, sizes: list[int], wl: Any,
+                  sku_cost: float | None, sc: _Scaling, best: SweepRow | None, at_c: list[dict[str, _AtCorner]],
+                  eff: float | None, group: int) -> None:
+    """The corners' own best layouts and scaling, the SKU's range and the conclusions that flip in it."""
+    cbest = _corner_bests(ctx, sku, corners, size, wl, sku_cost)
+    eff_c: dict[str, float | None] = {}
+    for c, r_c in cbest.items():
+        pg = r_c.tokens_per_s / size if r_c else None
+        if pg is not None and sc.base_c[c] is None:
+            sc.base_c[c] = pg
+        eff_c[c] = (pg / sc.base_c[c]) if (pg is not None and sc.base_c[c]) else None
+        if eff_c[c] is not None and eff_c[c] < SCALING_THRESHOLD and acc.below_c[sku.name][c] is None:
+            acc.below_c[sku.name][c] = size
+    sr = _sku_range(sku, corners, size, best, at_c[0] if at_c else None, cbest, eff, eff_c, len(sizes) > 1)
+    acc.sku_ranges.append(sr)
+    acc.range_groups.append(group)
+    acc.flips.extend(_size_flips(sr, best, wl, corners, sku.hw.hbm_bytes))
+
+
+def _sweep_sku(ctx: _Ctx, acc: _Acc, sku: Sku, corners: dict[str, Sku], gpus: str | None, racks: int | None) -> None:
+    """Every size of one SKU."""
+    sku_cost = ctx.pricing.gpu_hour_cost
+    if sku_cost is None and ctx.site_prof is not None:
+        from mi400plan.cost import model_gpu_hour_cost
+
+        sku_cost = model_gpu_hour_cost(ctx.cat, sku.name, ctx.site_prof, ctx.site_v)
+    sizes = parse_gpus(gpus) if gpus is not None else [int(racks) * sku.hw.gpus_per_rack]  # type: ignore[arg-type]
+    if racks is not None and racks < 1:
+        raise UsageError("--racks must be at least 1")
+    acc.below[sku.name] = None
+    sc = _Scaling(base_c={c: None for c in corners})
+    if corners:
+        acc.below_c[sku.name] = {c: None for c in corners}
+    for size in sizes:
+        # SKUs are compared at the same position: the same --gpus value, or the same --racks.
+        _sweep_size(ctx, acc, sku, corners, size, sizes, sku_cost, sc, size if gpus is not None else 0)
+
+
+def _result(ctx: _Ctx, acc: _Acc, skus: list[str], built: list[Sku], missing: list[SkuSummary],
+            gpus: str | None) -> SweepResult:
+    """The result: the SKU comparison, efficiency warnings, range flips, batch plan, and the saved plan."""
+    from mi400plan.search import RULES, TIE_BREAK
+
+    topts, rows, warnings = ctx.topts, acc.rows, acc.warnings
+    summaries, scaling, flips = acc.summaries, acc.scaling, acc.flips
     for m in missing:
         warnings.append(f"{m.missing} (n/d in the SKU comparison)")
         summaries.extend(m.model_copy(update={"gpus": g}) for g in (parse_gpus(gpus) if gpus is not None else [0]))
@@ -783,35 +783,108 @@ def sweep(
                 f"{e.name}: matmul efficiency {e.eff.matmul:.2f} is {e.eff.matmul_status} ({e.eff.matmul_source or 'see the profile note'}); "
                 "override with --matmul-efficiency from your own measurement"
             )
-    if ranges:
+    if ctx.report.ranges:
         if len(built) > 1:
-            flips.extend(ranking_flips(sku_ranges, range_groups))
+            flips.extend(ranking_flips(acc.sku_ranges, acc.range_groups))
         if len(scaling) > len(built):
-            flips.extend(_scaling_flips(below, below_c))
+            flips.extend(_scaling_flips(acc.below, acc.below_c))
         warnings.extend(f.detail for f in flips)
+    gb = ctx.wl0.global_batch
     gb = rows[0].global_batch_seqs or gb if rows else gb
+    seq, site_prof, multi = ctx.seq, ctx.site_prof, len(scaling) > len(built)
     result = SweepResult(
-        model=spec.name, precision=precision, seq_len=seq, global_batch_seqs=gb, global_batch_tokens=gb * seq,
-        train_tokens=train_tokens, gpu_hour_cost=gpu_hour_cost, tie_break=TIE_BREAK,
-        overlap={"tp": overlap_tp, "ep": overlap_ep, "pp": overlap_pp, "cp": overlap_cp, "dp": topts.overlap_dp},
-        split_embedding_loss=split_embedding_loss,
-        evaluated=evaluated, valid=valid, rejected=rejected, rejected_rules=dict(RULES), rows=rows,
-        skus=summaries if len(skus) > 1 else [], scaling=scaling if len(scaling) > len(built) else [],
-        scaling_below_90_at=below if len(scaling) > len(built) else {},
-        efficiencies=[b.eff for b in built], rack_crossing=crossing, domain_inside=inside, warnings=warnings,
-        ranges_checked=ranges, ranges=sku_ranges, flips=flips,
-        scaling_below_90_at_corners=below_c if len(scaling) > len(built) else {},
-        energy=energy, site=None if site_prof is None else site_prof.name, pareto=front, pareto_checked=pareto,
-        no_layout=no_layout,
+        model=ctx.spec.name, precision=topts.precision, seq_len=seq, global_batch_seqs=gb, global_batch_tokens=gb * seq,
+        train_tokens=ctx.train_tokens, gpu_hour_cost=ctx.pricing.gpu_hour_cost, tie_break=TIE_BREAK,
+        overlap={"tp": topts.overlap_tp, "ep": topts.overlap_ep, "pp": topts.overlap_pp, "cp": topts.overlap_cp,
+                 "dp": topts.overlap_dp},
+        split_embedding_loss=topts.split_embedding_loss,
+        evaluated=acc.evaluated, valid=acc.valid, rejected=acc.rejected, rejected_rules=dict(RULES), rows=rows,
+        skus=summaries if len(skus) > 1 else [], scaling=scaling if multi else [],
+        scaling_below_90_at=acc.below if multi else {},
+        efficiencies=[b.eff for b in built], rack_crossing=acc.crossing, domain_inside=acc.inside, warnings=warnings,
+        ranges_checked=ctx.report.ranges, ranges=acc.sku_ranges, flips=flips,
+        scaling_below_90_at_corners=acc.below_c if multi else {},
+        energy=acc.energy, site=None if site_prof is None else site_prof.name, pareto=acc.front,
+        pareto_checked=ctx.report.pareto, no_layout=acc.no_layout,
     )
-    result = result.model_copy(update={"totals": totals, "batch": batch_plan(law, pinned is not None, choices)})
-    if save:
+    result = result.model_copy(update={"totals": acc.totals,
+                                       "batch": batch_plan(ctx.law, ctx.pinned is not None, acc.choices)})
+    if ctx.report.save:
         if not rows:
             raise UsageError("nothing to save: no layout is valid and fits")
-        write_plan(save, rows[0], spec.name, gb, seq, precision, topts, replace=overwrite)
-        update: dict[str, Any] = {"saved_plan": str(save)}
-        result = result.model_copy(update=update)
+        write_plan(ctx.report.save, rows[0], ctx.spec.name, gb, seq, topts.precision, topts,
+                   replace=ctx.report.overwrite)
+        result = result.model_copy(update={"saved_plan": str(ctx.report.save)})
     return result
+
+
+def sweep(
+    cat: Any,
+    model: str,
+    skus: list[str],
+    *,
+    gpus: str | None = None,
+    racks: int | None = None,
+    global_batch: str | None = None,
+    seq_len: int | None = None,
+    tokens: str | None = None,
+    options: Any = None,
+    pins: dict[str, list[int]] | None = None,
+    sku_overrides: SkuOverrides | None = None,
+    pricing: Pricing | None = None,
+    report: SweepReport | None = None,
+    progress: ProgressFn | None = None,
+) -> SweepResult:
+    """Run the layout search. See ``mi400plan sweep --help`` for the meaning of each input.
+
+    ``options`` (``specs.layout.TrainOptions``, the object ``fit`` takes too) carries the whole
+    training recipe, the step-time model switches included (``search.SearchOptions``, where each is
+    documented with its source): ``overlap_tp`` / ``overlap_ep`` hide TP/SP collectives / the EP
+    all-to-all behind the GEMMs (off: exposed); ``overlap_pp`` (on, Megatron-LM's default
+    ``overlap_p2p_comm``) hides the interleaved schedule's pipeline sends and receives behind the next
+    chunk's compute except the ``2 (pp - 1)`` fill/drain transfers (VPP 1: always exposed);
+    ``overlap_cp`` (on, ring attention) hides CP key/value exchanges behind attention compute (off:
+    Llama 3's exposed all-gather CP); ``split_embedding_loss`` counts the embedding and the loss as one
+    layer each in the pipeline split, so PP x VPP may divide layers + 2 (Megatron-Core
+    ``--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split``). ``grad_dtype``
+    (``fp32`` by default, the ``megatron`` recipe's main grads, which Megatron-LM reduces in fp32 for
+    BF16/FP8 training; ``bf16`` as with ``--grad-reduce-in-bf16``) sets the gradient bytes of the memory
+    model and of the DP reduction. ``sku_overrides`` (``hardware.SkuOverrides``) holds measured values
+    that replace the SKU profiles'.
+
+    With ``report.ranges`` (the default) each SKU is also searched at the pessimistic and optimistic
+    corners of its estimate ranges (``build_sku(case=...)``), the listed layouts are evaluated there,
+    and conclusions that change inside the ranges are reported in ``flips`` and ``warnings``.
+
+    With ``tokens``, each SKU's best layout also gets the run's energy, emissions and cost
+    (``cost.run_energy``): wall power from the SKU's cost profile at ``pricing.site`` (default
+    ``us-2025``, with ``pricing.overrides``), and the cost model's all-in cost per GPU-hour when no
+    ``pricing.gpu_hour_cost`` is given.
+    """
+    rep, ov = report or SweepReport(), sku_overrides or SkuOverrides()
+    ctx = _context(cat, model, skus, gpus, racks, global_batch, seq_len, tokens, options, pins,
+                   pricing or Pricing(), rep, progress)
+    precision, offload = ctx.topts.precision, ctx.topts.offload_layers > 0
+    skus = expand_all(cat, skus)
+    built, missing = _build_all(cat, skus, precision, **ov.as_kwargs(), offload=offload)
+    names = [b.name for b in built] + [m.sku for m in missing]
+    if len(set(names)) != len(names):
+        raise UsageError("the same --sku is given twice")
+    corners_of = {
+        b.name: ({c: hardware.build_sku(cat, b.name, precision, **ov.as_kwargs(), case=c, offload=offload)
+                  for c in CORNERS} if rep.ranges else {})
+        for b in built
+    }
+    from mi400plan.search import RULES
+
+    acc = _Acc(rejected={k: 0 for k in RULES})
+    acc.warnings = [
+        f"{s} is a roadmap entry (announced, not shipping): {r}"
+        for s in skus if (r := cat.get("accelerators", s).spec.roadmap)
+    ] + approximation_warnings(cat, skus)
+    for sku in built:
+        _sweep_sku(ctx, acc, sku, corners_of[sku.name], gpus, racks)
+    return _result(ctx, acc, skus, built, missing, gpus)
 
 
 # Where to look for GPU counts that work when one does not: multiples of 8 (an 8-GPU node or tray;
