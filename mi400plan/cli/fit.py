@@ -133,10 +133,10 @@ def fit_cmd(
                                    "--global-batch": global_batch, **flag_values(given)}, "training")
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
-
     if tokens is not None and not largest:
         raise typer.BadParameter("--tokens prices the answer of --largest; for a named model use "
                                  "'sweep MODEL --tokens'", param_hint="--tokens")
+
     def options():  # noqa: ANN202 - the recipe object (precision travels on its own: fit compares several)
         return train_options(reserve=reserve, **given)
 
@@ -162,11 +162,8 @@ def fit_cmd(
               recompute=recompute.value if recompute else None, sequence_parallel=sp, gpus=gpus,
               global_batch=global_batch, kv_dtype=kv_dtype.value if kv_dtype else None, batch=batch,
               reserve=reserve if mode == "infer" else None, plan=str(plan) if plan else None)
-
-    def compute():  # noqa: ANN202
-        return _fit(profiles, model, sku, mode, precisions, options() if mode == "train" else None, kw)
-
-    run("fit", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
+    run("fit", f, lambda: _fit(profiles, model, sku, mode, precisions, options() if mode == "train" else None, kw),
+        check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
 
 
 def _fit(profiles: Optional[list[Path]], model: Optional[str], sku: Optional[list[str]], mode: str,
