@@ -147,67 +147,65 @@ def _recompute_level(recompute: str | None, modules: object, layers: int | None)
     return recompute
 
 
+@dataclass(frozen=True)
+class LayoutPins:
+    """A training or inference layout as asked (None: let ``fit`` choose): parallel degrees, ZeRO stage,
+    micro-batch, activation recomputation (``none``/``selective``/``full``) and sequence parallelism."""
+
+    tp: int | None = None
+    pp: int | None = None
+    vpp: int | None = None
+    dp: int | None = None
+    ep: int | None = None
+    etp: int | None = None
+    cp: int | None = None
+    zero: int | None = None
+    micro_batch: int | None = None
+    recompute: str | None = None
+    sequence_parallel: bool | None = None
+
+
+# TrainOptions fields an inference fit ignores (warned about), and those the training fit reads itself.
+_RECIPE_KEYS = ("recipe", "optimizer", "grad_dtype", "flash_attention", "dropout", "fp8_weight_copies", "fp8_params",
+                "recompute_modules", "recompute_layers", "fused_cross_entropy", "capacity_factor",
+                "vocab_divisible_by", "offload_layers", "overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp",
+                "overlap_dp", "split_embedding_loss", "uneven_pp")
+
+
 def fit(
     catalog: Any,
     model_name: str | None,
     skus: list[str] | None = None,
     mode: str = "train",
     *,
-    tp: int | None = None,
-    pp: int | None = None,
-    vpp: int | None = None,
-    dp: int | None = None,
-    ep: int | None = None,
-    etp: int | None = None,
-    cp: int | None = None,
-    zero: int | None = None,
-    micro_batch: int | None = None,
+    layout: LayoutPins | None = None,
     seq: int | None = None,
-    recompute: str | None = None,
-    sequence_parallel: bool | None = None,
     gpus: int | None = None,
     global_batch: int | None = None,
-    recipe: str | None = None,
-    precision: str | None = None,
-    optimizer: str | None = None,
-    grad_dtype: str | None = None,
-    kv_dtype: str | None = None,
-    flash_attention: bool | None = None,
     batch: int | None = None,
-    reserve: str | None = None,
     plan: str | Path | None = None,
-    capacity_factor: float | None = None,
-    fp8_weight_copies: int | None = None,
-    fp8_params: bool | None = None,
-    fused_cross_entropy: bool | None = None,
-    recompute_modules: str | tuple[str, ...] | None = None,
-    recompute_layers: int | None = None,
-    vocab_divisible_by: int | None = None,
-    dropout: bool | None = None,
-    offload_layers: int | None = None,
     options: TrainOptions | None = None,
-    overlap_tp: bool | None = None,
-    overlap_ep: bool | None = None,
-    overlap_pp: bool | None = None,
-    overlap_cp: bool | None = None,
-    overlap_dp: bool | None = None,
-    split_embedding_loss: bool | None = None,
-    uneven_pp: bool | None = None,
+    precision: str | None = None,
+    kv_dtype: str | None = None,
+    reserve: str | None = None,
 ) -> FitResult:
     """Fit ``model_name`` on each SKU (``["all"]`` or ``None``: every accelerator in the catalog).
 
-    Explicit arguments override values read from ``plan``. Training recipe knobs (see
-    ``specs.layout.TrainRecipe``): ``capacity_factor`` is the MoE routed-buffer allowance (default
+    Explicit arguments override values read from ``plan``; ``layout`` pins the layout. Training recipe
+    knobs travel in ``options`` (see ``specs.layout.TrainRecipe``): ``capacity_factor`` is the MoE routed-buffer allowance (default
     1.25: a load-imbalance margin over Megatron-Core's dropless routing), ``fp8_weight_copies`` the
     cached FP8 casts per GEMM weight with ``precision="fp8"`` (default 2, Transformer Engine's row-wise
     and transposed copies), ``vocab_divisible_by`` Megatron-LM's vocabulary padding unit (default 128,
     padded to a multiple of it x TP). ``options`` carries the whole training recipe (``TrainOptions``,
     the object ``sweep`` takes too: pipeline split, overlap switches, ...); a plan's ``[recipe]`` table
-    comes under it and the single keyword arguments on top. Raises ``LayoutError`` for a layout that
+    comes under it, and ``precision`` and ``reserve`` on top. Raises ``LayoutError`` for a layout that
     breaks a structural rule, ``UnknownNameError`` for unknown names, ``UsageError`` for bad values.
     """
     from mi400plan.params import count_params
 
+    lay = layout or LayoutPins()
+    tp, pp, vpp, dp, ep, etp, cp = lay.tp, lay.pp, lay.vpp, lay.dp, lay.ep, lay.etp, lay.cp
+    zero, micro_batch, recompute, sequence_parallel = lay.zero, lay.micro_batch, lay.recompute, lay.sequence_parallel
     warnings: list[str] = []
     plan_layout: Layout | None = None
     plan_options: TrainOptions | None = None
@@ -236,23 +234,12 @@ def fit(
         if v is not None and int(v) < 1:
             raise UsageError(f"{what} must be a positive integer, got {v}")
     given = options.explicit() if options is not None else {}
-    recompute_modules = recompute_modules if recompute_modules is not None else given.get("recompute_modules")
-    recompute_layers = recompute_layers if recompute_layers is not None else given.get("recompute_layers")
-    capacity_factor = capacity_factor if capacity_factor is not None else given.get("capacity_factor")
-    if mode == "train" and capacity_factor is not None and model.moe is None:
+    recipe_kw = {k: given.get(k) for k in _RECIPE_KEYS} | {"precision": precision, "reserve": reserve}
+    if mode == "train" and recipe_kw["capacity_factor"] is not None and model.moe is None:
         warnings.append(f"--capacity-factor applies to MoE models; {model.name} is dense")
-    recipe_kw = dict(
-        recipe=recipe, precision=precision, optimizer=optimizer, grad_dtype=grad_dtype,
-        flash_attention=flash_attention, dropout=dropout, reserve=reserve, fp8_weight_copies=fp8_weight_copies,
-        fp8_params=fp8_params, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
-        fused_cross_entropy=fused_cross_entropy, capacity_factor=capacity_factor,
-        vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers, overlap_tp=overlap_tp,
-        overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
-        split_embedding_loss=split_embedding_loss, uneven_pp=uneven_pp,
-    )
     if mode == "train":
         opts = _train_options(plan_options, options, given, recipe_kw)
-        recompute = _recompute_level(recompute, recompute_modules, recompute_layers)
+        recompute = _recompute_level(recompute, recipe_kw["recompute_modules"], recipe_kw["recompute_layers"])
         return _fit_train(
             catalog, model, counts, accels, fm, warnings, plan_layout,
             dict(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch,

@@ -169,8 +169,12 @@ def fit_cmd(
 def _fit(profiles: Optional[list[Path]], model: Optional[str], sku: Optional[list[str]], mode: str,
          precisions: list[str], options: object, kw: dict) -> object:
     """``fit`` (or, for several precisions, ``fit_precisions``) with the recipe object and the layout."""
-    from mi400plan.api.fit import fit
+    import dataclasses
 
+    from mi400plan.api.fit import LayoutPins, fit
+
+    pins = {f.name for f in dataclasses.fields(LayoutPins)}
+    kw = {k: v for k, v in kw.items() if k not in pins} | {"layout": LayoutPins(**{k: kw[k] for k in pins})}
     if len(precisions) > 1:
         from mi400plan.api.fit_precisions import fit_precisions
 
