@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from mi400plan.api.sweep import build_sku
+from mi400plan.hardware import build_sku
 from mi400plan.params import count_params
 from mi400plan.profiles import Catalog
 from mi400plan.search import (

@@ -14,7 +14,7 @@ other commands will do with them:
   ``comms.placed_collective`` (two tiers, the scale-up one held) and fitted non-linearly
   (``fit_fabric_placed``).
 * **Accelerator** (training runs): every run's step time is ``search.evaluate_one`` on the
-  ``Hardware`` that ``api.sweep.build_sku`` builds from the accelerator profile with the candidate
+  ``Hardware`` that ``hardware.build_sku`` builds from the accelerator profile with the candidate
   values (and the fitted fabrics) in place. The parameters are those in ``ACCELERATOR_PARAMS``, the
   one list of what ``calibrate`` fits; they are found by Levenberg-Marquardt (Marquardt 1963) on the
   relative step-time residuals, within each parameter's bounds. With fewer runs than parameters
@@ -63,7 +63,7 @@ class FitParam:
 
 # What ``calibrate`` can fit for an accelerator, most important first (fitted first when runs are
 # few). Keys are ``[efficiency]`` keys of the accelerator profile (``specs.efficiency.Efficiency``);
-# the step-time model reads them through ``api.sweep.build_sku``, so a key fits whatever that model
+# the step-time model reads them through ``hardware.build_sku``, so a key fits whatever that model
 # does with it. ``ACCELERATOR_PARAMS`` keeps those the installed ``Efficiency`` has; ``NOT_FITTED``
 # names every other ``Efficiency`` field and why (a test checks that the two cover the class).
 _CANDIDATES: tuple[FitParam, ...] = (
@@ -516,7 +516,7 @@ class Forward:
     def hardware(self, values: dict[str, float], precision: str, stack: Any = None) -> Any:
         """The SKU at candidate ``values`` priced on ``stack`` (a ``stacks.StackRequest``; None: the vendor
         default): the values are read as the vendor default stack's (``stacks.stack_efficiency``)."""
-        from mi400plan.api.sweep import build_sku
+        from mi400plan.hardware import build_sku
 
         specs = dict(self.fabrics)
         specs[("accelerators", self.sku)] = with_efficiency(self.base_spec, values)

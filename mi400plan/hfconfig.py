@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from mi400plan.errors import ProfileError
 from mi400plan.specs.model import ModelSpec
+from mi400plan.validation import validation_error
 
 SUPPORTED = (
     "llama",
@@ -337,6 +338,4 @@ def model_from_hf_config(data: dict[str, Any], *, path: str, name: str | None = 
     try:
         return ModelSpec.model_validate(raw)
     except ValidationError as exc:
-        from mi400plan.profiles import validation_error
-
         raise validation_error(path, "", exc) from None

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from mi400plan.cache import ProfileCache, package_dir
 from mi400plan.errors import ProfileError, UnknownNameError, UsageError
+from mi400plan.validation import validation_error  # noqa: F401 - also imported from here
 
 Kind = Literal["accelerators", "fabrics", "racks", "models", "costs", "stacks"]
 KINDS: tuple[Kind, ...] = ("accelerators", "fabrics", "racks", "models", "costs", "stacks")
@@ -99,40 +100,6 @@ def _tomllib_error(path: str, exc: tomllib.TOMLDecodeError) -> ProfileError:
     line = int(m.group(1)) if m else None
     msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
     return ProfileError(f"malformed TOML: {msg}", path=path, line=line)
-
-
-def _find_line(text: str, loc: tuple[Any, ...]) -> int | None:
-    """Best-effort line of the field at ``loc`` in a TOML text (the deepest key we can find)."""
-    lines = text.splitlines()
-    keys = [str(k) for k in loc if isinstance(k, str)]
-    # Look for the deepest key first; prefer an assignment ``key =`` after its table header.
-    for key in reversed(keys):
-        pat = re.compile(rf"^\s*(\"?{re.escape(key)}\"?)\s*=")
-        header = re.compile(rf"^\s*\[+[^\]]*\b{re.escape(key)}\b[^\]]*\]+")
-        for i, line in enumerate(lines, 1):
-            if pat.match(line) or header.match(line):
-                return i
-    return None
-
-
-def validation_error(path: str, text: str, exc: ValidationError) -> ProfileError:
-    """Turn a pydantic error into a ProfileError naming file, line and dotted field."""
-    errs = exc.errors()
-    first = errs[0]
-    loc = tuple(first.get("loc", ()))
-    dotted = ".".join(str(p) for p in loc) or None
-    msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
-    if first.get("type") == "extra_forbidden":
-        msg = "unknown key (typo?)"
-    given = first.get("input")
-    if first.get("type") not in ("missing",) and not isinstance(given, (dict, list)):
-        msg += f" (got {given!r})"
-    if len(errs) > 1:
-        others = "; ".join(
-            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in errs[1:4]
-        )
-        msg += f"; also: {others}" + (" ..." if len(errs) > 4 else "")
-    return ProfileError(msg, path=path, line=_find_line(text, loc), field=dotted)
 
 
 def _read_text(tr: Any) -> str:

@@ -430,17 +430,8 @@ def _triple(est, what: str) -> tuple[float, float, float]:  # noqa: ANN001 - Est
     return est.triple(what)
 
 
-def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tuple[RackRow, list[str]]:  # noqa: ANN001, C901
-    """Power, feeds and cooling of one rack (``rack``: specs.rack.Rack, ``accel``: Accelerator).
-
-    Returns the row and warnings (conclusions that flip inside the estimate range, missing data).
-    A GPU component's own ``power_w`` is used only while the SKU is the rack's own; with ``--sku``
-    the new SKU's TDP is used.
-    """
-    warnings: list[str] = []
-    rname = rack.name
-
-    # GPU power per GPU (low, nominal, high)
+def _gpu_tdp(rname: str, accel, opts: RackOptions, warnings: list[str]) -> tuple[float, float, float] | None:  # noqa: ANN001
+    """GPU power per GPU (low, nominal, high): the TDP, else the power cap, else None."""
     tdp = accel.power.tdp_w
     if tdp.known:
         gpu_tdp = _triple(tdp, f"{accel.name} power.tdp_w")
@@ -452,7 +443,24 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
         )
     else:
         gpu_tdp = None
+    return gpu_tdp
 
+
+@dataclass(frozen=True)
+class _Heat:
+    """Component power summed over the trays, and how it splits between liquid and air (W, low/nominal/high)."""
+
+    lines: list[ComponentLine]
+    it: list[float]
+    liquid: list[float]
+    air: list[float]
+    gpu_each: tuple[float, float, float]
+
+
+def _components(rack, accel, opts: RackOptions, gpu_tdp: tuple[float, float, float] | None, sku_overridden: bool) -> _Heat:  # noqa: ANN001
+    """Each tray component's power, with the GPU's from its own ``power_w`` or the SKU's TDP."""
+    rname = rack.name
+    tdp = accel.power.tdp_w
     lines: list[ComponentLine] = []
     it = [0.0, 0.0, 0.0]
     liquid = [0.0, 0.0, 0.0]  # low: low power x low fraction; high: high power x high fraction
@@ -497,8 +505,23 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
             )
     if gpu_each_out is None:
         gpu_each_out = (0.0, 0.0, 0.0)
+    return _Heat(lines, it, liquid, air, gpu_each_out)
 
-    # conversion chain: low wall = low load at best efficiency, high wall = high load at worst
+
+@dataclass(frozen=True)
+class _Wall:
+    """Wall power, conversion losses, heat to liquid and air, and the PSU DC load (W, low/nominal/high)."""
+
+    wall: tuple[float, float, float]
+    losses: tuple[float, float, float]
+    liquid: tuple[float, float, float]
+    air: tuple[float, float, float]
+    dc_load: tuple[float, float, float]
+
+
+def _conversion(rack, heat: _Heat) -> _Wall:  # noqa: ANN001
+    """Conversion chain: low wall = low load at best efficiency, high wall = high load at worst."""
+    rname, it, liquid, air = rack.name, heat.it, heat.liquid, heat.air
     p = rack.power
     eff_lo, eff_nom, eff_hi = p.psu_efficiency.triple(f"{rname} power.psu_efficiency")
     dist_lo, dist_nom, dist_hi = p.dc_distribution_efficiency.triple(f"{rname} power.dc_distribution_efficiency")
@@ -518,9 +541,13 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
     # Every watt drawn at the wall ends as heat in the rack: liquid + air = wall at nominal.
     liquid_total = tuple(liquid[i] + losses[i] * lf_loss[i] for i in range(3))
     air_total = tuple(air[i] + losses[i] * (1.0 - lf_loss[2 - i]) for i in range(3))
+    dc_load = (it[0] / dist_hi, it[1] / dist_nom, it[2] / dist_lo)  # DC output needed = component power / distribution efficiency
+    return _Wall(wall, losses, liquid_total, air_total, dc_load)  # type: ignore[arg-type]
 
-    # PSU shelves: DC output needed = component power / distribution efficiency
-    dc_load = (it[0] / dist_hi, it[1] / dist_nom, it[2] / dist_lo)
+
+def _psu(rack, dc_load: tuple[float, float, float], warnings: list[str]) -> PsuVerdict:  # noqa: ANN001
+    """PSU shelves against the DC load."""
+    rname, p = rack.name, rack.power
     rating = p.psu_rating_w.require(f"{rname} power.psu_rating_w")
     psu_usable = psu_usable_w(p.psu_count, p.spare_psus, rating)
     psu = PsuVerdict(
@@ -543,8 +570,13 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
             f"{rname}: power shelves ({psu_usable / KW:.1f} kW with {p.redundancy}) carry the nominal DC load "
             f"{dc_load[1] / KW:.1f} kW but not the high estimate {dc_load[2] / KW:.1f} kW"
         )
+    return psu
 
-    # feeds
+
+def _feeds(rack, opts: RackOptions, wall: tuple[float, float, float], dc_load: tuple[float, float, float], warnings: list[str]) -> FeedVerdict:  # noqa: ANN001
+    """The feeds (the profile's or ``--feeds``) against the wall power, and the fixes when they fall short."""
+    rname, p = rack.name, rack.power
+    rating = p.psu_rating_w.require(f"{rname} power.psu_rating_w")
     f = rack.feeds
     if opts.feeds is not None:
         spec = opts.feeds
@@ -609,8 +641,12 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
             f"{rname}: no standard set of at most {MAX_FEEDS} feeds carries {wall[2] / KW:.1f} kW with {redundancy}; "
             "plan busway or higher-current feeds"
         )
+    return feeds
 
-    # cooling
+
+def _cooling(rack, opts: RackOptions, w: _Wall, warnings: list[str]) -> CoolingOut:  # noqa: ANN001
+    """Coolant flow and airflow for the liquid and air heat, and the air-cooled row limit."""
+    rname, liquid_total, air_total = rack.name, w.liquid, w.air
     try:
         coolant = COOLANTS[opts.coolant]
     except KeyError:
@@ -658,8 +694,12 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
             f"{rname}: air part {air_total[1] / KW:.1f} kW exceeds the air-cooled row limit "
             f"{opts.air_limit_w / KW:.0f} kW per rack (--air-limit-kw)"
         )
+    return cooling
 
-    # reference (published / claimed rack power)
+
+def _reference(rack, wall: tuple[float, float, float]) -> ReferenceCheck | None:  # noqa: ANN001
+    """The wall-power estimate against the published or claimed rack power, if the profile has one."""
+    rname = rack.name
     reference = None
     if rack.reference_power_w is not None and rack.reference_power_w.known:
         r_lo, r_nom, r_hi = rack.reference_power_w.triple(f"{rname} reference_power_w")
@@ -688,15 +728,11 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
         reference = ReferenceCheck(
             reference_w=_rng(r_lo, r_nom, r_hi), source=list(rack.reference_power_w.source), verdict=verdict, message=msg
         )
+    return reference
 
-    # per-rack figures
-    gpus = rack.gpus_in_trays
-    fp8 = accel.compute.peak_flops("fp8")
-    fp8_pf = gpus * fp8.nominal / PFLOPS if fp8.known else None
-    if fp8_pf is None:
-        warnings.append(f"{rname}: {accel.name} dense FP8 peak is not disclosed; FP8 PFLOP/s per kW left empty")
 
-    # facility
+def _facility(opts: RackOptions, wall: tuple[float, float, float], gpus: int) -> FacilityOut | None:
+    """Facility power and energy of the racks asked for (``--racks``/``--gpus``/``--price-per-kwh``)."""
     facility = None
     if opts.racks is not None or opts.gpus is not None or opts.price_per_kwh is not None:
         nracks = opts.racks if opts.racks is not None else (racks_needed(opts.gpus, gpus) if opts.gpus else 1)
@@ -716,6 +752,38 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
             price_per_kwh_usd=opts.price_per_kwh,
             cost_per_day_usd=None if opts.price_per_kwh is None else energy_cost_per_day(fac[1], opts.price_per_kwh),
         )
+    return facility
+
+
+def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tuple[RackRow, list[str]]:  # noqa: ANN001
+    """Power, feeds and cooling of one rack (``rack``: specs.rack.Rack, ``accel``: Accelerator).
+
+    Returns the row and warnings (conclusions that flip inside the estimate range, missing data).
+    A GPU component's own ``power_w`` is used only while the SKU is the rack's own; with ``--sku``
+    the new SKU's TDP is used.
+    """
+    warnings: list[str] = []
+    rname = rack.name
+
+    gpu_tdp = _gpu_tdp(rname, accel, opts, warnings)
+    heat = _components(rack, accel, opts, gpu_tdp, sku_overridden)
+    w = _conversion(rack, heat)
+    lines, it, gpu_each_out = heat.lines, heat.it, heat.gpu_each
+    wall, losses, liquid_total, air_total = w.wall, w.losses, w.liquid, w.air
+    psu = _psu(rack, w.dc_load, warnings)
+    feeds = _feeds(rack, opts, wall, w.dc_load, warnings)
+    usable = feeds.usable_w
+    cooling = _cooling(rack, opts, w, warnings)
+    reference = _reference(rack, wall)
+
+    # per-rack figures
+    gpus = rack.gpus_in_trays
+    fp8 = accel.compute.peak_flops("fp8")
+    fp8_pf = gpus * fp8.nominal / PFLOPS if fp8.known else None
+    if fp8_pf is None:
+        warnings.append(f"{rname}: {accel.name} dense FP8 peak is not disclosed; FP8 PFLOP/s per kW left empty")
+
+    facility = _facility(opts, wall, gpus)
 
     over = (not feeds.ok) or (not cooling.air_ok)
     row = RackRow(
@@ -738,9 +806,9 @@ def evaluate(rack, accel, opts: RackOptions, sku_overridden: bool = False) -> tu
         feeds_ok=feeds.ok,
         liquid_heat_w=liquid_total[1],
         air_heat_w=air_total[1],
-        coolant_l_per_min=flow[1],
-        airflow_m3_per_h=air_flow[1],
-        airflow_cfm=m3_per_h_to_cfm(air_flow[1]),
+        coolant_l_per_min=cooling.coolant_l_per_min.nominal,
+        airflow_m3_per_h=cooling.airflow_m3_per_h.nominal,
+        airflow_cfm=m3_per_h_to_cfm(cooling.airflow_m3_per_h.nominal),
         cooling_ok=cooling.air_ok,
         over_budget=over,
         kw_per_gpu=wall[1] / KW / gpus,

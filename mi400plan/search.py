@@ -796,6 +796,14 @@ def _step_requests(T: ModelTerms, wl: Workload, dpg: _DpGroups, *, tp: Any, pp: 
     2021). DP: gradients in the accumulation buffer's dtype and parameters in theirs, and ZeRO-3's
     per-unit gathers and reduce-scatters (``fsdp.fsdp_unit_bytes``)."""
     a_bytes = float(wl.recipe.activation_bytes)
+    # Gradients are reduced in the dtype of the accumulation buffer (``recipe.grad_bytes``, the
+    # buffer the memory model sizes): Megatron-Core reduce-scatters / all-reduces the grad buffer
+    # itself (``param_and_grad_buffer``: fp32 when ``grad_reduce_in_fp32``), and Megatron-LM turns
+    # that on for BF16 training ("accumulate and all-reduce gradients in fp32 for bfloat16 data
+    # type", ``arguments.py``, unless ``--grad-reduce-in-bf16``); Llama 3 likewise "reduce-scatter[s]
+    # gradients in FP32 across data parallel workers in FSDP" (arXiv 2407.21783, section 3.3.2). The
+    # ``megatron`` recipe's 4-byte main grads therefore cost 4 bytes per gradient on the wire;
+    # ``train_recipe(grad_dtype="bf16")`` gives 2.
     g_bytes, w_bytes = float(wl.recipe.grad_bytes), wl.param_wire_bytes
     s_act = tok_mb * T.hidden * a_bytes
     s_disp = tok_mb / np.where(sp, tp, 1.0) * T.top_k * T.hidden * a_bytes
@@ -816,105 +824,69 @@ def _step_requests(T: ModelTerms, wl: Workload, dpg: _DpGroups, *, tp: Any, pp: 
     return reqs
 
 
-def step_time(
-    c: dict[str, Any], wl: Workload, hw: Hardware, terms: ModelTerms, opts: SearchOptions, coll: CollFn
-) -> dict[str, Any]:
-    """Step time and its breakdown (seconds) for layouts ``c`` (numpy arrays or scalars).
+@dataclass(frozen=True)
+class _Grid:
+    """One batch of layouts as float arrays (``step_time``'s ``c``), and what every term below shares:
+    the full-recompute share, layers per GPU, micro-batches per step, the slowest stage's load ratios
+    and its compute time per micro-batch (seconds)."""
 
-    ``c`` holds tp, pp, vpp, cp, ep, etp, dp, fold, zero, micro_batch, recompute (0/1/2), sp (0/1).
-    Returns every ``BREAKDOWN`` term (keys ``t_<term>``) plus ``step``, ``compute_only``, ``m`` (micro-batches),
-    ``flops_hw_per_token`` and exposed/raw communication times. Units: seconds, FLOP.
-    """
-    tp, pp, vpp, cp, ep, etp = (np.asarray(c[k], dtype=np.float64) for k in ("tp", "pp", "vpp", "cp", "ep", "etp"))
-    dp, fold = np.asarray(c["dp"], dtype=np.float64), np.asarray(c["fold"], dtype=np.float64)
-    zero, mb = np.asarray(c["zero"]), np.asarray(c["micro_batch"], dtype=np.float64)
-    rc, sp = np.asarray(c["recompute"]), np.asarray(c["sp"]).astype(bool)
-    s, B = float(wl.seq_len), float(wl.global_batch)
-    a_bytes = float(wl.recipe.activation_bytes)
-    # Gradients are reduced in the dtype of the accumulation buffer (``recipe.grad_bytes``, the
-    # buffer the memory model sizes): Megatron-Core reduce-scatters / all-reduces the grad buffer
-    # itself (``param_and_grad_buffer``: fp32 when ``grad_reduce_in_fp32``), and Megatron-LM turns
-    # that on for BF16 training ("accumulate and all-reduce gradients in fp32 for bfloat16 data
-    # type", ``arguments.py``, unless ``--grad-reduce-in-bf16``); Llama 3 likewise "reduce-scatter[s]
-    # gradients in FP32 across data parallel workers in FSDP" (arXiv 2407.21783, section 3.3.2). The
-    # ``megatron`` recipe's 4-byte main grads therefore cost 4 bytes per gradient on the wire;
-    # ``train_recipe(grad_dtype="bf16")`` gives 2.
-    g_bytes = float(wl.recipe.grad_bytes)
-    T = terms
-    world = tp * cp * pp * dp
-    m = B / (dp * mb)  # micro-batches per replica per step
-    tok_mb = mb * s / cp  # tokens of one micro-batch on one CP rank
-    layers = T.n_layers / pp  # layers held by one GPU (over all its virtual stages)
-    moe_layers = T.n_moe_layers / pp
-    # Every collective of the step, priced in one batch (``price_many``); each term below reads its own.
-    dpg = _DpGroups(T, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, fold=fold, dp=dp)
-    price = price_many(coll, _step_requests(T, wl, dpg, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, fold=fold, sp=sp,
-                                            tok_mb=tok_mb, layers=layers))
+    tp: Any
+    pp: Any
+    vpp: Any
+    cp: Any
+    ep: Any
+    etp: Any
+    dp: Any
+    zero: Any
+    rc: Any
+    sp: Any
+    full: Any  # share of the layers full recomputation re-runs
+    layers: Any  # layers held by one GPU (over all its virtual stages)
+    moe_layers: Any
+    m: Any  # micro-batches per replica per step
+    layer_ratio: Any
+    moe_ratio: Any
+    gemm_mb: Any
+    attn_mb: Any
 
-    # ---- compute (per micro-batch, per GPU) ----------------------------------------------
-    sel = rc == 1
-    # The share of the layers full recomputation re-runs (all, or Megatron-Core's block method's first N
-    # of each chunk): each "again" below is that share of one more forward.
-    full = recompute_share(rc, wl.recipe.recompute_layers, layers / vpp)
-    rc_flops = full * T.flops_layers / 3.0 + np.where(sel, T.flops_sel_fwd, 0.0)
-    flops_hw_tok = T.flops_model + rc_flops
-    tok_gpu_mb = tok_mb / tp  # a micro-batch's tokens per GPU-equivalent of work within a stage
-    # The pipeline runs at its slowest stage's pace: each per-micro-batch term below is that stage's,
-    # the mean stage's scaled by the load ratio of its kind (compute time, layers, MoE layers).
-    slots = stage_slot_table(wl.counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0)
-    layer_ratio, moe_ratio = stage_count_ratios(wl.counts, c["pp"], slots)
-    stage = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc, full, wl.counts, slots)
-    gemm_mb, attn_core_mb = stage.gemm, stage.attention
-    comp_mb = gemm_mb + attn_core_mb
-    n_gemm_dense = (layers - moe_layers) * GEMMS_FWD_PER_LAYER * layer_ratio
-    n_gemm_moe = moe_layers * moe_gemms_fwd_per_layer(T, ep) * moe_ratio
-    ovh_mb = (n_gemm_dense + n_gemm_moe) * (3.0 + full) * hw.gemm_overhead_s
+    @property
+    def comp_mb(self) -> Any:
+        return self.gemm_mb + self.attn_mb
 
-    # ---- memory-bound (per micro-batch) ------------------------------------------------------
-    elems = (T.elems_tp_split + T.elems_scores) / tp + T.elems_replicable * np.where(sp, 1.0 / tp, 1.0)
-    passes = 3.0 + full  # fwd + 2x bwd (+ fwd again under full recompute)
-    mem_mb = elems * a_bytes * passes * tok_mb * layers / (hw.hbm_bw * hw.hbm_eff) * layer_ratio
 
-    # ---- TP / SP (per micro-batch) -----------------------------------------------------------
+def _tp_seconds(g: _Grid, T: ModelTerms, price: dict[str, Any]) -> Any:
+    """TP / SP collectives per micro-batch (before overlap)."""
     # One full hidden activation of the micro-batch (bytes): all-reduced, or with SP reduce-scattered
     # and all-gathered, over the TP group.
-    per_coll = np.where(sp, price["tp_rs"] + price["tp_ag"], price["tp_ar"])
-    dense_layers = layers - moe_layers
+    per_coll = np.where(g.sp, price["tp_rs"] + price["tp_ag"], price["tp_ar"])
+    dense_layers = g.layers - g.moe_layers
     # Dense layer: 2 fwd + 2 bwd (+2 recompute); MoE layer: attention block (1 + 1 (+1)), plus
     # the same again for shared experts, which Megatron-Core runs as a TP-split MLP on the TP group
     # (``SharedExpertMLP(MLP)``: SP all-gather before fc1, reduce-scatter after fc2), plus the
     # expert-TP pair on the ETP group when ETP > 1.
-    k_full = 1.0 + 0.5 * full
+    k_full = 1.0 + 0.5 * g.full
     moe_pairs = 2.0 * (1.0 + T.shared_tp)
-    tp_mb = np.where(tp > 1, per_coll * k_full * (4.0 * dense_layers + moe_pairs * moe_layers), 0.0)
+    tp_mb = np.where(g.tp > 1, per_coll * k_full * (4.0 * dense_layers + moe_pairs * g.moe_layers), 0.0)
     # The expert-TP pair on the ETP group (``_step_requests``).
     etp_pair = price["etp_rs"] + price["etp_ag"]
-    tp_mb = tp_mb * layer_ratio + np.where(etp > 1, etp_pair * k_full * 2.0 * moe_layers, 0.0) * moe_ratio
+    return tp_mb * g.layer_ratio + np.where(g.etp > 1, etp_pair * k_full * 2.0 * g.moe_layers, 0.0) * g.moe_ratio
 
-    # ---- EP all-to-all (per micro-batch) ------------------------------------------------------
-    # Dispatch and combine in the forward and twice in the backward, and again where the MoE layer's
-    # forward is recomputed (full recomputation, or selective with "moe").
-    again = forward_again(rc, full, T.recompute_modules, "moe")
-    ep_mb = np.where(ep > 1, price["ep_a2a"] * (4.0 + 2.0 * again) * moe_layers, 0.0) * moe_ratio
 
-    # ---- CP (per micro-batch) ---------------------------------------------------------------------
+def _cp_seconds(g: _Grid, T: ModelTerms, price: dict[str, Any], opts: SearchOptions) -> Any:
+    """CP exchange per micro-batch, less what hides behind core attention with ``overlap_cp``."""
     cp_ag, cp_rs = price["cp_ag"], price["cp_rs"]  # this rank's K and V of one layer, over the CP group
     # Forward all-gathers K/V, backward all-gathers them again and reduce-scatters dK/dV. Recompute
     # (full, or selective: Megatron-Core's ``core_attn`` module re-runs core attention, CP exchange
     # included) repeats the forward exchange.
-    cp_again = forward_again(rc, full, T.recompute_modules, "core_attn")
-    cp_raw = layers * ((2.0 + cp_again) * cp_ag + cp_rs) * layer_ratio
-    cp_hide = attn_core_mb if opts.overlap_cp else 0.0
-    cp_mb = np.where(cp > 1, np.maximum(0.0, cp_raw - cp_hide), 0.0)
+    cp_again = forward_again(g.rc, g.full, T.recompute_modules, "core_attn")
+    cp_raw = g.layers * ((2.0 + cp_again) * cp_ag + cp_rs) * g.layer_ratio
+    cp_hide = g.attn_mb if opts.overlap_cp else 0.0
+    return np.where(g.cp > 1, np.maximum(0.0, cp_raw - cp_hide), 0.0)
 
-    # ---- overlap of TP / EP ------------------------------------------------------------------------
-    if opts.overlap_tp:
-        tp_mb = np.maximum(0.0, tp_mb - gemm_mb)
-    if opts.overlap_ep:
-        ep_mb = np.maximum(0.0, ep_mb - gemm_mb)
 
-    # ---- PP point-to-point ---------------------------------------------------------------------------
-    p2p = price["pp_p2p"]
+def _pp_seconds(g: _Grid, p2p: Any, opts: SearchOptions) -> tuple[Any, Any]:
+    """(PP point-to-point per micro-batch, fill/drain transfers per step before the bubble's share)."""
+    pp, vpp = g.pp, g.vpp
     # Each of the ``vpp`` chunks sends its forward activation and its backward gradient once per
     # micro-batch. With ``overlap_pp`` and the interleaved schedule (VPP > 1) a transfer runs while
     # the next chunk computes (Megatron-LM ``overlap_p2p_comm``): the forward send hides behind one
@@ -925,30 +897,18 @@ def step_time(
     # stay on the critical path (``pp_fill``; without overlap they are inside the bubble, which is
     # ``(pp - 1) / vpp`` micro-batch slots that each carry ``2 vpp`` transfers: the same amount).
     if opts.overlap_pp:
-        chunk_fwd = np.where(vpp > 1, comp_mb / (3.0 * vpp), 0.0)
+        chunk_fwd = np.where(vpp > 1, g.comp_mb / (3.0 * vpp), 0.0)
         pp_link = vpp * (np.maximum(0.0, p2p - chunk_fwd) + np.maximum(0.0, p2p - 2.0 * chunk_fwd))
         pp_fill = np.where((pp > 1) & (vpp > 1), 2.0 * (pp - 1.0) * p2p - (pp - 1.0) / vpp * pp_link, 0.0)
     else:
         pp_link = 2.0 * vpp * p2p
         pp_fill = 0.0
-    pp_mb = np.where(pp > 1, pp_link, 0.0)
+    return np.where(pp > 1, pp_link, 0.0), pp_fill
 
-    t_mb = comp_mb + ovh_mb + mem_mb + tp_mb + cp_mb + ep_mb + pp_mb
-    # ---- host-bound expert GEMMs (per micro-batch): the part of the host's issue time beyond the GPU's
-    host_mb = 0.0
-    if hw.expert_host_s > 0.0 and T.shapes.experts:
-        issue = expert_host_seconds(T, ep, again, moe_layers * moe_ratio, hw.expert_host_s)
-        gpu_mb, t_mb = t_mb, np.maximum(t_mb, issue)
-        host_mb = t_mb - gpu_mb
-    off_mb = 0.0
-    if wl.recipe.offload_layers > 0:  # activation copies to and from host memory, exposed part
-        off_mb = offload_exposed(c, wl, hw, comp_mb, layers)
-        t_mb = t_mb + off_mb
-    bubble = (pp - 1.0) / vpp * t_mb
-    pp_fill = np.maximum(0.0, pp_fill)  # fill/drain transfers beyond those already in the bubble
 
-    # ---- DP / ZeRO ---------------------------------------------------------------------------------
-    p_dense_local, p_exp_local = dpg.dense, dpg.experts
+def _dp_seconds(g: _Grid, dpg: _DpGroups, price: dict[str, Any], opts: SearchOptions) -> tuple[Any, Any]:
+    """(exposed, raw) DP / ZeRO collective seconds per step."""
+    zero, pp, vpp, comp_mb = g.zero, g.pp, g.vpp, g.comp_mb
     grad_ar = dpg.time(price, "grad_ar", "all_reduce")
     grad_rs = dpg.time(price, "grad_rs", "reduce_scatter")
     param_ag = dpg.time(price, "param_ag", "all_gather")
@@ -971,25 +931,110 @@ def step_time(
     # micro-batch's compute; the exposed rest stretches every micro-batch slot, bubble included.
     # ZeRO-3 / FSDP: per-layer gathers and reduce-scatters with prefetch (``fsdp.fsdp_step_terms``).
     fsdp = fsdp_step_terms(dpg.time(price, "fsdp_ag", "all_gather"), dpg.time(price, "fsdp_rs", "reduce_scatter"),
-                           layers, comp_mb, opts.overlap_dp)
+                           g.layers, comp_mb, opts.overlap_dp)
     per_mb = np.where(zero == 2, grad_rs, np.where(zero == 3, fsdp.raw, 0.0))
-    per_mb_exposed = np.where(zero == 3, fsdp.exposed, np.maximum(0.0, per_mb - comp_mb * hide)) * (m + (pp - 1.0) / vpp)
+    per_mb_exposed = np.where(zero == 3, fsdp.exposed, np.maximum(0.0, per_mb - comp_mb * hide)) * (g.m + (pp - 1.0) / vpp)
     dp_exposed = dp_exposed + per_mb_exposed
     # No mask on DP = 1: the groups above are 1 (and cost 0) exactly when nothing is replicated;
     # with DP = 1, CP > 1 still reduces non-expert gradients and TP x CP > EP x ETP still reduces
     # expert gradients over the expert-data-parallel ranks inside the block.
-    dp_raw = grad_once + ag_step + per_mb * m
+    return dp_exposed, grad_once + ag_step + per_mb * g.m
 
-    # ---- optimizer step ------------------------------------------------------------------------------
-    shard_d = np.where(zero >= 1, dp * cp, 1.0)  # distributed optimizer shards over DP x CP
-    shard_e = np.where(zero >= 1, dp * tp * cp / (ep * etp), 1.0)
-    p_opt = p_dense_local / shard_d + p_exp_local / shard_e
-    opt = p_opt * OPTIMIZER_BYTES_PER_PARAM / (hw.hbm_bw * hw.hbm_eff)
+
+def _optimizer_seconds(g: _Grid, dpg: _DpGroups, hw: Hardware) -> Any:
+    """Optimizer step: the local (sharded) parameters' optimizer bytes read and written at HBM speed."""
+    shard_d = np.where(g.zero >= 1, g.dp * g.cp, 1.0)  # distributed optimizer shards over DP x CP
+    shard_e = np.where(g.zero >= 1, g.dp * g.tp * g.cp / (g.ep * g.etp), 1.0)
+    p_opt = dpg.dense / shard_d + dpg.experts / shard_e
+    return p_opt * OPTIMIZER_BYTES_PER_PARAM / (hw.hbm_bw * hw.hbm_eff)
+
+
+def step_time(
+    c: dict[str, Any], wl: Workload, hw: Hardware, terms: ModelTerms, opts: SearchOptions, coll: CollFn
+) -> dict[str, Any]:
+    """Step time and its breakdown (seconds) for layouts ``c`` (numpy arrays or scalars).
+
+    ``c`` holds tp, pp, vpp, cp, ep, etp, dp, fold, zero, micro_batch, recompute (0/1/2), sp (0/1).
+    Returns every ``BREAKDOWN`` term (keys ``t_<term>``) plus ``step``, ``compute_only``, ``m`` (micro-batches),
+    ``flops_hw_per_token`` and exposed/raw communication times. Units: seconds, FLOP.
+    """
+    tp, pp, vpp, cp, ep, etp = (np.asarray(c[k], dtype=np.float64) for k in ("tp", "pp", "vpp", "cp", "ep", "etp"))
+    dp, fold = np.asarray(c["dp"], dtype=np.float64), np.asarray(c["fold"], dtype=np.float64)
+    zero, mb = np.asarray(c["zero"]), np.asarray(c["micro_batch"], dtype=np.float64)
+    rc, sp = np.asarray(c["recompute"]), np.asarray(c["sp"]).astype(bool)
+    s, B = float(wl.seq_len), float(wl.global_batch)
+    a_bytes = float(wl.recipe.activation_bytes)
+    T = terms
+    m = B / (dp * mb)  # micro-batches per replica per step
+    tok_mb = mb * s / cp  # tokens of one micro-batch on one CP rank
+    layers = T.n_layers / pp  # layers held by one GPU (over all its virtual stages)
+    moe_layers = T.n_moe_layers / pp
+    # Every collective of the step, priced in one batch (``price_many``); each term below reads its own.
+    # (Gradients travel in the accumulation buffer's dtype, ``recipe.grad_bytes``: see ``_step_requests``.)
+    dpg = _DpGroups(T, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, fold=fold, dp=dp)
+    price = price_many(coll, _step_requests(T, wl, dpg, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, fold=fold, sp=sp,
+                                            tok_mb=tok_mb, layers=layers))
+
+    # ---- compute (per micro-batch, per GPU) ----------------------------------------------
+    sel = rc == 1
+    # The share of the layers full recomputation re-runs (all, or Megatron-Core's block method's first N
+    # of each chunk): each "again" below is that share of one more forward.
+    full = recompute_share(rc, wl.recipe.recompute_layers, layers / vpp)
+    flops_hw_tok = T.flops_model + full * T.flops_layers / 3.0 + np.where(sel, T.flops_sel_fwd, 0.0)
+    # The pipeline runs at its slowest stage's pace: each per-micro-batch term below is that stage's,
+    # the mean stage's scaled by the load ratio of its kind (compute time, layers, MoE layers).
+    slots = stage_slot_table(wl.counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0)
+    layer_ratio, moe_ratio = stage_count_ratios(wl.counts, c["pp"], slots)
+    stage = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc, full, wl.counts, slots)
+    g = _Grid(tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, dp=dp, zero=zero, rc=rc, sp=sp, full=full, layers=layers,
+              moe_layers=moe_layers, m=m, layer_ratio=layer_ratio, moe_ratio=moe_ratio, gemm_mb=stage.gemm,
+              attn_mb=stage.attention)
+    gemm_mb, comp_mb = g.gemm_mb, g.comp_mb
+    n_gemm_dense = (layers - moe_layers) * GEMMS_FWD_PER_LAYER * layer_ratio
+    n_gemm_moe = moe_layers * moe_gemms_fwd_per_layer(T, ep) * moe_ratio
+    ovh_mb = (n_gemm_dense + n_gemm_moe) * (3.0 + full) * hw.gemm_overhead_s
+
+    # ---- memory-bound (per micro-batch) ------------------------------------------------------
+    elems = (T.elems_tp_split + T.elems_scores) / tp + T.elems_replicable * np.where(sp, 1.0 / tp, 1.0)
+    passes = 3.0 + full  # fwd + 2x bwd (+ fwd again under full recompute)
+    mem_mb = elems * a_bytes * passes * tok_mb * layers / (hw.hbm_bw * hw.hbm_eff) * layer_ratio
+
+    # ---- TP / SP, EP all-to-all and CP (per micro-batch), then the overlap of TP / EP ----------------
+    tp_mb = _tp_seconds(g, T, price)
+    # Dispatch and combine in the forward and twice in the backward, and again where the MoE layer's
+    # forward is recomputed (full recomputation, or selective with "moe").
+    again = forward_again(rc, full, T.recompute_modules, "moe")
+    ep_mb = np.where(ep > 1, price["ep_a2a"] * (4.0 + 2.0 * again) * moe_layers, 0.0) * moe_ratio
+    cp_mb = _cp_seconds(g, T, price, opts)
+    if opts.overlap_tp:
+        tp_mb = np.maximum(0.0, tp_mb - gemm_mb)
+    if opts.overlap_ep:
+        ep_mb = np.maximum(0.0, ep_mb - gemm_mb)
+
+    # ---- PP point-to-point ---------------------------------------------------------------------------
+    pp_mb, pp_fill = _pp_seconds(g, price["pp_p2p"], opts)
+
+    t_mb = comp_mb + ovh_mb + mem_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    # ---- host-bound expert GEMMs (per micro-batch): the part of the host's issue time beyond the GPU's
+    host_mb = 0.0
+    if hw.expert_host_s > 0.0 and T.shapes.experts:
+        issue = expert_host_seconds(T, ep, again, moe_layers * moe_ratio, hw.expert_host_s)
+        gpu_mb, t_mb = t_mb, np.maximum(t_mb, issue)
+        host_mb = t_mb - gpu_mb
+    off_mb = 0.0
+    if wl.recipe.offload_layers > 0:  # activation copies to and from host memory, exposed part
+        off_mb = offload_exposed(c, wl, hw, comp_mb, layers)
+        t_mb = t_mb + off_mb
+    bubble = (pp - 1.0) / vpp * t_mb
+    pp_fill = np.maximum(0.0, pp_fill)  # fill/drain transfers beyond those already in the bubble
+
+    dp_exposed, dp_raw = _dp_seconds(g, dpg, price, opts)
+    opt = _optimizer_seconds(g, dpg, hw)
 
     step = m * t_mb + bubble + pp_fill + dp_exposed + opt
-    out = {
+    return {
         "t_compute": m * gemm_mb,
-        "t_attention": m * attn_core_mb,
+        "t_attention": m * g.attn_mb,
         "t_gemm_overhead": m * ovh_mb,
         "t_memory_bound": m * mem_mb,
         "t_tp": m * tp_mb,
@@ -1006,11 +1051,10 @@ def step_time(
         "m": m,
         "flops_hw_per_token": flops_hw_tok,
         "dp_raw": dp_raw,
-        "world": world,
-        "tok_gpu_mb": tok_gpu_mb,
+        "world": tp * cp * pp * dp,
+        "tok_gpu_mb": tok_mb / tp,  # a micro-batch's tokens per GPU-equivalent of work within a stage
         "stage_imbalance": stage.ratio,
     }
-    return out
 
 
 def offload_seconds(n_layers: Any, layer_bytes: Any, fwd_s: Any, host_bw: float) -> Any:

@@ -53,9 +53,9 @@ def test_bubble_and_starvation_by_hand() -> None:
 
 
 def test_moe_2t_at_65536_gpus_default_batch_matches_16mi_within_the_bound(catalog) -> None:
-    from mi400plan.api.sweep import sweep
+    from mi400plan.api.sweep import SweepReport, sweep
 
-    kw = dict(gpus="65536", tokens="15T", top=1, ranges=False)
+    kw = dict(gpus="65536", tokens="15T", report=SweepReport(top=1, ranges=False))
     planned = sweep(catalog, "moe-2t", ["mi355x"], **kw)
     fixed = sweep(catalog, "moe-2t", ["mi355x"], global_batch="16Mi", **kw)
     b = planned.batch
@@ -66,9 +66,10 @@ def test_moe_2t_at_65536_gpus_default_batch_matches_16mi_within_the_bound(catalo
 
 
 def test_pinned_batch_wins_and_a_starving_batch_warns(catalog) -> None:
-    from mi400plan.api.sweep import sweep
+    from mi400plan.api.sweep import SweepReport, sweep
 
-    res = sweep(catalog, "llama3.1-405b", ["mi355x"], gpus="12288", global_batch="512", top=1, ranges=False)
+    res = sweep(catalog, "llama3.1-405b", ["mi355x"], gpus="12288", global_batch="512",
+                report=SweepReport(top=1, ranges=False))
     c = res.batch.chosen[0]
     assert res.batch.pinned and c.tried_seqs == [512] and c.global_batch_seqs == 512
     assert res.rows[0].global_batch_seqs == 512 and res.global_batch_seqs == 512
@@ -76,7 +77,8 @@ def test_pinned_batch_wins_and_a_starving_batch_warns(catalog) -> None:
     assert c.starved == pipeline_starved(pp, vpp, m) is True
     assert any("--global-batch given (512 sequences)" in w for w in res.warnings)
     # the planned default on the same cluster fills the pipeline, within the bound, and does not warn
-    planned = sweep(catalog, "llama3.1-405b", ["mi355x"], gpus="12288", tokens="15T", top=1, ranges=False)
+    planned = sweep(catalog, "llama3.1-405b", ["mi355x"], gpus="12288", tokens="15T",
+                    report=SweepReport(top=1, ranges=False))
     p = planned.batch.chosen[0]
     assert not p.starved and p.global_batch_tokens <= planned.batch.bound_tokens
     assert not any("idle" in w for w in planned.warnings)

@@ -168,10 +168,11 @@ def test_interleaved_8k_row_is_over_capacity(catalog) -> None:
     allocated bytes alone exceed the 79.6 GiB an H100 reports, before any runtime reserve: "does not
     fit" under every reserve. At 16 micro-batches (the 16,384-GPU rows) the warm-up is capped at all
     16 x 8 chunks = 128 and it fits."""
-    from mi400plan.api.fit import fit
+    from mi400plan.api.fit import LayoutPins, fit
+    from mi400plan.specs.layout import TrainOptions
 
-    kw = dict(tp=8, cp=1, pp=16, vpp=8, seq=8192, zero=2, micro_batch=1, recompute="none",
-              split_embedding_loss=True)
+    kw = dict(layout=LayoutPins(tp=8, cp=1, pp=16, vpp=8, zero=2, micro_batch=1, recompute="none"), seq=8192,
+              options=TrainOptions(split_embedding_loss=True))
     row = fit(catalog, "llama3.1-405b", ["h100"], "train", gpus=8192, global_batch=2048, **kw).rows[0]
     assert row.memory_bytes.activations == 141 * 8192 * 65088
     mb = row.memory_bytes

@@ -146,7 +146,8 @@ def test_fit_and_sweep_never_stop_on_a_disclosed_value(catalog, sku, precision) 
     """fit and sweep run on every SKU at BF16 and every disclosed precision; when one stops on a
     missing value, that value really is "n/d" in the profile (the message names it)."""
     from mi400plan.api.fit import fit
-    from mi400plan.api.sweep import sweep
+    from mi400plan.api.sweep import SweepReport, sweep
+    from mi400plan.specs.layout import TrainOptions
 
     spec = acc(catalog, sku)
     fit_prec = precision if precision in ("bf16", "fp8") else "fp8"
@@ -155,7 +156,8 @@ def test_fit_and_sweep_never_stop_on_a_disclosed_value(catalog, sku, precision) 
     if precision == "fp4":
         return  # training sweeps run at bf16 / fp8; the FP4 peak is read by serve
     try:
-        res = sweep(catalog, "llama3.1-8b", [sku], gpus="8", precision=precision, ranges=False, top=3)
+        res = sweep(catalog, "llama3.1-8b", [sku], gpus="8", options=TrainOptions(precision=precision),
+                    report=SweepReport(ranges=False, top=3))
     except MissingValueError as exc:
         assert "not disclosed" in exc.message
         undisclosed = {"bf16": spec.compute.bf16_dense_tflops, "fp8": spec.compute.fp8_dense_tflops}[precision]

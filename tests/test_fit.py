@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from mi400plan.api.fit import fit
+from mi400plan.api.fit import LayoutPins, fit
 from mi400plan.errors import LayoutError
+from mi400plan.specs.layout import TrainOptions
 from mi400plan.units import GB
 
 ENVELOPE_KEYS = {"schema_version", "command", "status", "data", "errors"}
@@ -34,7 +35,7 @@ def test_gpt3_175b_bf16_does_not_fit_one_mi300x(catalog) -> None:
 
 
 def test_deepseek_v3_fp8_on_8_gpus(catalog) -> None:
-    r = fit(catalog, "deepseek-v3", ["mi300x", "h100"], "infer", precision="fp8", tp=8, seq=4096)
+    r = fit(catalog, "deepseek-v3", ["mi300x", "h100"], "infer", layout=LayoutPins(tp=8), precision="fp8", seq=4096)
     by = {row.sku: row for row in r.rows}
     assert by["mi300x"].fits
     assert not by["h100"].fits
@@ -59,7 +60,7 @@ def test_estimated_capacity_flip_is_reported(catalog) -> None:
     # TPU7x HBM: Google's table says 192 GiB (nominal), its prose 192 GB (low: 192e9 B = 178.8139 GiB).
     # 405B bf16 on TP 8 with 10 sequences of 128K needs 199.4 GB per chip: fits 192 GiB = 206.2 GB, not
     # 192 GB. (KV: 516,096 B/token x 10 x 131,072 / 8 = 84.6 GB, weights 811.7 / 8 = 101.5 GB, reserve.)
-    r = fit(catalog, "llama3.1-405b", ["tpu7x"], "infer", tp=8, batch=10)
+    r = fit(catalog, "llama3.1-405b", ["tpu7x"], "infer", layout=LayoutPins(tp=8), batch=10)
     row = r.rows[0]
     assert row.fits and row.flips
     assert abs(row.capacity_low_bytes - 192e9) < 1e5 and row.capacity_high_bytes == 192 * 2**30
@@ -79,12 +80,12 @@ def test_training_suggestion_names_a_change(catalog) -> None:
     # ZeRO-1: (2 + 4 + 12/8) B = 7.5 B/param = 60 GB + ~20 GB activations + a reserve of 0.78 GB context,
     # 0.31 GB of the DP-8 communicator's buffers and 3 % of ~80 GB = 2.4 GB fragmentation: about 84 GB
     # <= 85.5 GB, fits (the old 2 GiB + 5 % reserve, 6.4 GB, did not). The suggestion is the smallest change.
-    r = fit(catalog, "llama3.1-8b", ["h100"], "train", tp=1, pp=1, gpus=8, zero=0)
+    r = fit(catalog, "llama3.1-8b", ["h100"], "train", layout=LayoutPins(tp=1, pp=1, zero=0), gpus=8)
     row = r.rows[0]
     assert not row.fits and row.layout["dp"] == 8
     assert row.suggestion.startswith("fits with --zero 1"), row.suggestion
     # 70B on 8 x H100 without model parallelism: nothing single-step fits; the grid names a GPU count
-    r2 = fit(catalog, "llama3.1-70b", ["h100"], "train", tp=1, pp=1, gpus=8, zero=0)
+    r2 = fit(catalog, "llama3.1-70b", ["h100"], "train", layout=LayoutPins(tp=1, pp=1, zero=0), gpus=8)
     assert not r2.rows[0].fits and r2.rows[0].min_gpus and " with --tp " in r2.rows[0].suggestion
     # the grid keeps DP 8 (from --gpus 8 and TP 1), so its flags name it: re-running them gives the layout
     assert r2.rows[0].min_layout.endswith("--dp 8")
@@ -92,10 +93,10 @@ def test_training_suggestion_names_a_change(catalog) -> None:
 
 def test_layout_errors(catalog) -> None:
     with pytest.raises(LayoutError) as e:
-        fit(catalog, "llama3.1-70b", ["mi300x"], "train", gpus=12, tp=8)
+        fit(catalog, "llama3.1-70b", ["mi300x"], "train", layout=LayoutPins(tp=8), gpus=12)
     assert e.value.rule == "dp-integer"
     with pytest.raises(LayoutError) as e:
-        fit(catalog, "deepseek-v3", ["mi300x"], "train", ep=3, dp=3)
+        fit(catalog, "deepseek-v3", ["mi300x"], "train", layout=LayoutPins(ep=3, dp=3))
     assert e.value.rule == "ep-experts"
 
 
@@ -323,7 +324,7 @@ def test_moe_training_grows_ep_over_data_parallel_replicas(catalog) -> None:
 
 
 def test_given_tp_wider_than_the_domain_is_flagged(catalog) -> None:
-    rows = {r.sku: r for r in fit(catalog, "llama3.1-70b", ["mi300x", "gb200"], "infer", tp=16).rows}
+    rows = {r.sku: r for r in fit(catalog, "llama3.1-70b", ["mi300x", "gb200"], "infer", layout=LayoutPins(tp=16)).rows}
     assert "TP16 as given is wider than the 8-GPU xGMI node" in rows["mi300x"].layout_domain_note
     assert rows["mi300x"].domains == 2
     assert rows["gb200"].layout_domain_note is None and rows["gb200"].domains == 1  # 72-GPU NVL72 rack
@@ -352,6 +353,12 @@ KW = {"tp": "tp", "pp": "pp", "ep": "ep", "dp": "dp", "zero": "zero", "recompute
       "micro-batch": "micro_batch"}
 
 
+def _fit_kw(catalog, model: str, skus: list[str], mode: str, **kw):  # noqa: ANN001, ANN202
+    """``fit`` with the layout keywords of ``kw`` as its ``LayoutPins``."""
+    pins = {k: kw.pop(k) for k in list(kw) if k in LayoutPins.__dataclass_fields__}
+    return fit(catalog, model, skus, mode, layout=LayoutPins(**pins), **kw)
+
+
 def _flags(text: str) -> dict:
     out = {}
     for k, v in FLAG.findall(text):
@@ -360,10 +367,10 @@ def _flags(text: str) -> dict:
 
 
 def _check_suggestions(catalog, model: str, sku: str, mode: str, base: dict) -> None:  # noqa: ANN001
-    row = fit(catalog, model, [sku], mode, **base).rows[0]
+    row = _fit_kw(catalog, model, [sku], mode, **base).rows[0]
     if row.min_layout is not None:
         flags = _flags(row.min_layout)
-        again = fit(catalog, model, [sku], mode, **{**base, "gpus": None, **flags}).rows[0]
+        again = _fit_kw(catalog, model, [sku], mode, **{**base, "gpus": None, **flags}).rows[0]
         assert again.fits, (model, sku, mode, base, row.min_layout, again.reason)
         assert again.gpus == row.min_gpus
         assert again.memory_bytes.total == row.min_memory_bytes
@@ -375,13 +382,13 @@ def _check_suggestions(catalog, model: str, sku: str, mode: str, base: dict) -> 
     for part in row.suggestion.split("; or "):
         if part.startswith("fits with "):
             change = _flags(part.split(":")[0])
-            again = fit(catalog, model, [sku], mode, **{**base, **change}).rows[0]
+            again = _fit_kw(catalog, model, [sku], mode, **{**base, **change}).rows[0]
             assert again.fits, (model, sku, part)
         elif part.startswith("fits on "):
             assert row.min_layout in part
         elif part.startswith("smallest SKU that fits as laid out: "):
             other = part.split(": ", 1)[1].split(" ")[0]
-            assert fit(catalog, model, [other], mode, **base).rows[0].fits, (model, other)
+            assert _fit_kw(catalog, model, [other], mode, **base).rows[0].fits, (model, other)
 
 
 MODELS = ["llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "mixtral-8x7b", "mixtral-8x22b", "deepseek-v3",
@@ -410,7 +417,7 @@ def test_suggestions_are_valid_and_fit_when_rerun(catalog, model, sku, mode, tp,
         base = {"tp": tp, "batch": 4 if small else None, "seq": 8192 if small else None,
                 "precision": "fp8" if small else None}
     try:
-        fit(catalog, model, [sku], mode, **base)
+        _fit_kw(catalog, model, [sku], mode, **base)
     except LayoutError:
         return  # the layout as given breaks a rule (e.g. TP 8 on 4 KV heads... ); nothing to suggest
     _check_suggestions(catalog, model, sku, mode, base)
@@ -420,8 +427,8 @@ def test_suggestions_are_valid_and_fit_when_rerun(catalog, model, sku, mode, tp,
 
 
 def test_fit_reports_padded_vocab_and_fp8_copies(catalog) -> None:
-    bf16 = fit(catalog, "llama3.1-70b", ["mi355x"], "train", tp=8).rows[0]
-    fp8r = fit(catalog, "llama3.1-70b", ["mi355x"], "train", tp=8, precision="fp8")
+    bf16 = fit(catalog, "llama3.1-70b", ["mi355x"], "train", layout=LayoutPins(tp=8)).rows[0]
+    fp8r = fit(catalog, "llama3.1-70b", ["mi355x"], "train", layout=LayoutPins(tp=8), precision="fp8")
     fp8 = fp8r.rows[0]
     # Megatron-LM: 128,256 padded to a multiple of 128 x 8 = 1,024: 126 x 1,024 = 129,024 rows.
     assert bf16.padded_vocab_size == fp8.padded_vocab_size == 129_024
@@ -430,17 +437,21 @@ def test_fit_reports_padded_vocab_and_fp8_copies(catalog) -> None:
     # 80 x (2 x 8192^2 + 2 x 8192 x 1024 + 3 x 8192 x 28672) = 68,451,041,280 block GEMM weights, / TP 8.
     assert fp8r.recipe["fp8_weight_copies"] == 2 and fp8r.recipe["fp8_weight_bytes"] == 2.0
     assert fp8.memory_bytes.weights - bf16.memory_bytes.weights == 2 * 68_451_041_280 // 8 == 17_112_760_320
-    one = fit(catalog, "llama3.1-70b", ["mi355x"], "train", tp=8, precision="fp8", fp8_weight_copies=1).rows[0]
+    one = fit(catalog, "llama3.1-70b", ["mi355x"], "train", layout=LayoutPins(tp=8), precision="fp8",
+              options=TrainOptions(fp8_weight_copies=1)).rows[0]
     assert one.memory_bytes.weights - bf16.memory_bytes.weights == 68_451_041_280 // 8
     # Inference pads to a multiple of 64 only (vLLM): Llama-3's vocabulary is one already.
-    assert fit(catalog, "llama3.1-70b", ["mi355x"], "infer", tp=8).rows[0].padded_vocab_size == 128_256
+    assert fit(catalog, "llama3.1-70b", ["mi355x"], "infer",
+               layout=LayoutPins(tp=8)).rows[0].padded_vocab_size == 128_256
 
 
 def test_sweep_fp8_plan_refits_with_the_same_memory(catalog, tmp_path) -> None:
-    from mi400plan.api.sweep import sweep
+    from mi400plan.api.sweep import SweepReport, sweep
+    from mi400plan.specs.layout import TrainOptions
 
     plan = tmp_path / "fp8.toml"
-    sw = sweep(catalog, "mixtral-8x7b", ["mi355x"], gpus="16", precision="fp8", top=1, save=str(plan), ranges=False)
+    sw = sweep(catalog, "mixtral-8x7b", ["mi355x"], gpus="16", options=TrainOptions(precision="fp8"),
+               report=SweepReport(top=1, save=str(plan), ranges=False))
     best = sw.rows[0].memory_bytes
     row = fit(catalog, None, None, "train", plan=str(plan))
     assert row.recipe["fp8_weight_copies"] == 2
@@ -450,8 +461,9 @@ def test_sweep_fp8_plan_refits_with_the_same_memory(catalog, tmp_path) -> None:
 
 
 def test_capacity_factor_flag(cli, catalog) -> None:
-    base = fit(catalog, "mixtral-8x7b", ["mi355x"], "train", tp=8)
-    one = fit(catalog, "mixtral-8x7b", ["mi355x"], "train", tp=8, capacity_factor=1.0)
+    base = fit(catalog, "mixtral-8x7b", ["mi355x"], "train", layout=LayoutPins(tp=8))
+    one = fit(catalog, "mixtral-8x7b", ["mi355x"], "train", layout=LayoutPins(tp=8),
+              options=TrainOptions(capacity_factor=1.0))
     assert base.recipe["moe_capacity_factor"] == 1.25 and one.recipe["moe_capacity_factor"] == 1.0
     # Mixtral 8x7B (h 4,096, expert FFN 14,336, top-2, 32 layers), TP 8 with SP, 4,096 tokens, 1F1B on one
     # stage: routed bytes per local token and layer = top_k x cf x (dispatched input 2h + expert output 2h
@@ -459,7 +471,7 @@ def test_capacity_factor_flag(cli, catalog) -> None:
     # cf 1.25 -> 1.0 saves 0.25 x 25,600 x 32 layers x 4,096 tokens = 838,860,800 B.
     assert 2 * (2 * 4096 * 2 + 2 * 3 * 14336) / 8 == 25_600
     assert base.rows[0].memory_bytes.activations - one.rows[0].memory_bytes.activations == 838_860_800
-    dense = fit(catalog, "llama3.1-8b", ["mi355x"], "train", capacity_factor=1.0)
+    dense = fit(catalog, "llama3.1-8b", ["mi355x"], "train", options=TrainOptions(capacity_factor=1.0))
     assert any("dense" in w for w in dense.warnings)
     res = cli(["fit", "mixtral-8x7b", "--sku", "mi355x", "--capacity-factor", "1.5", "--json"])
     assert res.exit_code == 0, res.output

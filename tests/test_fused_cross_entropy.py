@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import tomllib
 
-from mi400plan.api.fit import fit
+from mi400plan.api.fit import LayoutPins, fit
 from mi400plan.specs.layout import TrainOptions, train_recipe
 
 
@@ -24,9 +24,10 @@ def test_fit_saves_the_fp32_copy_by_hand(catalog) -> None:
     32,768 tokens x 128,256 rows (already a multiple of 128). fp32: 4 B each, fused: 2 B; the difference
     is 32,768 x 128,256 x 2 = 8,405,385,216 B, and nothing else moves."""
     assert 128_256 % 128 == 0 and 8 * 4096 * 128_256 * 2 == 8_405_385_216
-    base = fit(catalog, "llama3.1-8b", ["mi355x"], "train", micro_batch=8, seq=4096).rows[0].memory_bytes
-    fused = fit(catalog, "llama3.1-8b", ["mi355x"], "train", micro_batch=8, seq=4096,
-                fused_cross_entropy=True).rows[0].memory_bytes
+    base = fit(catalog, "llama3.1-8b", ["mi355x"], "train",
+               layout=LayoutPins(micro_batch=8), seq=4096).rows[0].memory_bytes
+    fused = fit(catalog, "llama3.1-8b", ["mi355x"], "train", layout=LayoutPins(micro_batch=8), seq=4096,
+                options=TrainOptions(fused_cross_entropy=True)).rows[0].memory_bytes
     assert base.activations - fused.activations == 8_405_385_216
     assert (base.weights, base.gradients, base.optimizer) == (fused.weights, fused.gradients, fused.optimizer)
 

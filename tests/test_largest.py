@@ -125,7 +125,7 @@ def test_plot_is_refused_not_ignored(cli, tmp_path) -> None:
 
 
 def test_tokens_gives_days_that_sweep_of_the_printed_name_reproduces(cat) -> None:  # noqa: ANN001
-    from mi400plan.api.sweep import sweep
+    from mi400plan.api.sweep import SweepReport, sweep
 
     res = largest(cat, ["mi300x"], mode="train", gpus=64, tokens="1T")
     run = res.rows[0].run
@@ -134,7 +134,7 @@ def test_tokens_gives_days_that_sweep_of_the_printed_name_reproduces(cat) -> Non
     assert run.tokens_per_s == pytest.approx(run.global_batch_tokens / run.step_time_s, rel=1e-12)
     assert run.days == pytest.approx(1e12 / run.tokens_per_s / 86400, rel=1e-12)
     # the printed name is a model sweep accepts, and it prices the same run
-    sw = sweep(cat, run.model, ["mi300x"], gpus="64", tokens="1T", top=1, ranges=False)
+    sw = sweep(cat, run.model, ["mi300x"], gpus="64", tokens="1T", report=SweepReport(top=1, ranges=False))
     assert sw.rows[0].days == pytest.approx(run.days, rel=1e-9)
     assert sw.rows[0].global_batch_seqs == run.global_batch_seqs
 

@@ -47,7 +47,7 @@ def test_custom_layout_chunks_by_hand() -> None:
 def test_deepseek_v3_runs_at_pp_16_and_8_as_published(catalog) -> None:
     """DeepSeek-V3 technical report (arXiv 2412.19437, sec. 3.2): 16-way PP, 64-way EP, ZeRO-1 DP on
     2,048 H800s. 61 layers have no even split over 16 or 8 stages; the uneven split admits both."""
-    from mi400plan.api.fit import fit
+    from mi400plan.api.fit import LayoutPins, fit
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, layout_violations
     from mi400plan.specs.layout import train_recipe
@@ -59,7 +59,8 @@ def test_deepseek_v3_runs_at_pp_16_and_8_as_published(catalog) -> None:
     assert layout_violations(lay, wl, 2048) == []
     assert layout_violations(lay, wl, 2048, SearchOptions(uneven_pp=False)) == ["pp-layers"]
     assert layout_violations(dict(lay, pp=8), wl, 2048) == []
-    r = fit(catalog, "deepseek-v3", ["h100"], "train", tp=1, pp=16, ep=64, gpus=2048, seq=4096, zero=1)
+    r = fit(catalog, "deepseek-v3", ["h100"], "train", layout=LayoutPins(tp=1, pp=16, ep=64, zero=1),
+            gpus=2048, seq=4096)
     assert r.recipe["pipeline_split"] == "uneven: 2 + 14 x 4 + 3 layers"
 
 

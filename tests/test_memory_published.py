@@ -86,12 +86,14 @@ TABLE_4 = [  # gpus, tp, cp, pp, dp, seq, sequences per DP rank
 
 @pytest.mark.parametrize("row", TABLE_4, ids=["8K-8192gpus", "8K-16384gpus", "128K-cp16-16384gpus"])
 def test_llama3_405b_table4_layouts_fit_on_h100(catalog, row) -> None:
-    from mi400plan.api.fit import fit
+    from mi400plan.api.fit import LayoutPins, fit
+    from mi400plan.specs.layout import TrainOptions
 
     gpus, tp, cp, pp, dp, seq, per_dp = row
     assert ACT_PER_TOKEN_LAYER == 65088 and LAYER_SPLIT == 398_458_880
-    r = fit(catalog, "llama3.1-405b", ["h100"], "train", tp=tp, cp=cp, pp=pp, gpus=gpus, seq=seq, zero=2,
-            micro_batch=1, recompute="none", global_batch=dp * per_dp, split_embedding_loss=True)
+    r = fit(catalog, "llama3.1-405b", ["h100"], "train",
+            layout=LayoutPins(tp=tp, cp=cp, pp=pp, zero=2, micro_batch=1, recompute="none"), gpus=gpus, seq=seq,
+            global_batch=dp * per_dp, options=TrainOptions(split_embedding_loss=True))
     row_ = r.rows[0]
     assert row_.capacity_bytes == H100_CAPACITY
     want = table4_expected(dp * cp, seq // cp, cp)
@@ -107,10 +109,12 @@ def test_llama3_405b_table4_layouts_fit_on_h100(catalog, row) -> None:
 def test_llama3_405b_128k_without_context_parallelism_does_not_fit(catalog) -> None:
     """The 128K row without CP: each micro-batch holds 131,072 tokens on every rank instead of 8,192,
     so stage 1's activations alone are 15 x 131,072 x 8 x 65,088 B = 1,024 GB, far beyond 85.5 GB."""
-    from mi400plan.api.fit import fit
+    from mi400plan.api.fit import LayoutPins, fit
+    from mi400plan.specs.layout import TrainOptions
 
-    r = fit(catalog, "llama3.1-405b", ["h100"], "train", tp=8, cp=1, pp=16, gpus=16384, seq=131072, zero=2,
-            micro_batch=1, recompute="none", global_batch=128 * 16, split_embedding_loss=True)
+    r = fit(catalog, "llama3.1-405b", ["h100"], "train",
+            layout=LayoutPins(tp=8, cp=1, pp=16, zero=2, micro_batch=1, recompute="none"), gpus=16384, seq=131072,
+            global_batch=128 * 16, options=TrainOptions(split_embedding_loss=True))
     acts = 15 * 131072 * 8 * ACT_PER_TOKEN_LAYER
     assert acts > 10 * H100_CAPACITY
     assert r.rows[0].memory_bytes.activations == pytest.approx(acts, abs=8)
@@ -120,10 +124,12 @@ def test_llama3_405b_128k_without_context_parallelism_does_not_fit(catalog) -> N
 def test_llama3_405b_without_sharded_optimizer_does_not_fit(catalog) -> None:
     """The 8K layout with plain data parallelism (ZeRO 0: every rank keeps fp32 master weights, Adam
     moments and fp32 gradients of its stage): 18 B x 3.05e9 = 55 GB of state + 60 GB of activations."""
-    from mi400plan.api.fit import fit
+    from mi400plan.api.fit import LayoutPins, fit
+    from mi400plan.specs.layout import TrainOptions
 
-    r = fit(catalog, "llama3.1-405b", ["h100"], "train", tp=8, cp=1, pp=16, gpus=8192, seq=8192, zero=0,
-            micro_batch=1, recompute="none", global_batch=2048, split_embedding_loss=True)
+    r = fit(catalog, "llama3.1-405b", ["h100"], "train",
+            layout=LayoutPins(tp=8, cp=1, pp=16, zero=0, micro_batch=1, recompute="none"), gpus=8192, seq=8192,
+            global_batch=2048, options=TrainOptions(split_embedding_loss=True))
     state = 18 * STAGE0_PARAMS
     assert state > 54e9
     assert r.rows[0].memory_bytes.total > state + 59e9 > H100_CAPACITY
@@ -141,9 +147,11 @@ def test_nemo_h100_fp8_llama3_70b_layout_fits(catalog) -> None:
     (``test_memory.test_fp8_saves_gemm_inputs_at_one_byte``); stage 0 holds 10 layers and, under the
     interleaved schedule with 8 stages x 5 chunks and 16 micro-batches per replica, the activations of
     about 8 micro-batches of its layers: the activation term shrinks by 1 - 55,360 / 68,672 = 19.4 %."""
-    from mi400plan.api.fit import fit
+    from mi400plan.api.fit import LayoutPins, fit
+    from mi400plan.specs.layout import TrainOptions
 
-    kw = dict(tp=4, pp=8, vpp=5, cp=1, gpus=64, seq=8192, micro_batch=1, recompute="none", global_batch=128)
+    kw = dict(layout=LayoutPins(tp=4, pp=8, vpp=5, cp=1, micro_batch=1, recompute="none"), gpus=64, seq=8192,
+              global_batch=128)
     fp8 = fit(catalog, "llama3.1-70b", ["h100"], "train", precision="fp8", **kw).rows[0]
     assert fp8.verdict == "fits"
     assert fp8.memory_bytes.total <= H100_CAPACITY
@@ -255,11 +263,13 @@ STILL_REJECTED = {
 
 
 def _still_rejected_rows(catalog):
-    from mi400plan.api.fit import fit
+    from mi400plan.api.fit import LayoutPins, fit
+    from mi400plan.specs.layout import TrainOptions
 
     yield "llama3-405b-8192-h100-interleaved", fit(
-        catalog, "llama3.1-405b", ["h100"], "train", tp=8, cp=1, pp=16, vpp=8, gpus=8192, seq=8192, zero=2,
-        micro_batch=1, recompute="none", global_batch=2048, split_embedding_loss=True).rows[0]
+        catalog, "llama3.1-405b", ["h100"], "train",
+        layout=LayoutPins(tp=8, cp=1, pp=16, vpp=8, zero=2, micro_batch=1, recompute="none"), gpus=8192, seq=8192,
+        global_batch=2048, options=TrainOptions(split_embedding_loss=True)).rows[0]
 
 
 def test_published_layouts_still_rejected_are_listed(catalog) -> None:

@@ -70,11 +70,11 @@ def test_plot_renders_png_and_svg_with_series(cli, tmp_path, case):
 def test_fit_bars_stack_to_each_skus_total(cli):
     """The stacked bar of each SKU ends at its total (the sum of the parts in the JSON rows)."""
     pytest.importorskip("matplotlib")
-    from mi400plan.api.fit import fit
+    from mi400plan.api.fit import LayoutPins, fit
     from mi400plan.profiles import Catalog
     from mi400plan.render.plot import figure_for
 
-    result = fit(Catalog.default([]), "llama3.1-70b", ["mi300x", "h100"], "train", tp=8)
+    result = fit(Catalog.default([]), "llama3.1-70b", ["mi300x", "h100"], "train", layout=LayoutPins(tp=8))
     ax = figure_for(result).axes[0]
     ends: dict[float, float] = {}
     for bar in ax.patches:

@@ -143,7 +143,7 @@ def test_max_concurrency_at_8k_context_follows_fit(catalog, sku: str) -> None:
     Hand check of the scale on H100: KV per token per GPU = 2 x 8 KV heads x 128 x 80 layers x 1 B / 8
     = 20,480 B, 167.8 MB per 8k sequence; room = 85.52 GB (nvidia-smi 81,559 MiB) x 0.95 - 2 GiB
     - 8.82 GB weights - ~1.1 GB scratch = ~69.2 GB, so about 412 sequences."""
-    from mi400plan.api.fit import fit
+    from mi400plan.api.fit import LayoutPins, fit
     from mi400plan.api.serve import serve
 
     res = serve(catalog, "llama3.1-70b", [sku], input_len=7168, output_len=1024, tp=[8], pp=[1],
@@ -153,9 +153,10 @@ def test_max_concurrency_at_8k_context_follows_fit(catalog, sku: str) -> None:
     if sku == "h100":
         assert 81_559 * 2**20 * 0.95 - 2 * 2**30 - 8.82e9 - 1.1e9 == pytest.approx(69.2e9, rel=2e-3)
         assert 400 <= best <= 425
-    at = fit(catalog, "llama3.1-70b", [sku], mode="infer", precision="fp8", kv_dtype="fp8", tp=8, batch=best, seq=8192)
-    above = fit(catalog, "llama3.1-70b", [sku], mode="infer", precision="fp8", kv_dtype="fp8", tp=8, batch=best + 1,
-                seq=8192)
+    at = fit(catalog, "llama3.1-70b", [sku], layout=LayoutPins(tp=8), mode="infer", precision="fp8", kv_dtype="fp8",
+             batch=best, seq=8192)
+    above = fit(catalog, "llama3.1-70b", [sku], layout=LayoutPins(tp=8), mode="infer",
+                precision="fp8", kv_dtype="fp8", batch=best + 1, seq=8192)
     assert at.rows[0].fits and not above.rows[0].fits
     # fit's own report of the room agrees: batch x context at the limit
     assert at.rows[0].max_tokens >= best * 8192 > at.rows[0].max_tokens - 8192

@@ -144,10 +144,11 @@ def test_per_replica_batch_counts_replicas_not_dp_ranks(catalog) -> None:
     Replicas = GPUs / replica_gpus; per-replica batch = global tokens / replicas. For a folded MoE
     layout (fold > 1) dividing by DP would undercount it by the fold factor.
     """
-    from mi400plan.api.sweep import sweep
+    from mi400plan.api.sweep import SweepReport, sweep
+    from mi400plan.specs.layout import TrainOptions
 
     res = sweep(catalog, "mixtral-8x7b", ["mi300x"], gpus="64..128", global_batch="1024",
-                seq_len=4096, top=1, ranges=False, pins={"ep": [8], "tp": [1], "cp": [1]})
+                seq_len=4096, report=SweepReport(top=1, ranges=False), pins={"ep": [8], "tp": [1], "cp": [1]})
     for point in res.scaling:
         row = next(r for r in res.rows if r.gpus == point.gpus)
         replicas = point.gpus / row.replica_gpus
@@ -245,12 +246,14 @@ def test_table_states_the_overlap_settings(cli) -> None:
 
 
 def test_api_keywords_match_the_flags(catalog) -> None:
-    from mi400plan.api.sweep import sweep
+    from mi400plan.api.sweep import SweepReport, sweep
+    from mi400plan.specs.layout import TrainOptions
 
-    kw = dict(gpus="64", global_batch="64", seq_len=4096, top=1, ranges=False,
+    kw = dict(gpus="64", global_batch="64", seq_len=4096, report=SweepReport(top=1, ranges=False),
               pins={"tp": [8], "pp": [4], "vpp": [2], "cp": [1], "zero": [1], "micro_batch": [1]})
     on = sweep(catalog, "llama3.1-8b", ["mi300x"], **kw)
-    off = sweep(catalog, "llama3.1-8b", ["mi300x"], overlap_pp=False, overlap_cp=False, split_embedding_loss=True, **kw)
+    off = sweep(catalog, "llama3.1-8b", ["mi300x"],
+                options=TrainOptions(overlap_pp=False, overlap_cp=False, split_embedding_loss=True), **kw)
     assert on.overlap == {"tp": False, "ep": False, "pp": True, "cp": True, "dp": True}
     assert off.overlap == {"tp": False, "ep": False, "pp": False, "cp": False, "dp": True}
     assert (on.split_embedding_loss, off.split_embedding_loss) == (False, True)
@@ -264,7 +267,8 @@ def test_row_metrics_by_hand(catalog) -> None:
     model FLOPs/token = 6 x matmul weights + 12 x layers x seq x heads x head_dim (PaLM appendix B);
     HFU adds one forward of the layers (2 x layer weights + 4 x layers x seq x heads x head_dim).
     MI300X dense BF16 peak 1,307.4 TFLOP/s; an MI300X rack (mi300x-server) holds 32 GPUs."""
-    from mi400plan.api.sweep import sweep
+    from mi400plan.api.sweep import SweepReport, sweep
+    from mi400plan.specs.layout import TrainOptions
 
     layer_w = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
     attn = 32 * 4096 * 32 * 128  # layers x seq x heads x head_dim
@@ -272,7 +276,7 @@ def test_row_metrics_by_hand(catalog) -> None:
     hw_tok = model_tok + 2 * layer_w + 4 * attn
     peak = 1307.4e12
     res = sweep(catalog, "llama3.1-8b", ["mi300x", "mi355x"], gpus="64..128", global_batch="256", seq_len=4096,
-                top=1, ranges=False, pins={"tp": [1], "pp": [1], "cp": [1], "recompute": [2]})
+                report=SweepReport(top=1, ranges=False), pins={"tp": [1], "pp": [1], "cp": [1], "recompute": [2]})
     assert res.efficiencies[0].peak_flops == pytest.approx(peak)
     per_gpu = {}
     for row in res.rows:
@@ -295,12 +299,13 @@ def test_grad_dtype_sets_gradient_bytes(catalog) -> None:
     """``grad_dtype="bf16"`` (Megatron-LM ``--grad-reduce-in-bf16``) halves the gradient buffer of the
     default fp32 main grads (4 -> 2 bytes per parameter) and the bytes of the DP reduction, so
     the exposed DP time cannot grow."""
-    from mi400plan.api.sweep import sweep
+    from mi400plan.api.sweep import SweepReport, sweep
+    from mi400plan.specs.layout import TrainOptions
 
-    kw = dict(gpus="64", global_batch="64", seq_len=4096, top=1, ranges=False,
+    kw = dict(gpus="64", global_batch="64", seq_len=4096, report=SweepReport(top=1, ranges=False),
               pins={"tp": [8], "pp": [1], "cp": [1], "zero": [0], "micro_batch": [1], "recompute": [0]})
     fp32 = sweep(catalog, "llama3.1-8b", ["mi300x"], **kw).rows[0]
-    bf16 = sweep(catalog, "llama3.1-8b", ["mi300x"], grad_dtype="bf16", **kw).rows[0]
+    bf16 = sweep(catalog, "llama3.1-8b", ["mi300x"], options=TrainOptions(grad_dtype="bf16"), **kw).rows[0]
     assert fp32.layout == bf16.layout
     assert bf16.memory_bytes.gradients == pytest.approx(fp32.memory_bytes.gradients / 2, rel=1e-12)
     assert bf16.time_s.dp <= fp32.time_s.dp

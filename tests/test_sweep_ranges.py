@@ -269,12 +269,15 @@ def test_corner_with_only_matmul_ranged_equals_a_matmul_override(cli, profiles) 
     ("llama3.1-70b", "mi355x", "256", "bf16"),
 ])
 def test_spans_bracket_nominal_and_nominal_best_is_the_plain_search(catalog, model, sku, gpus, precision) -> None:
-    from mi400plan.api.sweep import build_sku, sweep
+    from mi400plan.api.sweep import SweepReport, build_sku, sweep
+    from mi400plan.cost import Pricing
+    from mi400plan.specs.layout import TrainOptions
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, search
     from mi400plan.specs.layout import train_recipe
 
-    res = sweep(catalog, model, [sku], gpus=gpus, precision=precision, tokens="1T", gpu_hour_cost=2.0, top=3)
+    res = sweep(catalog, model, [sku], gpus=gpus, options=TrainOptions(precision=precision), tokens="1T",
+                pricing=Pricing(gpu_hour_cost=2.0), report=SweepReport(top=3))
     # the nominal best is exactly what the search returns on the nominal hardware
     spec = catalog.get("models", model).spec
     seq = min(spec.max_seq_len, 8192)
@@ -304,10 +307,10 @@ def test_spans_bracket_nominal_and_nominal_best_is_the_plain_search(catalog, mod
 
 
 def test_no_ranges_leaves_the_nominal_result_unchanged(catalog) -> None:
-    from mi400plan.api.sweep import sweep
+    from mi400plan.api.sweep import SweepReport, sweep
 
-    a = sweep(catalog, "llama3.1-8b", ["mi300x", "mi355x"], gpus="64", top=2)
-    b = sweep(catalog, "llama3.1-8b", ["mi300x", "mi355x"], gpus="64", top=2, ranges=False)
+    a = sweep(catalog, "llama3.1-8b", ["mi300x", "mi355x"], gpus="64", report=SweepReport(top=2))
+    b = sweep(catalog, "llama3.1-8b", ["mi300x", "mi355x"], gpus="64", report=SweepReport(top=2, ranges=False))
     assert b.ranges_checked is False and b.ranges == [] and b.flips == [] and all(r.range is None for r in b.rows)
     assert [r.model_copy(update={"range": None}) for r in a.rows] == b.rows
     assert a.skus == b.skus
@@ -316,14 +319,17 @@ def test_no_ranges_leaves_the_nominal_result_unchanged(catalog) -> None:
 def test_best_layout_flips_are_material(catalog) -> None:
     """A best-layout flip is reported exactly when the layout changes at a corner and the nominal best
     does not fit there or is at least 1% slower there; near-ties stay in ``layout_changes`` only."""
-    from mi400plan.api.sweep import LAYOUT_FLIP_MIN_PENALTY, sweep
+    from mi400plan.api.sweep import LAYOUT_FLIP_MIN_PENALTY, SweepReport, sweep
+    from mi400plan.specs.layout import TrainOptions
+
+    fp8, one = TrainOptions(precision="fp8"), SweepReport(top=1)
 
     assert LAYOUT_FLIP_MIN_PENALTY == 0.01
-    res = sweep(catalog, "llama3.1-70b", ["mi355x", "mi455x"], gpus="1024", precision="fp8", top=1)
+    res = sweep(catalog, "llama3.1-70b", ["mi355x", "mi455x"], gpus="1024", options=fp8, report=one)
     # A material flip (Llama 3.1 70B on 128 B200, FP8: the nominal best is 4.7 % slower at the
     # optimistic corner) and a near-tie that stays a layout change only (on 128 MI455X: 0.2 %).
-    res8 = sweep(catalog, "llama3.1-70b", ["b200"], gpus="128", precision="fp8", top=1)
-    tie = sweep(catalog, "llama3.1-70b", ["mi455x"], gpus="128", precision="fp8", top=1)
+    res8 = sweep(catalog, "llama3.1-70b", ["b200"], gpus="128", options=fp8, report=one)
+    tie = sweep(catalog, "llama3.1-70b", ["mi455x"], gpus="128", options=fp8, report=one)
     seen_flip = seen_tie = False
     for r in (res, res8, tie):
         for sr in r.ranges:

@@ -105,9 +105,9 @@ def rows() -> list[dict[str, str]]:
 
 @contextlib.contextmanager
 def hardware_replaced(**hw_update):
-    """Every SKU the planner builds meanwhile (``api.sweep.build_sku``) has these ``search.Hardware``
+    """Every SKU the planner builds meanwhile (``hardware.build_sku``) has these ``search.Hardware``
     fields replaced: the fits of ``benchmarks/fit_gemm.py`` and the tests that price a run at another value."""
-    import mi400plan.api.sweep as sweep_api
+    import mi400plan.hardware as sweep_api
 
     orig = sweep_api.build_sku
 
@@ -125,7 +125,7 @@ def hardware_replaced(**hw_update):
 def run_row(catalog, r: dict[str, str], *, lift: bool = False) -> dict | None:
     """The search's row for one published run, its layout pinned and its recipe columns applied
     (``None``: no layout; with ``lift`` the capacity check is lifted, else it is the SKU's HBM)."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, search
 

@@ -23,7 +23,7 @@ def budget(cat: Any, sku: str, *, gpus: int, days: str | None = None, flops: str
     (``TrainOptions``, default Megatron-LM BF16) every family model is priced with."""
     from mi400plan import budget as bg
     from mi400plan.api.deadline import parse_deadline_days
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.family import FamilyTemplate
     from mi400plan.scaling import compute_optimal, get_law
 
@@ -172,7 +172,7 @@ class _Pricer:
         return self._cache[step.width]
 
     def plan(self, step: Any, tokens: float, days: float | None) -> tuple[Feasibility | None, str | None]:
-        from mi400plan.api.sweep import layout_text
+        from mi400plan.results.sweep import layout_text
         from mi400plan.api.totals import plan_totals
         from mi400plan.results.sweep import SweepLayout
         from mi400plan.search import RECOMPUTE_LABELS, model_terms

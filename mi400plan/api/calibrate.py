@@ -122,7 +122,7 @@ def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any],
     """One run checked and made ready for the forward model; ``memo`` shares the SKU builds and model
     terms between runs (a 1,000-run file of a few workloads builds each once). The run is priced on the
     stack profile its ``stack`` names, else ``stack`` (calibrate --stack), else its vendor default."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.stacks import known_stack
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one, layout_violations, model_terms
@@ -242,7 +242,7 @@ def _memo(memo: dict[tuple[Any, ...], Any], key: tuple[Any, ...], compute: Any) 
 
 def _above_peak(cat: Any, sku: str, runs: list[PreparedRun]) -> list[str]:
     """Runs whose measured model FLOP rate exceeds the SKU's dense peak (a units or FLOP-count slip)."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
 
     out = []
     peaks: dict[str, float] = {}
@@ -262,7 +262,7 @@ def _memory_verdicts(cat: Any, sku: str, runs: list[PreparedRun]) -> list[str]:
     """Runs the memory model counts as tight or over the SKU's capacity, by the check ``fit`` and ``sweep``
     use (``reserve.verdict_codes``). A measured run did run, so "does not fit" says the memory model
     over-counts it; the run is still fitted (its step time is a measurement either way)."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.reserve import verdict_name
     from mi400plan.search import evaluate_one, usable_hbm
 

@@ -161,21 +161,22 @@ def _label(up_algo: int, out_algo: int, tier: int) -> str:
     return f"hierarchical({comms.algo_label(up_algo)}+{comms.algo_label(out_algo)})"
 
 
-def comm(
-    catalog: Any,
-    op: str,
-    size: str,
-    group: str | int,
-    *,
-    fabrics: list[str] | None = None,
-    skus: list[str] | None = None,
-    bw: str | None = None,
-    latency: str | None = None,
-    scale_out: str | None = None,
-    algo: str | None = None,
-    stride: str | int = 1,
-) -> CommResult:
-    """Times of ``op`` for every size in ``size`` (``32MB`` or ``1KiB..8GiB``) on each system."""
+@dataclass(frozen=True)
+class _Ask:
+    """The command's numbers, parsed and checked: collective, algorithm, sizes (bytes), group and stride."""
+
+    op: str
+    algo: str | None
+    sizes: list[float]
+    group: int
+    stride: int
+    bw: float | None
+    latency: float | None
+
+
+def _parse(op: str, size: str, group: str | int, stride: str | int, algo: str | None, bw: str | None,
+           latency: str | None) -> _Ask:
+    """Parse and check the collective, the algorithm and the numbers (``UsageError`` naming the flag)."""
     op_key = comms.normalize_op(op)
     if op_key is None:
         spellings = ", ".join(
@@ -203,8 +204,12 @@ def comm(
         raise UsageError(f"--group must be a whole number of GPUs >= 2, got {group!r}")
     if st != int(st) or st < 1:
         raise UsageError(f"--stride must be a whole number >= 1, got {stride!r}")
-    n_i, st_i = int(n), int(st)
-    fabrics, skus = list(fabrics or []), list(skus or [])
+    return _Ask(op_key, algo_key, sizes, int(n), int(st), bw_val, lat_val)
+
+
+def _check_network(ask: _Ask, fabrics: list[str], skus: list[str], scale_out: str | None) -> None:
+    """Exactly one way of naming the network, and the flags that pair with it."""
+    bw_val, lat_val = ask.bw, ask.latency
     if bw_val is not None and (fabrics or skus):
         raise UsageError("--bw describes its own tier; do not combine it with --fabric or --sku")
     if bw_val is None and not (fabrics or skus):
@@ -216,18 +221,12 @@ def comm(
     if bw_val is not None and bw_val <= 0:
         raise UsageError("--bw must be positive")
 
-    systems: list[_System] = []
-    if bw_val is not None:
-        p = comms.TierParams.from_bandwidth(bw_val, lat_val or 0.0)
-        systems.append(_System("custom", {"nominal": p, "fast": p, "slow": p}, None, None, None))
-    systems += [_fabric_system(catalog, f, scale_out) for f in fabrics]
-    sku_systems, warnings = _sku_systems(catalog, skus)
-    systems += sku_systems
 
-    from mi400plan.profiles import approximation_warnings
-
-    warnings += approximation_warnings(catalog, [s.sku for s in sku_systems if s.sku],
-                                       fabrics + ([scale_out] if scale_out else []))
+def _price_systems(ask: _Ask, systems: list[_System], skus: list[str],
+                   warnings: list[str]) -> list[tuple[_System, dict[str, comms.PlacedTime]]]:
+    """Times of the collective on each system at the nominal, fast and slow cases; a SKU of ``--sku all``
+    that cannot run it is left out with a warning."""
+    op_key, algo_key, sizes, n_i, st_i = ask.op, ask.algo, ask.sizes, ask.group, ask.stride
     uncertain: list[str] = []
     S = np.asarray(sizes, dtype=float)
     per_system: list[tuple[_System, dict[str, comms.PlacedTime]]] = []
@@ -269,6 +268,13 @@ def comm(
         warnings.append(
             "assumed or estimated values: " + "; ".join(dict.fromkeys(uncertain)) + "; time_fast_s..time_slow_s spans them"
         )
+    return per_system
+
+
+def _rows(ask: _Ask, per_system: list[tuple[_System, dict[str, comms.PlacedTime]]]) -> list[CommRow]:
+    """One row per system and size."""
+    op_key, sizes, n_i, st_i = ask.op, ask.sizes, ask.group, ask.stride
+    S = np.asarray(sizes, dtype=float)
     fastest = np.min(np.stack([r["nominal"].time for _, r in per_system]), axis=0)
     rows: list[CommRow] = []
     for sysm, res in per_system:
@@ -306,18 +312,58 @@ def comm(
                     relative_to_fastest=float(nom.time[i] / fastest[i]) if fastest[i] > 0 else 1.0,
                 )
             )
+    return rows
 
-    # Does the ranking flip inside the ranges?
+
+def _ranking_flip(sizes: list[float], per_system: list[tuple[_System, dict[str, comms.PlacedTime]]]) -> list[str]:
+    """Does the ranking flip inside the ranges? A warning at the first size where it does."""
     if len(per_system) > 1:
         for i, s in enumerate(sizes):
             order = sorted(per_system, key=lambda sr: float(sr[1]["nominal"].time[i]))
             a, b = order[0], order[1]
             if float(a[1]["slow"].time[i]) > float(b[1]["fast"].time[i]):
-                warnings.append(
+                return [
                     f"at {fmt_bytes(s)}: {a[0].label} is fastest at nominal values, but {b[0].label} can beat it "
                     "within the profile ranges"
-                )
-                break
+                ]
+    return []
+
+
+def comm(
+    catalog: Any,
+    op: str,
+    size: str,
+    group: str | int,
+    *,
+    fabrics: list[str] | None = None,
+    skus: list[str] | None = None,
+    bw: str | None = None,
+    latency: str | None = None,
+    scale_out: str | None = None,
+    algo: str | None = None,
+    stride: str | int = 1,
+) -> CommResult:
+    """Times of ``op`` for every size in ``size`` (``32MB`` or ``1KiB..8GiB``) on each system."""
+    ask = _parse(op, size, group, stride, algo, bw, latency)
+    fabrics, skus = list(fabrics or []), list(skus or [])
+    _check_network(ask, fabrics, skus, scale_out)
+    bw_val, lat_val = ask.bw, ask.latency
+
+    systems: list[_System] = []
+    if bw_val is not None:
+        p = comms.TierParams.from_bandwidth(bw_val, lat_val or 0.0)
+        systems.append(_System("custom", {"nominal": p, "fast": p, "slow": p}, None, None, None))
+    systems += [_fabric_system(catalog, f, scale_out) for f in fabrics]
+    sku_systems, warnings = _sku_systems(catalog, skus)
+    systems += sku_systems
+
+    from mi400plan.profiles import approximation_warnings
+
+    warnings += approximation_warnings(catalog, [s.sku for s in sku_systems if s.sku],
+                                       fabrics + ([scale_out] if scale_out else []))
+    per_system = _price_systems(ask, systems, skus, warnings)
+    rows = _rows(ask, per_system)
+    warnings += _ranking_flip(ask.sizes, per_system)
 
     out_systems = [
         SystemOut(
@@ -329,11 +375,12 @@ def comm(
         for sysm, res in per_system
     ]
     return CommResult(
-        op=op_key,
-        group=n_i,
-        stride=st_i,
-        algo=algo_key or "auto",
+        op=ask.op,
+        group=ask.group,
+        stride=ask.stride,
+        algo=ask.algo or "auto",
         systems=out_systems,
         rows=rows,
         warnings=list(dict.fromkeys(warnings)),
     )
+

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mi400plan.errors import UsageError
+from mi400plan.hardware import SkuOverrides
 from mi400plan.results.deadline import ClusterPick, DeadlineResult, PricedSize, SkuAnswer
 from mi400plan.specs.layout import TrainOptions
 from mi400plan.units import DAY, HOUR, UnitError, parse_count
@@ -53,7 +54,7 @@ class _Price:
 
 def _pricing(cat: Any, sku: str, gpu_hour_cost: float | None, site_prof: Any, site: Any) -> _Price:
     """Cost per GPU-hour (flag, else the cost model) and wall power per GPU x PUE for the MW figure."""
-    from mi400plan.api.cost import gpu_hour_model, resolve_system
+    from mi400plan.cost import gpu_hour_model, resolve_system
     from mi400plan.errors import MissingValueError, UnknownNameError
 
     try:
@@ -79,7 +80,7 @@ def sweep_deadline(cat: Any, model: str, skus: list[str], *, tokens: str | None,
     recipe (``TrainOptions``, as ``sweep`` takes it) and ``pins`` the layout values the search may use
     (``sweep --tp/--pp/.../--recompute``); ``sku_overrides`` the measured efficiencies."""
     from mi400plan import deadline as dl
-    from mi400plan.api.cost import load_site
+    from mi400plan.cost import load_site
 
     if not tokens:
         raise UsageError("--deadline and --budget need --tokens (how many tokens to train)")
@@ -111,15 +112,6 @@ def sweep_deadline(cat: Any, model: str, skus: list[str], *, tokens: str | None,
         budget_usd=usd, max_gpus=cap, site=site_prof.name, recipe=topts.changed(),
         method=dl.__doc__.split("\n\n")[2].replace("\n", " ") if dl.__doc__ else "", answers=answers, warnings=[],
     )
-
-
-@dataclass(frozen=True)
-class SkuOverrides:
-    """Measured values that replace a SKU profile's (``sweep --matmul-efficiency`` and friends)."""
-
-    matmul_efficiency: float | None = None
-    hbm_efficiency: float | None = None
-    gemm_overhead_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -159,7 +151,7 @@ def _workload(cat: Any, model: str, global_batch: str | None, seq_len: int | Non
 def _answer(cat: Any, sku_name: str, wl: Any, opts: Any, topts: TrainOptions, goal: _Goal,
             gpu_hour_cost: float | None, site_prof: Any, site_v: Any, ov: SkuOverrides) -> SkuAnswer:
     from mi400plan import deadline as dl
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.search import model_terms
 
     sku = build_sku(cat, sku_name, topts.precision, matmul_efficiency=ov.matmul_efficiency,
@@ -236,7 +228,7 @@ def _priced(p: Any, days_of: Any, cost_of: Any, price: _Price) -> PricedSize:
 def _pick(p: Any, sku: Any, wl: Any, terms: Any, days: float, price: _Price, ref: Any,
           train_tokens: float | None = None) -> ClusterPick:
     from mi400plan.api.sweep import _memory as memory_bytes
-    from mi400plan.api.sweep import layout_text
+    from mi400plan.results.sweep import layout_text
     from mi400plan.api.totals import plan_totals
     from mi400plan.results.sweep import SweepLayout, TimeBreakdown
     from mi400plan.search import RECOMPUTE_LABELS

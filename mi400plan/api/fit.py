@@ -147,85 +147,76 @@ def _recompute_level(recompute: str | None, modules: object, layers: int | None)
     return recompute
 
 
+@dataclass(frozen=True)
+class LayoutPins:
+    """A training or inference layout as asked (None: let ``fit`` choose): parallel degrees, ZeRO stage,
+    micro-batch, activation recomputation (``none``/``selective``/``full``) and sequence parallelism."""
+
+    tp: int | None = None
+    pp: int | None = None
+    vpp: int | None = None
+    dp: int | None = None
+    ep: int | None = None
+    etp: int | None = None
+    cp: int | None = None
+    zero: int | None = None
+    micro_batch: int | None = None
+    recompute: str | None = None
+    sequence_parallel: bool | None = None
+
+
+# TrainOptions fields an inference fit ignores (warned about), and those the training fit reads itself.
+_RECIPE_KEYS = ("recipe", "optimizer", "grad_dtype", "flash_attention", "dropout", "fp8_weight_copies", "fp8_params",
+                "recompute_modules", "recompute_layers", "fused_cross_entropy", "capacity_factor",
+                "vocab_divisible_by", "offload_layers", "overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp",
+                "overlap_dp", "split_embedding_loss", "uneven_pp")
+
+
 def fit(
     catalog: Any,
     model_name: str | None,
     skus: list[str] | None = None,
     mode: str = "train",
     *,
-    tp: int | None = None,
-    pp: int | None = None,
-    vpp: int | None = None,
-    dp: int | None = None,
-    ep: int | None = None,
-    etp: int | None = None,
-    cp: int | None = None,
-    zero: int | None = None,
-    micro_batch: int | None = None,
+    layout: LayoutPins | None = None,
     seq: int | None = None,
-    recompute: str | None = None,
-    sequence_parallel: bool | None = None,
     gpus: int | None = None,
     global_batch: int | None = None,
-    recipe: str | None = None,
-    precision: str | None = None,
-    optimizer: str | None = None,
-    grad_dtype: str | None = None,
-    kv_dtype: str | None = None,
-    flash_attention: bool | None = None,
     batch: int | None = None,
-    reserve: str | None = None,
     plan: str | Path | None = None,
-    capacity_factor: float | None = None,
-    fp8_weight_copies: int | None = None,
-    fp8_params: bool | None = None,
-    fused_cross_entropy: bool | None = None,
-    recompute_modules: str | tuple[str, ...] | None = None,
-    recompute_layers: int | None = None,
-    vocab_divisible_by: int | None = None,
-    dropout: bool | None = None,
-    offload_layers: int | None = None,
     options: TrainOptions | None = None,
-    overlap_tp: bool | None = None,
-    overlap_ep: bool | None = None,
-    overlap_pp: bool | None = None,
-    overlap_cp: bool | None = None,
-    overlap_dp: bool | None = None,
-    split_embedding_loss: bool | None = None,
-    uneven_pp: bool | None = None,
+    precision: str | None = None,
+    kv_dtype: str | None = None,
+    reserve: str | None = None,
 ) -> FitResult:
     """Fit ``model_name`` on each SKU (``["all"]`` or ``None``: every accelerator in the catalog).
 
-    Explicit arguments override values read from ``plan``. Training recipe knobs (see
-    ``specs.layout.TrainRecipe``): ``capacity_factor`` is the MoE routed-buffer allowance (default
+    Explicit arguments override values read from ``plan``; ``layout`` pins the layout. Training recipe
+    knobs travel in ``options`` (see ``specs.layout.TrainRecipe``): ``capacity_factor`` is the MoE routed-buffer allowance (default
     1.25: a load-imbalance margin over Megatron-Core's dropless routing), ``fp8_weight_copies`` the
     cached FP8 casts per GEMM weight with ``precision="fp8"`` (default 2, Transformer Engine's row-wise
     and transposed copies), ``vocab_divisible_by`` Megatron-LM's vocabulary padding unit (default 128,
     padded to a multiple of it x TP). ``options`` carries the whole training recipe (``TrainOptions``,
     the object ``sweep`` takes too: pipeline split, overlap switches, ...); a plan's ``[recipe]`` table
-    comes under it and the single keyword arguments on top. Raises ``LayoutError`` for a layout that
+    comes under it, and ``precision`` and ``reserve`` on top. Raises ``LayoutError`` for a layout that
     breaks a structural rule, ``UnknownNameError`` for unknown names, ``UsageError`` for bad values.
     """
     from mi400plan.params import count_params
 
+    lay = layout or LayoutPins()
+    tp, pp, vpp, dp, ep, etp, cp = lay.tp, lay.pp, lay.vpp, lay.dp, lay.ep, lay.etp, lay.cp
+    zero, micro_batch, recompute, sequence_parallel = lay.zero, lay.micro_batch, lay.recompute, lay.sequence_parallel
     warnings: list[str] = []
     plan_layout: Layout | None = None
     plan_options: TrainOptions | None = None
     if plan is not None:
         meta, plan_layout = read_plan(plan)
         plan_options = meta.get("recipe")
-        if model_name is None:
-            model_name = meta.get("model")
-        elif meta.get("model") and str(meta["model"]) != model_name:
-            warnings.append(f"plan {plan} was made for model {meta['model']!r}, fitting {model_name!r}")
-        if not skus and meta.get("sku"):
-            skus = [str(meta["sku"])]
+        model_name, skus, mode = _plan_names(meta, plan, model_name, skus, mode, warnings)
         gpus = gpus if gpus is not None else meta.get("gpus")
         seq = seq if seq is not None else meta.get("seq_len")
         global_batch = global_batch if global_batch is not None else meta.get("global_batch")
         precision = precision if precision is not None else meta.get("precision")
-        if meta.get("mode") in ("train", "infer") and mode is None:
-            mode = str(meta["mode"])
     if not model_name:
         raise UsageError("name a model (or give --plan with a [plan] model)")
     if mode not in ("train", "infer"):
@@ -233,10 +224,54 @@ def fit(
     loaded_model = catalog.get("models", model_name)
     model = loaded_model.spec
     counts = count_params(model)
-    reserve_text = reserve if reserve is not None else (options.reserve if options is not None else None)
-    res = parse_reserve(reserve_text) if reserve_text is not None else None
+    accels = _accelerators(catalog, skus, warnings)
+    res = _reserve(reserve, options, accels, warnings)
+    fm = FitModel(name=model.name, display_name=model.display_name, profile=loaded_model.path,
+                  params_total=counts.total, params_active=counts.active, max_seq_len=int(model.max_seq_len))
+    for v, what in ((tp, "--tp"), (pp, "--pp"), (vpp, "--vpp"), (dp, "--dp"), (ep, "--ep"), (etp, "--etp"),
+                    (cp, "--cp"), (micro_batch, "--micro-batch"), (seq, "--seq"), (gpus, "--gpus"),
+                    (global_batch, "--global-batch"), (batch, "--batch")):
+        if v is not None and int(v) < 1:
+            raise UsageError(f"{what} must be a positive integer, got {v}")
+    given = options.explicit() if options is not None else {}
+    recipe_kw = {k: given.get(k) for k in _RECIPE_KEYS} | {"precision": precision, "reserve": reserve}
+    if mode == "train" and recipe_kw["capacity_factor"] is not None and model.moe is None:
+        warnings.append(f"--capacity-factor applies to MoE models; {model.name} is dense")
+    if mode == "train":
+        opts = _train_options(plan_options, options, given, recipe_kw)
+        recompute = _recompute_level(recompute, recipe_kw["recompute_modules"], recipe_kw["recompute_layers"])
+        return _fit_train(
+            catalog, model, counts, accels, fm, warnings, plan_layout,
+            dict(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch,
+                 recompute=recompute, sequence_parallel=sequence_parallel),
+            seq=seq, gpus=gpus, global_batch=global_batch, recipe=opts.train_recipe(), options=opts,
+        )
+    warnings += _training_only(recipe_kw)
+    return _fit_infer(
+        catalog, model, counts, accels, fm, warnings,
+        tp=tp if tp is not None else (plan_layout.tp if plan_layout else None),
+        pp=pp if pp is not None else (plan_layout.pp if plan_layout else None),
+        ep=ep, gpus=gpus, batch=batch, context=seq,
+        recipe=infer_recipe(precision, kv_dtype=kv_dtype, reserve=res),
+    )
 
-    # Accelerators.
+
+def _plan_names(meta: dict[str, Any], plan: str | Path, model_name: str | None, skus: list[str] | None, mode: str,
+                warnings: list[str]) -> tuple[str | None, list[str] | None, str]:
+    """Model, SKUs and mode from a plan's ``[plan]`` table where the call does not give them."""
+    if model_name is None:
+        model_name = meta.get("model")
+    elif meta.get("model") and str(meta["model"]) != model_name:
+        warnings.append(f"plan {plan} was made for model {meta['model']!r}, fitting {model_name!r}")
+    if not skus and meta.get("sku"):
+        skus = [str(meta["sku"])]
+    if meta.get("mode") in ("train", "infer") and mode is None:
+        mode = str(meta["mode"])
+    return model_name, skus, mode
+
+
+def _accelerators(catalog: Any, skus: list[str] | None, warnings: list[str]) -> list[Any]:
+    """The accelerator profiles named (``all`` or none: every one), with roadmap and approximation warnings."""
     names = list(skus or ["all"])
     if any(n.strip().lower() == "all" for n in names):
         sku_names = catalog.names("accelerators")
@@ -255,69 +290,50 @@ def fit(
     from mi400plan.profiles import approximation_warnings
 
     warnings += approximation_warnings(catalog, [a.spec.name for a in accels])
-    if res is not None and reserve_text is not None:
-        from mi400plan.reserve_check import oversized_reserve
+    return accels
 
-        warnings += oversized_reserve(reserve_text, res, [(a.spec.name, _capacity(a)[0]) for a in accels])
 
-    fm = FitModel(
-        name=model.name,
-        display_name=model.display_name,
-        profile=loaded_model.path,
-        params_total=counts.total,
-        params_active=counts.active,
-        max_seq_len=int(model.max_seq_len),
-    )
-    for v, what in ((tp, "--tp"), (pp, "--pp"), (vpp, "--vpp"), (dp, "--dp"), (ep, "--ep"), (etp, "--etp"),
-                    (cp, "--cp"), (micro_batch, "--micro-batch"), (seq, "--seq"), (gpus, "--gpus"),
-                    (global_batch, "--global-batch"), (batch, "--batch")):
-        if v is not None and int(v) < 1:
-            raise UsageError(f"{what} must be a positive integer, got {v}")
-    given = options.explicit() if options is not None else {}
-    recompute_modules = recompute_modules if recompute_modules is not None else given.get("recompute_modules")
-    recompute_layers = recompute_layers if recompute_layers is not None else given.get("recompute_layers")
-    capacity_factor = capacity_factor if capacity_factor is not None else given.get("capacity_factor")
-    if mode == "train" and capacity_factor is not None and model.moe is None:
-        warnings.append(f"--capacity-factor applies to MoE models; {model.name} is dense")
-    if mode == "train":
-        base_opts = plan_options or TrainOptions()
-        if options is not None:
-            base_opts = base_opts.merged(**given)
-        if precision is not None and precision not in ("bf16", "fp8", "fp32"):
-            train_recipe(precision=precision)  # the usual "unknown training precision" error
-        opts = base_opts.merged(
-            recipe=recipe, precision=precision, optimizer=optimizer, grad_dtype=grad_dtype,
-            flash_attention=flash_attention, dropout=dropout, reserve=reserve, fp8_weight_copies=fp8_weight_copies,
-            fp8_params=fp8_params, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
-            fused_cross_entropy=fused_cross_entropy, capacity_factor=capacity_factor,
-            vocab_divisible_by=vocab_divisible_by, offload_layers=offload_layers, overlap_tp=overlap_tp,
-            overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
-            split_embedding_loss=split_embedding_loss, uneven_pp=uneven_pp,
-        )
-        if opts.fp8_weight_copies is not None and opts.precision != "fp8":
-            raise UsageError("FP8 weight copies apply to FP8 training; add --precision fp8")
-        recompute = _recompute_level(recompute, recompute_modules, recompute_layers)
-        return _fit_train(
-            catalog, model, counts, accels, fm, warnings, plan_layout,
-            dict(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch,
-                 recompute=recompute, sequence_parallel=sequence_parallel),
-            seq=seq, gpus=gpus, global_batch=global_batch, recipe=opts.train_recipe(), options=opts,
-        )
+def _reserve(reserve: str | None, options: TrainOptions | None, accels: list[Any], warnings: list[str]) -> Any:
+    """The ``--reserve`` given (inference: the flag; training: the recipe object's), parsed, with a warning
+    when it takes some SKU's whole usable HBM (``reserve_check.oversized_reserve``); None when not given."""
+    text = reserve if reserve is not None else (options.reserve if options is not None else None)
+    if text is None:
+        return None
+    res = parse_reserve(text)
+    from mi400plan.reserve_check import oversized_reserve
+
+    warnings += oversized_reserve(text, res, [(a.spec.name, _capacity(a)[0]) for a in accels])
+    return res
+
+
+def _train_options(plan_options: TrainOptions | None, options: TrainOptions | None, given: dict[str, Any],
+                   recipe_kw: dict[str, Any]) -> TrainOptions:
+    """The training recipe: the plan's ``[recipe]``, then ``options``, then the single keyword arguments."""
+    base_opts = plan_options or TrainOptions()
+    if options is not None:
+        base_opts = base_opts.merged(**given)
+    precision = recipe_kw["precision"]
+    if precision is not None and precision not in ("bf16", "fp8", "fp32"):
+        train_recipe(precision=precision)  # the usual "unknown training precision" error
+    opts = base_opts.merged(**recipe_kw)
+    if opts.fp8_weight_copies is not None and opts.precision != "fp8":
+        raise UsageError("FP8 weight copies apply to FP8 training; add --precision fp8")
+    return opts
+
+
+def _training_only(recipe_kw: dict[str, Any]) -> list[str]:
+    """Warnings for training-recipe values given to an inference fit, which ignores them."""
+    out = []
+    recipe = recipe_kw["recipe"]
     if recipe is not None and recipe not in ("bf16",):
-        warnings.append(f"recipe {recipe!r} applies to training; inference uses --precision and --kv-dtype")
-    for v, what in ((capacity_factor, "--capacity-factor"), (fp8_weight_copies, "--fp8-weight-copies"),
-                    (fp8_params, "--fp8-params"), (recompute_modules, "--recompute-modules"),
-                    (recompute_layers, "--recompute-layers"), (fused_cross_entropy, "--fused-cross-entropy"),
-                    (vocab_divisible_by, "--vocab-divisible-by"), (offload_layers, "--offload-layers")):
-        if v is not None:
-            warnings.append(f"{what} applies to training; inference ignores it")
-    return _fit_infer(
-        catalog, model, counts, accels, fm, warnings,
-        tp=tp if tp is not None else (plan_layout.tp if plan_layout else None),
-        pp=pp if pp is not None else (plan_layout.pp if plan_layout else None),
-        ep=ep, gpus=gpus, batch=batch, context=seq,
-        recipe=infer_recipe(precision, kv_dtype=kv_dtype, reserve=res),
-    )
+        out.append(f"recipe {recipe!r} applies to training; inference uses --precision and --kv-dtype")
+    for key, what in (("capacity_factor", "--capacity-factor"), ("fp8_weight_copies", "--fp8-weight-copies"),
+                      ("fp8_params", "--fp8-params"), ("recompute_modules", "--recompute-modules"),
+                      ("recompute_layers", "--recompute-layers"), ("fused_cross_entropy", "--fused-cross-entropy"),
+                      ("vocab_divisible_by", "--vocab-divisible-by"), ("offload_layers", "--offload-layers")):
+        if recipe_kw[key] is not None:
+            out.append(f"{what} applies to training; inference ignores it")
+    return out
 
 
 # --- helpers -----------------------------------------------------------------------------------

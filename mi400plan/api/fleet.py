@@ -10,7 +10,7 @@ from mi400plan.results.fleet import FleetRow
 
 def gpus_per_rack(cat: Any, sku: str) -> int:
     """GPUs in the SKU's rack profile (else its scale-up domain), as ``sweep --racks`` counts them."""
-    from mi400plan.api.sweep import _gpus_per_rack
+    from mi400plan.hardware import gpus_per_rack as rack_gpus
 
     acc = cat.get("accelerators", sku).spec
     domain = 8
@@ -18,7 +18,7 @@ def gpus_per_rack(cat: Any, sku: str) -> int:
     if fab:
         est = cat.get("fabrics", fab).spec.domain_size
         domain = int(est.nominal) if est.known else domain
-    return _gpus_per_rack(cat, acc.name, domain)[0]
+    return rack_gpus(cat, acc.name, domain)[0]
 
 
 def fleet_rows(cat: Any, result: Any, *, racks: int | None, gpus: int | None) -> list[FleetRow]:

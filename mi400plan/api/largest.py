@@ -109,7 +109,7 @@ def _step(spec: Any, v: Any, mode: str) -> StepFit:
             out = out.model_copy(update={"max_context": int(v.detail["max_context"])})
         return out
     if mode == "train":
-        from mi400plan.api.sweep import layout_text
+        from mi400plan.results.sweep import layout_text
 
         lay = _layout(v.layout)
         return out.model_copy(update={"layout": lay.model_dump(), "layout_text": layout_text(lay),
@@ -135,7 +135,9 @@ def _with_run(cat: Any, row: LargestRow, template: Any, gpus: int, seq: int, glo
               topts: TrainOptions, pins: dict[str, list[int]] | None, train_tokens: float) -> LargestRow:
     """``row`` with the largest model's run priced as ``sweep <name> --gpus N --tokens T`` prices it:
     the same workload, the batch it plans (``api.sweep.planned_search``) or ``global_batch``."""
-    from mi400plan.api.sweep import build_sku, layout_text, pin_options, planned_search
+    from mi400plan.api.sweep import pin_options, planned_search
+    from mi400plan.hardware import build_sku
+    from mi400plan.results.sweep import layout_text
     from mi400plan.batch import batch_law
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, metrics, model_terms
@@ -176,7 +178,8 @@ def _layout(r: dict[str, Any]) -> Any:
 
 def _train(cat: Any, skus: list[str], template: Any, gpus: int, seq_len: int | None, global_batch: int | None,
            topts: TrainOptions, pins: dict[str, list[int]] | None) -> tuple[list[LargestRow], int, int, str]:
-    from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, build_sku, pin_options
+    from mi400plan.api.sweep import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_CAP, PRECISIONS, pin_options
+    from mi400plan.hardware import build_sku
     from mi400plan.largest import largest_fitting, train_judge
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload

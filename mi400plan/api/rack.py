@@ -31,7 +31,7 @@ def rack(
     ``feeds`` is a feed-set string such as ``4x415V3ph60A`` replacing each profile's feeds;
     ``air_limit_kw`` is in kW (converted to W here); ``gpu_power_cap_w`` in W. With ``racks`` or
     ``gpus`` the facility totals also carry the cost model's facility capex and all-in cost per day
-    at site ``site`` (``api.cost.facility_cost``, default site ``us-2025``).
+    at site ``site`` (``cost.facility_cost``, default site ``us-2025``).
     """
     if not names:
         raise UsageError("give at least one rack name", hint="see `mi400plan profiles list racks`")
@@ -87,7 +87,7 @@ def rack(
         overridden = sku is not None and accel.name != spec.sku
         row, w = evaluate(spec, accel, opts, sku_overridden=overridden)
         if row.facility is not None and (racks is not None or gpus is not None):
-            from mi400plan.api.cost import facility_cost
+            from mi400plan.cost import facility_cost
 
             it = row.facility.it_power_w
             fc, cw = facility_cost(catalog, spec.name, (it.low, it.nominal, it.high), row.facility.gpus,

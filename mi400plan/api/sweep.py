@@ -11,12 +11,19 @@ import math
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mi400plan.batch import BatchLaw
-from mi400plan.errors import MissingValueError, UsageError
+from mi400plan import hardware
+from mi400plan.cost import Pricing
+from mi400plan.errors import UsageError
+# Re-exported: the hardware model lives in the core ``mi400plan.hardware``.
+from mi400plan.hardware import CORNERS, Sku, SkuOverrides, build_sku, expand_all  # noqa: F401
+from mi400plan.hardware import build_all as _build_all
+from mi400plan.hardware import gpus_per_rack as _gpus_per_rack  # noqa: F401
+from mi400plan.hardware import pick as _pick  # noqa: F401
 from mi400plan.profiles import approximation_warnings
 from mi400plan.results.sweep import (
     BatchChoice,
@@ -28,7 +35,6 @@ from mi400plan.results.sweep import (
     Placement,
     RowRange,
     ScalingPoint,
-    SkuEfficiency,
     SkuRange,
     SkuSummary,
     Span,
@@ -37,8 +43,9 @@ from mi400plan.results.sweep import (
     SweepResult,
     SweepRow,
     TimeBreakdown,
+    layout_text,
 )
-from mi400plan.units import DAY, HOUR, UnitError, US, fmt_bytes, fmt_count, fmt_pct, fmt_time, parse_count, parse_count_list
+from mi400plan.units import DAY, HOUR, UnitError, fmt_bytes, fmt_count, fmt_pct, fmt_time, parse_count, parse_count_list
 
 DEFAULT_GLOBAL_BATCH_TOKENS = 2**22  # 4Mi tokens (Llama 3 pre-training began at 4M tokens per step)
 DEFAULT_SEQ_CAP = 8192
@@ -51,15 +58,6 @@ SCALING_THRESHOLD = 0.90
 LAYOUT_FLIP_MIN_PENALTY = 0.01
 
 ProgressFn = Callable[[str, int, int], None]  # (label, done, total)
-
-
-@dataclass(frozen=True)
-class Sku:
-    name: str
-    hw: Any  # search.Hardware
-    eff: SkuEfficiency
-    varied: tuple[str, ...] = ()  # inputs with an estimate range (text), applied at the corners
-    stack: Any = None  # stacks.ResolvedStack the SKU is priced on (None: its vendor has no stack)
 
 
 def parse_gpus(text: str) -> list[int]:
@@ -109,240 +107,6 @@ def parse_global_batch(text: str, seq_len: int) -> int:
         raise UsageError(f"--global-batch {text!r}: a number of sequences must be a positive integer")
     return int(round(value))
 
-
-CORNERS = ("pessimistic", "optimistic")
-_FABRIC_CASE = {"nominal": "nominal", "pessimistic": "slow", "optimistic": "fast"}
-
-
-def _tiers(cat: Any, fabric_name: str | None, what: str, case: str = "nominal") -> tuple[Any, Any]:
-    """(comms tier parameters at ``case``, Fabric spec) for a fabric profile name."""
-    from mi400plan import comms
-
-    if not fabric_name:
-        raise MissingValueError(f"{what} fabric is not named in the accelerator profile")
-    fab = cat.get("fabrics", fabric_name).spec
-    return comms.TierParams.from_fabric(fab, _FABRIC_CASE[case]), fab
-
-
-def _gpus_per_rack(cat: Any, acc_name: str, domain: int) -> tuple[int, str]:
-    """GPUs in the first (by name) rack profile built from ``acc_name`` that is not a variant of another."""
-    for name in cat.names_with("racks", "sku", acc_name):
-        try:
-            r = cat.get("racks", name).spec
-        except Exception:  # noqa: BLE001 - a broken rack profile is reported by `profiles validate`
-            continue
-        if getattr(r, "sku", None) == acc_name and getattr(r, "variant_of", None) in (None, ""):
-            return int(r.gpus), f"rack profile {r.name}"
-    return domain, "scale-up domain (no rack profile for this SKU)"
-
-
-def _pick(est: Any, what: str, case: str, *, higher_is_better: bool) -> float:
-    """``est`` at a corner: nominal, or the low/high end that is worse (pessimistic) or better (optimistic)."""
-    lo, nom, hi = est.triple(what)
-    if case == "nominal":
-        return nom
-    return hi if (case == "optimistic") == higher_is_better else lo
-
-
-def _span_text(label: str, est: Any, scale: float, unit: str, digits: int = 2) -> str | None:
-    if not est.is_range:
-        return None
-    return f"{label} {est.lo / scale:.{digits}f}..{est.hi / scale:.{digits}f}{unit} ({est.status})"
-
-
-def _gemm_fields(acc: Any, precision: str, case: str, eff: Any = None) -> dict[str, Any]:
-    """Shape-aware GEMM / attention inputs of ``search.Hardware`` (``mi400plan.gemm``): compute units
-    (0 where not disclosed: no wave quantization), the BF16 peak and the measured flash-attention
-    efficiency (0 where the profile has none: ``search.ATTN_OVER_MATMUL`` rule), operand width, and
-    the host time per local-expert GEMM (0 where the profile has none: no host term)."""
-    eff = eff if eff is not None else acc.efficiency  # the stack-adjusted [efficiency] (stacks.stack_efficiency)
-    units = acc.silicon.compute_units
-    bf16 = acc.compute.peak_flops("bf16")
-    att = eff.attention
-    mm16 = eff.matmul("bf16")
-    host = eff.expert_host_us
-    return {
-        "matmul_bf16_eff": _pick(mm16, f"{acc.name} bf16 matmul efficiency", case, higher_is_better=True)
-        if mm16.known else 0.0,
-        "units": int(units.nominal) if units.known else 0,
-        "peak_bf16_flops": _pick(bf16, f"{acc.name} dense bf16 peak", case, higher_is_better=True) if bf16.known else 0.0,
-        "attn_eff": _pick(att, f"{acc.name} attention efficiency", case, higher_is_better=True) if att.known else 0.0,
-        "operand_bytes": 1.0 if precision == "fp8" else 2.0,
-        "expert_host_s": _pick(host, f"{acc.name} expert host time", case, higher_is_better=False) * US
-        if host.known else 0.0,
-    }
-
-
-def build_sku(
-    cat: Any,
-    name: str,
-    precision: str,
-    *,
-    matmul_efficiency: float | None = None,
-    hbm_efficiency: float | None = None,
-    gemm_overhead_us: float | None = None,
-    case: str = "nominal",
-    offload: bool = False,
-    stack: Any = None,
-) -> Sku:
-    """A SKU as the search sees it, at ``case``: ``nominal``, or a corner of its estimate ranges.
-
-    ``pessimistic`` takes the low end of peak FLOP/s, matmul and HBM efficiency, HBM bandwidth and
-    capacity, the high end of the GEMM overhead, and the ``slow`` fabric case (``comms.TierParams
-    .from_fabric``: low bandwidth and efficiency, high latency); ``optimistic`` the opposite ends.
-    Values given on the command line are measurements and stay fixed at every corner. ``offload``
-    (activation offloading asked for): the SKU's host-link bandwidth is required, ``MissingValueError``
-    without it. ``stack`` (a ``stacks.StackRequest``; None: the vendor default) moves the
-    software-dependent efficiencies (``stacks.stack_efficiency``).
-    """
-    from mi400plan.search import Hardware
-    from mi400plan.stacks import resolve_stack, stack_efficiency
-
-    if case not in ("nominal",) + CORNERS:
-        raise ValueError(f"case must be nominal, pessimistic or optimistic, got {case!r}")
-    acc = cat.get("accelerators", name).spec
-    peak_est = acc.compute.peak_flops(precision)
-    if not peak_est.known:
-        others = [p for p in ("bf16", "fp8") if p != precision and acc.compute.peak_flops(p).known]
-        src = f" (sources: {', '.join(peak_est.source)})" if peak_est.source else ""
-        raise MissingValueError(
-            f"{acc.name} dense {precision} peak is not disclosed{src}; the planner will not invent it",
-            hint=(f"{acc.name} discloses {others[0]}: use --precision {others[0]}, or " if others else "")
-            + f"give compute.{precision}_dense_tflops in a user profile (--profiles DIR)",
-        )
-    peak = _pick(peak_est, f"{acc.name} dense {precision} peak", case, higher_is_better=True)
-    resolved = resolve_stack(cat, acc, stack)
-    eff = stack_efficiency(acc, resolved)
-    mm_est = eff.matmul(precision)
-    varied = [_span_text(f"peak {precision}", peak_est, 1e12, " TFLOP/s", 0)]
-    if matmul_efficiency is not None:
-        mm, mm_status, mm_src = matmul_efficiency, "measured", "user (--matmul-efficiency)"
-    else:
-        what = f"{acc.name} achievable {precision} matmul efficiency ([efficiency] matmul_{precision})"
-        mm_est.require(what)
-        mm = _pick(mm_est, what, case, higher_is_better=True)
-        mm_status, mm_src = mm_est.status, ", ".join(mm_est.source)
-        varied.append(_span_text(f"matmul {precision}", mm_est, 1.0, ""))
-    if hbm_efficiency is not None:
-        hb, hb_status = hbm_efficiency, "measured"
-    else:
-        what = f"{acc.name} achievable HBM bandwidth fraction ([efficiency] hbm_bandwidth)"
-        eff.hbm_bandwidth.require(what)
-        hb = _pick(eff.hbm_bandwidth, what, case, higher_is_better=True)
-        hb_status = eff.hbm_bandwidth.status
-        varied.append(_span_text("HBM efficiency", eff.hbm_bandwidth, 1.0, ""))
-    if gemm_overhead_us is not None:
-        ovh = gemm_overhead_us
-    else:
-        what = f"{acc.name} per-GEMM overhead ([efficiency] gemm_overhead_us)"
-        eff.gemm_overhead_us.require(what)
-        ovh = _pick(eff.gemm_overhead_us, what, case, higher_is_better=False)
-        varied.append(_span_text("GEMM overhead", eff.gemm_overhead_us, 1.0, " us", 0))
-    if eff.expert_host_us.known:
-        varied.append(_span_text("expert host time", eff.expert_host_us, 1.0, " us", 0))
-    for label, v in (("matmul efficiency", mm), ("HBM efficiency", hb)):
-        if not 0 < v <= 1:
-            raise UsageError(f"{label} must be a fraction in (0, 1], got {v}")
-    up, up_fab = _tiers(cat, acc.interconnect.scale_up_fabric, f"{acc.name} scale-up", case)
-    out, out_fab = _tiers(cat, acc.interconnect.scale_out_fabric, f"{acc.name} scale-out", case)
-    for tier, fab in (("scale-up", up_fab), ("scale-out", out_fab)):
-        varied.append(_span_text(f"{tier} bandwidth", fab.bw_per_dir_bytes_per_s, 1e9, " GB/s", 0))
-        if fab.hop_latency_us.known:
-            varied.append(_span_text(f"{tier} latency", fab.hop_latency_us, 1.0, " us", 1))
-        if fab.efficiency.known:
-            varied.append(_span_text(f"{tier} efficiency", fab.efficiency, 1.0, ""))
-    domain = int(up_fab.domain_size.require(f"{up_fab.name} domain size"))
-    per_rack, basis = _gpus_per_rack(cat, acc.name, domain)
-    cap_est = acc.hbm_bytes
-    cap_est.require(f"{acc.name} HBM capacity")
-    bw_est = acc.memory.bandwidth_bytes_per_s
-    bw_est.require(f"{acc.name} HBM bandwidth")
-    varied.append(_span_text("HBM capacity", cap_est, 1e9, " GB", 0))
-    varied.append(_span_text("HBM bandwidth", bw_est, 1e12, " TB/s", 1))
-    hw = Hardware(
-        name=acc.name,
-        peak_flops=peak,
-        matmul_eff=mm,
-        gemm_overhead_s=ovh * US,
-        hbm_bytes=_pick(cap_est, f"{acc.name} HBM capacity", case, higher_is_better=True),
-        hbm_bw=_pick(bw_est, f"{acc.name} HBM bandwidth", case, higher_is_better=True),
-        hbm_eff=hb,
-        scale_up=up,
-        scale_out=out,
-        domain=domain,
-        gpus_per_rack=per_rack,
-        host_bw=_host_bw(acc, offload),
-        **_gemm_fields(acc, precision, case, eff),
-    )
-    info = SkuEfficiency(
-        sku=acc.name, peak_flops=peak, matmul=mm, matmul_status=mm_status, matmul_source=mm_src,
-        hbm=hb, hbm_status=hb_status, gemm_overhead_s=ovh * US, scale_up_domain=domain,
-        gpus_per_rack=per_rack, rack_basis=basis,
-        stack=resolved.name if resolved else None, stack_label=resolved.label() if resolved else None,
-        stack_basis=resolved.basis if resolved else None, stack_settings=dict(resolved.settings) if resolved else {},
-    )
-    return Sku(acc.name, hw, info, tuple(v for v in varied if v), resolved)
-
-
-def _host_bw(acc: Any, offload: bool) -> float:
-    """Host-link bytes/s per direction per GPU (``[interconnect] host_link_gb_per_s``); 0 when unknown.
-    Activation offloading needs it: ``MissingValueError`` when ``offload`` and it is not disclosed."""
-    est = acc.interconnect.host_link_gb_per_s
-    if offload and not est.known:
-        raise MissingValueError(
-            f"{acc.name} host-link bandwidth ([interconnect] host_link_gb_per_s) is not disclosed, and "
-            "--offload-layers needs it to time the activation copies; the planner will not invent it",
-            hint="add host_link_gb_per_s (GB/s per direction per GPU) to a user profile (--profiles DIR), "
-                 "or drop --offload-layers")
-    return float(est.nominal) * 1e9 if est.known else 0.0
-
-
-def expand_all(cat: Any, skus: list[str]) -> list[str]:
-    """``--sku all`` (alone or among others): every accelerator in the catalog, in catalog order."""
-    if any(s.strip().lower() == "all" for s in skus):
-        return list(cat.names("accelerators"))
-    return list(skus)
-
-
-def _build_all(cat: Any, skus: list[str], precision: str, **kw: Any) -> tuple[list[Sku], list[SkuSummary]]:
-    """Build each SKU; with several, one that lacks a value (an undisclosed peak, no fabric) becomes an
-    n/d summary row naming what is missing instead of stopping the sweep."""
-    built: list[Sku] = []
-    missing: list[SkuSummary] = []
-    for s in skus:
-        try:
-            built.append(build_sku(cat, s, precision, **kw))
-        except MissingValueError as exc:
-            if len(skus) == 1:
-                raise
-            name = cat.get("accelerators", s).spec.name
-            missing.append(SkuSummary(sku=name, gpus=0, step_time_s=None, tokens_per_s=None,
-                                      tokens_per_s_per_gpu=None, tokens_per_s_per_rack=None, gpus_per_rack=None,
-                                      mfu=None, missing=exc.message))
-    if not built:
-        raise MissingValueError("no SKU has the values a sweep needs: " + "; ".join(
-            f"{m.sku}: {m.missing}" for m in missing))
-    return built, missing
-
-
-def layout_text(lay: SweepLayout) -> str:
-    parts = [f"TP{lay.tp}", f"PP{lay.pp}"]
-    if lay.vpp > 1:
-        parts.append(f"VPP{lay.vpp}")
-    if lay.cp > 1:
-        parts.append(f"CP{lay.cp}")
-    if lay.ep > 1:
-        parts.append(f"EP{lay.ep}")
-    if lay.etp > 1:
-        parts.append(f"ETP{lay.etp}")
-    parts.append(f"DP{lay.dp}")
-    parts.append(f"Z{lay.zero}")
-    parts.append(f"mb{lay.micro_batch}")
-    if lay.recompute != "none":
-        parts.append(f"rc:{lay.recompute}")
-    if lay.tp > 1 and not lay.sequence_parallel:
-        parts.append("no-SP")
-    return " ".join(parts)
 
 
 def _error_band(wl: Any) -> Any:
@@ -745,94 +509,86 @@ def pin_options(pins: dict[str, list[int]] | None) -> dict[str, tuple[int, ...]]
     return out
 
 
-def sweep(
-    cat: Any,
-    model: str,
-    skus: list[str],
-    *,
-    gpus: str | None = None,
-    racks: int | None = None,
-    global_batch: str | None = None,
-    seq_len: int | None = None,
-    precision: str | None = None,
-    tokens: str | None = None,
-    gpu_hour_cost: float | None = None,
-    top: int = 5,
-    matmul_efficiency: float | None = None,
-    hbm_efficiency: float | None = None,
-    gemm_overhead_us: float | None = None,
-    overlap_tp: bool | None = None,
-    overlap_ep: bool | None = None,
-    overlap_pp: bool | None = None,
-    overlap_cp: bool | None = None,
-    split_embedding_loss: bool | None = None,
-    grad_dtype: str | None = None,
-    pins: dict[str, list[int]] | None = None,
-    save: str | None = None,
-    progress: ProgressFn | None = None,
-    ranges: bool = True,
-    overwrite: bool = False,
-    site: str | None = None,
-    cost_overrides: Any = None,
-    pareto: bool = False,
-    options: Any = None,
-    **recipe_kw: Any,
-) -> SweepResult:
-    """Run the layout search. See ``mi400plan sweep --help`` for the meaning of each input.
+@dataclass(frozen=True)
+class SweepReport:
+    """What a sweep returns and writes: the ``top`` layouts per SKU and size, the estimate-range corners
+    (``ranges``), the Pareto front (``pareto``), and the best layout saved as a plan file (``save``,
+    replacing an existing file only with ``overwrite``)."""
 
-    With ``ranges`` (the default) each SKU is also searched at the pessimistic and optimistic
-    corners of its estimate ranges (``build_sku(case=...)``), the listed layouts are evaluated there,
-    and conclusions that change inside the ranges are reported in ``flips`` and ``warnings``.
+    top: int = 5
+    ranges: bool = True
+    pareto: bool = False
+    save: str | None = None
+    overwrite: bool = False
 
-    Step-time model switches (``search.SearchOptions``, where each is documented with its source):
-    ``overlap_tp`` / ``overlap_ep`` hide TP/SP collectives / the EP all-to-all behind the GEMMs (off:
-    exposed); ``overlap_pp`` (on, Megatron-LM's default ``overlap_p2p_comm``) hides the interleaved
-    schedule's pipeline sends and receives behind the next chunk's compute except the ``2 (pp - 1)``
-    fill/drain transfers (VPP 1: always exposed); ``overlap_cp`` (on, ring attention) hides CP
-    key/value exchanges behind attention compute (off: Llama 3's exposed all-gather CP);
-    ``split_embedding_loss`` counts the embedding and the loss as one layer each in the pipeline
-    split, so PP x VPP may divide layers + 2 (Megatron-Core ``--account-for-embedding-in-pipeline-split
-    --account-for-loss-in-pipeline-split``). ``grad_dtype`` (``fp32`` by default, the ``megatron``
-    recipe's main grads, which Megatron-LM reduces in fp32 for BF16/FP8 training; ``bf16`` as with
-    ``--grad-reduce-in-bf16``) sets the gradient bytes of the memory model and of the DP reduction.
 
-    ``options`` (``specs.layout.TrainOptions``, the object ``fit`` takes too) carries the whole
-    training recipe; the single keyword arguments above and ``recipe_kw`` (any other ``TrainOptions``
-    field: ``recipe``, ``optimizer``, ``flash_attention``, ``dropout``, ``reserve``,
-    ``fp8_weight_copies``, ``capacity_factor``, ``vocab_divisible_by``, ``uneven_pp``, ``overlap_dp``)
-    go on top of it.
+@dataclass(frozen=True)
+class _Ctx:
+    """One sweep's inputs, parsed and checked, shared by every SKU and size."""
 
-    With ``tokens``, each SKU's best layout also gets the run's energy, emissions and cost
-    (``api.cost.run_energy``): wall power from the SKU's cost profile at the site (``site``, default
-    ``us-2025``; ``cost_overrides`` an ``api.cost.CostOverrides``), and the cost model's all-in cost
-    per GPU-hour when no ``gpu_hour_cost`` is given.
-    """
+    cat: Any
+    spec: Any
+    seq: int
+    train_tokens: float | None
+    topts: Any  # specs.layout.TrainOptions
+    terms: Any
+    law: BatchLaw
+    pinned: int | None
+    wl0: Any
+    opts: Any  # search.SearchOptions
+    pricing: Pricing
+    site_prof: Any
+    site_v: Any
+    report: SweepReport
+    progress: ProgressFn | None
+
+
+@dataclass
+class _Acc:
+    """What the sweep collects over SKUs and sizes."""
+
+    rows: list[SweepRow] = field(default_factory=list)
+    summaries: list[SkuSummary] = field(default_factory=list)
+    scaling: list[ScalingPoint] = field(default_factory=list)
+    below: dict[str, int | None] = field(default_factory=dict)
+    below_c: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    crossing: list[SweepRow] = field(default_factory=list)
+    inside: list[SweepRow] = field(default_factory=list)
+    front: list[SweepRow] = field(default_factory=list)  # with pareto: non-dominated layouts per SKU and GPU count
+    no_layout: list[NoLayout] = field(default_factory=list)
+    sku_ranges: list[SkuRange] = field(default_factory=list)
+    range_groups: list[int] = field(default_factory=list)  # SKUs compared at the same position
+    flips: list[SweepFlip] = field(default_factory=list)
+    choices: list[BatchChoice] = field(default_factory=list)
+    energy: list[Any] = field(default_factory=list)
+    totals: list[Any] = field(default_factory=list)  # the best layout's totals per SKU (single-size sweeps)
+    warnings: list[str] = field(default_factory=list)
+    evaluated: int = 0
+    valid: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+
+
+def _context(cat: Any, model: str, skus: list[str], gpus: str | None, racks: int | None, global_batch: str | None,
+             seq_len: int | None, tokens: str | None, options: Any, pins: dict[str, list[int]] | None,
+             pricing: Pricing, report: SweepReport, progress: ProgressFn | None) -> _Ctx:
+    """Check the inputs and build what every SKU's search shares (workload, batch law, search options)."""
     from mi400plan.batch import batch_law
     from mi400plan.params import count_params
-    from mi400plan.search import RULES, TIE_BREAK, SearchOptions, Workload, iter_rows, model_terms, search, usable_hbm
+    from mi400plan.search import SearchOptions, Workload, model_terms
     from mi400plan.specs.layout import TrainOptions
 
-    unknown = set(recipe_kw) - set(TrainOptions.model_fields)
-    if unknown:
-        raise TypeError(f"sweep() got unexpected keyword arguments {sorted(unknown)}")
-    if precision is not None and precision not in PRECISIONS:
-        raise UsageError(f"unknown --precision {precision!r}; choose from {', '.join(PRECISIONS)}")
-    topts = (options or TrainOptions()).merged(
-        precision=precision, grad_dtype=grad_dtype, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
-        overlap_pp=overlap_pp, overlap_cp=overlap_cp, split_embedding_loss=split_embedding_loss, **recipe_kw)
-    precision = topts.precision
-    overlap_tp, overlap_ep, overlap_pp, overlap_cp = topts.overlap_tp, topts.overlap_ep, topts.overlap_pp, topts.overlap_cp
-    split_embedding_loss = topts.split_embedding_loss
+    topts = options or TrainOptions()
     if not skus:
         raise UsageError("give at least one --sku")
-    if save and Path(save).exists() and not overwrite:
+    if report.save and Path(report.save).exists() and not report.overwrite:
         # Checked before the search: a user's existing file is never replaced without being asked.
-        raise UsageError(f"plan file {save!r} already exists", hint="pass --force to replace it, or choose another path")
-    if save:
-        _check_save_target(save)
-    if precision not in PRECISIONS:
-        raise UsageError(f"unknown --precision {precision!r}; choose from {', '.join(PRECISIONS)}")
-    if top < 1:
+        raise UsageError(f"plan file {report.save!r} already exists",
+                         hint="pass --force to replace it, or choose another path")
+    if report.save:
+        _check_save_target(report.save)
+    if topts.precision not in PRECISIONS:
+        raise UsageError(f"unknown --precision {topts.precision!r}; choose from {', '.join(PRECISIONS)}")
+    if report.top < 1:
         raise UsageError("--top must be at least 1")
     if (gpus is None) == (racks is None):
         raise UsageError("give exactly one of --gpus or --racks")
@@ -847,174 +603,175 @@ def sweep(
             train_tokens = parse_count(tokens)
         except UnitError as exc:
             raise UsageError(f"cannot read --tokens {tokens!r}: {exc}") from None
-    if gpu_hour_cost is not None and not (math.isfinite(gpu_hour_cost) and gpu_hour_cost > 0):
-        raise UsageError(f"--gpu-hour-cost must be a price above 0, got {gpu_hour_cost:g}")
+    cost = pricing.gpu_hour_cost
+    if cost is not None and not (math.isfinite(cost) and cost > 0):
+        raise UsageError(f"--gpu-hour-cost must be a price above 0, got {cost:g}")
     site_prof = site_v = None
     if train_tokens:
-        from mi400plan.api.cost import load_site
+        from mi400plan.cost import load_site
 
-        site_prof, site_v, _ = load_site(cat, site, cost_overrides)
+        site_prof, site_v, _ = load_site(cat, pricing.site, pricing.overrides)
     recipe = topts.train_recipe()
     terms = model_terms(spec, counts, seq, recipe)
     law = batch_law(terms.flops_layers, seq, train_tokens, counts.active)
     pinned = parse_global_batch(global_batch, seq) if global_batch else None
-    gb = pinned or law.start_seqs
-    wl0 = Workload(spec, counts, recipe, seq, gb)
-    choices: list[BatchChoice] = []
+    wl0 = Workload(spec, counts, recipe, seq, pinned or law.start_seqs)
     pin_kw = pin_options(pins)
     _recompute_pins_agree(pin_kw.get("recompute"), topts)
     opts = SearchOptions(**topts.search_flags(), **pin_kw)
+    return _Ctx(cat, spec, seq, train_tokens, topts, terms, law, pinned, wl0, opts, pricing, site_prof, site_v,
+                report, progress)
 
-    skus = expand_all(cat, skus)
-    offload = topts.offload_layers > 0
-    stack_req = topts.stack_request()
-    built, missing = _build_all(cat, skus, precision, matmul_efficiency=matmul_efficiency,
-                                hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us, offload=offload,
-                                stack=stack_req)
-    names = [b.name for b in built] + [m.sku for m in missing]
-    if len(set(names)) != len(names):
-        raise UsageError("the same --sku is given twice")
-    corners_of = {
-        b.name: ({c: build_sku(cat, b.name, precision, matmul_efficiency=matmul_efficiency,
-                               hbm_efficiency=hbm_efficiency, gemm_overhead_us=gemm_overhead_us, case=c,
-                               offload=offload, stack=stack_req)
-                  for c in CORNERS} if ranges else {})
-        for b in built
-    }
-    sku_ranges: list[SkuRange] = []
-    range_groups: list[int] = []  # SKUs compared at the same position: the same --gpus value, or the same --racks
-    flips: list[SweepFlip] = []
-    below_c: dict[str, dict[str, int | None]] = {}
 
-    rows: list[SweepRow] = []
-    summaries: list[SkuSummary] = []
-    scaling: list[ScalingPoint] = []
-    below: dict[str, int | None] = {}
-    crossing: list[SweepRow] = []
-    inside: list[SweepRow] = []
-    front: list[SweepRow] = []  # with pareto: non-dominated layouts per SKU and GPU count
-    no_layout: list[NoLayout] = []
-    evaluated = valid = 0
-    rejected = {k: 0 for k in RULES}
-    warnings: list[str] = [
-        f"{s} is a roadmap entry (announced, not shipping): {r}"
-        for s in skus if (r := cat.get("accelerators", s).spec.roadmap)
-    ] + approximation_warnings(cat, skus)
-    if topts.reserve is not None:
-        from mi400plan.reserve_check import oversized_reserve
+def _corner_bests(ctx: _Ctx, sku: Sku, corners: dict[str, Sku], size: int, wl: Any, sku_cost: float | None) -> dict[str, SweepRow | None]:
+    """The best layout of each estimate-range corner of ``sku`` on ``size`` GPUs (its own search)."""
+    from mi400plan.search import iter_rows, search, usable_hbm
 
-        warnings += oversized_reserve(topts.reserve, recipe.reserve, [(b.name, b.hw.hbm_bytes) for b in built])
-    energy: list[Any] = []
-    totals: list[Any] = []  # the best layout's totals per SKU (single-size sweeps)
-    for sku in built:
-        sku_cost = gpu_hour_cost
-        if sku_cost is None and site_prof is not None:
-            from mi400plan.api.cost import model_gpu_hour_cost
+    cbest: dict[str, SweepRow | None] = {}
+    for c, csku in corners.items():
+        clabel = f"{sku.name} x {size} ({c} corner)"
+        ccb = (lambda d, n, _l=clabel: ctx.progress(_l, d, n)) if ctx.progress else None  # type: ignore[misc]
+        cres = search(wl, csku.hw, size, ctx.opts, top_k=1, progress=ccb)
+        crow = next(iter_rows(cres.top), None)
+        cbest[c] = None if crow is None else _row(
+            crow, 1, csku, size, wl, ctx.terms, usable_hbm(wl, csku.hw), ctx.train_tokens, sku_cost)
+    return cbest
 
-            sku_cost = model_gpu_hour_cost(cat, sku.name, site_prof, site_v)
-        sizes = parse_gpus(gpus) if gpus is not None else [int(racks) * sku.hw.gpus_per_rack]  # type: ignore[arg-type]
-        if racks is not None and racks < 1:
-            raise UsageError("--racks must be at least 1")
-        usable = usable_hbm(wl0, sku.hw)
-        base_per_gpu: float | None = None
-        below[sku.name] = None
-        corners = corners_of[sku.name]
-        base_c: dict[str, float | None] = {c: None for c in corners}
-        if corners:
-            below_c[sku.name] = {c: None for c in corners}
-        for size in sizes:
-            label = f"{sku.name} x {size}"
-            cb = (lambda d, n, _l=label: progress(_l, d, n)) if progress else None
-            res, wl, choice = planned_search(wl0, law, pinned is not None, sku.hw, size, opts, top, cb, pareto)
-            choices.append(choice)
-            if (w := _idle_warning(choice, pinned is not None)) is not None:
-                warnings.append(w)
-            evaluated += res.evaluated
-            valid += res.valid
-            for k, v in res.rejected.items():
-                rejected[k] = rejected.get(k, 0) + v
-            raw = list(iter_rows(res.top))
-            these = [
-                _row(r, i + 1, sku, size, wl, terms, usable, train_tokens, sku_cost)
-                for i, r in enumerate(raw)
-            ]
-            at_c: list[dict[str, _AtCorner]] = []
-            if corners:
-                at_c = [_at_corners(r, corners, wl, terms, size, opts, train_tokens, sku_cost) for r in raw]
-                these = [t.model_copy(update={"range": _row_range(t, a)}) for t, a in zip(these, at_c)]
-            rows.extend(these)
-            if res.front is not None:
-                front.extend(_row(r, i + 1, sku, size, wl, terms, usable, train_tokens, sku_cost)
-                             for i, r in enumerate(iter_rows(res.front)))
-            best = these[0] if these else None
-            if best is not None and len(sizes) == 1:
-                from mi400plan.api.totals import plan_totals
 
-                totals.append(plan_totals(raw[0], wl, terms, sku.name, size, layout_text(best.layout), train_tokens))
-            if best is None:
-                near = nearest_working_sizes(wl, sku.hw, size, opts)
-                no_layout.append(NoLayout(sku=sku.name, gpus=size, why=_why(res.rejected), nearest_gpus=near))
-                warnings.append(f"{sku.name} on {size} GPUs: no layout is valid and fits ({_why(res.rejected)})"
-                                + (f"; nearest GPU counts that work: {' and '.join(f'{n:,}' for n in near)}" if near else ""))
-            if len(sizes) == 1 and best is not None:
-                # The fastest layouts on either side of the scale-up-domain boundary, for the comparison.
-                if res.best_crossing is not None:
-                    cr = next(iter_rows(res.best_crossing))
-                    crossing.append(_row(cr, 0, sku, size, wl, terms, usable, train_tokens, sku_cost))
-                if res.best_inside is not None:
-                    ins = next(iter_rows(res.best_inside))
-                    inside.append(_row(ins, 0, sku, size, wl, terms, usable, train_tokens, sku_cost))
-            per_gpu = best.tokens_per_s / size if best else None
-            if per_gpu is not None and base_per_gpu is None:
-                base_per_gpu = per_gpu
-            eff = (per_gpu / base_per_gpu) if (per_gpu is not None and base_per_gpu) else None
-            is_below = eff is not None and eff < SCALING_THRESHOLD
-            if is_below and below[sku.name] is None:
-                below[sku.name] = size
-            if corners:
-                cbest: dict[str, SweepRow | None] = {}
-                for c, csku in corners.items():
-                    clabel = f"{sku.name} x {size} ({c} corner)"
-                    ccb = (lambda d, n, _l=clabel: progress(_l, d, n)) if progress else None
-                    cres = search(wl, csku.hw, size, opts, top_k=1, progress=ccb)
-                    crow = next(iter_rows(cres.top), None)
-                    cbest[c] = None if crow is None else _row(
-                        crow, 1, csku, size, wl, terms, usable_hbm(wl, csku.hw), train_tokens, sku_cost)
-                eff_c: dict[str, float | None] = {}
-                for c, r_c in cbest.items():
-                    pg = r_c.tokens_per_s / size if r_c else None
-                    if pg is not None and base_c[c] is None:
-                        base_c[c] = pg
-                    eff_c[c] = (pg / base_c[c]) if (pg is not None and base_c[c]) else None
-                    if eff_c[c] is not None and eff_c[c] < SCALING_THRESHOLD and below_c[sku.name][c] is None:
-                        below_c[sku.name][c] = size
-                sr = _sku_range(sku, corners, size, best, at_c[0] if at_c else None, cbest, eff, eff_c,
-                                len(sizes) > 1)
-                sku_ranges.append(sr)
-                range_groups.append(size if gpus is not None else 0)
-                flips.extend(_size_flips(sr, best, wl, corners, sku.hw.hbm_bytes))
-            if site_prof is not None and best is not None and best.days is not None:
-                from mi400plan.api.cost import run_energy
+@dataclass
+class _Scaling:
+    """One SKU's scaling bookkeeping over its sizes: tokens/s per GPU at the first size with a layout
+    (nominal and per corner)."""
 
-                ren, ew = run_energy(cat, sku.name, size, best.days * DAY / HOUR * size, site_prof, site_v, gpu_hour_cost)
-                energy.append(ren)
-                warnings.extend(w for w in ew if w not in warnings)
-            scaling.append(ScalingPoint(
-                sku=sku.name, gpus=size, layout=layout_text(best.layout) if best else None,
-                step_time_s=best.step_time_s if best else None, tokens_per_s=best.tokens_per_s if best else None,
-                tokens_per_s_per_gpu=per_gpu, mfu=best.mfu if best else None, scaling_efficiency=eff,
-                below_90=is_below,
-                per_replica_batch_tokens=(wl.global_batch * seq * best.replica_gpus / size) if best else None,
-                days=best.days if best else None,
-            ))
-            summaries.append(SkuSummary(
-                sku=sku.name, gpus=size, step_time_s=best.step_time_s if best else None,
-                tokens_per_s=best.tokens_per_s if best else None, tokens_per_s_per_gpu=per_gpu,
-                tokens_per_s_per_rack=(per_gpu * sku.hw.gpus_per_rack) if per_gpu is not None else None,
-                gpus_per_rack=sku.hw.gpus_per_rack, mfu=best.mfu if best else None,
-                days=best.days if best else None, cost_usd=best.cost_usd if best else None,
-                layout=layout_text(best.layout) if best else None,
-            ))
+    base: float | None = None
+    base_c: dict[str, float | None] = field(default_factory=dict)
+
+
+def _sweep_size(ctx: _Ctx, acc: _Acc, sku: Sku, corners: dict[str, Sku], size: int, sizes: list[int],
+                sku_cost: float | None, sc: _Scaling, group: int) -> None:
+    """Search ``sku`` on ``size`` GPUs and add its rows, comparison, scaling point, corners and energy."""
+    from mi400plan.search import iter_rows, usable_hbm
+
+    label = f"{sku.name} x {size}"
+    cb = (lambda d, n, _l=label: ctx.progress(_l, d, n)) if ctx.progress else None  # type: ignore[misc]
+    rep, tt, terms = ctx.report, ctx.train_tokens, ctx.terms
+    res, wl, choice = planned_search(ctx.wl0, ctx.law, ctx.pinned is not None, sku.hw, size, ctx.opts, rep.top, cb,
+                                     rep.pareto)
+    usable = usable_hbm(ctx.wl0, sku.hw)
+    acc.choices.append(choice)
+    if (w := _idle_warning(choice, ctx.pinned is not None)) is not None:
+        acc.warnings.append(w)
+    acc.evaluated += res.evaluated
+    acc.valid += res.valid
+    for k, v in res.rejected.items():
+        acc.rejected[k] = acc.rejected.get(k, 0) + v
+    raw = list(iter_rows(res.top))
+    these = [_row(r, i + 1, sku, size, wl, terms, usable, tt, sku_cost) for i, r in enumerate(raw)]
+    at_c: list[dict[str, _AtCorner]] = []
+    if corners:
+        at_c = [_at_corners(r, corners, wl, terms, size, ctx.opts, tt, sku_cost) for r in raw]
+        these = [t.model_copy(update={"range": _row_range(t, a)}) for t, a in zip(these, at_c)]
+    acc.rows.extend(these)
+    if res.front is not None:
+        acc.front.extend(_row(r, i + 1, sku, size, wl, terms, usable, tt, sku_cost)
+                         for i, r in enumerate(iter_rows(res.front)))
+    best = these[0] if these else None
+    if best is not None and len(sizes) == 1:
+        from mi400plan.api.totals import plan_totals
+
+        acc.totals.append(plan_totals(raw[0], wl, terms, sku.name, size, layout_text(best.layout), tt))
+    if best is None:
+        near = nearest_working_sizes(wl, sku.hw, size, ctx.opts)
+        acc.no_layout.append(NoLayout(sku=sku.name, gpus=size, why=_why(res.rejected), nearest_gpus=near))
+        acc.warnings.append(f"{sku.name} on {size} GPUs: no layout is valid and fits ({_why(res.rejected)})"
+                            + (f"; nearest GPU counts that work: {' and '.join(f'{n:,}' for n in near)}" if near else ""))
+    if len(sizes) == 1 and best is not None:
+        # The fastest layouts on either side of the scale-up-domain boundary, for the comparison.
+        if res.best_crossing is not None:
+            cr = next(iter_rows(res.best_crossing))
+            acc.crossing.append(_row(cr, 0, sku, size, wl, terms, usable, tt, sku_cost))
+        if res.best_inside is not None:
+            ins = next(iter_rows(res.best_inside))
+            acc.inside.append(_row(ins, 0, sku, size, wl, terms, usable, tt, sku_cost))
+    per_gpu = best.tokens_per_s / size if best else None
+    if per_gpu is not None and sc.base is None:
+        sc.base = per_gpu
+    eff = (per_gpu / sc.base) if (per_gpu is not None and sc.base) else None
+    is_below = eff is not None and eff < SCALING_THRESHOLD
+    if is_below and acc.below[sku.name] is None:
+        acc.below[sku.name] = size
+    if corners:
+        _corner_range(ctx, acc, sku, corners, size, sizes, wl, sku_cost, sc, best, at_c, eff, group)
+    if ctx.site_prof is not None and best is not None and best.days is not None:
+        from mi400plan.cost import run_energy
+
+        ren, ew = run_energy(ctx.cat, sku.name, size, best.days * DAY / HOUR * size, ctx.site_prof, ctx.site_v,
+                             ctx.pricing.gpu_hour_cost)
+        acc.energy.append(ren)
+        acc.warnings.extend(w for w in ew if w not in acc.warnings)
+    acc.scaling.append(ScalingPoint(
+        sku=sku.name, gpus=size, layout=layout_text(best.layout) if best else None,
+        step_time_s=best.step_time_s if best else None, tokens_per_s=best.tokens_per_s if best else None,
+        tokens_per_s_per_gpu=per_gpu, mfu=best.mfu if best else None, scaling_efficiency=eff,
+        below_90=is_below,
+        per_replica_batch_tokens=(wl.global_batch * ctx.seq * best.replica_gpus / size) if best else None,
+        days=best.days if best else None,
+    ))
+    acc.summaries.append(SkuSummary(
+        sku=sku.name, gpus=size, step_time_s=best.step_time_s if best else None,
+        tokens_per_s=best.tokens_per_s if best else None, tokens_per_s_per_gpu=per_gpu,
+        tokens_per_s_per_rack=(per_gpu * sku.hw.gpus_per_rack) if per_gpu is not None else None,
+        gpus_per_rack=sku.hw.gpus_per_rack, mfu=best.mfu if best else None,
+        days=best.days if best else None, cost_usd=best.cost_usd if best else None,
+        layout=layout_text(best.layout) if best else None,
+    ))
+
+
+def _corner_range(ctx: _Ctx, acc: _Acc, sku: Sku, corners: dict[str, Sku], size: int, sizes: list[int], wl: Any,
+                  sku_cost: float | None, sc: _Scaling, best: SweepRow | None, at_c: list[dict[str, _AtCorner]],
+                  eff: float | None, group: int) -> None:
+    """The corners' own best layouts and scaling, the SKU's range and the conclusions that flip in it."""
+    cbest = _corner_bests(ctx, sku, corners, size, wl, sku_cost)
+    eff_c: dict[str, float | None] = {}
+    for c, r_c in cbest.items():
+        pg = r_c.tokens_per_s / size if r_c else None
+        if pg is not None and sc.base_c[c] is None:
+            sc.base_c[c] = pg
+        eff_c[c] = (pg / sc.base_c[c]) if (pg is not None and sc.base_c[c]) else None
+        if eff_c[c] is not None and eff_c[c] < SCALING_THRESHOLD and acc.below_c[sku.name][c] is None:
+            acc.below_c[sku.name][c] = size
+    sr = _sku_range(sku, corners, size, best, at_c[0] if at_c else None, cbest, eff, eff_c, len(sizes) > 1)
+    acc.sku_ranges.append(sr)
+    acc.range_groups.append(group)
+    acc.flips.extend(_size_flips(sr, best, wl, corners, sku.hw.hbm_bytes))
+
+
+def _sweep_sku(ctx: _Ctx, acc: _Acc, sku: Sku, corners: dict[str, Sku], gpus: str | None, racks: int | None) -> None:
+    """Every size of one SKU."""
+    sku_cost = ctx.pricing.gpu_hour_cost
+    if sku_cost is None and ctx.site_prof is not None:
+        from mi400plan.cost import model_gpu_hour_cost
+
+        sku_cost = model_gpu_hour_cost(ctx.cat, sku.name, ctx.site_prof, ctx.site_v)
+    sizes = parse_gpus(gpus) if gpus is not None else [int(racks) * sku.hw.gpus_per_rack]  # type: ignore[arg-type]
+    if racks is not None and racks < 1:
+        raise UsageError("--racks must be at least 1")
+    acc.below[sku.name] = None
+    sc = _Scaling(base_c={c: None for c in corners})
+    if corners:
+        acc.below_c[sku.name] = {c: None for c in corners}
+    for size in sizes:
+        # SKUs are compared at the same position: the same --gpus value, or the same --racks.
+        _sweep_size(ctx, acc, sku, corners, size, sizes, sku_cost, sc, size if gpus is not None else 0)
+
+
+def _result(ctx: _Ctx, acc: _Acc, skus: list[str], built: list[Sku], missing: list[SkuSummary],
+            gpus: str | None) -> SweepResult:
+    """The result: the SKU comparison, efficiency warnings, range flips, batch plan, and the saved plan."""
+    from mi400plan.search import RULES, TIE_BREAK
+
+    topts, rows, warnings = ctx.topts, acc.rows, acc.warnings
+    summaries, scaling, flips = acc.summaries, acc.scaling, acc.flips
     for m in missing:
         warnings.append(f"{m.missing} (n/d in the SKU comparison)")
         summaries.extend(m.model_copy(update={"gpus": g}) for g in (parse_gpus(gpus) if gpus is not None else [0]))
@@ -1026,35 +783,115 @@ def sweep(
                 f"{e.name}: matmul efficiency {e.eff.matmul:.2f} is {e.eff.matmul_status} ({e.eff.matmul_source or 'see the profile note'}); "
                 "override with --matmul-efficiency from your own measurement"
             )
-    if ranges:
+    if ctx.report.ranges:
         if len(built) > 1:
-            flips.extend(ranking_flips(sku_ranges, range_groups))
+            flips.extend(ranking_flips(acc.sku_ranges, acc.range_groups))
         if len(scaling) > len(built):
-            flips.extend(_scaling_flips(below, below_c))
+            flips.extend(_scaling_flips(acc.below, acc.below_c))
         warnings.extend(f.detail for f in flips)
+    gb = ctx.wl0.global_batch
     gb = rows[0].global_batch_seqs or gb if rows else gb
+    seq, site_prof, multi = ctx.seq, ctx.site_prof, len(scaling) > len(built)
     result = SweepResult(
-        model=spec.name, precision=precision, seq_len=seq, global_batch_seqs=gb, global_batch_tokens=gb * seq,
-        train_tokens=train_tokens, gpu_hour_cost=gpu_hour_cost, tie_break=TIE_BREAK,
-        overlap={"tp": overlap_tp, "ep": overlap_ep, "pp": overlap_pp, "cp": overlap_cp, "dp": topts.overlap_dp},
-        split_embedding_loss=split_embedding_loss,
-        evaluated=evaluated, valid=valid, rejected=rejected, rejected_rules=dict(RULES), rows=rows,
-        skus=summaries if len(skus) > 1 else [], scaling=scaling if len(scaling) > len(built) else [],
-        scaling_below_90_at=below if len(scaling) > len(built) else {},
-        efficiencies=[b.eff for b in built], rack_crossing=crossing, domain_inside=inside, warnings=warnings,
-        ranges_checked=ranges, ranges=sku_ranges, flips=flips,
-        scaling_below_90_at_corners=below_c if len(scaling) > len(built) else {},
-        energy=energy, site=None if site_prof is None else site_prof.name, pareto=front, pareto_checked=pareto,
-        no_layout=no_layout,
+        model=ctx.spec.name, precision=topts.precision, seq_len=seq, global_batch_seqs=gb, global_batch_tokens=gb * seq,
+        train_tokens=ctx.train_tokens, gpu_hour_cost=ctx.pricing.gpu_hour_cost, tie_break=TIE_BREAK,
+        overlap={"tp": topts.overlap_tp, "ep": topts.overlap_ep, "pp": topts.overlap_pp, "cp": topts.overlap_cp,
+                 "dp": topts.overlap_dp},
+        split_embedding_loss=topts.split_embedding_loss,
+        evaluated=acc.evaluated, valid=acc.valid, rejected=acc.rejected, rejected_rules=dict(RULES), rows=rows,
+        skus=summaries if len(skus) > 1 else [], scaling=scaling if multi else [],
+        scaling_below_90_at=acc.below if multi else {},
+        efficiencies=[b.eff for b in built], rack_crossing=acc.crossing, domain_inside=acc.inside, warnings=warnings,
+        ranges_checked=ctx.report.ranges, ranges=acc.sku_ranges, flips=flips,
+        scaling_below_90_at_corners=acc.below_c if multi else {},
+        energy=acc.energy, site=None if site_prof is None else site_prof.name, pareto=acc.front,
+        pareto_checked=ctx.report.pareto, no_layout=acc.no_layout,
     )
-    result = result.model_copy(update={"totals": totals, "batch": batch_plan(law, pinned is not None, choices)})
-    if save:
+    result = result.model_copy(update={"totals": acc.totals,
+                                       "batch": batch_plan(ctx.law, ctx.pinned is not None, acc.choices)})
+    if ctx.report.save:
         if not rows:
             raise UsageError("nothing to save: no layout is valid and fits")
-        write_plan(save, rows[0], spec.name, gb, seq, precision, topts, replace=overwrite)
-        update: dict[str, Any] = {"saved_plan": str(save)}
-        result = result.model_copy(update=update)
+        write_plan(ctx.report.save, rows[0], ctx.spec.name, gb, seq, topts.precision, topts,
+                   replace=ctx.report.overwrite)
+        result = result.model_copy(update={"saved_plan": str(ctx.report.save)})
     return result
+
+
+def sweep(
+    cat: Any,
+    model: str,
+    skus: list[str],
+    *,
+    gpus: str | None = None,
+    racks: int | None = None,
+    global_batch: str | None = None,
+    seq_len: int | None = None,
+    tokens: str | None = None,
+    options: Any = None,
+    pins: dict[str, list[int]] | None = None,
+    sku_overrides: SkuOverrides | None = None,
+    pricing: Pricing | None = None,
+    report: SweepReport | None = None,
+    progress: ProgressFn | None = None,
+) -> SweepResult:
+    """Run the layout search. See ``mi400plan sweep --help`` for the meaning of each input.
+
+    ``options`` (``specs.layout.TrainOptions``, the object ``fit`` takes too) carries the whole
+    training recipe, the step-time model switches included (``search.SearchOptions``, where each is
+    documented with its source): ``overlap_tp`` / ``overlap_ep`` hide TP/SP collectives / the EP
+    all-to-all behind the GEMMs (off: exposed); ``overlap_pp`` (on, Megatron-LM's default
+    ``overlap_p2p_comm``) hides the interleaved schedule's pipeline sends and receives behind the next
+    chunk's compute except the ``2 (pp - 1)`` fill/drain transfers (VPP 1: always exposed);
+    ``overlap_cp`` (on, ring attention) hides CP key/value exchanges behind attention compute (off:
+    Llama 3's exposed all-gather CP); ``split_embedding_loss`` counts the embedding and the loss as one
+    layer each in the pipeline split, so PP x VPP may divide layers + 2 (Megatron-Core
+    ``--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split``). ``grad_dtype``
+    (``fp32`` by default, the ``megatron`` recipe's main grads, which Megatron-LM reduces in fp32 for
+    BF16/FP8 training; ``bf16`` as with ``--grad-reduce-in-bf16``) sets the gradient bytes of the memory
+    model and of the DP reduction. ``sku_overrides`` (``hardware.SkuOverrides``) holds measured values
+    that replace the SKU profiles'.
+
+    With ``report.ranges`` (the default) each SKU is also searched at the pessimistic and optimistic
+    corners of its estimate ranges (``build_sku(case=...)``), the listed layouts are evaluated there,
+    and conclusions that change inside the ranges are reported in ``flips`` and ``warnings``.
+
+    With ``tokens``, each SKU's best layout also gets the run's energy, emissions and cost
+    (``cost.run_energy``): wall power from the SKU's cost profile at ``pricing.site`` (default
+    ``us-2025``, with ``pricing.overrides``), and the cost model's all-in cost per GPU-hour when no
+    ``pricing.gpu_hour_cost`` is given.
+    """
+    rep, ov = report or SweepReport(), sku_overrides or SkuOverrides()
+    ctx = _context(cat, model, skus, gpus, racks, global_batch, seq_len, tokens, options, pins,
+                   pricing or Pricing(), rep, progress)
+    precision, offload = ctx.topts.precision, ctx.topts.offload_layers > 0
+    stack_req = ctx.topts.stack_request()
+    skus = expand_all(cat, skus)
+    built, missing = _build_all(cat, skus, precision, **ov.as_kwargs(), offload=offload, stack=stack_req)
+    names = [b.name for b in built] + [m.sku for m in missing]
+    if len(set(names)) != len(names):
+        raise UsageError("the same --sku is given twice")
+    corners_of = {
+        b.name: ({c: hardware.build_sku(cat, b.name, precision, **ov.as_kwargs(), case=c, offload=offload,
+                                        stack=stack_req)
+                  for c in CORNERS} if rep.ranges else {})
+        for b in built
+    }
+    from mi400plan.search import RULES
+
+    acc = _Acc(rejected={k: 0 for k in RULES})
+    acc.warnings = [
+        f"{s} is a roadmap entry (announced, not shipping): {r}"
+        for s in skus if (r := cat.get("accelerators", s).spec.roadmap)
+    ] + approximation_warnings(cat, skus)
+    if ctx.topts.reserve is not None:
+        from mi400plan.reserve_check import oversized_reserve
+
+        acc.warnings += oversized_reserve(ctx.topts.reserve, ctx.wl0.recipe.reserve,
+                                          [(b.name, b.hw.hbm_bytes) for b in built])
+    for sku in built:
+        _sweep_sku(ctx, acc, sku, corners_of[sku.name], gpus, racks)
+    return _result(ctx, acc, skus, built, missing, gpus)
 
 
 # Where to look for GPU counts that work when one does not: multiples of 8 (an 8-GPU node or tray;

@@ -31,7 +31,7 @@ def _bundled_run(cat: Any, r: dict[str, str], line: int) -> tuple[RunMeta, Prepa
     """A bundled row as a ``calibrate`` run: its layout pinned and searched at the SKU's real capacity
     (the capacity check ``fit`` and ``sweep`` use), sequence parallelism and the embedding/loss split
     as the search picks them. None: no layout of the row is valid."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.search import iter_rows, model_terms, search
 
     d = with_defaults(r)

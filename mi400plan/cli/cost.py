@@ -32,8 +32,8 @@ NetOpt = Annotated[Optional[float], typer.Option("--network-capex-per-gpu", help
 def site_overrides(price: float | None, pue: float | None, rate: float | None, life: float | None,
                    load: float | None, grid: float | None, facility: Facility | None, colo: float | None = None,
                    fac_capex: float | None = None, network: float | None = None, capex: float | None = None):  # noqa: ANN201
-    """The flags as ``api.cost.CostOverrides`` (None: keep the site profile's value)."""
-    from mi400plan.api.cost import CostOverrides
+    """The flags as ``cost.CostOverrides`` (None: keep the site profile's value)."""
+    from mi400plan.cost import CostOverrides
 
     given = {
         "electricity_price_per_kwh": price, "pue": pue, "cost_of_capital": rate, "depreciation_years": life,

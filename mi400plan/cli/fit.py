@@ -141,10 +141,10 @@ def fit_cmd(
                                    "--global-batch": global_batch, **flag_values(given)}, "training")
     else:
         refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
-
     if tokens is not None and not largest:
         raise typer.BadParameter("--tokens prices the answer of --largest; for a named model use "
                                  "'sweep MODEL --tokens'", param_hint="--tokens")
+
     def options():  # noqa: ANN202 - the recipe object (precision travels on its own: fit compares several)
         return train_options(reserve=reserve, **given)
 
@@ -170,18 +170,19 @@ def fit_cmd(
               recompute=recompute.value if recompute else None, sequence_parallel=sp, gpus=gpus,
               global_batch=global_batch, kv_dtype=kv_dtype.value if kv_dtype else None, batch=batch,
               reserve=reserve if mode == "infer" else None, plan=str(plan) if plan else None)
-
-    def compute():  # noqa: ANN202
-        return _fit(profiles, model, sku, mode, precisions, options() if mode == "train" else None, kw)
-
-    run("fit", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
+    run("fit", f, lambda: _fit(profiles, model, sku, mode, precisions, options() if mode == "train" else None, kw),
+        check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
 
 
 def _fit(profiles: Optional[list[Path]], model: Optional[str], sku: Optional[list[str]], mode: str,
          precisions: list[str], options: object, kw: dict) -> object:
     """``fit`` (or, for several precisions, ``fit_precisions``) with the recipe object and the layout."""
-    from mi400plan.api.fit import fit
+    import dataclasses
 
+    from mi400plan.api.fit import LayoutPins, fit
+
+    pins = {f.name for f in dataclasses.fields(LayoutPins)}
+    kw = {k: v for k, v in kw.items() if k not in pins} | {"layout": LayoutPins(**{k: kw[k] for k in pins})}
     if len(precisions) > 1:
         from mi400plan.api.fit_precisions import fit_precisions
 

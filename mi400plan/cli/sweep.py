@@ -161,23 +161,33 @@ def cmd(
         raise typer.BadParameter("--max-gpus bounds the size --deadline / --budget pick; with --gpus or --racks "
                                  "drop it", param_hint="--max-gpus")
 
-    def compute():  # noqa: ANN202
-        from mi400plan.api.sweep import sweep
-        from mi400plan.cli.cost import site_overrides
+    out = dict(top=top, ranges=not no_ranges, pareto=pareto, save=str(save) if save else None, overwrite=force)
+    run("sweep", f, lambda: _forward(profiles, model, sku, gpus, racks, given, shared, costs, effs, out, plot,
+                                     progress=f.value != "json"),
+        check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
 
-        _distinct_outputs(save, plot)
-        cat = catalog(profiles)
-        with _progress(enabled=f.value != "json", searches=_searches(cat, sku, gpus, not no_ranges)) as cb:
-            return sweep(
-                cat, model, list(sku), gpus=gpus, racks=racks, top=top, options=train_options(**given),
-                matmul_efficiency=effs[0], hbm_efficiency=effs[1], gemm_overhead_us=effs[2],
-                save=str(save) if save else None, progress=cb, ranges=not no_ranges, overwrite=force, pareto=pareto,
-                # The cost model is imported only when a flag changes it (or --tokens asks for it).
-                cost_overrides=None if costs == (None,) * 4 else site_overrides(*costs[:2], None, None, *costs[2:], None),
-                **shared,
-            )
 
-    run("sweep", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
+def _forward(profiles: Optional[list[Path]], model: str, sku: list[str], gpus: Optional[str], racks: Optional[int],
+             given: dict, shared: dict, costs: tuple, effs: tuple, out: dict, plot: Optional[Path], *,
+             progress: bool) -> object:
+    """``sweep`` over --gpus / --racks with the recipe object built from ``given`` (``out``: the
+    ``SweepReport`` fields)."""
+    from mi400plan.api.sweep import SkuOverrides, SweepReport, sweep
+    from mi400plan.cli.cost import site_overrides
+    from mi400plan.cost import Pricing
+
+    report = SweepReport(**out)
+    _distinct_outputs(Path(report.save) if report.save else None, plot)
+    cat = catalog(profiles)
+    # The cost model's site profile is read only when a flag changes it (or --tokens asks for it).
+    pricing = Pricing(shared["gpu_hour_cost"], shared["site"], None if costs == (None,) * 4
+                      else site_overrides(*costs[:2], None, None, *costs[2:], None))
+    with _progress(enabled=progress, searches=_searches(cat, sku, gpus, report.ranges)) as cb:
+        return sweep(
+            cat, model, list(sku), gpus=gpus, racks=racks, global_batch=shared["global_batch"],
+            seq_len=shared["seq_len"], tokens=shared["tokens"], options=train_options(**given), pins=shared["pins"],
+            sku_overrides=SkuOverrides(*effs), pricing=pricing, report=report, progress=cb,
+        )
 
 
 def _backwards(profiles: Optional[list[Path]], model: str, sku: list[str], given: dict, shared: dict,

@@ -243,7 +243,7 @@ def _step_parts(result: SweepResult, ax: object) -> None:
             continue  # under 0.5 % of every step: the table leaves it out too
         ax.barh(y, vals, left=left, height=0.7, label=label)  # type: ignore[attr-defined]
         left = [a + b for a, b in zip(left, vals)]
-    from mi400plan.api.sweep import layout_text
+    from mi400plan.results.sweep import layout_text
 
     ax.set_yticks(y, [f"{r.sku} #{r.rank} {layout_text(r.layout)}" for r in rows], fontsize=7)  # type: ignore[attr-defined]
     ax.set_xlabel("step time by part (s)")  # type: ignore[attr-defined]

@@ -27,7 +27,7 @@ def _mem(m: Any) -> str:
     return fmt_bytes(m.total, binary=False) + ("!" if m.verdict == "tight" else "")
 
 def _layout(r: SweepRow) -> str:
-    from mi400plan.api.sweep import layout_text
+    from mi400plan.results.sweep import layout_text
 
     return layout_text(r.layout)
 

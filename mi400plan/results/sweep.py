@@ -371,3 +371,24 @@ class SweepResult(Result):
 
     def csv_rows(self) -> list[dict[str, Any]]:
         return [flatten(r.model_dump(mode="json")) for r in self.rows]
+
+
+def layout_text(lay: SweepLayout) -> str:
+    """A layout in one line: ``TP8 PP4 VPP2 DP16 Z1 mb1`` (degrees above 1, ZeRO stage, micro-batch)."""
+    parts = [f"TP{lay.tp}", f"PP{lay.pp}"]
+    if lay.vpp > 1:
+        parts.append(f"VPP{lay.vpp}")
+    if lay.cp > 1:
+        parts.append(f"CP{lay.cp}")
+    if lay.ep > 1:
+        parts.append(f"EP{lay.ep}")
+    if lay.etp > 1:
+        parts.append(f"ETP{lay.etp}")
+    parts.append(f"DP{lay.dp}")
+    parts.append(f"Z{lay.zero}")
+    parts.append(f"mb{lay.micro_batch}")
+    if lay.recompute != "none":
+        parts.append(f"rc:{lay.recompute}")
+    if lay.tp > 1 and not lay.sequence_parallel:
+        parts.append("no-SP")
+    return " ".join(parts)
