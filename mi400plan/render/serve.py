@@ -119,6 +119,7 @@ def render(res: ServeResult, console: Any) -> None:
             out.append(line)
         print_table(console, cols, out, title="Output tokens/s per GPU at equal interactivity (best layout of each SKU)")
     _fleet(res, console)
+    _scenario(res, console)
     console.print(f"Order: {res.order}.", markup=False, highlight=False)
     rej = ", ".join(f"{k} {v:,}" for k, v in res.rejected.items() if v)
     console.print(f"Evaluated {res.evaluated:,} layout x concurrency points: {res.valid:,} fit"
@@ -152,3 +153,39 @@ def _fleet(res: ServeResult, console: Any) -> None:
     print_table(console, cols, out, title="Fleet: whole replicas of each SKU's point",
                 caption=f"Point: {res.fleet[0].basis}. users = replicas x sequences in flight; output tok/s = "
                 "tok/s/GPU x GPUs in replicas.")
+
+
+def _pcts(p: Any) -> str:
+    return f"{_ms(p.p50)} / {_ms(p.p90)} / {_ms(p.p99)}"
+
+
+def _scenario(res: ServeResult, console: Any) -> None:
+    """``--scenario``: each SKU's simulated candidate layouts with p50 / p90 / p99 TTFT, TPOT and latency."""
+    sc = res.scenario
+    if sc is None:
+        return
+    limits = (f"p99 TTFT <= {_ms(sc.ttft_p99_s)}, p99 TPOT <= {_ms(sc.tpot_p99_s)} ({sc.limits_source})"
+              if sc.ttft_p99_s is not None and sc.tpot_p99_s is not None else "no latency limits")
+    metric = {"offline": "requests/s with all requests queued at the start",
+              "server": "the largest Poisson rate meeting the limits",
+              "interactive": "the largest Poisson rate meeting the limits",
+              "single-stream": "one request at a time; ranked by p90 latency"}[sc.name]
+    cols = ["SKU", "#", "layout", ("req/s", "right"), ("tok/s/GPU", "right"), ("steady", "right"),
+            ("TTFT p50/p90/p99", "right"), ("TPOT p50/p90/p99", "right"), ("latency p50/p90/p99", "right"),
+            "meets"]
+    out = []
+    for r in res.scenario_rows:
+        lay = r.layout
+        t = f"TP{lay.tp}" + (f" PP{lay.pp}" if lay.pp > 1 else "") + (f" EP{lay.ep}" if lay.ep > 1 else "") + (
+            " DPA" if lay.dp_attention else "")
+        out.append([r.sku, r.rank, t, f"{r.requests_per_s:,.2f}", f"{r.tokens_per_s_per_gpu:,.0f}",
+                    f"{r.steady_state_tokens_per_s_per_gpu:,.0f}", _pcts(r.ttft_s), _pcts(r.tpot_s), _pcts(r.latency_s),
+                    "yes" if r.meets else f"no: {r.binding}"])
+    print_table(console, cols, out, title=f"Scenario {sc.name} ({metric}): {limits}",
+                caption=f"Simulated per request: {sc.candidates_per_sku} layouts per SKU the steady-state search ranks "
+                f"best; req/s per replica; tok/s/GPU = output tokens at that rate (steady = the steady-state model's "
+                f"best point of the layout); continuous batching, chunked prefill of {sc.max_num_batched_tokens:,} "
+                f"tokens per iteration, at most {sc.max_num_seqs:,} sequences (vLLM's defaults unless given).")
+    console.print(f"Lengths: input {sc.input_lengths}; output {sc.output_lengths}.", markup=False, highlight=False)
+    for n in sc.notes:
+        console.print(f"Note: {n}.", markup=False, highlight=False)

@@ -1,0 +1,171 @@
+"""``serve --scenario``: MLPerf Inference scenarios on the layouts the steady-state search ranks best,
+simulated request by request (``mi400plan.serve_sim``).
+
+The steady-state search (``api.serve``) screens every layout x concurrency; the ``candidates`` layouts it
+ranks best under the scenario (offline: output tokens/s per GPU; server / interactive: the same among the
+points whose mean TTFT and TPOT meet the limits, or all fitting points when none does; single-stream: the
+lowest latency of one request) are simulated, at the nominal values, and ranked by the scenario's metric.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mi400plan.errors import UsageError
+from mi400plan.results.serve import Percentiles, ScenarioInfo, ScenarioRow, ServeLayout
+
+DEFAULT_CANDIDATES = 2
+OFFLINE_REQUESTS = 2000  # at least 2 x max_num_seqs are used, so the batch fills before it drains
+SINGLE_STREAM_REQUESTS = 1000
+# Without a benchmark model, server and interactive take the limits of MLPerf's reference LLM benchmark
+# (Llama2-70B; inference_rules.adoc, table "Benchmarks", 2026-07-23).
+REFERENCE_LIMITS = {"server": (2.0, 0.2), "interactive": (0.45, 0.04)}
+RULES_SOURCE = "MLPerf Inference rules, inference_rules.adoc (mlcommons/inference_policies, 2026-07-23)"
+
+
+@dataclass(frozen=True)
+class ScenarioConfig:
+    name: str
+    ttft_s: float | None
+    tpot_s: float | None
+    limits_source: str
+    inp: Any  # serve_sim.LengthDist
+    out: Any
+    max_batched_tokens: int
+    max_seqs: int
+    candidates: int
+    notes: tuple[str, ...]
+
+
+def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpot_p99: float | None, inp: Any,
+           out: Any, max_batched_tokens: int | None, max_seqs: int | None, candidates: int | None,
+           notes: list[str]) -> ScenarioConfig | None:
+    """Validate the scenario flags and fill in the cited defaults (``None`` without ``--scenario``)."""
+    from mi400plan import serve_sim as sim
+
+    if scenario is None:
+        if ttft_p99 is not None or tpot_p99 is not None:
+            raise UsageError("--ttft-p99 / --tpot-p99 are limits of --scenario server or interactive; add --scenario")
+        return None
+    name = scenario.strip().lower()
+    if name not in sim.SCENARIOS:
+        raise UsageError(f"unknown --scenario {scenario!r}; known: {', '.join(sim.SCENARIOS)}")
+    if name in ("offline", "single-stream") and (ttft_p99 is not None or tpot_p99 is not None):
+        raise UsageError(f"--scenario {name} has no latency limits (MLPerf: {'throughput' if name == 'offline' else 'p90 latency'}); "
+                         "--ttft-p99 / --tpot-p99 apply to server and interactive")
+    mbt = int(max_batched_tokens if max_batched_tokens is not None else sim.DEFAULT_MAX_BATCHED_TOKENS)
+    ms = int(max_seqs if max_seqs is not None else sim.DEFAULT_MAX_SEQS)
+    if mbt < 1 or ms < 1 or ms > 65536:
+        raise UsageError("--max-batched-tokens must be >= 1 and --max-seqs between 1 and 65,536")
+    k = int(candidates if candidates is not None else DEFAULT_CANDIDATES)
+    if k < 1 or k > 64:
+        raise UsageError(f"--candidates must be between 1 and 64, got {k}")
+    ttft, tpot, src = None, None, ""
+    if name in ("server", "interactive"):
+        bench = sim.benchmark_for(model_name)
+        if bench is not None and name in bench.limits:
+            ttft, tpot = bench.limits[name]
+            src = f"MLPerf {bench.name} {name} limits ({RULES_SOURCE})"
+        else:
+            ttft, tpot = REFERENCE_LIMITS[name]
+            src = f"MLPerf llama2-70b {name} limits, the reference LLM benchmark's ({RULES_SOURCE})"
+        if ttft_p99 is not None or tpot_p99 is not None:
+            src = "--ttft-p99/--tpot-p99" + (f"; otherwise {src}" if ttft_p99 is None or tpot_p99 is None else "")
+        ttft = ttft_p99 if ttft_p99 is not None else ttft
+        tpot = tpot_p99 if tpot_p99 is not None else tpot
+    return ScenarioConfig(name, ttft, tpot, src, inp, out, mbt, ms, k, tuple(notes))
+
+
+def _candidates(res: dict[str, Any], cfg: ScenarioConfig) -> list[int]:
+    """Indices (into the search arrays) of the best point of each of the ``cfg.candidates`` best layouts."""
+    ev, fit = res["ev"], res["fit"] & (res["b"] <= cfg.max_seqs)
+    if cfg.name == "single-stream":
+        score = -(ev["ttft"] + ev["tpot"] * max(cfg.out.mean - 1.0, 0.0))
+        mask = fit & (res["b"] == res["b"][fit].min()) if fit.any() else fit
+    else:
+        score = ev["out_tps_gpu"].copy()
+        mask = fit
+        if cfg.ttft_s is not None:
+            ok = fit & (ev["ttft"] <= cfg.ttft_s) & (ev["tpot"] <= cfg.tpot_s)
+            mask = ok if ok.any() else fit
+    idx = np.nonzero(mask)[0]
+    if not len(idx):
+        return []
+    idx = idx[np.argsort(-score[idx], kind="stable")]
+    seen: set[tuple[int, ...]] = set()
+    out = []
+    for i in idx:
+        key = (int(res["tp"][i]), int(res["pp"][i]), int(res["ep"][i]), int(res["dpa"][i]))
+        if key not in seen:
+            seen.add(key)
+            out.append(int(i))
+        if len(out) == cfg.candidates:
+            break
+    return out
+
+
+def _pct(x: np.ndarray) -> Percentiles:
+    from mi400plan.serve_sim import percentiles
+
+    p = percentiles(x)
+    return Percentiles(p50=p["p50"], p90=p["p90"], p99=p["p99"])
+
+
+def _simulate_one(wl: Any, hw: Any, res: dict[str, Any], i: int, cfg: ScenarioConfig) -> Any:
+    from mi400plan import serve_sim as sim
+
+    lay = sim.Layout(int(res["tp"][i]), int(res["pp"][i]), int(res["ep"][i]), bool(res["dpa"][i]))
+    kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cfg.max_seqs)
+    lim = sim.Limits(cfg.max_batched_tokens, cfg.max_seqs, kv)
+    sm = sim.step_model(wl, hw, lay, max_seqs=cfg.max_seqs, context=cfg.inp.mean + cfg.out.mean / 2.0,
+                        max_prompt=cfg.inp.max + cfg.out.max)
+    if cfg.name == "offline":
+        return lay, kv, sim.offline(sm, lim, cfg.inp, cfg.out, max(OFFLINE_REQUESTS, 2 * cfg.max_seqs))
+    if cfg.name == "single-stream":
+        return lay, kv, sim.single_stream(sm, cfg.inp, cfg.out, SINGLE_STREAM_REQUESTS)
+    # The steady-state model's rate at the layout's largest fitting concurrency (within max_seqs), with a
+    # margin: the simulation's answer lies below it unless the steady state is pessimistic.
+    same = ((res["tp"] == lay.tp) & (res["pp"] == lay.pp) & (res["ep"] == lay.ep) & (res["dpa"] == lay.dpa)
+            & res["fit"] & (res["b"] <= cfg.max_seqs))
+    hi = 1.25 * float(res["ev"]["requests_per_s"][same].max())
+    return lay, kv, sim.server(sm, lim, cfg.inp, cfg.out, ttft_s=cfg.ttft_s, tpot_s=cfg.tpot_s, rate_hi=hi,
+                               scenario=cfg.name)
+
+
+def scenario_rows(wl: Any, sku_name: str, hw: Any, res: dict[str, Any], cfg: ScenarioConfig,
+                  gpus: int) -> list[ScenarioRow]:
+    """The scenario's answer for each candidate layout of one SKU, best first (single-stream: lowest p90
+    latency; otherwise: output tokens/s per GPU; layouts that meet the limits before those that do not)."""
+    rows = []
+    for i in _candidates(res, cfg):
+        lay, kv, o = _simulate_one(wl, hw, res, i, cfg)
+        g = lay.tp * lay.pp
+        r = o.run
+        rows.append(ScenarioRow(
+            sku=sku_name, rank=0, scenario=cfg.name,
+            layout=ServeLayout(tp=lay.tp, pp=lay.pp, ep=lay.ep, dp_attention=lay.dpa, gpus_per_replica=g,
+                               replicas=gpus // g, disaggregated=False),
+            requests_per_s=o.rate, tokens_per_s_per_gpu=o.rate * cfg.out.mean / g if o.meets else 0.0,
+            steady_state_tokens_per_s_per_gpu=float(res["ev"]["out_tps_gpu"][i]),
+            ttft_s=_pct(r.ttft), tpot_s=_pct(r.tpot), latency_s=_pct(r.latency), meets=o.meets, binding=o.binding,
+            simulated_requests=o.requests, preemptions=r.preemptions, kv_cache_tokens=kv))
+    if cfg.name == "single-stream":
+        rows.sort(key=lambda x: x.latency_s.p90)
+    else:
+        rows.sort(key=lambda x: (not x.meets, -x.tokens_per_s_per_gpu))
+    return [r.model_copy(update={"rank": k + 1}) for k, r in enumerate(rows)]
+
+
+def info(cfg: ScenarioConfig, seconds: float) -> ScenarioInfo:
+    return ScenarioInfo(name=cfg.name, ttft_p99_s=cfg.ttft_s, tpot_p99_s=cfg.tpot_s, limits_source=cfg.limits_source,
+                        input_lengths=cfg.inp.text(), output_lengths=cfg.out.text(),
+                        max_num_batched_tokens=cfg.max_batched_tokens, max_num_seqs=cfg.max_seqs,
+                        candidates_per_sku=cfg.candidates, notes=list(cfg.notes), seconds=seconds)
+
+
+def clock() -> float:
+    return time.perf_counter()

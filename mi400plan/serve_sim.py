@@ -1,0 +1,600 @@
+"""Request-level serving simulation behind ``serve --scenario``: MLPerf Inference scenarios, a continuous
+batching scheduler with chunked prefill, and the TTFT / TPOT / latency percentiles it produces.
+
+Scenarios (MLPerf Inference rules, ``mlcommons/inference_policies`` ``inference_rules.adoc``, section
+"Scenarios", commit ac93e89 of 2026-07-23):
+
+* ``offline``: LoadGen sends all samples at the start in one query; the metric is the measured throughput.
+* ``server`` / ``interactive``: queries arrive by a Poisson process; the metric is the largest Poisson
+  rate at which the 99th percentiles of TTFT and TPOT meet the benchmark's limits (table "Benchmarks":
+  Llama2-70B 2,000 ms / 200 ms, interactive 450 ms / 40 ms; Llama3.1-405B 6,000 / 175 ms, interactive
+  4,500 / 80 ms; DeepSeek-R1 2,000 / 80 ms, interactive 1,500 / 15 ms). TPOT is a request's mean interval
+  between its tokens after the first (the rules' footnote ``llm_ttft_tpot``); percentiles are over requests.
+* ``single-stream``: the next query is sent when the previous one completes; the metric is the 90th
+  percentile of the request latency.
+
+Scheduler (:func:`simulate`), vLLM V1's (``vllm/v1/core/sched/scheduler.py``; SGLang's is alike): every
+iteration schedules the running decodes first (``1 + n`` tokens each with ``n`` speculative tokens), then
+prompt chunks of the admitted requests in arrival order, up to ``max_num_batched_tokens`` tokens in all
+(chunked prefill) and ``max_num_seqs`` requests. Defaults: vLLM's ``EngineArgs.get_batch_defaults``
+(``vllm/engine/arg_utils.py``, 2025; GPUs of 70 GiB or more other than A100, OpenAI server): 8,192 tokens
+and 1,024 sequences. A request is admitted (first come, first served) when the KV cache holds its prompt;
+when the running decodes would overflow the cache, the most recently admitted one is preempted: its KV is
+freed and it is recomputed later (vLLM's RECOMPUTE preemption). The first token comes at the end of the
+iteration that completes the prompt (prefill is quantised to iterations); each later token at the end of
+a decode iteration; a step with ``n`` speculative tokens yields ``a`` tokens per sequence
+(``serve.tokens_per_step``).
+
+Iteration time (:class:`StepModel`, built by :func:`step_model` from ``serve.forward_stage``, the cost
+functions of ``serve.evaluate``): the decode step of ``b`` sequences at the workload's mean context, plus,
+for a chunk of prompt tokens ``[s, s + c)``, ``P(s + c) - P(s)`` where ``P(n)`` is the prefill time of an
+``n``-token prompt, so a whole prompt costs exactly its prefill time, as in the steady-state model.
+Per-request overhead outside the GPU (``ServeHardware.request_overhead_s``) is added to TTFT.
+
+The event loop jumps over runs of identical decode steps (nothing arrives, finishes or overflows), so a
+run of thousands of requests costs a few thousand events. Seeded (``SEED``): the same inputs give the
+same numbers.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mi400plan.errors import UsageError
+
+SEED = 20260723  # the simulation's fixed seed (any constant: results are deterministic)
+# vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py, 2025): OpenAI server on GPUs with >= 70 GiB
+DEFAULT_MAX_BATCHED_TOKENS = 8192
+DEFAULT_MAX_SEQS = 1024
+PERCENTILES = (50.0, 90.0, 99.0)
+SCENARIOS = ("offline", "server", "interactive", "single-stream")
+
+
+# --- length distributions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """Token lengths of prompts or outputs: ``fixed`` (one value), ``uniform`` (integers ``lo..hi``) or
+    ``histogram`` (lengths with counts)."""
+
+    kind: str
+    values: tuple[int, ...]
+    weights: tuple[float, ...] = ()
+    source: str = ""
+
+    @property
+    def mean(self) -> float:
+        if self.kind == "uniform":
+            return (self.values[0] + self.values[1]) / 2.0
+        if self.kind == "histogram":
+            w = np.asarray(self.weights)
+            return float(np.dot(self.values, w) / w.sum())
+        return float(self.values[0])
+
+    @property
+    def max(self) -> int:
+        return int(max(self.values))
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` lengths (int64)."""
+        if self.kind == "uniform":
+            return rng.integers(self.values[0], self.values[1] + 1, size=n)
+        if self.kind == "histogram":
+            w = np.asarray(self.weights, dtype=np.float64)
+            return rng.choice(np.asarray(self.values, dtype=np.int64), size=n, p=w / w.sum())
+        return np.full(n, self.values[0], dtype=np.int64)
+
+    def text(self) -> str:
+        if self.kind == "uniform":
+            t = f"uniform {self.values[0]:,}-{self.values[1]:,} (mean {self.mean:,.0f})"
+        elif self.kind == "histogram":
+            t = f"histogram of {len(self.values)} lengths (mean {self.mean:,.0f}, max {self.max:,})"
+        else:
+            t = f"{self.values[0]:,} fixed"
+        return f"{t}; {self.source}" if self.source else t
+
+
+def _count(text: str, what: str) -> int:
+    t = text.strip().lower().replace("_", "").replace(",", "")
+    m = re.fullmatch(r"(\d+)(k?)", t)
+    if not m or int(m.group(1)) < 1:
+        raise UsageError(f"cannot read {what} {text!r}: give a positive token count (1024, 1k = 1,024)")
+    return int(m.group(1)) * (1024 if m.group(2) else 1)
+
+
+def parse_length_dist(text: str, what: str) -> LengthDist:
+    """``1024`` / ``1k`` (fixed), ``uniform:A-B`` (integers A..B, each equally likely) or a CSV file of
+    ``length,count`` rows (a histogram)."""
+    t = str(text).strip()
+    if t.lower().startswith("uniform:"):
+        m = re.fullmatch(r"uniform:\s*([0-9k_,]+)\s*-\s*([0-9k_,]+)", t, flags=re.IGNORECASE)
+        if not m:
+            raise UsageError(f"cannot read {what} {text!r}: write uniform:A-B, e.g. uniform:128-2048")
+        lo, hi = _count(m.group(1), what), _count(m.group(2), what)
+        if lo > hi:
+            raise UsageError(f"{what} {text!r}: the lower bound {lo:,} exceeds the upper bound {hi:,}")
+        return LengthDist("uniform", (lo, hi), source=f"{what} {t}")
+    if t.lower().endswith(".csv") or "/" in t:
+        return read_histogram(t, what)
+    return LengthDist("fixed", (_count(t, what),), source="")
+
+
+def read_histogram(path: str, what: str) -> LengthDist:
+    """A CSV histogram of token lengths: rows ``length,count`` (an optional header line ``length,count``)."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} file {path}: {exc.strerror or exc}") from None
+    vals: list[int] = []
+    cnts: list[float] = []
+    for no, line in enumerate(lines, 1):
+        s = line.strip()
+        if not s or s.startswith("#") or (not vals and s.replace(" ", "").lower() == "length,count"):
+            continue
+        parts = [x.strip() for x in s.split(",")]
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            n, c = int(parts[0]), float(parts[1])
+        except ValueError:
+            raise UsageError(f"{path}, line {no}: expected 'length,count' (an integer and a number), got {s!r}") from None
+        if n < 1 or not c >= 0 or not math.isfinite(c):
+            raise UsageError(f"{path}, line {no}: length must be >= 1 and count >= 0, got {s!r}")
+        vals.append(n)
+        cnts.append(c)
+    if not vals or sum(cnts) <= 0:
+        raise UsageError(f"{what} file {path} holds no 'length,count' rows with a positive count")
+    return LengthDist("histogram", tuple(vals), tuple(cnts), source=f"histogram {p.name}")
+
+
+# --- MLPerf Inference benchmarks ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One MLPerf Inference LLM benchmark: latency limits per scenario and published length statistics
+    (``profiles/workloads/mlperf-inference.toml``)."""
+
+    name: str
+    models: tuple[str, ...]
+    limits: dict[str, tuple[float, float]]  # scenario -> (p99 TTFT s, p99 TPOT s)
+    output: LengthDist | None  # fitted to the published statistics; None where none are published
+    input_max: int | None
+    input_mean: float | None
+    source: str
+
+
+def _benchmarks_raw() -> dict[str, Any]:
+    import tomllib
+
+    from mi400plan.profiles import bundled_root
+
+    f = bundled_root() / "workloads" / "mlperf-inference.toml"
+    return tomllib.loads(f.read_text(encoding="utf-8"))
+
+
+def benchmark_for(model_name: str) -> Benchmark | None:
+    """The MLPerf Inference benchmark run on the model profile ``model_name`` (or None)."""
+    raw = _benchmarks_raw()
+    for name, b in raw.get("benchmark", {}).items():
+        if model_name in b["models"]:
+            lim = {k: (float(v[0]) / 1e3, float(v[1]) / 1e3) for k, v in b["limits_ms"].items()}
+            out = None
+            if "output_mean" in b:
+                # Fitted: uniform on 1..2m-1 has the published mean m; within the published maximum.
+                hi = min(int(round(2 * b["output_mean"] - 1)), int(b["output_max"]))
+                out = LengthDist("uniform", (1, hi), source=(
+                    f"fitted to {name}'s published output mean {b['output_mean']:g} tokens (max {b['output_max']:,}); "
+                    f"{b['source']}"))
+            return Benchmark(name, tuple(b["models"]), lim, out, b.get("input_max"), b.get("input_mean"), b["source"])
+    return None
+
+
+# --- the iteration cost ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Seconds of one scheduler iteration: ``decode_s[b]`` for ``b`` decoding sequences (``decode_s[0] =
+    0``), and the prefill time ``P(n)`` of an ``n``-token prompt, tabulated on ``prefill_tokens``
+    (``P(0) = 0``; linear in between)."""
+
+    decode_s: tuple[float, ...]
+    prefill_tokens: tuple[float, ...]
+    prefill_s: tuple[float, ...]
+    tokens_per_step: float = 1.0  # expected tokens a decoding sequence gains per iteration
+    decode_tokens_per_seq: int = 1  # tokens of the iteration's budget one decoding sequence uses (1 + drafts)
+    ttft_extra_s: float = 0.0  # per-request time outside the GPU model, added to TTFT
+
+    def prefill(self, n: float) -> float:
+        return float(np.interp(n, self.prefill_tokens, self.prefill_s)) if n > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The scheduler's limits: tokens per iteration, sequences in flight, KV cache (tokens per replica)."""
+
+    max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
+    max_seqs: int = DEFAULT_MAX_SEQS
+    kv_tokens: float = math.inf
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Per-request seconds (arrays over the measured requests) and totals."""
+
+    ttft: np.ndarray
+    tpot: np.ndarray  # requests with more than one output token
+    latency: np.ndarray
+    output_tokens: float  # of the measured requests
+    span_s: float  # first measured arrival to last measured completion
+    preemptions: int
+    rejected: int  # requests whose prompt alone exceeds the KV cache (never served)
+
+
+def percentiles(x: np.ndarray) -> dict[str, float]:
+    """p50 / p90 / p99 as the rank statistic (the smallest sample with at least that share of the samples at
+    or below it, as LoadGen reports a percentile); NaN for no samples."""
+    if not len(x):
+        return {f"p{int(p)}": math.nan for p in PERCENTILES}
+    v = np.percentile(x, PERCENTILES, method="inverted_cdf")
+    return {f"p{int(p)}": float(a) for p, a in zip(PERCENTILES, v, strict=True)}
+
+
+# --- the scheduler -----------------------------------------------------------------------------------
+
+
+class _Sim:
+    """State of one run of :func:`simulate` (see the module docstring)."""
+
+    def __init__(self, arrivals: np.ndarray, inp: np.ndarray, out: np.ndarray, sm: StepModel, lim: Limits) -> None:
+        self.arr = [float(x) for x in arrivals]
+        self.inp = [int(x) for x in inp]
+        self.out = [int(x) for x in out]
+        self.sm, self.lim = sm, lim
+        self.dec = list(sm.decode_s)
+        n = len(self.arr)
+        self.need = list(self.inp)  # tokens to prefill before the next token (prompt + recomputed output)
+        self.p_full = [float(x) for x in np.interp(inp, sm.prefill_tokens, sm.prefill_s)]  # P(prompt) per request
+        self.done_pf = [0] * n
+        self.gen = [0.0] * n  # tokens generated when the request last joined the decodes
+        self.join = [0] * n  # decode-iteration count when it joined
+        self.hold = [0.0] * n  # KV tokens reserved at admission
+        self.admit = [0] * n
+        self.ver = [0] * n  # bumps on preemption (stale heap entries are skipped)
+        self.first = [math.nan] * n
+        self.last = [math.nan] * n
+        self.waiting: deque[int] = deque()
+        self.prefilling: list[int] = []
+        self.running: dict[int, int] = {}  # id -> admission number
+        self.heap: list[tuple[int, int, int]] = []  # (finish iteration, id, version)
+        self.now, self.it, self.nxt, self.kv, self.count = 0.0, 0, 0, 0.0, 0
+        self.finished, self.preempted, self.rejected = 0, 0, 0
+        self.measured = [1] * n
+        self.measured_done = 0
+
+    def _arrive(self) -> None:
+        while self.nxt < len(self.arr) and self.arr[self.nxt] <= self.now:
+            self.waiting.append(self.nxt)
+            self.nxt += 1
+
+    def _admit(self) -> None:
+        lim = self.lim
+        while self.waiting and len(self.running) + len(self.prefilling) < lim.max_seqs:
+            i = self.waiting[0]
+            if self.need[i] > lim.kv_tokens:  # can never fit: rejected, as a server returns an error
+                self.waiting.popleft()
+                self.rejected += 1
+                self._finish(i, math.inf)
+                continue
+            if self.kv + self.need[i] > lim.kv_tokens:
+                break
+            self.waiting.popleft()
+            self.prefilling.append(i)
+            self.kv += self.need[i]
+            self.hold[i] = float(self.need[i])
+            self.done_pf[i] = 0
+            self.count += 1
+            self.admit[i] = self.count
+
+    def _finish(self, i: int, t: float) -> None:
+        self.last[i] = t
+        self.finished += 1
+        self.measured_done += self.measured[i]
+
+    def _preempt_newest(self) -> None:
+        i = max(self.running, key=self.running.__getitem__)
+        del self.running[i]
+        g = self.gen[i] + self.sm.tokens_per_step * (self.it - self.join[i])
+        self.kv -= self.hold[i] + self.sm.tokens_per_step * (self.it - self.join[i])
+        self.gen[i] = g
+        self.need[i] = self.inp[i] + int(g)
+        self.ver[i] += 1
+        self.preempted += 1
+        self.waiting.appendleft(i)
+
+    def _retire(self) -> None:
+        """Requests whose last token came at the end of iteration ``self.it``."""
+        a = self.sm.tokens_per_step
+        while self.heap and self.heap[0][0] <= self.it:
+            _, i, v = heapq.heappop(self.heap)
+            if v != self.ver[i] or i not in self.running:
+                continue
+            del self.running[i]
+            self.kv -= self.hold[i] + a * (self.it - self.join[i])
+            self._finish(i, self.now)
+
+    def _join(self, i: int) -> None:
+        """Prompt (or recomputation) complete at ``self.now``: the iteration sampled one more token."""
+        if math.isnan(self.first[i]):
+            self.first[i] = self.now
+        g = self.gen[i] + 1.0
+        if g >= self.out[i]:
+            self.kv -= self.hold[i]
+            self._finish(i, self.now)
+            return
+        self.gen[i], self.join[i] = g, self.it
+        self.running[i] = self.admit[i]
+        steps = math.ceil((self.out[i] - g) / self.sm.tokens_per_step - 1e-9)
+        heapq.heappush(self.heap, (self.it + steps, i, self.ver[i]))
+
+    def _prefill_iteration(self, b: int) -> None:
+        budget = self.lim.max_batched_tokens - b * self.sm.decode_tokens_per_seq
+        cost, done = 0.0, []
+        for i in self.prefilling:
+            if budget <= 0:
+                break
+            s = self.done_pf[i]
+            c = min(self.need[i] - s, budget)
+            if s == 0 and c == self.inp[i]:
+                cost += self.p_full[i]  # the whole prompt in one chunk (the common case)
+            else:
+                cost += self.sm.prefill(s + c) - self.sm.prefill(s)
+            self.done_pf[i] = s + c
+            budget -= c
+            if s + c >= self.need[i]:
+                done.append(i)
+        self.now += self.dec[b] + cost
+        if b:
+            self.it += 1
+            self.kv += b * self.sm.tokens_per_step
+            self._retire()
+        for i in done:
+            self.prefilling.remove(i)
+            self._join(i)
+
+    def _decode_jump(self, b: int) -> None:
+        """Run identical decode iterations up to the next event (a finish, an arrival that can be admitted,
+        the KV cache filling up)."""
+        a, t = self.sm.tokens_per_step, self.dec[b]
+        k = self.heap[0][0] - self.it if self.heap else 1
+        if not self.waiting and self.nxt < len(self.arr):
+            k = min(k, max(1, math.ceil((self.arr[self.nxt] - self.now) / t)))
+        room = math.floor((self.lim.kv_tokens - self.kv) / (b * a)) if math.isfinite(self.lim.kv_tokens) else k
+        k = max(1, min(k, room))
+        self.now += k * t
+        self.it += k
+        self.kv += k * b * a
+        self._retire()
+
+    def run(self) -> None:
+        """Until every measured request has finished."""
+        stop = sum(self.measured)
+        while self.measured_done < stop:
+            self._arrive()
+            while self.running and self.kv + len(self.running) * self.sm.tokens_per_step > self.lim.kv_tokens:
+                self._preempt_newest()
+            self._admit()
+            b = len(self.running)
+            if self.prefilling and self.lim.max_batched_tokens > b * self.sm.decode_tokens_per_seq:
+                self._prefill_iteration(b)
+            elif b:
+                self._decode_jump(b)
+            elif self.nxt < len(self.arr):
+                self.now = max(self.now, self.arr[self.nxt])
+            else:
+                raise RuntimeError("serving simulation stalled with requests left")  # pragma: no cover
+
+
+def simulate(arrivals: np.ndarray, inp: np.ndarray, out: np.ndarray, sm: StepModel, lim: Limits, *,
+             measure: slice | None = None) -> SimResult:
+    """Serve requests arriving at ``arrivals`` (seconds, ascending) with prompts ``inp`` and outputs ``out``
+    (tokens) on one replica; per-request TTFT, TPOT and latency of the ``measure`` requests (default all;
+    the run stops once they have all finished, the others keeping the load up around them). Seconds."""
+    sim = _Sim(arrivals, inp, out, sm, lim)
+    sel = np.arange(len(arrivals))[measure or slice(None)]
+    sim.measured = [0] * len(arrivals)
+    for i in sel:
+        sim.measured[int(i)] = 1
+    sim.run()
+    arr = np.asarray(arrivals, dtype=np.float64)[sel]
+    first = np.asarray(sim.first)[sel]
+    last = np.asarray(sim.last)[sel]
+    o = np.asarray(out, dtype=np.float64)[sel]
+    ok = np.isfinite(last)
+    x = sm.ttft_extra_s
+    multi = ok & (o > 1)
+    span = float(last[ok].max() - arr[ok].min()) if ok.any() else 0.0
+    return SimResult(ttft=first[ok] + x - arr[ok], tpot=(last[multi] - first[multi]) / (o[multi] - 1.0),
+                     latency=last[ok] + x - arr[ok], output_tokens=float(o[ok].sum()), span_s=span,
+                     preemptions=sim.preempted, rejected=sim.rejected)
+
+
+# --- from the serving model to the simulation --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One replica layout (``serve.layout_grid``'s fields)."""
+
+    tp: int
+    pp: int
+    ep: int
+    dpa: bool
+
+
+def step_model(wl: Any, hw: Any, lay: Layout, *, max_seqs: int, context: float, max_prompt: int) -> StepModel:
+    """The iteration cost of ``lay`` from ``serve``'s cost functions: ``serve.decode_step`` for 1..``max_seqs``
+    sequences at mean context ``context`` tokens, and the prefill latency ``pp x`` stage time of prompts of
+    0..``max_prompt`` tokens (``serve.forward_stage``, causal) on a geometric grid (48 points)."""
+    from mi400plan import serve as core
+
+    T = core.terms(wl.model, wl.counts, wl.recipe)
+    kw = dict(tp=float(lay.tp), pp=float(lay.pp), ep=float(lay.ep), dpa=bool(lay.dpa))
+    b = np.arange(1, max(int(max_seqs), 1) + 1, dtype=np.float64)
+    _, _, t_step = core.decode_step(T, wl, hw, batch=b, context=float(context), **kw)
+    grid = np.unique(np.concatenate([np.geomspace(1.0, max(float(max_prompt), 1.0), 48).round(), [max_prompt]]))
+    p = core.forward_stage(T, wl, hw, tokens=grid, seqs=1.0, context=0.0, causal=True, **kw)
+    pf = lay.pp * np.broadcast_to(p.total, grid.shape)
+    a = core.tokens_per_step(wl.spec_tokens, wl.spec_acceptance)
+    return StepModel(decode_s=(0.0, *(float(x) for x in np.broadcast_to(t_step, b.shape))),
+                     prefill_tokens=(0.0, *(float(x) for x in grid)), prefill_s=(0.0, *(float(x) for x in pf)),
+                     tokens_per_step=a, decode_tokens_per_seq=1 + int(wl.spec_tokens),
+                     ttft_extra_s=float(hw.request_overhead_s))
+
+
+def kv_token_capacity(wl: Any, hw: Any, lay: Layout, *, max_seqs: int) -> float:
+    """Tokens the replica's KV cache holds: ``memory.max_batch_x_context`` (the ``fit --mode infer``
+    model, scratch sized for ``max_seqs`` sequences); with DP-attention each of the ``tp`` ranks holds its
+    own sequences' whole KV next to the replicated attention weights (``serve.memory``)."""
+    from mi400plan import serve as core
+    from mi400plan.memory import max_batch_x_context
+
+    if not lay.dpa:
+        return float(max_batch_x_context(wl.model, wl.counts, wl.recipe, capacity_bytes=hw.hbm_bytes, tp=lay.tp,
+                                          pp=lay.pp, ep=1, batch=max_seqs))
+    m = core.memory(wl, hw, tp=lay.tp, pp=lay.pp, dpa=True, batch=lay.tp)
+    T = core.terms(wl.model, wl.counts, wl.recipe)
+    per_token = T.kv_elems_per_layer * wl.recipe.kv_bytes * T.layers / lay.pp
+    room = float(m["usable"]) - float(m["weights"] + m["activations"] + m["reserve"])
+    return max(math.floor(room / per_token), 0) * float(lay.tp)
+
+
+# --- scenarios ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A scenario's answer for one layout: the request rate per replica (server: the largest that meets
+    the limits; offline: achieved; single-stream: 1 / mean latency), the run at that rate, and whether it
+    meets the limits (``binding``: the percentile that fails first, when none does)."""
+
+    scenario: str
+    rate: float
+    run: SimResult
+    meets: bool
+    binding: str | None = None
+    requests: int = 0  # simulated in the deciding run
+
+
+def sample_lengths(inp: LengthDist, out: LengthDist, n: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return inp.sample(rng, n), out.sample(rng, n)
+
+
+def offline(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, n: int) -> Outcome:
+    """MLPerf Offline: all ``n`` requests at time 0; the rate is requests completed per second."""
+    i, o = sample_lengths(inp, out, n)
+    r = simulate(np.zeros(n), i, o, sm, lim)
+    return Outcome("offline", len(r.latency) / r.span_s if r.span_s > 0 else 0.0, r, True, requests=n)
+
+
+def single_stream(sm: StepModel, inp: LengthDist, out: LengthDist, n: int) -> Outcome:
+    """MLPerf SingleStream: one request at a time, so each sees an idle replica: TTFT = ``P(I) +`` overhead,
+    then ``ceil((O - 1) / a)`` decode steps of one sequence. Closed form of :func:`simulate` with one request
+    in flight (the tests check the two agree)."""
+    i, o = sample_lengths(inp, out, n)
+    ttft = np.interp(i, sm.prefill_tokens, sm.prefill_s) + sm.ttft_extra_s
+    steps = np.ceil(np.maximum(o - 1, 0) / sm.tokens_per_step - 1e-9)
+    dec = steps * sm.decode_s[1]
+    lat = ttft + dec
+    multi = o > 1
+    run = SimResult(ttft=ttft, tpot=dec[multi] / (o[multi] - 1.0), latency=lat, output_tokens=float(o.sum()),
+                    span_s=float(lat.sum()), preemptions=0, rejected=0)
+    return Outcome("single-stream", n / float(lat.sum()), run, True, requests=n)
+
+
+def _verdict(r: SimResult, ttft_s: float, tpot_s: float) -> str | None:
+    if r.rejected:
+        return "KV cache"
+    t = percentiles(r.ttft)["p99"]
+    p = percentiles(r.tpot)["p99"] if len(r.tpot) else 0.0
+    if not t <= ttft_s:
+        return "TTFT"
+    if not p <= tpot_s:
+        return "TPOT"
+    return None
+
+
+def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft_s: float, tpot_s: float,
+           rate_hi: float, measured: int = 500, tolerance: float = 0.03, scenario: str = "server") -> Outcome:
+    """MLPerf Server / Interactive: the largest Poisson rate (requests/s per replica) whose p99 TTFT and p99
+    TPOT meet the limits, by a bracketing search and bisection as LoadGen searches: ``rate_hi`` (doubled up
+    to 4 times while it meets the limits), else halved down to the first rate that meets them (at most 6
+    times), then bisection until the bracket is within ``tolerance`` of its upper end.
+
+    Each run measures ``measured`` requests after a warm-up of the requests arriving in the first
+    ``W = mean output x TPOT limit + TTFT limit`` seconds (the time a request at the limits stays in the
+    system, so the measured ones meet a loaded replica; at most ``2 x measured`` requests) and with as many
+    arriving behind them (so they leave one). The arrival and length draws are common to every rate
+    (seeded): the rates differ only in scale."""
+    warm_s = out.mean * tpot_s + ttft_s
+    cap = 2 * measured
+    n_max = measured + 2 * cap
+    rng = np.random.default_rng(SEED + 1)
+    gaps = rng.exponential(1.0, n_max)
+    li, lo_ = sample_lengths(inp, out, n_max)
+
+    def run(rate: float) -> tuple[SimResult, int, str | None]:
+        w = min(int(math.ceil(rate * warm_s)), cap)
+        n = measured + 2 * w
+        arr = np.cumsum(gaps[:n]) / rate
+        r = simulate(arr, li[:n], lo_[:n], sm, lim, measure=slice(w, w + measured))
+        return r, n, _verdict(r, ttft_s, tpot_s)
+
+    hi = rate_hi
+    r, n, why = run(hi)
+    for _ in range(4):  # the upper end meets the limits: widen (doubling) until a rate does not
+        if why is not None:
+            break
+        best = (hi, r, n)
+        hi *= 2.0
+        r, n, why = run(hi)
+    else:
+        return Outcome(scenario, best[0], best[1], True, requests=best[2])
+    if hi > rate_hi:
+        lo, best = hi / 2.0, best
+        return _bisect(run, lo, hi, best, tolerance, scenario)
+    lo = hi
+    for _ in range(6):
+        lo /= 2.0
+        r, n, why = run(lo)
+        if why is None:
+            break
+        hi = lo
+    else:
+        return Outcome(scenario, lo, r, False, why, requests=n)
+    return _bisect(run, lo, hi, (lo, r, n), tolerance, scenario)
+
+
+def _bisect(run: Any, lo: float, hi: float, best: tuple[float, SimResult, int], tolerance: float,
+            scenario: str) -> Outcome:
+    """Bisection between a rate ``lo`` that meets the limits and a rate ``hi`` that does not."""
+    while (hi - lo) > tolerance * hi:
+        mid = 0.5 * (lo + hi)
+        r, n, why = run(mid)
+        if why is None:
+            lo, best = mid, (mid, r, n)
+        else:
+            hi = mid
+    return Outcome(scenario, best[0], best[1], True, requests=best[2])
