@@ -43,7 +43,6 @@ import math
 import re
 from collections import deque
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,6 +55,7 @@ DEFAULT_MAX_BATCHED_TOKENS = 8192
 DEFAULT_MAX_SEQS = 1024
 PERCENTILES = (50.0, 90.0, 99.0)
 SCENARIOS = ("offline", "server", "interactive", "single-stream")
+MAX_LENGTH = 2**27  # tokens: far past any model's context (the model's maximum is checked separately)
 
 
 # --- length distributions ---------------------------------------------------------------------------
@@ -108,7 +108,10 @@ def _count(text: str, what: str) -> int:
     m = re.fullmatch(r"(\d+)(k?)", t)
     if not m or int(m.group(1)) < 1:
         raise UsageError(f"cannot read {what} {text!r}: give a positive token count (1024, 1k = 1,024)")
-    return int(m.group(1)) * (1024 if m.group(2) else 1)
+    n = int(m.group(1)) * (1024 if m.group(2) else 1)
+    if n > MAX_LENGTH:
+        raise UsageError(f"{what} {text!r} exceeds {MAX_LENGTH:,} tokens")
+    return n
 
 
 def parse_length_dist(text: str, what: str) -> LengthDist:
@@ -129,15 +132,15 @@ def parse_length_dist(text: str, what: str) -> LengthDist:
 
 
 def read_histogram(path: str, what: str) -> LengthDist:
-    """A CSV histogram of token lengths: rows ``length,count`` (an optional header line ``length,count``)."""
-    p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UsageError(f"cannot read {what} file {path}: {exc.strerror or exc}") from None
+    """A CSV histogram of token lengths: rows ``length,count`` (an optional header line ``length,count``;
+    ``#`` comments). File problems are ``ProfileError`` naming the file and line (exit 3)."""
+    from mi400plan.errors import ProfileError
+    from mi400plan.profiles import read_text_file
+
+    p, text = read_text_file(path, f"{what} histogram file")
     vals: list[int] = []
     cnts: list[float] = []
-    for no, line in enumerate(lines, 1):
+    for no, line in enumerate(text.splitlines(), 1):
         s = line.strip()
         if not s or s.startswith("#") or (not vals and s.replace(" ", "").lower() == "length,count"):
             continue
@@ -147,13 +150,14 @@ def read_histogram(path: str, what: str) -> LengthDist:
                 raise ValueError
             n, c = int(parts[0]), float(parts[1])
         except ValueError:
-            raise UsageError(f"{path}, line {no}: expected 'length,count' (an integer and a number), got {s!r}") from None
-        if n < 1 or not c >= 0 or not math.isfinite(c):
-            raise UsageError(f"{path}, line {no}: length must be >= 1 and count >= 0, got {s!r}")
+            raise ProfileError(f"expected 'length,count' (an integer and a number), got {s[:60]!r}", path=str(p),
+                               line=no) from None
+        if n < 1 or n > MAX_LENGTH or not c >= 0 or not math.isfinite(c):
+            raise ProfileError(f"length must be 1..{MAX_LENGTH:,} and count >= 0, got {s[:60]!r}", path=str(p), line=no)
         vals.append(n)
         cnts.append(c)
     if not vals or sum(cnts) <= 0:
-        raise UsageError(f"{what} file {path} holds no 'length,count' rows with a positive count")
+        raise ProfileError("holds no 'length,count' rows with a positive count", path=str(p))
     return LengthDist("histogram", tuple(vals), tuple(cnts), source=f"histogram {p.name}")
 
 
@@ -443,17 +447,21 @@ class Layout:
     dpa: bool
 
 
-def step_model(wl: Any, hw: Any, lay: Layout, *, max_seqs: int, context: float, max_prompt: int) -> StepModel:
+def step_model(wl: Any, hw: Any, lay: Layout, *, max_seqs: int, context: float, max_prompt: int,
+               exact: Any = ()) -> StepModel:
     """The iteration cost of ``lay`` from ``serve``'s cost functions: ``serve.decode_step`` for 1..``max_seqs``
     sequences at mean context ``context`` tokens, and the prefill latency ``pp x`` stage time of prompts of
-    0..``max_prompt`` tokens (``serve.forward_stage``, causal) on a geometric grid (48 points)."""
+    0..``max_prompt`` tokens (``serve.forward_stage``, causal) on a geometric grid of 128 points plus the
+    prompt lengths ``exact`` (so the prompts of a fixed or histogram distribution cost exactly their
+    prefill; the wave quantization makes ``P`` a staircase that interpolation only approximates)."""
     from mi400plan import serve as core
 
     T = core.terms(wl.model, wl.counts, wl.recipe)
     kw = dict(tp=float(lay.tp), pp=float(lay.pp), ep=float(lay.ep), dpa=bool(lay.dpa))
     b = np.arange(1, max(int(max_seqs), 1) + 1, dtype=np.float64)
     _, _, t_step = core.decode_step(T, wl, hw, batch=b, context=float(context), **kw)
-    grid = np.unique(np.concatenate([np.geomspace(1.0, max(float(max_prompt), 1.0), 48).round(), [max_prompt]]))
+    ex = np.asarray(exact, dtype=np.float64).ravel()[:4096]
+    grid = np.unique(np.concatenate([np.geomspace(1.0, max(float(max_prompt), 1.0), 128).round(), [max_prompt], ex]))
     p = core.forward_stage(T, wl, hw, tokens=grid, seqs=1.0, context=0.0, causal=True, **kw)
     pf = lay.pp * np.broadcast_to(p.total, grid.shape)
     a = core.tokens_per_step(wl.spec_tokens, wl.spec_acceptance)

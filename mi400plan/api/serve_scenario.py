@@ -115,6 +115,14 @@ def _pct(x: np.ndarray) -> Percentiles:
     return Percentiles(p50=p["p50"], p90=p["p90"], p99=p["p99"])
 
 
+def _prompt_lengths(d: Any) -> tuple[int, ...]:
+    """Every prompt length a distribution can draw, when there are at most 4,096 of them."""
+    if d.kind == "uniform":
+        lo, hi = d.values
+        return tuple(range(lo, hi + 1)) if hi - lo < 4096 else ()
+    return tuple(d.values)
+
+
 def _simulate_one(wl: Any, hw: Any, res: dict[str, Any], i: int, cfg: ScenarioConfig) -> Any:
     from mi400plan import serve_sim as sim
 
@@ -122,7 +130,7 @@ def _simulate_one(wl: Any, hw: Any, res: dict[str, Any], i: int, cfg: ScenarioCo
     kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cfg.max_seqs)
     lim = sim.Limits(cfg.max_batched_tokens, cfg.max_seqs, kv)
     sm = sim.step_model(wl, hw, lay, max_seqs=cfg.max_seqs, context=cfg.inp.mean + cfg.out.mean / 2.0,
-                        max_prompt=cfg.inp.max + cfg.out.max)
+                        max_prompt=cfg.inp.max + cfg.out.max, exact=_prompt_lengths(cfg.inp))
     if cfg.name == "offline":
         return lay, kv, sim.offline(sm, lim, cfg.inp, cfg.out, max(OFFLINE_REQUESTS, 2 * cfg.max_seqs))
     if cfg.name == "single-stream":

@@ -1,0 +1,243 @@
+"""``serve --scenario``: the request-level scheduler simulation checked against hand-traced runs, queueing
+theory (M/D/1, Pollaczek-Khinchine), closed forms, monotonicity, the published MLPerf limits, and the
+command's contract."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from mi400plan import serve_sim as S
+
+
+def _linear(decode: list[float], per_token: float, max_tokens: int = 100_000, overhead: float = 0.0) -> S.StepModel:
+    """A step model by hand: decode_s[b] as given, P(n) = per_token x n."""
+    return S.StepModel(decode_s=tuple(decode), prefill_tokens=(0.0, float(max_tokens)),
+                       prefill_s=(0.0, per_token * max_tokens), ttft_extra_s=overhead)
+
+
+# --- hand-traced runs --------------------------------------------------------------------------------
+
+
+def test_two_requests_hand_traced() -> None:
+    """decode_s = 10 ms for one sequence, 12 ms for two; P(n) = 1 ms x n; prompts of 100 tokens, 3 output
+    tokens; arrivals at 0 and 50 ms.
+
+    t = 0: A's prompt alone: 100 ms -> A's first token at 0.100 (2 decode steps to go).
+    t = 0.100: B (arrived at 0.050) prefills beside A's decode: 100 ms + 10 ms -> 0.210; A has 1 step left,
+      B's first token at 0.210.
+    two decodes, 12 ms: 0.222, A's last token; one decode, 10 ms: 0.232, B's last token.
+    A: TTFT 0.100, TPOT (0.222 - 0.100) / 2 = 0.061; B: TTFT 0.160, TPOT (0.232 - 0.210) / 2 = 0.011."""
+    sm = _linear([0.0, 0.010, 0.012], 0.001)
+    r = S.simulate(np.array([0.0, 0.05]), np.array([100, 100]), np.array([3, 3]), sm, S.Limits())
+    assert r.ttft == pytest.approx([0.100, 0.160])
+    assert r.tpot == pytest.approx([0.061, 0.011])
+    assert r.latency == pytest.approx([0.222, 0.182])
+    assert r.output_tokens == 6 and r.preemptions == 0
+
+
+def test_chunked_prefill_splits_a_prompt_over_iterations() -> None:
+    """A budget of 64 tokens: a 100-token prompt takes two iterations (64 + 36 tokens, 64 ms + 36 ms);
+    the first token comes at the end of the second: TTFT = 0.100 s (the whole prompt's P(100)), and one
+    output token means latency = TTFT. The per-request overhead (5 ms) adds to both."""
+    sm = _linear([0.0, 0.010], 0.001, overhead=0.005)
+    r = S.simulate(np.array([0.0]), np.array([100]), np.array([1]), sm, S.Limits(max_batched_tokens=64))
+    assert r.ttft == pytest.approx([0.105])
+    assert r.latency == pytest.approx([0.105])
+    assert len(r.tpot) == 0
+
+
+def test_offline_two_waves_hand_count() -> None:
+    """Offline, 8 requests, max 4 sequences, 11 output tokens, prefill ~free, decode 10 ms at any batch:
+    wave 1 prefills (first tokens at ~0) and decodes 10 steps to 0.100 s; wave 2 the same to 0.200 s.
+    Throughput 8 / 0.2 = 40 requests/s."""
+    sm = S.StepModel(decode_s=(0.0,) + (0.01,) * 4, prefill_tokens=(0.0, 1e5), prefill_s=(0.0, 1e-9))
+    o = S.offline(sm, S.Limits(max_seqs=4), S.LengthDist("fixed", (10,)), S.LengthDist("fixed", (11,)), 8)
+    assert o.rate == pytest.approx(40.0, rel=1e-6)
+    assert o.run.latency.max() == pytest.approx(0.2, rel=1e-6)
+
+
+def test_single_stream_closed_form_matches_the_simulation() -> None:
+    """One request at a time (arrivals far apart) in the simulation equals the closed form; by hand, a
+    512-token prompt at 0.2 ms/token = 0.1024 s, then 127 steps of 12 ms = 1.524 s."""
+    sm = _linear([0.0, 0.012], 0.0002)
+    inp, out = S.LengthDist("fixed", (512,)), S.LengthDist("fixed", (128,))
+    ss = S.single_stream(sm, inp, out, 5)
+    assert ss.run.latency == pytest.approx(np.full(5, 0.1024 + 1.524))
+    assert S.percentiles(ss.run.latency)["p90"] == pytest.approx(1.6264)
+    sim = S.simulate(np.arange(5) * 100.0, np.full(5, 512), np.full(5, 128), sm, S.Limits())
+    assert sim.latency == pytest.approx(ss.run.latency)
+    assert sim.tpot == pytest.approx(ss.run.tpot)
+
+
+# --- queueing theory ---------------------------------------------------------------------------------
+
+
+def test_md1_mean_wait_pollaczek_khinchine() -> None:
+    """Poisson arrivals, one prompt per iteration (budget = the prompt), no decode (one output token):
+    a single FCFS server with deterministic service D = 0.1 s, an M/D/1 queue. Pollaczek-Khinchine: the mean
+    wait is rho D / (2 (1 - rho)); at rho = 0.5: 0.5 x 0.1 / (2 x 0.5) = 0.05 s, so mean TTFT = 0.15 s.
+    At rho = 0.8: 0.8 x 0.1 / 0.4 = 0.2 s wait, TTFT 0.3 s."""
+    sm = _linear([0.0, 0.0], 0.001)
+    n = 40_000
+    rng = np.random.default_rng(7)
+    gaps = rng.exponential(1.0, n)
+    for rho, ttft in ((0.5, 0.15), (0.8, 0.30)):
+        arr = np.cumsum(gaps) * 0.1 / rho
+        r = S.simulate(arr, np.full(n, 100), np.ones(n, dtype=np.int64), sm, S.Limits(max_batched_tokens=100))
+        assert r.ttft.mean() == pytest.approx(ttft, rel=0.05)
+
+
+def test_p99_tpot_rises_with_the_rate_and_the_server_rate_falls_with_the_limit() -> None:
+    """Decode 10 ms + 0.1 ms per sequence, prompts 20 us per token (10 ms for the mean 500): p99 TPOT grows
+    with the Poisson rate (more sequences per step, more prefill between steps); a tighter TPOT limit gives
+    a lower server rate that meets it."""
+    sm = _linear([0.0] + [0.010 + 0.0001 * b for b in range(1, 257)], 0.00002)
+    lim = S.Limits(max_seqs=256)
+    inp, out = S.LengthDist("uniform", (100, 900)), S.LengthDist("uniform", (50, 350))
+    rng = np.random.default_rng(3)
+    gaps = rng.exponential(1.0, 3000)
+    i, o = S.sample_lengths(inp, out, 3000)
+    p99 = []
+    for rate in (5.0, 15.0, 30.0, 45.0):
+        r = S.simulate(np.cumsum(gaps) / rate, i, o, sm, lim, measure=slice(500, 2500))
+        p99.append(S.percentiles(r.tpot)["p99"])
+    assert p99 == sorted(p99) and p99[-1] > p99[0]
+    loose = S.server(sm, lim, inp, out, ttft_s=2.0, tpot_s=0.05, rate_hi=100.0)
+    tight = S.server(sm, lim, inp, out, ttft_s=2.0, tpot_s=0.025, rate_hi=100.0)
+    assert loose.meets and tight.meets
+    assert tight.rate < loose.rate
+    assert S.percentiles(tight.run.tpot)["p99"] <= 0.025
+    # Deterministic: the same inputs give the same answer.
+    assert S.server(sm, lim, inp, out, ttft_s=2.0, tpot_s=0.025, rate_hi=100.0).rate == tight.rate
+
+
+def test_server_reports_the_binding_limit_when_no_rate_meets_it() -> None:
+    """A TPOT limit below one sequence's decode step (10 ms > 5 ms) cannot be met at any rate."""
+    sm = _linear([0.0, 0.010, 0.011], 0.0001)
+    o = S.server(sm, S.Limits(max_seqs=2), S.LengthDist("fixed", (100,)), S.LengthDist("fixed", (20,)),
+                 ttft_s=2.0, tpot_s=0.005, rate_hi=10.0)
+    assert not o.meets and o.binding == "TPOT"
+
+
+# --- KV admission and preemption -----------------------------------------------------------------------
+
+
+def test_kv_cache_limits_admission_and_preempts() -> None:
+    """A 1,000-token KV cache, prompts of 400: two are admitted at once, the third waits. As the two grow
+    by one token per step, the cache overflows after (1000 - 800) / 2 = 100 steps and the newer one is
+    preempted (recomputed later); every request still completes. With room to spare nothing is preempted."""
+    sm = _linear([0.0] + [0.01] * 8, 0.0001)
+    arr, i, o = np.zeros(3), np.full(3, 400), np.full(3, 300)
+    r = S.simulate(arr, i, o, sm, S.Limits(kv_tokens=1000))
+    assert r.preemptions >= 1 and len(r.latency) == 3
+    free = S.simulate(arr, i, o, sm, S.Limits(kv_tokens=1e9))
+    assert free.preemptions == 0 and free.latency.max() < r.latency.max()
+    # A prompt larger than the whole cache is never served (counted, not hung).
+    big = S.simulate(np.zeros(2), np.array([2000, 100]), np.array([5, 5]), sm, S.Limits(kv_tokens=1000))
+    assert big.rejected == 1 and len(big.latency) == 1
+
+
+# --- lengths and the MLPerf benchmarks ----------------------------------------------------------------
+
+
+def test_length_distributions(tmp_path) -> None:
+    assert S.parse_length_dist("1k", "--input-len").mean == 1024
+    u = S.parse_length_dist("uniform:128-2k", "--output-len")
+    assert (u.kind, u.values, u.mean) == ("uniform", (128, 2048), 1088.0)
+    f = tmp_path / "lens.csv"
+    f.write_text("length,count\n100,3\n400,1\n")
+    h = S.parse_length_dist(str(f), "--input-len")
+    assert h.mean == pytest.approx((100 * 3 + 400) / 4) and h.max == 400  # 175
+    x = h.sample(np.random.default_rng(0), 4000)
+    assert set(np.unique(x)) == {100, 400} and abs((x == 100).mean() - 0.75) < 0.03
+    bad = tmp_path / "bad.csv"
+    bad.write_text("length,count\n100,3\n4x0,1\n")
+    from mi400plan.errors import ProfileError, UsageError
+
+    with pytest.raises(ProfileError) as exc:
+        S.parse_length_dist(str(bad), "--input-len")
+    assert "bad.csv" in str(exc.value) and "3" in str(exc.value)
+    with pytest.raises(ProfileError, match="no such"):
+        S.parse_length_dist(str(tmp_path / "missing.csv"), "--input-len")
+    with pytest.raises(UsageError, match="lower bound"):
+        S.parse_length_dist("uniform:900-100", "--input-len")
+
+
+def test_mlperf_limits_and_lengths_as_published() -> None:
+    """inference_rules.adoc (2026-07-23), table "Benchmarks": Llama2-70B conversational TTFT/TPOT 2000 ms /
+    200 ms, interactive 450 ms / 40 ms; Llama3.1-405B 6000 / 175 and 4500 / 80; DeepSeek-R1 2000 / 80 and
+    1500 / 15. Output means: 294.45 tokens (OpenOrca), 684.68, 3886.2274; uniform 1..2m-1 keeps the mean:
+    1..588 has mean 294.5."""
+    l2 = S.benchmark_for("llama2-70b")
+    assert l2.limits == {"server": (2.0, 0.2), "interactive": (0.45, 0.04)}
+    assert l2.output.values == (1, 588) and l2.output.mean == pytest.approx(294.5)
+    l405 = S.benchmark_for("llama3.1-405b")
+    assert l405.limits == {"server": (6.0, 0.175), "interactive": (4.5, 0.08)}
+    assert l405.output.mean == pytest.approx(684.5)
+    ds = S.benchmark_for("deepseek-v3")
+    assert ds.limits == {"server": (2.0, 0.08), "interactive": (1.5, 0.015)}
+    assert ds.output.mean == pytest.approx(3886.0) and ds.input_max == 3136
+    assert S.benchmark_for("llama3.1-8b") is None
+
+
+def test_percentiles_are_rank_statistics() -> None:
+    """Of 1..100: p50 = 50, p90 = 90, p99 = 99 (the smallest sample with that share at or below it)."""
+    assert S.percentiles(np.arange(1.0, 101.0)) == {"p50": 50.0, "p90": 90.0, "p99": 99.0}
+
+
+# --- the serving model's costs ------------------------------------------------------------------------
+
+
+def test_step_model_reuses_the_serving_cost_functions(catalog) -> None:
+    """The simulation's decode step of b sequences and a prompt's prefill are the steady-state model's."""
+    from tests.test_serve import _setup
+
+    from mi400plan import serve as core
+
+    wl, hw = _setup(catalog, "llama3.1-70b", "mi300x", i=1000, o=500)
+    lay = S.Layout(4, 1, 1, False)
+    sm = S.step_model(wl, hw, lay, max_seqs=64, context=1250.0, max_prompt=1500, exact=[1000])
+    ev = core.evaluate(wl, hw, tp=4, pp=1, ep=1, dpa=False, batch=np.array([1.0, 64.0]))
+    assert sm.decode_s[1] == pytest.approx(float(ev["t_step"][0]))
+    assert sm.decode_s[64] == pytest.approx(float(ev["t_step"][1]))
+    assert sm.prefill(1000) == pytest.approx(float(np.ravel(ev["t_prefill"])[0]))
+    assert 0 < S.kv_token_capacity(wl, hw, lay, max_seqs=64) < math.inf
+
+
+# --- the command ---------------------------------------------------------------------------------------
+
+
+def test_cli_server_scenario_json(cli) -> None:
+    r = cli(["serve", "llama2-70b", "--sku", "mi300x", "--scenario", "server", "--no-ranges", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)["data"]
+    sc = d["scenario"]
+    assert (sc["ttft_p99_s"], sc["tpot_p99_s"]) == (2.0, 0.2)
+    assert "294" in sc["output_lengths"]
+    rows = d["scenario_rows"]
+    assert rows and rows[0]["rank"] == 1
+    for row in rows:
+        for k in ("ttft_s", "tpot_s", "latency_s"):
+            p = row[k]
+            assert p["p50"] <= p["p90"] <= p["p99"]
+        if row["meets"]:
+            assert row["ttft_s"]["p99"] <= 2.0 and row["tpot_s"]["p99"] <= 0.2
+
+
+def test_cli_scenario_table_and_errors(cli, tmp_path) -> None:
+    r = cli(["serve", "llama3.1-8b", "--sku", "h100", "--scenario", "interactive", "--tpot-p99", "30ms",
+             "--input-len", "uniform:100-900", "--output-len", "256", "--no-ranges"])
+    assert r.exit_code == 0, r.output
+    assert "Scenario interactive" in r.output and "p50/p90/p99" in r.output
+    base = ["serve", "llama3.1-8b", "--sku", "h100"]
+    assert cli(base + ["--scenario", "batch"]).exit_code == 2
+    assert cli(base + ["--ttft-p99", "2s"]).exit_code == 2
+    assert cli(base + ["--scenario", "offline", "--tpot-p99", "2s"]).exit_code == 2
+    bad = tmp_path / "h.csv"
+    bad.write_text("length,count\nten,1\n")
+    r = cli(base + ["--input-len", str(bad)])
+    assert r.exit_code == 3 and "h.csv" in r.output and "2" in r.output
