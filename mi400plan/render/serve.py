@@ -155,8 +155,11 @@ def _fleet(res: ServeResult, console: Any) -> None:
                 "tok/s/GPU x GPUs in replicas.")
 
 
-def _pcts(p: Any) -> str:
-    return f"{_ms(p.p50)} / {_ms(p.p90)} / {_ms(p.p99)}"
+def _pcts(p: Any, scale: float) -> str:
+    """p50/p90/p99 in one cell, in the column's unit (``scale``: 1e3 for ms, 1 for s)."""
+    vals = [p.p50 * scale, p.p90 * scale, p.p99 * scale]
+    digits = 1 if max(vals) < 100 else 0
+    return "/".join(f"{v:,.{digits}f}" for v in vals)
 
 
 def _scenario(res: ServeResult, console: Any) -> None:
@@ -170,22 +173,24 @@ def _scenario(res: ServeResult, console: Any) -> None:
               "server": "the largest Poisson rate meeting the limits",
               "interactive": "the largest Poisson rate meeting the limits",
               "single-stream": "one request at a time; ranked by p90 latency"}[sc.name]
-    cols = ["SKU", "#", "layout", ("req/s", "right"), ("tok/s/GPU", "right"), ("steady", "right"),
-            ("TTFT p50/p90/p99", "right"), ("TPOT p50/p90/p99", "right"), ("latency p50/p90/p99", "right"),
-            "meets"]
+    ttft_s = sc.name == "offline"  # queued for minutes: seconds; otherwise milliseconds
+    cols = ["SKU", "layout", ("req/s", "right"), ("tok/s/GPU", "right"),
+            (f"TTFT {'s' if ttft_s else 'ms'} p50/90/99", "right"), ("TPOT ms p50/90/99", "right"),
+            ("latency s p50/90/99", "right")]
     out = []
     for r in res.scenario_rows:
         lay = r.layout
         t = f"TP{lay.tp}" + (f" PP{lay.pp}" if lay.pp > 1 else "") + (f" EP{lay.ep}" if lay.ep > 1 else "") + (
             " DPA" if lay.dp_attention else "")
-        out.append([r.sku, r.rank, t, f"{r.requests_per_s:,.2f}", f"{r.tokens_per_s_per_gpu:,.0f}",
-                    f"{r.steady_state_tokens_per_s_per_gpu:,.0f}", _pcts(r.ttft_s), _pcts(r.tpot_s), _pcts(r.latency_s),
-                    "yes" if r.meets else f"no: {r.binding}"])
+        rate = f"{r.requests_per_s:,.2f}" if r.meets else f"no: {r.binding}"
+        out.append([f"{r.sku} #{r.rank}", t, rate, f"{r.tokens_per_s_per_gpu:,.0f}",
+                    _pcts(r.ttft_s, 1.0 if ttft_s else 1e3), _pcts(r.tpot_s, 1e3), _pcts(r.latency_s, 1.0)])
     print_table(console, cols, out, title=f"Scenario {sc.name} ({metric}): {limits}",
-                caption=f"Simulated per request: {sc.candidates_per_sku} layouts per SKU the steady-state search ranks "
-                f"best; req/s per replica; tok/s/GPU = output tokens at that rate (steady = the steady-state model's "
-                f"best point of the layout); continuous batching, chunked prefill of {sc.max_num_batched_tokens:,} "
-                f"tokens per iteration, at most {sc.max_num_seqs:,} sequences (vLLM's defaults unless given).")
+                caption=f"Simulated per request: the {sc.candidates_per_sku} layouts per SKU the steady-state search "
+                f"ranks best (--candidates); req/s per replica (no: the limit no rate meets); tok/s/GPU = output "
+                f"tokens at that rate (JSON: the steady-state figure beside it); continuous batching, chunked "
+                f"prefill of {sc.max_num_batched_tokens:,} tokens per iteration, at most {sc.max_num_seqs:,} "
+                f"sequences per replica (vLLM's defaults unless given).")
     console.print(f"Lengths: input {sc.input_lengths}; output {sc.output_lengths}.", markup=False, highlight=False)
     for n in sc.notes:
         console.print(f"Note: {n}.", markup=False, highlight=False)
