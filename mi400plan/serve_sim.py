@@ -54,6 +54,9 @@ SEED = 20260723  # the simulation's fixed seed (any constant: results are determ
 DEFAULT_MAX_BATCHED_TOKENS = 8192
 DEFAULT_MAX_SEQS = 1024
 PERCENTILES = (50.0, 90.0, 99.0)
+# Offline: MLPerf's minimum query size (inference_rules.adoc, "Scenarios": at least 24,576 samples), so the
+# fill at the start and the drain at the end (the longest requests in a thinning batch) weigh as they do there.
+OFFLINE_REQUESTS = 24576
 SCENARIOS = ("offline", "server", "interactive", "single-stream")
 MAX_LENGTH = 2**27  # tokens: far past any model's context (the model's maximum is checked separately)
 
@@ -411,11 +414,16 @@ class _Sim:
 
 
 def simulate(arrivals: np.ndarray, inp: np.ndarray, out: np.ndarray, sm: StepModel, lim: Limits, *,
-             measure: slice | None = None) -> SimResult:
+             measure: slice | None = None, preload: np.ndarray | None = None) -> SimResult:
     """Serve requests arriving at ``arrivals`` (seconds, ascending) with prompts ``inp`` and outputs ``out``
     (tokens) on one replica; per-request TTFT, TPOT and latency of the ``measure`` requests (default all;
-    the run stops once they have all finished, the others keeping the load up around them). Seconds."""
+    the run stops once they have all finished, the others keeping the load up around them). Seconds.
+
+    ``preload``: the first ``len(preload)`` requests are already decoding at time 0, having generated
+    ``preload`` tokens each (their prompts' and those tokens' KV held; never measured)."""
     sim = _Sim(arrivals, inp, out, sm, lim)
+    if preload is not None:
+        _preload(sim, preload)
     sel = np.arange(len(arrivals))[measure or slice(None)]
     sim.measured = [0] * len(arrivals)
     for i in sel:
@@ -551,10 +559,10 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
     to 4 times while it meets the limits), else halved down to the first rate that meets them (at most 6
     times), then bisection until the bracket is within ``tolerance`` of its upper end.
 
-    Each run measures ``measured`` requests after a warm-up of the requests arriving in the first
-    ``W = mean output x TPOT limit + TTFT limit`` seconds (the time a request at the limits stays in the
-    system, so the measured ones meet a loaded replica; at most ``2 x measured`` requests) and with as many
-    arriving behind them (so they leave one). The arrival and length draws are common to every rate
+    Each run starts from the steady state's requests in flight (:func:`equilibrium`), and measures
+    ``measured`` requests after a warm-up of the requests arriving in the first ``W = mean output x TPOT
+    limit + TTFT limit`` seconds (the time a request at the limits stays in the system; at most ``2 x
+    measured`` requests) and with as many arriving behind them (so they leave a loaded replica). The arrival and length draws are common to every rate
     (seeded): the rates differ only in scale."""
     warm_s = out.mean * tpot_s + ttft_s
     cap = 2 * measured
@@ -566,9 +574,12 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
     def run(rate: float) -> tuple[SimResult, int, str | None]:
         w = min(int(math.ceil(rate * warm_s)), cap)
         n = measured + 2 * w
-        arr = np.cumsum(gaps[:n]) / rate
-        r = simulate(arr, li[:n], lo_[:n], sm, lim, measure=slice(w, w + measured))
-        return r, n, _verdict(r, ttft_s, tpot_s)
+        pi, po, pg = equilibrium(sm, lim, inp, out, rate, np.random.default_rng(SEED + 2))
+        k = len(pi)
+        arr = np.concatenate([np.zeros(k), np.cumsum(gaps[:n]) / rate])
+        r = simulate(arr, np.concatenate([pi, li[:n]]), np.concatenate([po, lo_[:n]]), sm, lim,
+                     measure=slice(k + w, k + w + measured), preload=pg)
+        return r, n + k, _verdict(r, ttft_s, tpot_s)
 
     hi = rate_hi
     r, n, why = run(hi)
@@ -606,3 +617,78 @@ def _bisect(run: Any, lo: float, hi: float, best: tuple[float, SimResult, int], 
         else:
             hi = mid
     return Outcome(scenario, best[0], best[1], True, requests=best[2])
+
+
+# --- published MLPerf results (validation; never fitted) --------------------------------------------
+
+
+def predict_mlperf(cat: Any, m: Any, hw: Any, *, max_seqs: int = DEFAULT_MAX_SEQS) -> dict[str, float]:
+    """The simulation's prediction of an MLPerf Offline (``m.kind == "max_throughput"``) or Server
+    (``"slo_throughput"``) result ``m`` (``serve_calibration.Measured``: one ``m.tp``-GPU replica, TP = EP
+    = ``m.tp`` with attention data parallel when ``m.dpa``): output tokens/s of the replica, and the mean
+    TPOT and TTFT (seconds) of the run at the answer's rate. Prompts of ``m.isl`` tokens (the sources
+    publish no mean input); outputs the benchmark's fitted distribution (:func:`benchmark_for`)."""
+    from mi400plan import serve as core
+    from mi400plan.params import count_params
+    from mi400plan.specs.layout import infer_recipe
+
+    model = cat.get("models", m.model).spec
+    bench = benchmark_for(model.name)
+    out = bench.output if bench is not None and bench.output is not None else LengthDist("fixed", (m.osl,))
+    inp = LengthDist("fixed", (m.isl,))
+    wl = core.Workload(model, count_params(model), infer_recipe(m.precision, kv_dtype=m.kv), m.isl, int(round(out.mean)))
+    lay = Layout(m.tp, 1, m.tp if m.dpa else 1, bool(m.dpa))
+    kv = kv_token_capacity(wl, hw, lay, max_seqs=max_seqs)
+    lim = Limits(DEFAULT_MAX_BATCHED_TOKENS, max_seqs, kv)
+    sm = step_model(wl, hw, lay, max_seqs=max_seqs, context=inp.mean + out.mean / 2.0, max_prompt=inp.max + out.max,
+                    exact=[m.isl])
+    if m.kind == "max_throughput":
+        o = offline(sm, lim, inp, out, OFFLINE_REQUESTS)
+    else:
+        b = np.arange(1.0, max_seqs + 1.0)
+        ev = core.evaluate(wl, hw, tp=lay.tp, pp=1, ep=lay.ep, dpa=lay.dpa, batch=b)
+        fit = core.memory(wl, hw, tp=lay.tp, pp=1, dpa=lay.dpa, batch=b)["kv_fit"]
+        hi = 1.25 * float(np.max(np.where(fit, ev["requests_per_s"], 0.0)))
+        o = server(sm, lim, inp, out, ttft_s=m.ttft_slo_s, tpot_s=m.tpot_slo_s, rate_hi=hi)
+    return {"output_tps": o.rate * out.mean if o.meets else 0.0, "tpot": float(np.mean(o.run.tpot)),
+            "ttft": float(np.mean(o.run.ttft))}
+
+
+def _preload(sim: _Sim, gen0: np.ndarray) -> None:
+    """Requests ``0..len(gen0)-1`` decoding at time 0 with ``gen0`` tokens generated."""
+    a = sim.sm.tokens_per_step
+    for i, g in enumerate(int(x) for x in gen0):
+        sim.gen[i], sim.join[i] = float(g), 0
+        sim.hold[i] = float(sim.inp[i] + g)
+        sim.kv += sim.hold[i]
+        sim.first[i] = 0.0
+        sim.count += 1
+        sim.admit[i] = sim.count
+        sim.running[i] = sim.count
+        heapq.heappush(sim.heap, (max(1, math.ceil((sim.out[i] - g) / a - 1e-9)), i, 0))
+    sim.nxt = len(gen0)
+
+
+def equilibrium(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, rate: float,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Requests in flight in the steady state at ``rate`` (requests/s), to start a run from: their number
+    by Little's law ``L = rate x E[O] x TPOT / a``, with TPOT the decode step at ``L`` sequences stretched
+    by the prefill share ``rate x P(E[I])`` (the steady-state model's, ``serve.evaluate``; fixed point,
+    capped at ``max_seqs``); their output lengths length-biased (a request in flight is drawn with
+    probability proportional to its length: the inspection paradox of renewal theory) and the tokens
+    they have generated uniform over it. Returns (prompt lengths, output lengths, generated tokens)."""
+    dec = sm.decode_s
+    rho = min(rate * sm.prefill(inp.mean), 0.95)
+    n = 1.0
+    for _ in range(30):
+        b = int(min(max(round(n), 1), lim.max_seqs, len(dec) - 1))
+        n = rate * out.mean * dec[b] / (sm.tokens_per_step * (1.0 - rho))
+    L = int(min(round(n), lim.max_seqs))
+    if L < 1:
+        return (np.zeros(0, dtype=np.int64),) * 3  # type: ignore[return-value]
+    pool = out.sample(rng, 20 * L)
+    w = pool.astype(np.float64)
+    o = rng.choice(pool, size=L, p=w / w.sum())
+    g = np.minimum(np.floor(rng.uniform(0.0, 1.0, L) * o).astype(np.int64) + 1, np.maximum(o - 1, 1))
+    i = inp.sample(rng, L)
+    return i, o, g

@@ -241,3 +241,59 @@ def test_cli_scenario_table_and_errors(cli, tmp_path) -> None:
     bad.write_text("length,count\nten,1\n")
     r = cli(base + ["--input-len", str(bad)])
     assert r.exit_code == 3 and "h.csv" in r.output and "2" in r.output
+
+
+# --- the steady-state start of a server run -------------------------------------------------------------
+
+
+def test_equilibrium_littles_law_by_hand() -> None:
+    """10 requests/s of 100 output tokens, decode 10 ms at any batch, prefill free: TPOT 10 ms, a request
+    stays 100 x 0.01 = 1 s, so Little's law puts 10 x 1 = 10 in flight; every output is 100 tokens (the
+    length bias changes nothing) and each has generated 1..99 of them."""
+    sm = S.StepModel(decode_s=(0.0,) + (0.01,) * 64, prefill_tokens=(0.0, 1e5), prefill_s=(0.0, 1e-9))
+    i, o, g = S.equilibrium(sm, S.Limits(max_seqs=64), S.LengthDist("fixed", (50,)), S.LengthDist("fixed", (100,)),
+                            10.0, np.random.default_rng(0))
+    assert len(o) == 10 and set(o) == {100} and set(i) == {50}
+    assert g.min() >= 1 and g.max() <= 99
+    # Capped at max_seqs when the rate asks for more.
+    _, o2, _ = S.equilibrium(sm, S.Limits(max_seqs=4), S.LengthDist("fixed", (50,)), S.LengthDist("fixed", (100,)),
+                             10.0, np.random.default_rng(0))
+    assert len(o2) == 4
+
+
+def test_preloaded_requests_finish_by_hand() -> None:
+    """Two requests decoding at time 0, 5 of 10 tokens generated, decode 10 ms for two: both finish after
+    5 steps, at 0.05 s; a third arriving at 0.02 s prefills (100 tokens x 1 ms = 0.1 s) beside them."""
+    sm = _linear([0.0, 0.010, 0.010, 0.010], 0.001)
+    arr = np.array([0.0, 0.0, 0.02])
+    r = S.simulate(arr, np.array([10, 10, 100]), np.array([10, 10, 2]), sm, S.Limits(), measure=slice(2, 3),
+                   preload=np.array([5, 5]))
+    # Two decode steps to 0.02 (the arrival); then its prompt beside the decodes: 0.1 + 0.01 -> first token
+    # at 0.13, TTFT 0.11; one more decode step (0.01) for its second token: latency 0.12, TPOT 0.01.
+    assert r.ttft == pytest.approx([0.11])
+    assert r.latency == pytest.approx([0.12])
+    assert r.tpot == pytest.approx([0.01])
+
+
+def test_mlperf_signed_errors_as_reported(catalog) -> None:
+    """The README's signed errors of the simulation on MLPerf Inference v5.1 results (never fitted):
+    Llama 2 70B Server on B200 -35 %, DeepSeek-R1 Offline on B200 -9 %, Server +78 %."""
+    from tests.test_serve_calibration import _measured, _rows
+
+    from mi400plan.api.serve import _hardware
+    from mi400plan.serve_calibration import model_class
+
+    want = {("M1", "b200", "slo_throughput"): -0.35, ("M2", "b200", "max_throughput"): -0.09,
+            ("M2", "b200", "slo_throughput"): 0.78}
+    seen = 0
+    for r in _rows("serve_validation.csv"):
+        key = (r["source"], r["sku"], r["kind"])
+        if key not in want:
+            continue
+        m = _measured(r)
+        hw, _ = _hardware(catalog, m.sku, m.precision, "nominal", matmul=None, hbm=None,
+                          model_class=model_class(catalog.get("models", m.model).spec))
+        got = S.predict_mlperf(catalog, m, hw)["output_tps"] / m.output_tps - 1.0
+        assert got == pytest.approx(want[key], abs=0.01)
+        seen += 1
+    assert seen == 3

@@ -25,7 +25,6 @@ ROUNDS = 3  # rounds of candidates simulated while none meets the limits
 # x rho) (Kleinrock 1975, Queueing Systems vol. 1, sec. 3.2), whose 99th percentile is at most ln(100) = 4.6
 # times the mean wait; the steady-state TTFT's queue term is scaled by it before comparing with a p99 limit.
 P99_OVER_MEAN_WAIT = 4.605
-OFFLINE_REQUESTS = 2000  # at least 2 x max_num_seqs are used, so the batch fills before it drains
 SINGLE_STREAM_REQUESTS = 1000
 # Without a benchmark model, server and interactive take the limits of MLPerf's reference LLM benchmark
 # (Llama2-70B; inference_rules.adoc, table "Benchmarks", 2026-07-23).
@@ -136,7 +135,7 @@ def _simulate_one(wl: Any, hw: Any, res: dict[str, Any], i: int, cfg: ScenarioCo
     sm = sim.step_model(wl, hw, lay, max_seqs=cfg.max_seqs, context=cfg.inp.mean + cfg.out.mean / 2.0,
                         max_prompt=cfg.inp.max + cfg.out.max, exact=_prompt_lengths(cfg.inp))
     if cfg.name == "offline":
-        return lay, kv, sim.offline(sm, lim, cfg.inp, cfg.out, max(OFFLINE_REQUESTS, 2 * cfg.max_seqs))
+        return lay, kv, sim.offline(sm, lim, cfg.inp, cfg.out, sim.OFFLINE_REQUESTS)
     if cfg.name == "single-stream":
         return lay, kv, sim.single_stream(sm, cfg.inp, cfg.out, SINGLE_STREAM_REQUESTS)
     # The steady-state model's rate at the layout's largest fitting concurrency (within max_seqs), with a
