@@ -236,6 +236,9 @@ def test_cli_scenario_table_and_errors(cli, tmp_path) -> None:
     base = ["serve", "llama3.1-8b", "--sku", "h100"]
     assert cli(base + ["--scenario", "batch"]).exit_code == 2
     assert cli(base + ["--ttft-p99", "2s"]).exit_code == 2
+    assert cli(base + ["--max-seqs", "64"]).exit_code == 2
+    assert cli(base + ["--scenario", "server", "--disagg"]).exit_code == 2
+    assert cli(base + ["--scenario", "server", "--max-seqs", "0"]).exit_code == 2
     assert cli(base + ["--scenario", "offline", "--tpot-p99", "2s"]).exit_code == 2
     bad = tmp_path / "h.csv"
     bad.write_text("length,count\nten,1\n")

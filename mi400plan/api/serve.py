@@ -221,12 +221,7 @@ def serve(
     ranges: bool = True,
     site: str | None = None,
     cost_overrides: Any = None,
-    scenario: str | None = None,
-    ttft_p99: str | None = None,
-    tpot_p99: str | None = None,
-    max_batched_tokens: int | None = None,
-    max_seqs: int | None = None,
-    candidates: int | None = None,
+    scenario: Any = None,
 ) -> ServeResult:
     """Search serving layouts x concurrency for ``model_name`` on each SKU (see ``mi400plan.serve``).
 
@@ -243,19 +238,9 @@ def serve(
     if not skus:
         raise UsageError("name at least one --sku")
     model = catalog.get("models", model_name).spec
-    in_d, out_d, len_notes = _lengths(model.name, input_len, output_len, scenario)
-    I, O = int(round(in_d.mean)), int(round(out_d.mean))
-    if in_d.max + out_d.max > model.max_seq_len:
-        raise UsageError(f"--input-len {in_d.max:,} + --output-len {out_d.max:,} = {in_d.max + out_d.max:,} tokens "
-                         f"(the longest of each) exceeds {model.name}'s maximum context of {model.max_seq_len:,} tokens")
     from mi400plan.api import serve_scenario as scen
 
-    scfg = scen.config(model.name, scenario, ttft_p99=parse_seconds(ttft_p99, "--ttft-p99"),
-                       tpot_p99=parse_seconds(tpot_p99, "--tpot-p99"), inp=in_d, out=out_d,
-                       max_batched_tokens=max_batched_tokens, max_seqs=max_seqs, candidates=candidates,
-                       notes=len_notes)
-    if scfg is not None and disagg:
-        raise UsageError("--scenario simulates aggregated replicas; drop --disagg")
+    scfg, I, O = scen.prepare(model, input_len, output_len, scenario, disagg)
     prec = (precision or "fp8").lower()
     if prec not in COMPUTE_PRECISION:
         raise UsageError(f"unknown --precision {precision!r}; known: {', '.join(COMPUTE_PRECISION)}")
@@ -328,12 +313,7 @@ def serve(
         s_info = info
         rows += [r.model_copy(update=_economics(r, s_info, I)) for r in _rows(wl, s, res, top, sla, disagg, n_gpus)]
         per_sku[s.name]["info"] = s_info
-    scen_rows, scen_info = [], None
-    if scfg is not None:
-        t0 = scen.clock()
-        for s in sk:
-            scen_rows += scen.scenario_rows(wl, s.name, s.hw["nominal"], per_sku[s.name], scfg, n_gpus)
-        scen_info = scen.info(scfg, scen.clock() - t0)
+    scen_rows, scen_info = scen.run(wl, [(s.name, s.hw["nominal"]) for s in sk], per_sku, scfg, n_gpus)
     comparison, flips = _compare(per_sku) if len(sk) > 1 else ([], [])
     for r in rows:
         if r.sla_flips:
@@ -347,28 +327,6 @@ def serve(
         curves=[_curve(s.name, per_sku[s.name]) for s in sk],
         warnings=list(flips) + cost_warn, scenario=scen_info, scenario_rows=scen_rows,
     )
-
-
-def _lengths(model_name: str, input_len: str | int | None, output_len: str | int | None,
-             scenario: str | None) -> tuple[Any, Any, list[str]]:
-    """Prompt and output length distributions (``serve_sim.parse_length_dist``). Not given: 1,024 tokens
-    (InferenceX's 1k1k), except the output lengths of a model an MLPerf Inference benchmark runs when a
-    scenario is named: the benchmark's published statistics (``profiles/workloads``). Notes say which."""
-    from mi400plan import serve_sim as sim
-
-    bench = sim.benchmark_for(model_name) if scenario else None
-    notes: list[str] = []
-    if output_len is None and bench is not None and bench.output is not None:
-        out_d = bench.output
-        notes.append(f"output lengths: the {bench.name} benchmark's (--output-len overrides)")
-    else:
-        out_d = sim.parse_length_dist(str(output_len if output_len is not None else DEFAULT_LEN), "--output-len")
-    in_d = sim.parse_length_dist(str(input_len if input_len is not None else DEFAULT_LEN), "--input-len")
-    if input_len is None and bench is not None:
-        cap = f" (published maximum {bench.input_max:,})" if bench.input_max else ""
-        notes.append(f"input lengths: {DEFAULT_LEN:,} tokens, the default: no source read publishes the {bench.name} "
-                     f"dataset's mean input length{cap}; give --input-len")
-    return in_d, out_d, notes
 
 
 def _meets(ev: dict[str, np.ndarray], sla: dict[str, float]) -> np.ndarray:

@@ -46,6 +46,74 @@ class ScenarioConfig:
     notes: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class ScenarioRequest:
+    """``serve --scenario`` and its flags, as given (``None``: not given)."""
+
+    name: str | None
+    ttft_p99: str | None = None
+    tpot_p99: str | None = None
+    max_batched_tokens: int | None = None
+    max_seqs: int | None = None
+    candidates: int | None = None
+
+
+def prepare(model: Any, input_len: str | int | None, output_len: str | int | None, req: ScenarioRequest | None,
+            disagg: bool) -> tuple[ScenarioConfig | None, int, int]:
+    """The scenario's configuration (None without one) and the mean prompt and output lengths (tokens) the
+    steady-state search uses; checks the longest prompt and output against the model's context."""
+    from mi400plan.api.serve import parse_seconds
+
+    name = req.name if req else None
+    in_d, out_d, notes = _lengths(model.name, input_len, output_len, name)
+    if in_d.max + out_d.max > model.max_seq_len:
+        raise UsageError(f"--input-len {in_d.max:,} + --output-len {out_d.max:,} = {in_d.max + out_d.max:,} tokens "
+                         f"(the longest of each) exceeds {model.name}'s maximum context of {model.max_seq_len:,} tokens")
+    r = req or ScenarioRequest(None)
+    cfg = config(model.name, name, ttft_p99=parse_seconds(r.ttft_p99, "--ttft-p99"),
+                 tpot_p99=parse_seconds(r.tpot_p99, "--tpot-p99"), inp=in_d, out=out_d,
+                 max_batched_tokens=r.max_batched_tokens, max_seqs=r.max_seqs, candidates=r.candidates, notes=notes)
+    if cfg is not None and disagg:
+        raise UsageError("--scenario simulates aggregated replicas; drop --disagg")
+    return cfg, int(round(in_d.mean)), int(round(out_d.mean))
+
+
+def run(wl: Any, skus: list[tuple[str, Any]], per_sku: dict[str, dict[str, Any]], cfg: ScenarioConfig | None,
+        gpus: int) -> tuple[list[ScenarioRow], ScenarioInfo | None]:
+    """Every SKU's scenario rows (``skus``: name and nominal ``serve.ServeHardware``) and the scenario's
+    description; nothing without a scenario."""
+    if cfg is None:
+        return [], None
+    t0 = time.perf_counter()
+    rows: list[ScenarioRow] = []
+    for name, hw in skus:
+        rows += scenario_rows(wl, name, hw, per_sku[name], cfg, gpus)
+    return rows, info(cfg, time.perf_counter() - t0)
+
+
+def _lengths(model_name: str, input_len: str | int | None, output_len: str | int | None,
+             scenario: str | None) -> tuple[Any, Any, list[str]]:
+    """Prompt and output length distributions (``serve_sim.parse_length_dist``). Not given: 1,024 tokens
+    (InferenceX's 1k1k), except the output lengths of a model an MLPerf Inference benchmark runs when a
+    scenario is named: the benchmark's published statistics (``profiles/workloads``). Notes say which."""
+    from mi400plan import serve_sim as sim
+    from mi400plan.api.serve import DEFAULT_LEN
+
+    bench = sim.benchmark_for(model_name) if scenario else None
+    notes: list[str] = []
+    if output_len is None and bench is not None and bench.output is not None:
+        out_d = bench.output
+        notes.append(f"output lengths: the {bench.name} benchmark's (--output-len overrides)")
+    else:
+        out_d = sim.parse_length_dist(str(output_len if output_len is not None else DEFAULT_LEN), "--output-len")
+    in_d = sim.parse_length_dist(str(input_len if input_len is not None else DEFAULT_LEN), "--input-len")
+    if input_len is None and bench is not None:
+        cap = f" (published maximum {bench.input_max:,})" if bench.input_max else ""
+        notes.append(f"input lengths: {DEFAULT_LEN:,} tokens, the default: no source read publishes the {bench.name} "
+                     f"dataset's mean input length{cap}; give --input-len")
+    return in_d, out_d, notes
+
+
 def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpot_p99: float | None, inp: Any,
            out: Any, max_batched_tokens: int | None, max_seqs: int | None, candidates: int | None,
            notes: list[str]) -> ScenarioConfig | None:
@@ -55,6 +123,9 @@ def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpo
     if scenario is None:
         if ttft_p99 is not None or tpot_p99 is not None:
             raise UsageError("--ttft-p99 / --tpot-p99 are limits of --scenario server or interactive; add --scenario")
+        if max_batched_tokens is not None or max_seqs is not None or candidates is not None:
+            raise UsageError("--max-batched-tokens / --max-seqs / --candidates set the --scenario simulation; add "
+                             "--scenario")
         return None
     name = scenario.strip().lower()
     if name not in sim.SCENARIOS:
@@ -184,6 +255,3 @@ def info(cfg: ScenarioConfig, seconds: float) -> ScenarioInfo:
                         max_num_batched_tokens=cfg.max_batched_tokens, max_num_seqs=cfg.max_seqs,
                         candidates_per_sku=cfg.candidates, notes=list(cfg.notes), seconds=seconds)
 
-
-def clock() -> float:
-    return time.perf_counter()

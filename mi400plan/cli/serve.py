@@ -67,6 +67,7 @@ def cmd(
 
     def compute():  # noqa: ANN202
         from mi400plan.api.fleet import serve_fleet
+        from mi400plan.api.serve_scenario import ScenarioRequest
         from mi400plan.cli.cost import site_overrides
 
         return serve_fleet(
@@ -76,8 +77,7 @@ def cmd(
             spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, reserve=reserve,
             matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, ranges=not no_ranges, site=site,
             cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None),
-            scenario=scenario, ttft_p99=ttft_p99, tpot_p99=tpot_p99, max_batched_tokens=max_batched_tokens,
-            max_seqs=max_seqs, candidates=candidates,
+            scenario=ScenarioRequest(scenario, ttft_p99, tpot_p99, max_batched_tokens, max_seqs, candidates),
         )
 
     run("serve", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
