@@ -17,8 +17,8 @@ Scheduler (:func:`simulate`), vLLM V1's (``vllm/v1/core/sched/scheduler.py``; SG
 iteration schedules the running decodes first (``1 + n`` tokens each with ``n`` speculative tokens), then
 prompt chunks of the admitted requests in arrival order, up to ``max_num_batched_tokens`` tokens in all
 (chunked prefill) and ``max_num_seqs`` requests. Defaults: vLLM's ``EngineArgs.get_batch_defaults``
-(``vllm/engine/arg_utils.py``, 2025; GPUs of 70 GiB or more other than A100, OpenAI server): 8,192 tokens
-and 1,024 sequences. A request is admitted (first come, first served) when the KV cache holds its prompt;
+(``vllm/engine/arg_utils.py``, 2025; OpenAI server): 8,192 tokens and 1,024 sequences on GPUs of 70 GiB or
+more other than A100, else 2,048 and 256 (:func:`scheduler_defaults`). A request is admitted (first come, first served) when the KV cache holds its prompt;
 when the running decodes would overflow the cache, the most recently admitted one is preempted: its KV is
 freed and it is recomputed later (vLLM's RECOMPUTE preemption). The first token comes at the end of the
 iteration that completes the prompt (prefill is quantised to iterations); each later token at the end of
@@ -50,9 +50,22 @@ import numpy as np
 from mi400plan.errors import UsageError
 
 SEED = 20260723  # the simulation's fixed seed (any constant: results are deterministic)
-# vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py, 2025): OpenAI server on GPUs with >= 70 GiB
+# vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py, 2025), OpenAI server: GPUs with >= 70 GiB other
+# than A100 (H100, MI300X, ...), else the smaller pair.
 DEFAULT_MAX_BATCHED_TOKENS = 8192
 DEFAULT_MAX_SEQS = 1024
+SMALL_GPU_MAX_BATCHED_TOKENS = 2048
+SMALL_GPU_MAX_SEQS = 256
+LARGE_GPU_BYTES = 70 * 2**30
+
+
+def scheduler_defaults(sku_name: str, hbm_bytes: float) -> tuple[int, int]:
+    """vLLM's default (max_num_batched_tokens, max_num_seqs) for the OpenAI server on this GPU: 8,192 and 1,024
+    with 70 GiB of HBM or more unless it is an A100 (vLLM PR #17885: the larger budget cost A100 throughput),
+    else 2,048 and 256 (``EngineArgs.get_batch_defaults``, vllm/engine/arg_utils.py, 2025)."""
+    if hbm_bytes >= LARGE_GPU_BYTES and "a100" not in sku_name.lower():
+        return DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_SEQS
+    return SMALL_GPU_MAX_BATCHED_TOKENS, SMALL_GPU_MAX_SEQS
 PERCENTILES = (50.0, 90.0, 99.0)
 # Offline: MLPerf's minimum query size (inference_rules.adoc, "Scenarios": at least 24,576 samples), so the
 # fill at the start and the drain at the end (the longest requests in a thinning batch) weigh as they do there.
@@ -297,6 +310,8 @@ class _Sim:
 
     def _admit(self) -> None:
         lim = self.lim
+        if not self.running and not self.prefilling:
+            self.kv = 0.0  # an empty replica holds nothing (no rounding left over from the frees)
         while self.waiting and len(self.running) + len(self.prefilling) < lim.max_seqs:
             i = self.waiting[0]
             if self.need[i] > lim.kv_tokens:  # can never fit: rejected, as a server returns an error
@@ -622,12 +637,13 @@ def _bisect(run: Any, lo: float, hi: float, best: tuple[float, SimResult, int], 
 # --- published MLPerf results (validation; never fitted) --------------------------------------------
 
 
-def predict_mlperf(cat: Any, m: Any, hw: Any, *, max_seqs: int = DEFAULT_MAX_SEQS) -> dict[str, float]:
+def predict_mlperf(cat: Any, m: Any, hw: Any) -> dict[str, float]:
     """The simulation's prediction of an MLPerf Offline (``m.kind == "max_throughput"``) or Server
     (``"slo_throughput"``) result ``m`` (``serve_calibration.Measured``: one ``m.tp``-GPU replica, TP = EP
     = ``m.tp`` with attention data parallel when ``m.dpa``): output tokens/s of the replica, and the mean
     TPOT and TTFT (seconds) of the run at the answer's rate. Prompts of ``m.isl`` tokens (the sources
-    publish no mean input); outputs the benchmark's fitted distribution (:func:`benchmark_for`)."""
+    publish no mean input); outputs the benchmark's fitted distribution (:func:`benchmark_for`); the
+    scheduler's limits vLLM's defaults for the GPU (:func:`scheduler_defaults`)."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe
@@ -638,8 +654,9 @@ def predict_mlperf(cat: Any, m: Any, hw: Any, *, max_seqs: int = DEFAULT_MAX_SEQ
     inp = LengthDist("fixed", (m.isl,))
     wl = core.Workload(model, count_params(model), infer_recipe(m.precision, kv_dtype=m.kv), m.isl, int(round(out.mean)))
     lay = Layout(m.tp, 1, m.tp if m.dpa else 1, bool(m.dpa))
+    mbt, max_seqs = scheduler_defaults(m.sku, hw.hbm_bytes)
     kv = kv_token_capacity(wl, hw, lay, max_seqs=max_seqs)
-    lim = Limits(DEFAULT_MAX_BATCHED_TOKENS, max_seqs, kv)
+    lim = Limits(mbt, max_seqs, kv)
     sm = step_model(wl, hw, lay, max_seqs=max_seqs, context=inp.mean + out.mean / 2.0, max_prompt=inp.max + out.max,
                     exact=[m.isl])
     if m.kind == "max_throughput":

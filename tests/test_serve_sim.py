@@ -184,6 +184,15 @@ def test_mlperf_limits_and_lengths_as_published() -> None:
     assert S.benchmark_for("llama3.1-8b") is None
 
 
+def test_scheduler_defaults_follow_vllms_rule() -> None:
+    """vLLM get_batch_defaults: >= 70 GiB and not an A100 -> 8,192 tokens / 1,024 sequences; else 2,048 / 256.
+    H100 80 GB (74.5 GiB): large; A100 80 GB: small by name; a 48 GB GPU (44.7 GiB): small."""
+    assert S.scheduler_defaults("h100", 80e9) == (8192, 1024)
+    assert S.scheduler_defaults("a100", 80e9) == (2048, 256)
+    assert S.scheduler_defaults("l40s", 48e9) == (2048, 256)
+    assert S.scheduler_defaults("mi300x", 192e9) == (8192, 1024)
+
+
 def test_percentiles_are_rank_statistics() -> None:
     """Of 1..100: p50 = 50, p90 = 90, p99 = 99 (the smallest sample with that share at or below it)."""
     assert S.percentiles(np.arange(1.0, 101.0)) == {"p50": 50.0, "p90": 90.0, "p99": 99.0}

@@ -40,8 +40,8 @@ class ScenarioConfig:
     limits_source: str
     inp: Any  # serve_sim.LengthDist
     out: Any
-    max_batched_tokens: int
-    max_seqs: int
+    max_batched_tokens: int | None  # None: each SKU's vLLM default (serve_sim.scheduler_defaults)
+    max_seqs: int | None
     candidates: int
     notes: tuple[str, ...]
 
@@ -133,9 +133,8 @@ def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpo
     if name in ("offline", "single-stream") and (ttft_p99 is not None or tpot_p99 is not None):
         raise UsageError(f"--scenario {name} has no latency limits (MLPerf: {'throughput' if name == 'offline' else 'p90 latency'}); "
                          "--ttft-p99 / --tpot-p99 apply to server and interactive")
-    mbt = int(max_batched_tokens if max_batched_tokens is not None else sim.DEFAULT_MAX_BATCHED_TOKENS)
-    ms = int(max_seqs if max_seqs is not None else sim.DEFAULT_MAX_SEQS)
-    if mbt < 1 or ms < 1 or ms > 65536:
+    mbt, ms = max_batched_tokens, max_seqs
+    if (mbt is not None and mbt < 1) or (ms is not None and not 1 <= ms <= 65536):
         raise UsageError("--max-batched-tokens must be >= 1 and --max-seqs between 1 and 65,536")
     k = int(candidates if candidates is not None else DEFAULT_CANDIDATES)
     if k < 1 or k > 64:
@@ -224,6 +223,12 @@ def scenario_rows(wl: Any, sku_name: str, hw: Any, res: dict[str, Any], cfg: Sce
     (single-stream: lowest p90 latency; otherwise: output tokens/s per GPU, layouts that meet the limits
     before those that do not). Layouts are simulated in the steady-state search's order, ``candidates`` at
     a time, until a round holds one that meets the limits (at most ``ROUNDS`` rounds)."""
+    from dataclasses import replace
+
+    from mi400plan import serve_sim as sim
+
+    mbt, ms = sim.scheduler_defaults(sku_name, hw.hbm_bytes)
+    cfg = replace(cfg, max_batched_tokens=cfg.max_batched_tokens or mbt, max_seqs=cfg.max_seqs or ms)
     rows = []
     ranked = _candidates(res, cfg)
     # The next candidates are simulated while none so far meets the limits, up to ROUNDS x candidates.
@@ -241,7 +246,8 @@ def scenario_rows(wl: Any, sku_name: str, hw: Any, res: dict[str, Any], cfg: Sce
             requests_per_s=o.rate, tokens_per_s_per_gpu=o.rate * cfg.out.mean / g if o.meets else 0.0,
             steady_state_tokens_per_s_per_gpu=float(res["ev"]["out_tps_gpu"][i]),
             ttft_s=_pct(r.ttft), tpot_s=_pct(r.tpot), latency_s=_pct(r.latency), meets=o.meets, binding=o.binding,
-            simulated_requests=o.requests, preemptions=r.preemptions, kv_cache_tokens=kv))
+            simulated_requests=o.requests, preemptions=r.preemptions, kv_cache_tokens=kv,
+            max_num_batched_tokens=int(cfg.max_batched_tokens), max_num_seqs=int(cfg.max_seqs)))
     if cfg.name == "single-stream":
         rows.sort(key=lambda x: x.latency_s.p90)
     else:

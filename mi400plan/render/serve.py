@@ -162,6 +162,17 @@ def _pcts(p: Any, scale: float) -> str:
     return "/".join(f"{v:,.{digits}f}" for v in vals)
 
 
+def _limit(given: int | None, res: ServeResult, key: str) -> str:
+    """The scheduler limit as given, or each SKU's default."""
+    if given is not None:
+        return f"{given:,}"
+    per = {r.sku: getattr(r, key) for r in res.scenario_rows}
+    vals = set(per.values())
+    if len(vals) == 1:
+        return f"{vals.pop():,}"
+    return ", ".join(f"{v:,} ({k})" for k, v in per.items())
+
+
 def _scenario(res: ServeResult, console: Any) -> None:
     """``--scenario``: each SKU's simulated candidate layouts with p50 / p90 / p99 TTFT, TPOT and latency."""
     sc = res.scenario
@@ -189,8 +200,9 @@ def _scenario(res: ServeResult, console: Any) -> None:
                 caption=f"Simulated per request: the {sc.candidates_per_sku} layouts per SKU the steady-state search "
                 f"ranks best (--candidates); req/s per replica (no: the limit no rate meets); tok/s/GPU = output "
                 f"tokens at that rate (JSON: the steady-state figure beside it); continuous batching, chunked "
-                f"prefill of {sc.max_num_batched_tokens:,} tokens per iteration, at most {sc.max_num_seqs:,} "
-                f"sequences per replica (vLLM's defaults unless given).")
+                f"prefill of {_limit(sc.max_num_batched_tokens, res, 'max_num_batched_tokens')} tokens per "
+                f"iteration, at most {_limit(sc.max_num_seqs, res, 'max_num_seqs')} sequences per replica "
+                "(given, or vLLM's defaults for the GPU).")
     console.print(f"Lengths: input {sc.input_lengths}; output {sc.output_lengths}.", markup=False, highlight=False)
     for n in sc.notes:
         console.print(f"Note: {n}.", markup=False, highlight=False)

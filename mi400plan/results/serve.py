@@ -166,6 +166,8 @@ class ScenarioRow(OutModel):
     simulated_requests: int
     preemptions: int
     kv_cache_tokens: float  # per replica
+    max_num_batched_tokens: int  # the scheduler's limits this SKU ran with
+    max_num_seqs: int
 
 
 class ScenarioInfo(OutModel):
@@ -177,8 +179,8 @@ class ScenarioInfo(OutModel):
     limits_source: str = ""
     input_lengths: str
     output_lengths: str
-    max_num_batched_tokens: int
-    max_num_seqs: int
+    max_num_batched_tokens: int | None  # None: each SKU's vLLM default (in scenario_rows)
+    max_num_seqs: int | None
     candidates_per_sku: int
     notes: list[str] = Field(default_factory=list)
     seconds: float = 0.0  # wall time of the simulations
