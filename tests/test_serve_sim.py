@@ -248,6 +248,8 @@ def test_cli_scenario_table_and_errors(cli, tmp_path) -> None:
     assert cli(base + ["--max-seqs", "64"]).exit_code == 2
     assert cli(base + ["--scenario", "server", "--disagg"]).exit_code == 2
     assert cli(base + ["--scenario", "server", "--max-seqs", "0"]).exit_code == 2
+    r = cli(base + ["--scenario", "server", "--max-batched-tokens", "8"])  # 1,024-token prompts in 128 chunks
+    assert r.exit_code == 2 and "at least 16" in r.output
     assert cli(base + ["--scenario", "offline", "--tpot-p99", "2s"]).exit_code == 2
     bad = tmp_path / "h.csv"
     bad.write_text("length,count\nten,1\n")
@@ -309,3 +311,18 @@ def test_mlperf_signed_errors_as_reported(catalog) -> None:
         assert got == pytest.approx(want[key], abs=0.01)
         seen += 1
     assert seen == 3
+
+
+def test_without_a_scenario_nothing_is_simulated(cli) -> None:
+    r = cli(["serve", "llama3.1-8b", "--sku", "h100", "--concurrency", "1,64", "--no-ranges", "--json"])
+    d = json.loads(r.output)["data"]
+    assert d["scenario"] is None and d["scenario_rows"] == []
+    assert (d["input_len"], d["output_len"]) == (1024, 1024)
+
+
+def test_offline_and_single_stream_tables(cli) -> None:
+    for sc, head in (("offline", "TTFT s"), ("single-stream", "TTFT ms")):
+        r = cli(["serve", "llama3.1-8b", "--sku", "h100", "--scenario", sc, "--output-len", "uniform:64-192",
+                 "--no-ranges", "--candidates", "1"])
+        assert r.exit_code == 0, r.output
+        assert f"Scenario {sc}" in r.output and head in r.output and "uniform 64-192 (mean 128)" in r.output

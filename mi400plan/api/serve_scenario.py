@@ -10,6 +10,7 @@ simulated, at the nominal values, and ranked by the scenario's metric.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,10 @@ from mi400plan.results.serve import Percentiles, ScenarioInfo, ScenarioRow, Serv
 
 DEFAULT_CANDIDATES = 2
 ROUNDS = 3  # rounds of candidates simulated while none meets the limits
+# Bounds that keep a simulation to seconds: layouts per SKU, sequences in flight, iterations per prompt.
+MAX_CANDIDATES = 8
+MAX_SEQS = 16384
+MAX_CHUNKS_PER_PROMPT = 64
 # Screening only (which layouts to simulate): M/M/1's waiting time has the tail P(W > t) = rho exp(-t / E[W]
 # x rho) (Kleinrock 1975, Queueing Systems vol. 1, sec. 3.2), whose 99th percentile is at most ln(100) = 4.6
 # times the mean wait; the steady-state TTFT's queue term is scaled by it before comparing with a p99 limit.
@@ -134,11 +139,15 @@ def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpo
         raise UsageError(f"--scenario {name} has no latency limits (MLPerf: {'throughput' if name == 'offline' else 'p90 latency'}); "
                          "--ttft-p99 / --tpot-p99 apply to server and interactive")
     mbt, ms = max_batched_tokens, max_seqs
-    if (mbt is not None and mbt < 1) or (ms is not None and not 1 <= ms <= 65536):
-        raise UsageError("--max-batched-tokens must be >= 1 and --max-seqs between 1 and 65,536")
+    if ms is not None and not 1 <= ms <= MAX_SEQS:
+        raise UsageError(f"--max-seqs must be between 1 and {MAX_SEQS:,}, got {ms}")
+    if mbt is not None and mbt < max(1, math.ceil(inp.mean / MAX_CHUNKS_PER_PROMPT)):
+        raise UsageError(f"--max-batched-tokens {mbt:,} splits a mean prompt of {inp.mean:,.0f} tokens into more than "
+                         f"{MAX_CHUNKS_PER_PROMPT} iterations (a simulation of minutes); give at least "
+                         f"{math.ceil(inp.mean / MAX_CHUNKS_PER_PROMPT):,}")
     k = int(candidates if candidates is not None else DEFAULT_CANDIDATES)
-    if k < 1 or k > 64:
-        raise UsageError(f"--candidates must be between 1 and 64, got {k}")
+    if k < 1 or k > MAX_CANDIDATES:
+        raise UsageError(f"--candidates must be between 1 and {MAX_CANDIDATES}, got {k}")
     ttft, tpot, src = None, None, ""
     if name in ("server", "interactive"):
         bench = sim.benchmark_for(model_name)

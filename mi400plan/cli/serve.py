@@ -48,7 +48,7 @@ def cmd(
     tpot_p99: Annotated[Optional[str], typer.Option("--tpot-p99", help="server/interactive: 99th-percentile TPOT limit (50ms).")] = None,
     max_batched_tokens: Annotated[Optional[int], typer.Option("--max-batched-tokens", help="--scenario: tokens per scheduler iteration (default vLLM's for the GPU: 8192, or 2048 under 70 GiB and on A100).")] = None,
     max_seqs: Annotated[Optional[int], typer.Option("--max-seqs", help="--scenario: sequences in flight per replica (default vLLM's for the GPU: 1024, or 256 under 70 GiB and on A100).")] = None,
-    candidates: Annotated[Optional[int], typer.Option("--candidates", help="--scenario: layouts simulated per SKU (default 2).")] = None,
+    candidates: Annotated[Optional[int], typer.Option("--candidates", help="--scenario: layouts simulated per SKU (default 2, at most 8).")] = None,
     no_ranges: Annotated[bool, typer.Option("--no-ranges", help="Skip the pessimistic/optimistic corners.")] = False,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
