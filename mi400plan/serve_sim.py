@@ -59,6 +59,19 @@ SMALL_GPU_MAX_SEQS = 256
 LARGE_GPU_BYTES = 70 * 2**30
 
 
+STACKS = ("vllm", "sglang")
+GIB = 2**30
+
+
+def sglang_limits(hbm_bytes: float, kv_tokens: float, context_len: int) -> tuple[int, int]:
+    """SGLang's defaults (v0.5, ``python/sglang/srt/server_args.py`` and ``model_executor/model_runner.py``,
+    2025): ``chunked_prefill_size`` 2,048 under 35 GiB of HBM, 8,192 under 160 GiB, else 16,384; at most
+    ``min(KV tokens // 2, clamp(KV tokens / context length x 512, 2,048, 4,096))`` running requests."""
+    chunk = 2048 if hbm_bytes < 35 * GIB else 8192 if hbm_bytes < 160 * GIB else 16384
+    pool = min(max(int(kv_tokens / max(context_len, 1) * 512), 2048), 4096)
+    return chunk, int(max(min(kv_tokens // 2, pool), 1))
+
+
 def scheduler_defaults(sku_name: str, hbm_bytes: float) -> tuple[int, int]:
     """vLLM's default (max_num_batched_tokens, max_num_seqs) for the OpenAI server on this GPU: 8,192 and 1,024
     with 70 GiB of HBM or more unless it is an A100 (vLLM PR #17885: the larger budget cost A100 throughput),
@@ -247,6 +260,7 @@ class Limits:
     max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
     max_seqs: int = DEFAULT_MAX_SEQS
     kv_tokens: float = math.inf
+    mixed: bool = True  # prompt chunks share an iteration with the decodes (vLLM); False: prefill-only iterations
 
 
 @dataclass(frozen=True)
@@ -371,6 +385,10 @@ class _Sim:
         heapq.heappush(self.heap, (self.it + steps, i, self.ver[i]))
 
     def _prefill_iteration(self, b: int) -> None:
+        """One iteration with prompt chunks: beside the ``b`` decodes (mixed), or alone, the decodes waiting
+        (SGLang's default: its mixed chunked prefill is off)."""
+        if not self.lim.mixed:
+            b = 0
         budget = self.lim.max_batched_tokens - b * self.sm.decode_tokens_per_seq
         cost, done = 0.0, []
         for i in self.prefilling:
@@ -418,7 +436,7 @@ class _Sim:
                 self._preempt_newest()
             self._admit()
             b = len(self.running)
-            if self.prefilling and self.lim.max_batched_tokens > b * self.sm.decode_tokens_per_seq:
+            if self.prefilling and (not self.lim.mixed or self.lim.max_batched_tokens > b * self.sm.decode_tokens_per_seq):
                 self._prefill_iteration(b)
             elif b:
                 self._decode_jump(b)

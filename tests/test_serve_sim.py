@@ -39,6 +39,27 @@ def test_two_requests_hand_traced() -> None:
     assert r.output_tokens == 6 and r.preemptions == 0
 
 
+def test_prefill_apart_from_decodes_hand_traced() -> None:
+    """The first test's two requests with SGLang's default (prefill iterations apart from the decodes): at
+    0.100 B's prompt runs alone (0.100 s, A waits) -> B's first token at 0.200; then two decode steps of
+    12 ms -> 0.224, both finish. A: TTFT 0.100, TPOT (0.224 - 0.100) / 2 = 0.062; B: TTFT 0.150, TPOT 0.012."""
+    sm = _linear([0.0, 0.010, 0.012], 0.001)
+    r = S.simulate(np.array([0.0, 0.05]), np.array([100, 100]), np.array([3, 3]), sm, S.Limits(mixed=False))
+    assert r.ttft == pytest.approx([0.100, 0.150])
+    assert r.tpot == pytest.approx([0.062, 0.012])
+
+
+def test_sglang_limits_by_hand() -> None:
+    """chunked_prefill_size: 2,048 under 35 GiB, 8,192 under 160 GiB, else 16,384; running requests
+    min(KV // 2, clamp(KV / context x 512, 2,048, 4,096)): 192 GB (178.8 GiB) with 1e6 KV tokens and a 131,072
+    context: 1e6 / 131072 x 512 = 3,906; 80 GB with 100,000 tokens and 8,192: 6,250 -> 4,096; 3,000 tokens:
+    187 -> 2,048, but 3,000 // 2 = 1,500."""
+    assert S.sglang_limits(192e9, 1e6, 131072) == (16384, 3906)
+    assert S.sglang_limits(80e9, 1e5, 8192) == (8192, 4096)
+    assert S.sglang_limits(80e9, 3000, 8192) == (8192, 1500)
+    assert S.sglang_limits(24e9, 1e5, 8192)[0] == 2048
+
+
 def test_chunked_prefill_splits_a_prompt_over_iterations() -> None:
     """A budget of 64 tokens: a 100-token prompt takes two iterations (64 + 36 tokens, 64 ms + 36 ms);
     the first token comes at the end of the second: TTFT = 0.100 s (the whole prompt's P(100)), and one
@@ -246,6 +267,8 @@ def test_cli_scenario_table_and_errors(cli, tmp_path) -> None:
     assert cli(base + ["--scenario", "batch"]).exit_code == 2
     assert cli(base + ["--ttft-p99", "2s"]).exit_code == 2
     assert cli(base + ["--max-seqs", "64"]).exit_code == 2
+    assert cli(base + ["--stack", "sglang"]).exit_code == 2
+    assert cli(base + ["--scenario", "server", "--stack", "tgi"]).exit_code == 2
     assert cli(base + ["--scenario", "server", "--disagg"]).exit_code == 2
     assert cli(base + ["--scenario", "server", "--max-seqs", "0"]).exit_code == 2
     r = cli(base + ["--scenario", "server", "--max-batched-tokens", "8"])  # 1,024-token prompts in 128 chunks

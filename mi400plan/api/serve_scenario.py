@@ -49,6 +49,7 @@ class ScenarioConfig:
     max_seqs: int | None
     candidates: int
     notes: tuple[str, ...]
+    stack: str = "vllm"
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class ScenarioRequest:
     max_batched_tokens: int | None = None
     max_seqs: int | None = None
     candidates: int | None = None
+    stack: str | None = None
 
 
 def prepare(model: Any, input_len: str | int | None, output_len: str | int | None, req: ScenarioRequest | None,
@@ -77,7 +79,8 @@ def prepare(model: Any, input_len: str | int | None, output_len: str | int | Non
     r = req or ScenarioRequest(None)
     cfg = config(model.name, name, ttft_p99=parse_seconds(r.ttft_p99, "--ttft-p99"),
                  tpot_p99=parse_seconds(r.tpot_p99, "--tpot-p99"), inp=in_d, out=out_d,
-                 max_batched_tokens=r.max_batched_tokens, max_seqs=r.max_seqs, candidates=r.candidates, notes=notes)
+                 max_batched_tokens=r.max_batched_tokens, max_seqs=r.max_seqs, candidates=r.candidates, notes=notes,
+                 stack=r.stack)
     if cfg is not None and disagg:
         raise UsageError("--scenario simulates aggregated replicas; drop --disagg")
     return cfg, int(round(in_d.mean)), int(round(out_d.mean))
@@ -121,17 +124,20 @@ def _lengths(model_name: str, input_len: str | int | None, output_len: str | int
 
 def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpot_p99: float | None, inp: Any,
            out: Any, max_batched_tokens: int | None, max_seqs: int | None, candidates: int | None,
-           notes: list[str]) -> ScenarioConfig | None:
+           notes: list[str], stack: str | None = None) -> ScenarioConfig | None:
     """Validate the scenario flags and fill in the cited defaults (``None`` without ``--scenario``)."""
     from mi400plan import serve_sim as sim
 
     if scenario is None:
         if ttft_p99 is not None or tpot_p99 is not None:
             raise UsageError("--ttft-p99 / --tpot-p99 are limits of --scenario server or interactive; add --scenario")
-        if max_batched_tokens is not None or max_seqs is not None or candidates is not None:
-            raise UsageError("--max-batched-tokens / --max-seqs / --candidates set the --scenario simulation; add "
-                             "--scenario")
+        if max_batched_tokens is not None or max_seqs is not None or candidates is not None or stack is not None:
+            raise UsageError("--max-batched-tokens / --max-seqs / --candidates / --stack set the --scenario "
+                             "simulation; add --scenario")
         return None
+    st = (stack or "vllm").strip().lower()
+    if st not in sim.STACKS:
+        raise UsageError(f"unknown --stack {stack!r}; known: {', '.join(sim.STACKS)}")
     name = scenario.strip().lower()
     if name not in sim.SCENARIOS:
         raise UsageError(f"unknown --scenario {scenario!r}; known: {', '.join(sim.SCENARIOS)}")
@@ -161,7 +167,7 @@ def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpo
             src = "--ttft-p99/--tpot-p99" + (f"; otherwise {src}" if ttft_p99 is None or tpot_p99 is None else "")
         ttft = ttft_p99 if ttft_p99 is not None else ttft
         tpot = tpot_p99 if tpot_p99 is not None else tpot
-    return ScenarioConfig(name, ttft, tpot, src, inp, out, mbt, ms, k, tuple(notes))
+    return ScenarioConfig(name, ttft, tpot, src, inp, out, mbt, ms, k, tuple(notes), st)
 
 
 def _candidates(res: dict[str, Any], cfg: ScenarioConfig) -> list[int]:
@@ -205,25 +211,40 @@ def _prompt_lengths(d: Any) -> tuple[int, ...]:
     return tuple(d.values)
 
 
-def _simulate_one(wl: Any, hw: Any, res: dict[str, Any], i: int, cfg: ScenarioConfig) -> Any:
+def _limits(wl: Any, sku_name: str, hw: Any, lay: Any, cfg: ScenarioConfig) -> Any:
+    """The scheduler's limits for ``lay`` on this SKU: those given, else the stack's defaults (vLLM's per GPU;
+    SGLang's per GPU and KV pool, its prefill iterations not mixed with decodes)."""
+    from mi400plan import serve_sim as sim
+
+    if cfg.stack == "sglang":
+        kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cfg.max_seqs or 4096)
+        chunk, seqs = sim.sglang_limits(hw.hbm_bytes, kv, wl.model.max_seq_len)
+    else:
+        chunk, seqs = sim.scheduler_defaults(sku_name, hw.hbm_bytes)
+        kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cfg.max_seqs or seqs)
+    return sim.Limits(cfg.max_batched_tokens or chunk, cfg.max_seqs or seqs, kv, mixed=cfg.stack != "sglang")
+
+
+def _simulate_one(wl: Any, sku_name: str, hw: Any, res: dict[str, Any], i: int, cfg: ScenarioConfig) -> Any:
     from mi400plan import serve_sim as sim
 
     lay = sim.Layout(int(res["tp"][i]), int(res["pp"][i]), int(res["ep"][i]), bool(res["dpa"][i]))
-    kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cfg.max_seqs)
-    lim = sim.Limits(cfg.max_batched_tokens, cfg.max_seqs, kv)
-    sm = sim.step_model(wl, hw, lay, max_seqs=cfg.max_seqs, context=cfg.inp.mean + cfg.out.mean / 2.0,
+    lim = _limits(wl, sku_name, hw, lay, cfg)
+    sm = sim.step_model(wl, hw, lay, max_seqs=lim.max_seqs, context=cfg.inp.mean + cfg.out.mean / 2.0,
                         max_prompt=cfg.inp.max + cfg.out.max, exact=_prompt_lengths(cfg.inp))
     if cfg.name == "offline":
-        return lay, kv, sim.offline(sm, lim, cfg.inp, cfg.out, sim.OFFLINE_REQUESTS)
+        return lay, lim, sim.offline(sm, lim, cfg.inp, cfg.out, sim.OFFLINE_REQUESTS)
     if cfg.name == "single-stream":
-        return lay, kv, sim.single_stream(sm, cfg.inp, cfg.out, SINGLE_STREAM_REQUESTS)
+        return lay, lim, sim.single_stream(sm, cfg.inp, cfg.out, SINGLE_STREAM_REQUESTS)
     # The steady-state model's rate at the layout's largest fitting concurrency (within max_seqs), with a
     # margin: the simulation's answer lies below it unless the steady state is pessimistic.
     same = ((res["tp"] == lay.tp) & (res["pp"] == lay.pp) & (res["ep"] == lay.ep) & (res["dpa"] == lay.dpa)
-            & res["fit"] & (res["b"] <= cfg.max_seqs))
+            & res["fit"] & (res["b"] <= lim.max_seqs))
+    if not same.any():
+        same = (res["tp"] == lay.tp) & (res["pp"] == lay.pp) & (res["ep"] == lay.ep) & (res["dpa"] == lay.dpa)
     hi = 1.25 * float(res["ev"]["requests_per_s"][same].max())
-    return lay, kv, sim.server(sm, lim, cfg.inp, cfg.out, ttft_s=cfg.ttft_s, tpot_s=cfg.tpot_s, rate_hi=hi,
-                               scenario=cfg.name)
+    return lay, lim, sim.server(sm, lim, cfg.inp, cfg.out, ttft_s=cfg.ttft_s, tpot_s=cfg.tpot_s, rate_hi=hi,
+                                scenario=cfg.name)
 
 
 def scenario_rows(wl: Any, sku_name: str, hw: Any, res: dict[str, Any], cfg: ScenarioConfig,
@@ -236,16 +257,16 @@ def scenario_rows(wl: Any, sku_name: str, hw: Any, res: dict[str, Any], cfg: Sce
 
     from mi400plan import serve_sim as sim
 
-    mbt, ms = sim.scheduler_defaults(sku_name, hw.hbm_bytes)
-    cfg = replace(cfg, max_batched_tokens=cfg.max_batched_tokens or mbt, max_seqs=cfg.max_seqs or ms)
+    # The screen keeps concurrencies the stack can run (SGLang's cap is at most 4,096).
+    cap = cfg.max_seqs or (4096 if cfg.stack == "sglang" else sim.scheduler_defaults(sku_name, hw.hbm_bytes)[1])
     rows = []
-    ranked = _candidates(res, cfg)
+    ranked = _candidates(res, replace(cfg, max_seqs=cap))
     # The next candidates are simulated while none so far meets the limits, up to ROUNDS x candidates.
     todo = ranked[:cfg.candidates * ROUNDS]
     for n, i in enumerate(todo):
         if n >= cfg.candidates and n % cfg.candidates == 0 and any(r.meets for r in rows):
             break
-        lay, kv, o = _simulate_one(wl, hw, res, i, cfg)
+        lay, lim, o = _simulate_one(wl, sku_name, hw, res, i, cfg)
         g = lay.tp * lay.pp
         r = o.run
         rows.append(ScenarioRow(
@@ -255,8 +276,8 @@ def scenario_rows(wl: Any, sku_name: str, hw: Any, res: dict[str, Any], cfg: Sce
             requests_per_s=o.rate, tokens_per_s_per_gpu=o.rate * cfg.out.mean / g if o.meets else 0.0,
             steady_state_tokens_per_s_per_gpu=float(res["ev"]["out_tps_gpu"][i]),
             ttft_s=_pct(r.ttft), tpot_s=_pct(r.tpot), latency_s=_pct(r.latency), meets=o.meets, binding=o.binding,
-            simulated_requests=o.requests, preemptions=r.preemptions, kv_cache_tokens=kv,
-            max_num_batched_tokens=int(cfg.max_batched_tokens), max_num_seqs=int(cfg.max_seqs)))
+            simulated_requests=o.requests, preemptions=r.preemptions, kv_cache_tokens=lim.kv_tokens,
+            max_num_batched_tokens=int(lim.max_batched_tokens), max_num_seqs=int(lim.max_seqs)))
     if cfg.name == "single-stream":
         rows.sort(key=lambda x: x.latency_s.p90)
     else:
@@ -268,5 +289,6 @@ def info(cfg: ScenarioConfig, seconds: float) -> ScenarioInfo:
     return ScenarioInfo(name=cfg.name, ttft_p99_s=cfg.ttft_s, tpot_p99_s=cfg.tpot_s, limits_source=cfg.limits_source,
                         input_lengths=cfg.inp.text(), output_lengths=cfg.out.text(),
                         max_num_batched_tokens=cfg.max_batched_tokens, max_num_seqs=cfg.max_seqs,
-                        candidates_per_sku=cfg.candidates, notes=list(cfg.notes), seconds=seconds)
+                        candidates_per_sku=cfg.candidates, notes=list(cfg.notes), seconds=seconds,
+                        stack=cfg.stack)
 

@@ -84,7 +84,7 @@ FLAG_DOMAINS: dict[str, Domain] = {
     # serve_sim.parse_length_dist
     # names: an empty one is a mistake, not "use the default"
     "--sku": _NAME, "--fabric": _NAME, "--scale-out": _NAME, "--site": _NAME, "--facility": _NAME,
-    "--plan": _NAME, "--save": _NAME, "--plot": _NAME, "--profiles": _NAME, "--recompute-modules": _NAME,
+    "--plan": _NAME, "--save": _NAME, "--stack": _NAME, "--plot": _NAME, "--profiles": _NAME, "--recompute-modules": _NAME,
 }
 
 # Choices that are plain strings at the parser (the Enum-typed ones are checked by click itself).

@@ -48,6 +48,7 @@ def cmd(
     tpot_p99: Annotated[Optional[str], typer.Option("--tpot-p99", help="server/interactive: 99th-percentile TPOT limit (50ms).")] = None,
     max_batched_tokens: Annotated[Optional[int], typer.Option("--max-batched-tokens", help="--scenario: tokens per scheduler iteration (default vLLM's for the GPU: 8192, or 2048 under 70 GiB and on A100).")] = None,
     max_seqs: Annotated[Optional[int], typer.Option("--max-seqs", help="--scenario: sequences in flight per replica (default vLLM's for the GPU: 1024, or 256 under 70 GiB and on A100).")] = None,
+    stack: Annotated[Optional[str], typer.Option("--stack", help="--scenario: whose scheduler defaults: vllm (default; prompt chunks beside the decodes) or sglang (prefill iterations apart).")] = None,
     candidates: Annotated[Optional[int], typer.Option("--candidates", help="--scenario: layouts simulated per SKU (default 2, at most 8).")] = None,
     no_ranges: Annotated[bool, typer.Option("--no-ranges", help="Skip the pessimistic/optimistic corners.")] = False,
     json_: JsonOpt = False,
@@ -77,7 +78,7 @@ def cmd(
             spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, reserve=reserve,
             matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, ranges=not no_ranges, site=site,
             cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None),
-            scenario=ScenarioRequest(scenario, ttft_p99, tpot_p99, max_batched_tokens, max_seqs, candidates),
+            scenario=ScenarioRequest(scenario, ttft_p99, tpot_p99, max_batched_tokens, max_seqs, candidates, stack),
         )
 
     run("serve", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

@@ -202,7 +202,8 @@ def _scenario(res: ServeResult, console: Any) -> None:
                 f"tokens at that rate (JSON: the steady-state figure beside it); continuous batching, chunked "
                 f"prefill of {_limit(sc.max_num_batched_tokens, res, 'max_num_batched_tokens')} tokens per "
                 f"iteration, at most {_limit(sc.max_num_seqs, res, 'max_num_seqs')} sequences per replica "
-                "(given, or vLLM's defaults for the GPU).")
+                f"(given, or {'SGLang' if sc.stack == 'sglang' else 'vLLM'}'s defaults"
+                + ("; prefill iterations apart from the decodes" if sc.stack == "sglang" else "") + ").")
     console.print(f"Lengths: input {sc.input_lengths}; output {sc.output_lengths}.", markup=False, highlight=False)
     for n in sc.notes:
         console.print(f"Note: {n}.", markup=False, highlight=False)

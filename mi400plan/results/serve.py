@@ -182,6 +182,7 @@ class ScenarioInfo(OutModel):
     max_num_batched_tokens: int | None  # None: each SKU's vLLM default (in scenario_rows)
     max_num_seqs: int | None
     candidates_per_sku: int
+    stack: str = "vllm"  # whose scheduler defaults: vllm or sglang
     notes: list[str] = Field(default_factory=list)
     seconds: float = 0.0  # wall time of the simulations
 
