@@ -349,3 +349,11 @@ def test_offline_and_single_stream_tables(cli) -> None:
                  "--no-ranges", "--candidates", "1"])
         assert r.exit_code == 0, r.output
         assert f"Scenario {sc}" in r.output and head in r.output and "uniform 64-192 (mean 128)" in r.output
+
+
+def test_scenario_with_nothing_that_fits(cli) -> None:
+    """DeepSeek-V3 on one H100 fits no layout: the scenario says so and --check exits 4."""
+    args = ["serve", "deepseek-v3", "--sku", "h100", "--gpus", "1", "--scenario", "server", "--no-ranges"]
+    r = cli(args)
+    assert r.exit_code == 0 and "no layout fits" in r.output
+    assert cli(args + ["--check"]).exit_code == 4

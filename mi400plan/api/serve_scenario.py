@@ -11,7 +11,6 @@ simulated, at the nominal values, and ranked by the scenario's metric.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,11 +91,10 @@ def run(wl: Any, skus: list[tuple[str, Any]], per_sku: dict[str, dict[str, Any]]
     description; nothing without a scenario."""
     if cfg is None:
         return [], None
-    t0 = time.perf_counter()
     rows: list[ScenarioRow] = []
     for name, hw in skus:
         rows += scenario_rows(wl, name, hw, per_sku[name], cfg, gpus)
-    return rows, info(cfg, time.perf_counter() - t0)
+    return rows, info(cfg)
 
 
 def _lengths(model_name: str, input_len: str | int | None, output_len: str | int | None,
@@ -285,10 +283,9 @@ def scenario_rows(wl: Any, sku_name: str, hw: Any, res: dict[str, Any], cfg: Sce
     return [r.model_copy(update={"rank": k + 1}) for k, r in enumerate(rows[:cfg.candidates])]
 
 
-def info(cfg: ScenarioConfig, seconds: float) -> ScenarioInfo:
+def info(cfg: ScenarioConfig) -> ScenarioInfo:
     return ScenarioInfo(name=cfg.name, ttft_p99_s=cfg.ttft_s, tpot_p99_s=cfg.tpot_s, limits_source=cfg.limits_source,
                         input_lengths=cfg.inp.text(), output_lengths=cfg.out.text(),
                         max_num_batched_tokens=cfg.max_batched_tokens, max_num_seqs=cfg.max_seqs,
-                        candidates_per_sku=cfg.candidates, notes=list(cfg.notes), seconds=seconds,
-                        stack=cfg.stack)
+                        candidates_per_sku=cfg.candidates, notes=list(cfg.notes), stack=cfg.stack)
 

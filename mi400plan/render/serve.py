@@ -196,6 +196,10 @@ def _scenario(res: ServeResult, console: Any) -> None:
         rate = f"{r.requests_per_s:,.2f}" if r.meets else f"no: {r.binding}"
         out.append([f"{r.sku} #{r.rank}", t, rate, f"{r.tokens_per_s_per_gpu:,.0f}",
                     _pcts(r.ttft_s, 1.0 if ttft_s else 1e3), _pcts(r.tpot_s, 1e3), _pcts(r.latency_s, 1.0)])
+    if not out:
+        console.print(f"Scenario {sc.name} ({metric}): {limits}\n  no layout fits: nothing to simulate",
+                      markup=False, highlight=False)
+        return
     print_table(console, cols, out, title=f"Scenario {sc.name} ({metric}): {limits}",
                 caption=f"Simulated per request: the {sc.candidates_per_sku} layouts per SKU the steady-state search "
                 f"ranks best (--candidates); req/s per replica (no: the limit no rate meets); tok/s/GPU = output "

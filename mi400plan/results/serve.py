@@ -184,7 +184,6 @@ class ScenarioInfo(OutModel):
     candidates_per_sku: int
     stack: str = "vllm"  # whose scheduler defaults: vllm or sglang
     notes: list[str] = Field(default_factory=list)
-    seconds: float = 0.0  # wall time of the simulations
 
 
 class ServeResult(Result):
