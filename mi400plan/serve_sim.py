@@ -18,7 +18,9 @@ iteration schedules the running decodes first (``1 + n`` tokens each with ``n`` 
 prompt chunks of the admitted requests in arrival order, up to ``max_num_batched_tokens`` tokens in all
 (chunked prefill) and ``max_num_seqs`` requests. Defaults: vLLM's ``EngineArgs.get_batch_defaults``
 (``vllm/engine/arg_utils.py``, 2025; OpenAI server): 8,192 tokens and 1,024 sequences on GPUs of 70 GiB or
-more other than A100, else 2,048 and 256 (:func:`scheduler_defaults`). A request is admitted (first come, first served) when the KV cache holds its prompt;
+more other than A100, else 2,048 and 256 (:func:`scheduler_defaults`); SGLang's with ``--stack sglang``
+(:func:`sglang_limits`, prefill iterations apart). A request is admitted (first come, first served) when
+the KV cache holds its prompt;
 when the running decodes would overflow the cache, the most recently admitted one is preempted: its KV is
 freed and it is recomputed later (vLLM's RECOMPUTE preemption). The first token comes at the end of the
 iteration that completes the prompt (prefill is quantised to iterations); each later token at the end of
@@ -42,12 +44,18 @@ import heapq
 import math
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mi400plan.errors import UsageError
+
+if TYPE_CHECKING:
+    from mi400plan.profiles import Catalog
+    from mi400plan.serve import ServeHardware, Workload
+    from mi400plan.serve_calibration import Measured
 
 SEED = 20260723  # the simulation's fixed seed (any constant: results are deterministic)
 # vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py, 2025), OpenAI server: GPUs with >= 70 GiB other
@@ -436,7 +444,8 @@ class _Sim:
                 self._preempt_newest()
             self._admit()
             b = len(self.running)
-            if self.prefilling and (not self.lim.mixed or self.lim.max_batched_tokens > b * self.sm.decode_tokens_per_seq):
+            room = not self.lim.mixed or self.lim.max_batched_tokens > b * self.sm.decode_tokens_per_seq
+            if self.prefilling and room:
                 self._prefill_iteration(b)
             elif b:
                 self._decode_jump(b)
@@ -488,8 +497,8 @@ class Layout:
     dpa: bool
 
 
-def step_model(wl: Any, hw: Any, lay: Layout, *, max_seqs: int, context: float, max_prompt: int,
-               exact: Any = ()) -> StepModel:
+def step_model(wl: Workload, hw: ServeHardware, lay: Layout, *, max_seqs: int, context: float, max_prompt: int,
+               exact: tuple[int, ...] | list[int] = ()) -> StepModel:
     """The iteration cost of ``lay`` from ``serve``'s cost functions: ``serve.decode_step`` for 1..``max_seqs``
     sequences at mean context ``context`` tokens, and the prefill latency ``pp x`` stage time of prompts of
     0..``max_prompt`` tokens (``serve.forward_stage``, causal) on a geometric grid of 128 points plus the
@@ -512,7 +521,7 @@ def step_model(wl: Any, hw: Any, lay: Layout, *, max_seqs: int, context: float, 
                      ttft_extra_s=float(hw.request_overhead_s))
 
 
-def kv_token_capacity(wl: Any, hw: Any, lay: Layout, *, max_seqs: int) -> float:
+def kv_token_capacity(wl: Workload, hw: ServeHardware, lay: Layout, *, max_seqs: int) -> float:
     """Tokens the replica's KV cache holds: ``memory.max_batch_x_context`` (the ``fit --mode infer``
     model, scratch sized for ``max_seqs`` sequences); with DP-attention each of the ``tp`` ranks holds its
     own sequences' whole KV next to the replicated attention weights (``serve.memory``)."""
@@ -595,8 +604,8 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
     Each run starts from the steady state's requests in flight (:func:`equilibrium`), and measures
     ``measured`` requests after a warm-up of the requests arriving in the first ``W = mean output x TPOT
     limit + TTFT limit`` seconds (the time a request at the limits stays in the system; at most ``2 x
-    measured`` requests) and with as many arriving behind them (so they leave a loaded replica). The arrival and length draws are common to every rate
-    (seeded): the rates differ only in scale."""
+    measured`` requests) and with as many arriving behind them (so they leave a loaded replica). The
+    arrival and length draws are common to every rate (seeded): the rates differ only in scale."""
     warm_s = out.mean * tpot_s + ttft_s
     cap = 2 * measured
     n_max = measured + 2 * cap
@@ -639,8 +648,8 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
     return _bisect(run, lo, hi, (lo, r, n), tolerance, scenario)
 
 
-def _bisect(run: Any, lo: float, hi: float, best: tuple[float, SimResult, int], tolerance: float,
-            scenario: str) -> Outcome:
+def _bisect(run: Callable[[float], tuple[SimResult, int, str | None]], lo: float, hi: float,
+            best: tuple[float, SimResult, int], tolerance: float, scenario: str) -> Outcome:
     """Bisection between a rate ``lo`` that meets the limits and a rate ``hi`` that does not."""
     while (hi - lo) > tolerance * hi:
         mid = 0.5 * (lo + hi)
@@ -655,7 +664,7 @@ def _bisect(run: Any, lo: float, hi: float, best: tuple[float, SimResult, int], 
 # --- published MLPerf results (validation; never fitted) --------------------------------------------
 
 
-def predict_mlperf(cat: Any, m: Any, hw: Any) -> dict[str, float]:
+def predict_mlperf(cat: Catalog, m: Measured, hw: ServeHardware) -> dict[str, float]:
     """The simulation's prediction of an MLPerf Offline (``m.kind == "max_throughput"``) or Server
     (``"slo_throughput"``) result ``m`` (``serve_calibration.Measured``: one ``m.tp``-GPU replica, TP = EP
     = ``m.tp`` with attention data parallel when ``m.dpa``): output tokens/s of the replica, and the mean
@@ -670,7 +679,8 @@ def predict_mlperf(cat: Any, m: Any, hw: Any) -> dict[str, float]:
     bench = benchmark_for(model.name)
     out = bench.output if bench is not None and bench.output is not None else LengthDist("fixed", (m.osl,))
     inp = LengthDist("fixed", (m.isl,))
-    wl = core.Workload(model, count_params(model), infer_recipe(m.precision, kv_dtype=m.kv), m.isl, int(round(out.mean)))
+    recipe = infer_recipe(m.precision, kv_dtype=m.kv)
+    wl = core.Workload(model, count_params(model), recipe, m.isl, int(round(out.mean)))
     lay = Layout(m.tp, 1, m.tp if m.dpa else 1, bool(m.dpa))
     mbt, max_seqs = scheduler_defaults(m.sku, hw.hbm_bytes)
     kv = kv_token_capacity(wl, hw, lay, max_seqs=max_seqs)

@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mi400plan.errors import UsageError
 from mi400plan.results.serve import Percentiles, ScenarioInfo, ScenarioRow, ServeLayout
+
+if TYPE_CHECKING:
+    from mi400plan.serve import ServeHardware, Workload
+    from mi400plan.serve_sim import Layout, LengthDist, Limits, Outcome
+    from mi400plan.specs.model import ModelSpec
 
 DEFAULT_CANDIDATES = 2
 ROUNDS = 3  # rounds of candidates simulated while none meets the limits
@@ -42,8 +47,8 @@ class ScenarioConfig:
     ttft_s: float | None
     tpot_s: float | None
     limits_source: str
-    inp: Any  # serve_sim.LengthDist
-    out: Any
+    inp: LengthDist
+    out: LengthDist
     max_batched_tokens: int | None  # None: each SKU's vLLM default (serve_sim.scheduler_defaults)
     max_seqs: int | None
     candidates: int
@@ -64,7 +69,7 @@ class ScenarioRequest:
     stack: str | None = None
 
 
-def prepare(model: Any, input_len: str | int | None, output_len: str | int | None, req: ScenarioRequest | None,
+def prepare(model: ModelSpec, input_len: str | int | None, output_len: str | int | None, req: ScenarioRequest | None,
             disagg: bool) -> tuple[ScenarioConfig | None, int, int]:
     """The scenario's configuration (None without one) and the mean prompt and output lengths (tokens) the
     steady-state search uses; checks the longest prompt and output against the model's context."""
@@ -73,8 +78,9 @@ def prepare(model: Any, input_len: str | int | None, output_len: str | int | Non
     name = req.name if req else None
     in_d, out_d, notes = _lengths(model.name, input_len, output_len, name)
     if in_d.max + out_d.max > model.max_seq_len:
-        raise UsageError(f"--input-len {in_d.max:,} + --output-len {out_d.max:,} = {in_d.max + out_d.max:,} tokens "
-                         f"(the longest of each) exceeds {model.name}'s maximum context of {model.max_seq_len:,} tokens")
+        raise UsageError(f"--input-len {in_d.max:,} + --output-len {out_d.max:,} = {in_d.max + out_d.max:,} "
+                         f"tokens (the longest of each) exceeds {model.name}'s maximum context of "
+                         f"{model.max_seq_len:,} tokens")
     r = req or ScenarioRequest(None)
     cfg = config(model.name, name, ttft_p99=parse_seconds(r.ttft_p99, "--ttft-p99"),
                  tpot_p99=parse_seconds(r.tpot_p99, "--tpot-p99"), inp=in_d, out=out_d,
@@ -85,8 +91,8 @@ def prepare(model: Any, input_len: str | int | None, output_len: str | int | Non
     return cfg, int(round(in_d.mean)), int(round(out_d.mean))
 
 
-def run(wl: Any, skus: list[tuple[str, Any]], per_sku: dict[str, dict[str, Any]], cfg: ScenarioConfig | None,
-        gpus: int) -> tuple[list[ScenarioRow], ScenarioInfo | None]:
+def run(wl: Workload, skus: list[tuple[str, ServeHardware]], per_sku: dict[str, dict[str, Any]],
+        cfg: ScenarioConfig | None, gpus: int) -> tuple[list[ScenarioRow], ScenarioInfo | None]:
     """Every SKU's scenario rows (``skus``: name and nominal ``serve.ServeHardware``) and the scenario's
     description; nothing without a scenario."""
     if cfg is None:
@@ -98,7 +104,7 @@ def run(wl: Any, skus: list[tuple[str, Any]], per_sku: dict[str, dict[str, Any]]
 
 
 def _lengths(model_name: str, input_len: str | int | None, output_len: str | int | None,
-             scenario: str | None) -> tuple[Any, Any, list[str]]:
+             scenario: str | None) -> tuple[LengthDist, LengthDist, list[str]]:
     """Prompt and output length distributions (``serve_sim.parse_length_dist``). Not given: 1,024 tokens
     (InferenceX's 1k1k), except the output lengths of a model an MLPerf Inference benchmark runs when a
     scenario is named: the benchmark's published statistics (``profiles/workloads``). Notes say which."""
@@ -120,8 +126,9 @@ def _lengths(model_name: str, input_len: str | int | None, output_len: str | int
     return in_d, out_d, notes
 
 
-def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpot_p99: float | None, inp: Any,
-           out: Any, max_batched_tokens: int | None, max_seqs: int | None, candidates: int | None,
+def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpot_p99: float | None,
+           inp: LengthDist, out: LengthDist, max_batched_tokens: int | None, max_seqs: int | None,
+           candidates: int | None,
            notes: list[str], stack: str | None = None) -> ScenarioConfig | None:
     """Validate the scenario flags and fill in the cited defaults (``None`` without ``--scenario``)."""
     from mi400plan import serve_sim as sim
@@ -140,7 +147,8 @@ def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpo
     if name not in sim.SCENARIOS:
         raise UsageError(f"unknown --scenario {scenario!r}; known: {', '.join(sim.SCENARIOS)}")
     if name in ("offline", "single-stream") and (ttft_p99 is not None or tpot_p99 is not None):
-        raise UsageError(f"--scenario {name} has no latency limits (MLPerf: {'throughput' if name == 'offline' else 'p90 latency'}); "
+        metric = "throughput" if name == "offline" else "p90 latency"
+        raise UsageError(f"--scenario {name} has no latency limits (MLPerf: {metric}); "
                          "--ttft-p99 / --tpot-p99 apply to server and interactive")
     mbt, ms = max_batched_tokens, max_seqs
     if ms is not None and not 1 <= ms <= MAX_SEQS:
@@ -178,7 +186,8 @@ def _candidates(res: dict[str, Any], cfg: ScenarioConfig) -> list[int]:
         score = ev["out_tps_gpu"].copy()
         mask = fit
         if cfg.ttft_s is not None:
-            ok = fit & (ev["ttft"] + (P99_OVER_MEAN_WAIT - 1.0) * ev["queue"] <= cfg.ttft_s) & (ev["tpot"] <= cfg.tpot_s)
+            ttft_p99 = ev["ttft"] + (P99_OVER_MEAN_WAIT - 1.0) * ev["queue"]
+            ok = fit & (ttft_p99 <= cfg.ttft_s) & (ev["tpot"] <= cfg.tpot_s)
             mask = ok if ok.any() else fit
     idx = np.nonzero(mask)[0]
     if not len(idx):
@@ -201,7 +210,7 @@ def _pct(x: np.ndarray) -> Percentiles:
     return Percentiles(p50=p["p50"], p90=p["p90"], p99=p["p99"])
 
 
-def _prompt_lengths(d: Any) -> tuple[int, ...]:
+def _prompt_lengths(d: LengthDist) -> tuple[int, ...]:
     """Every prompt length a distribution can draw, when there are at most 4,096 of them."""
     if d.kind == "uniform":
         lo, hi = d.values
@@ -209,7 +218,7 @@ def _prompt_lengths(d: Any) -> tuple[int, ...]:
     return tuple(d.values)
 
 
-def _limits(wl: Any, sku_name: str, hw: Any, lay: Any, cfg: ScenarioConfig) -> Any:
+def _limits(wl: Workload, sku_name: str, hw: ServeHardware, lay: Layout, cfg: ScenarioConfig) -> Limits:
     """The scheduler's limits for ``lay`` on this SKU: those given, else the stack's defaults (vLLM's per GPU;
     SGLang's per GPU and KV pool, its prefill iterations not mixed with decodes)."""
     from mi400plan import serve_sim as sim
@@ -223,7 +232,8 @@ def _limits(wl: Any, sku_name: str, hw: Any, lay: Any, cfg: ScenarioConfig) -> A
     return sim.Limits(cfg.max_batched_tokens or chunk, cfg.max_seqs or seqs, kv, mixed=cfg.stack != "sglang")
 
 
-def _simulate_one(wl: Any, sku_name: str, hw: Any, res: dict[str, Any], i: int, cfg: ScenarioConfig) -> Any:
+def _simulate_one(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str, Any], i: int,
+                  cfg: ScenarioConfig) -> tuple[Layout, Limits, Outcome]:
     from mi400plan import serve_sim as sim
 
     lay = sim.Layout(int(res["tp"][i]), int(res["pp"][i]), int(res["ep"][i]), bool(res["dpa"][i]))
@@ -245,7 +255,7 @@ def _simulate_one(wl: Any, sku_name: str, hw: Any, res: dict[str, Any], i: int, 
                                 scenario=cfg.name)
 
 
-def scenario_rows(wl: Any, sku_name: str, hw: Any, res: dict[str, Any], cfg: ScenarioConfig,
+def scenario_rows(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str, Any], cfg: ScenarioConfig,
                   gpus: int) -> list[ScenarioRow]:
     """The scenario's answer for the best ``cfg.candidates`` simulated layouts of one SKU, best first
     (single-stream: lowest p90 latency; otherwise: output tokens/s per GPU, layouts that meet the limits
