@@ -357,3 +357,10 @@ def test_scenario_with_nothing_that_fits(cli) -> None:
     r = cli(args)
     assert r.exit_code == 0 and "no layout fits" in r.output
     assert cli(args + ["--check"]).exit_code == 4
+
+
+def test_the_same_command_gives_the_same_answer(cli) -> None:
+    args = ["serve", "llama3.1-8b", "--sku", "h100", "--scenario", "server", "--candidates", "1", "--no-ranges",
+            "--output-len", "uniform:64-512", "--json"]
+    a, b = (json.loads(cli(args).output)["data"]["scenario_rows"] for _ in range(2))
+    assert a == b and a[0]["meets"]
