@@ -247,8 +247,11 @@ def benchmark_for(model_name: str) -> Benchmark | None:
 @dataclass(frozen=True)
 class StepModel:
     """Seconds of one scheduler iteration: ``decode_s[b]`` for ``b`` decoding sequences (``decode_s[0] =
-    0``), and the prefill time ``P(n)`` of an ``n``-token prompt, tabulated on ``prefill_tokens``
-    (``P(0) = 0``; linear in between)."""
+    0``), and the prefill time ``P(n)`` of an ``n``-token prompt on the busiest pipeline stage, tabulated on
+    ``prefill_tokens`` (``P(0) = 0``; linear in between). With ``stages`` pipeline stages prompts pipeline
+    through them: an iteration is charged one stage's time, and a prompt's first token comes ``(stages - 1)
+    P(prompt)`` after the iteration that completes it, and so do its later tokens (``serve.evaluate``:
+    throughput from the busy time, TTFT from ``pp x`` it)."""
 
     decode_s: tuple[float, ...]
     prefill_tokens: tuple[float, ...]
@@ -256,6 +259,7 @@ class StepModel:
     tokens_per_step: float = 1.0  # expected tokens a decoding sequence gains per iteration
     decode_tokens_per_seq: int = 1  # tokens of the iteration's budget one decoding sequence uses (1 + drafts)
     ttft_extra_s: float = 0.0  # per-request time outside the GPU model, added to TTFT
+    stages: int = 1  # pipeline stages
 
     def prefill(self, n: float) -> float:
         return float(np.interp(n, self.prefill_tokens, self.prefill_s)) if n > 0 else 0.0
@@ -352,7 +356,7 @@ class _Sim:
             self.admit[i] = self.count
 
     def _finish(self, i: int, t: float) -> None:
-        self.last[i] = t
+        self.last[i] = t + (self.sm.stages - 1) * self.p_full[i]  # the pipeline fill delays every token
         self.finished += 1
         self.measured_done += self.measured[i]
 
@@ -381,7 +385,7 @@ class _Sim:
     def _join(self, i: int) -> None:
         """Prompt (or recomputation) complete at ``self.now``: the iteration sampled one more token."""
         if math.isnan(self.first[i]):
-            self.first[i] = self.now
+            self.first[i] = self.now + (self.sm.stages - 1) * self.p_full[i]
         g = self.gen[i] + 1.0
         if g >= self.out[i]:
             self.kv -= self.hold[i]
@@ -500,7 +504,7 @@ class Layout:
 def step_model(wl: Workload, hw: ServeHardware, lay: Layout, *, max_seqs: int, context: float, max_prompt: int,
                exact: tuple[int, ...] | list[int] = ()) -> StepModel:
     """The iteration cost of ``lay`` from ``serve``'s cost functions: ``serve.decode_step`` for 1..``max_seqs``
-    sequences at mean context ``context`` tokens, and the prefill latency ``pp x`` stage time of prompts of
+    sequences at mean context ``context`` tokens, and the busiest stage's prefill time of prompts of
     0..``max_prompt`` tokens (``serve.forward_stage``, causal) on a geometric grid of 128 points plus the
     prompt lengths ``exact`` (so the prompts of a fixed or histogram distribution cost exactly their
     prefill; the wave quantization makes ``P`` a staircase that interpolation only approximates)."""
@@ -513,12 +517,12 @@ def step_model(wl: Workload, hw: ServeHardware, lay: Layout, *, max_seqs: int, c
     ex = np.asarray(exact, dtype=np.float64).ravel()[:4096]
     grid = np.unique(np.concatenate([np.geomspace(1.0, max(float(max_prompt), 1.0), 128).round(), [max_prompt], ex]))
     p = core.forward_stage(T, wl, hw, tokens=grid, seqs=1.0, context=0.0, causal=True, **kw)
-    pf = lay.pp * np.broadcast_to(p.total, grid.shape)
+    pf = np.broadcast_to(p.total, grid.shape)
     a = core.tokens_per_step(wl.spec_tokens, wl.spec_acceptance)
     return StepModel(decode_s=(0.0, *(float(x) for x in np.broadcast_to(t_step, b.shape))),
                      prefill_tokens=(0.0, *(float(x) for x in grid)), prefill_s=(0.0, *(float(x) for x in pf)),
                      tokens_per_step=a, decode_tokens_per_seq=1 + int(wl.spec_tokens),
-                     ttft_extra_s=float(hw.request_overhead_s))
+                     ttft_extra_s=float(hw.request_overhead_s), stages=int(lay.pp))
 
 
 def kv_token_capacity(wl: Workload, hw: ServeHardware, lay: Layout, *, max_seqs: int) -> float:
@@ -568,11 +572,12 @@ def offline(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, n: int
 
 
 def single_stream(sm: StepModel, inp: LengthDist, out: LengthDist, n: int) -> Outcome:
-    """MLPerf SingleStream: one request at a time, so each sees an idle replica: TTFT = ``P(I) +`` overhead,
+    """MLPerf SingleStream: one request at a time, so each sees an idle replica: TTFT = ``stages x P(I) +``
+    overhead,
     then ``ceil((O - 1) / a)`` decode steps of one sequence. Closed form of :func:`simulate` with one request
     in flight (the tests check the two agree)."""
     i, o = sample_lengths(inp, out, n)
-    ttft = np.interp(i, sm.prefill_tokens, sm.prefill_s) + sm.ttft_extra_s
+    ttft = sm.stages * np.interp(i, sm.prefill_tokens, sm.prefill_s) + sm.ttft_extra_s
     steps = np.ceil(np.maximum(o - 1, 0) / sm.tokens_per_step - 1e-9)
     dec = steps * sm.decode_s[1]
     lat = ttft + dec

@@ -159,7 +159,7 @@ def _pcts(p: Any, scale: float) -> str:
     """p50/p90/p99 in one cell, in the column's unit (``scale``: 1e3 for ms, 1 for s)."""
     vals = [p.p50 * scale, p.p90 * scale, p.p99 * scale]
     digits = 1 if max(vals) < 100 else 0
-    return "/".join(f"{v:,.{digits}f}" for v in vals)
+    return "/".join(f"{v:.{digits}f}" for v in vals)
 
 
 def _limit(given: int | None, res: ServeResult, key: str) -> str:
