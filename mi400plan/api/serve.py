@@ -230,7 +230,9 @@ def serve(
     ``UsageError`` for bad values (exit 2) and ``MissingValueError`` when a SKU does not disclose what the
     precision needs (exit 3). Without ``gpu_hour_cost`` the cost per GPU-hour is the cost model's all-in
     figure for each SKU's system at ``site`` (``api.cost.gpu_hour_costs``; ``cost_overrides`` an
-    ``api.cost.CostOverrides``)."""
+    ``api.cost.CostOverrides``). ``scenario`` (``api.serve_scenario.ScenarioRequest``): an MLPerf Inference
+    scenario simulated request by request on the best layouts (``scenario_rows``); ``input_len`` /
+    ``output_len`` may be distributions (``serve_sim.parse_length_dist``), the search using their means."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe, parse_reserve
