@@ -608,11 +608,11 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
 
     Each run starts from the steady state's requests in flight (:func:`equilibrium`), and measures
     ``measured`` requests after a warm-up of the requests arriving in the first ``W = mean output x TPOT
-    limit + TTFT limit`` seconds (the time a request at the limits stays in the system; at most ``2 x
-    measured`` requests) and with as many arriving behind them (so they leave a loaded replica). The
+    limit + TTFT limit`` seconds (the time a request at the limits stays in the system; at most ``measured``
+    requests, the run starting near the steady state) and with as many arriving behind them (so they leave a loaded replica). The
     arrival and length draws are common to every rate (seeded): the rates differ only in scale."""
     warm_s = out.mean * tpot_s + ttft_s
-    cap = 2 * measured
+    cap = measured
     n_max = measured + 2 * cap
     rng = np.random.default_rng(SEED + 1)
     gaps = rng.exponential(1.0, n_max)
