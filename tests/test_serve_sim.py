@@ -375,3 +375,36 @@ def test_pipeline_stages_delay_the_first_token_not_the_throughput() -> None:
     assert r.ttft == pytest.approx([0.2]) and r.latency == pytest.approx([0.24]) and r.tpot == pytest.approx([0.01])
     ss = S.single_stream(sm, S.LengthDist("fixed", (100,)), S.LengthDist("fixed", (5,)), 3)
     assert ss.run.latency == pytest.approx([0.24] * 3) and ss.run.ttft == pytest.approx([0.2] * 3)
+
+
+# --- hostile values for the scenario flags (the fuzz contract of tests/test_fuzz.py) ------------------
+
+SCENARIO_PLAUSIBLE = {
+    "--scenario": ["offline", "server", "interactive", "single-stream"], "--ttft-p99": ["500ms", "2s"],
+    "--tpot-p99": ["20ms", "200ms"], "--max-batched-tokens": ["512", "8192"], "--max-seqs": ["16", "256"],
+    "--candidates": ["1", "2"], "--stack": ["vllm", "sglang"],
+    "--input-len": ["128", "uniform:64-512", "1k"], "--output-len": ["64", "uniform:16-256"],
+}
+
+
+def test_fuzz_scenario_flags() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from tests.test_fuzz import FUZZ, check, hostile_text
+
+    @st.composite
+    def argv(draw: st.DrawFn) -> list[str]:
+        out = ["serve", "llama3.1-8b", "--sku", "h100", "--concurrency", "1,16,64", "--no-ranges", "--candidates",
+               "1", "--scenario", draw(st.sampled_from(SCENARIO_PLAUSIBLE["--scenario"]))]
+        for flag in draw(st.lists(st.sampled_from(sorted(SCENARIO_PLAUSIBLE)), min_size=1, max_size=3, unique=True)):
+            plausible = st.sampled_from(SCENARIO_PLAUSIBLE[flag])
+            out += [flag, draw(st.one_of(plausible, plausible, hostile_text()))]
+        return [*out, "--json"]
+
+    @FUZZ
+    @given(args=argv())
+    def run(args: list[str]) -> None:
+        check(args)
+
+    run()
