@@ -92,6 +92,9 @@ PERCENTILES = (50.0, 90.0, 99.0)
 # fill at the start and the drain at the end (the longest requests in a thinning batch) weigh as they do there.
 OFFLINE_REQUESTS = 24576
 SCENARIOS = ("offline", "server", "interactive", "single-stream")
+# A run stops when the KV cache thrashes: more preemptions than this per request (every one recomputes its
+# request: the sequences in flight far exceed what the cache holds; a lower --max-seqs serves them).
+THRASH_PREEMPTIONS = 4
 MAX_LENGTH = 2**27  # tokens: far past any model's context (the model's maximum is checked separately)
 
 
@@ -286,6 +289,7 @@ class SimResult:
     span_s: float  # first measured arrival to last measured completion
     preemptions: int
     rejected: int  # requests whose prompt alone exceeds the KV cache (never served)
+    thrashed: bool = False  # stopped: more than THRASH_PREEMPTIONS preemptions per request
 
 
 def percentiles(x: np.ndarray) -> dict[str, float]:
@@ -328,6 +332,7 @@ class _Sim:
         self.finished, self.preempted, self.rejected = 0, 0, 0
         self.measured = [1] * n
         self.measured_done = 0
+        self.thrashed = False
 
     def _arrive(self) -> None:
         while self.nxt < len(self.arr) and self.arr[self.nxt] <= self.now:
@@ -361,7 +366,8 @@ class _Sim:
         self.measured_done += self.measured[i]
 
     def _preempt_newest(self) -> None:
-        i = max(self.running, key=self.running.__getitem__)
+        """Preempt the request that joined the running batch last (vLLM pops the end of its running list)."""
+        i = next(reversed(self.running))
         del self.running[i]
         g = self.gen[i] + self.sm.tokens_per_step * (self.it - self.join[i])
         self.kv -= self.hold[i] + self.sm.tokens_per_step * (self.it - self.join[i])
@@ -442,7 +448,11 @@ class _Sim:
     def run(self) -> None:
         """Until every measured request has finished."""
         stop = sum(self.measured)
+        limit = THRASH_PREEMPTIONS * len(self.arr)
         while self.measured_done < stop:
+            if self.preempted > limit:
+                self.thrashed = True
+                return
             self._arrive()
             while self.running and self.kv + len(self.running) * self.sm.tokens_per_step > self.lim.kv_tokens:
                 self._preempt_newest()
@@ -485,7 +495,7 @@ def simulate(arrivals: np.ndarray, inp: np.ndarray, out: np.ndarray, sm: StepMod
     span = float(last[ok].max() - arr[ok].min()) if ok.any() else 0.0
     return SimResult(ttft=first[ok] + x - arr[ok], tpot=(last[multi] - first[multi]) / (o[multi] - 1.0),
                      latency=last[ok] + x - arr[ok], output_tokens=float(o[ok].sum()), span_s=span,
-                     preemptions=sim.preempted, rejected=sim.rejected)
+                     preemptions=sim.preempted, rejected=sim.rejected, thrashed=sim.thrashed)
 
 
 # --- from the serving model to the simulation --------------------------------------------------------
@@ -568,6 +578,8 @@ def offline(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, n: int
     """MLPerf Offline: all ``n`` requests at time 0; the rate is requests completed per second."""
     i, o = sample_lengths(inp, out, n)
     r = simulate(np.zeros(n), i, o, sm, lim)
+    if r.thrashed:
+        return Outcome("offline", 0.0, r, False, "KV thrash", requests=n)
     return Outcome("offline", len(r.latency) / r.span_s if r.span_s > 0 else 0.0, r, True, requests=n)
 
 
@@ -588,6 +600,8 @@ def single_stream(sm: StepModel, inp: LengthDist, out: LengthDist, n: int) -> Ou
 
 
 def _verdict(r: SimResult, ttft_s: float, tpot_s: float) -> str | None:
+    if r.thrashed:
+        return "KV thrash"
     if r.rejected:
         return "KV cache"
     t = percentiles(r.ttft)["p99"]

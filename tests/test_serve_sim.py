@@ -408,3 +408,13 @@ def test_fuzz_scenario_flags() -> None:
         check(args)
 
     run()
+
+
+def test_a_thrashing_kv_cache_stops_the_run(monkeypatch) -> None:
+    """The KV test's run preempts; with no preemption allowed per request the run stops at the first one and
+    says so (offline: no rate, the binding 'KV thrash')."""
+    sm = _linear([0.0] + [0.01] * 8, 0.0001)
+    monkeypatch.setattr(S, "THRASH_PREEMPTIONS", 0)
+    o = S.offline(sm, S.Limits(kv_tokens=1000), S.LengthDist("fixed", (400,)), S.LengthDist("fixed", (300,)), 3)
+    assert o.run.thrashed and not o.meets and o.binding == "KV thrash" and o.rate == 0.0
+    assert o.run.preemptions == 1
