@@ -536,6 +536,21 @@ def memory(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, dpa: Any, batch
             "kv_fit": kv_fit & weights_fit}
 
 
+def decode_step(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any, batch: Any,
+                context: Any) -> tuple[StepParts, np.ndarray, np.ndarray]:
+    """One decode step of ``batch`` sequences of mean context ``context`` tokens: the busiest stage's
+    parts (``batch / pp`` sequences per micro-batch, ``1 + n`` tokens each with ``n`` drafts), the draft
+    (MTP) layers' seconds, and the step's seconds ``pp x stage + draft`` (module docstring)."""
+    n = int(wl.spec_tokens)
+    pp = np.asarray(pp, dtype=np.float64)
+    mb = np.asarray(batch, dtype=np.float64) / pp  # sequences per pipeline micro-batch
+    d = forward_stage(T, wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, tokens=mb * (1 + n), seqs=mb, context=context,
+                      causal=False)
+    per_layer = (d.weights + d.attention + d.elementwise + d.overhead + d.tp + d.ep) / (T.layers / pp)
+    draft = n * per_layer
+    return d, draft, pp * d.total + draft
+
+
 def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any, batch: Any,
              disagg: bool = False) -> dict[str, np.ndarray]:
     """Steady-state serving metrics of replicas at concurrency ``batch`` (arrays broadcast).
@@ -550,12 +565,7 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
     I, O = float(wl.input_len), float(wl.output_len)
     n = int(wl.spec_tokens)
     a = tokens_per_step(n, wl.spec_acceptance)
-    mb = b / pp  # sequences per pipeline micro-batch
-    d = forward_stage(T, wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, tokens=mb * (1 + n), seqs=mb, context=I + O / 2.0,
-                      causal=False)
-    per_layer = (d.weights + d.attention + d.elementwise + d.overhead + d.tp + d.ep) / (T.layers / pp)
-    draft = n * per_layer
-    t_step = pp * d.total + draft
+    d, draft, t_step = decode_step(T, wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, batch=b, context=I + O / 2.0)
     p = forward_stage(T, wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, tokens=I, seqs=1.0, context=0.0, causal=True)
     pf_busy = p.total  # GPU time per prompt on the busiest stage (prompts pipeline through stages)
     pf_lat = pp * p.total

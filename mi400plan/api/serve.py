@@ -261,8 +261,8 @@ def serve(
     skus: list[str],
     *,
     gpus: int | None = None,
-    input_len: str | int = DEFAULT_LEN,
-    output_len: str | int = DEFAULT_LEN,
+    input_len: str | int | None = None,
+    output_len: str | int | None = None,
     precision: str | None = None,
     kv_dtype: str | None = None,
     concurrency: str | None = None,
@@ -285,6 +285,7 @@ def serve(
     site: str | None = None,
     cost_overrides: Any = None,
     rank_by: str | None = None,
+    scenario: Any = None,
 ) -> ServeResult:
     """Search serving layouts x concurrency for ``model_name`` on each SKU (see ``mi400plan.serve``).
 
@@ -294,7 +295,10 @@ def serve(
     precision needs (exit 3). Without ``gpu_hour_cost`` the cost per GPU-hour is the cost model's all-in
     figure for each SKU's system at ``site`` (``api.cost.gpu_hour_costs``; ``cost_overrides`` an
     ``api.cost.CostOverrides``). ``rank_by`` (``serve_rank.RANK_BY``; default ``serve_rank.default_rank_by``)
-    orders the rows under an SLA and picks each comparison level's leader."""
+    orders the rows under an SLA and picks each comparison level's leader.
+    ``scenario`` (``api.serve_scenario.ScenarioRequest``): an MLPerf Inference
+    scenario simulated request by request on the best layouts (``scenario_rows``); ``input_len`` /
+    ``output_len`` may be distributions (``serve_sim.parse_length_dist``), the search using their means."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe, parse_reserve
@@ -302,10 +306,9 @@ def serve(
     if not skus:
         raise UsageError("name at least one --sku")
     model = catalog.get("models", model_name).spec
-    I, O = parse_length(input_len, "--input-len"), parse_length(output_len, "--output-len")
-    if I + O > model.max_seq_len:
-        raise UsageError(f"--input-len {I:,} + --output-len {O:,} = {I + O:,} tokens exceeds {model.name}'s "
-                         f"maximum context of {model.max_seq_len:,} tokens")
+    from mi400plan.api import serve_scenario as scen
+
+    scfg, I, O = scen.prepare(model, input_len, output_len, scenario, disagg)
     prec = (precision or "fp8").lower()
     if prec not in COMPUTE_PRECISION:
         raise UsageError(f"unknown --precision {precision!r}; known: {', '.join(COMPUTE_PRECISION)}")
@@ -361,6 +364,7 @@ def serve(
         s_info = info
         rows += [r.model_copy(update=_economics(r, s_info, I)) for r in _rows(wl, s, res, top, sla, disagg, n_gpus)]
         per_sku[s.name]["info"] = s_info
+    scen_rows, scen_info = scen.run(wl, [(s.name, s.hw["nominal"]) for s in sk], per_sku, scfg, n_gpus)
     comparison, flips = _compare(per_sku, rank) if len(sk) > 1 else ([], [])
     for r in rows:
         if r.sla_flips:
@@ -374,7 +378,7 @@ def serve(
         skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips, ranges=ranges,
         curves=[_curve(s.name, per_sku[s.name]) for s in sk],
         warnings=list(flips) + cost_warn + _reserve_warning(reserve, recipe, sk)
-        + approximation_warnings(catalog, [s.name for s in sk]),
+        + approximation_warnings(catalog, [s.name for s in sk]), scenario=scen_info, scenario_rows=scen_rows,
     )
 
 

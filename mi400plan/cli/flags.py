@@ -59,8 +59,8 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "--etp": _pos_int(), "--dp": _pos_int(_GPUS_MAX), "--zero": Domain("int", 0, 3),
     "--micro-batch": _pos_int(), "--batch": _pos_int(2**20), "--gpus": _pos_int(_GPUS_MAX),
     "--max-gpus": _pos_int(_GPUS_MAX), "--racks": _pos_int(2**20), "--top": _pos_int(10**7),
-    "--concurrency": _pos_int(2**20), "--input-len": Domain("length", 1, 2**27),
-    "--output-len": Domain("length", 1, 2**27),
+    "--concurrency": _pos_int(2**20), "--max-batched-tokens": _pos_int(2**24), "--max-seqs": _pos_int(2**14),
+    "--candidates": _pos_int(8),
     "--spec-tokens": Domain("int", 0, 64), "--fp8-weight-copies": Domain("int", 0, 2),
     "--vocab-divisible-by": _pos_int(2**20), "--offload-layers": Domain("int", 0, MAX_OFFLOAD_LAYERS),
     "--recompute-layers": Domain("int", 0, MAX_OFFLOAD_LAYERS),
@@ -84,9 +84,12 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "--tokens": Domain("count", 1.0, 1e18), "--group": Domain("int", 1, _GPUS_MAX),
     "--stride": Domain("int", 1, _GPUS_MAX), "--size": Domain("size", 0.0, 2.0**50),
     "--bw": Domain("rate", 1e3, 1e15), "--latency": Domain("time", 0.0, 1.0),
+    "--ttft-p99": Domain("time", 0.0, 86400.0, True), "--tpot-p99": Domain("time", 0.0, 3600.0, True),
+    # --input-len / --output-len are lengths or distributions (uniform:A-B, a histogram file), checked by
+    # serve_sim.parse_length_dist
     # names: an empty one is a mistake, not "use the default"
     "--sku": _NAME, "--fabric": _NAME, "--scale-out": _NAME, "--site": _NAME, "--facility": _NAME,
-    "--plan": _NAME, "--save": _NAME, "--plot": _NAME, "--profiles": _NAME, "--recompute-modules": _NAME,
+    "--plan": _NAME, "--save": _NAME, "--stack": _NAME, "--plot": _NAME, "--profiles": _NAME, "--recompute-modules": _NAME,
 }
 
 # How an ``a..b`` range of a count flag reads (default: doubling, as --gpus 512..65536).

@@ -21,8 +21,8 @@ def cmd(
     sku: Annotated[list[str], typer.Option("--sku", callback=sku_list, help="Accelerator profile; repeat or comma-separate (mi355x,b200) to compare SKUs; 'all' compares every SKU (one lacking a value is left out, with a warning).")],
     gpus: Annotated[Optional[int], typer.Option("--gpus", parser=count, metavar="N", help="GPUs available (default 8: one node); a replica's TP x PP divides it.")] = None,
     racks: Annotated[Optional[int], typer.Option("--racks", parser=count, metavar="N", help="Fleet of this many racks of each SKU's rack profile: its tokens/s and users at the SLA (replicas from --gpus).")] = None,
-    input_len: Annotated[str, typer.Option("--input-len", help="Prompt tokens (1024, 1k = 1,024, 8k = 8,192).")] = "1k",
-    output_len: Annotated[str, typer.Option("--output-len", help="Output tokens per request.")] = "1k",
+    input_len: Annotated[Optional[str], typer.Option("--input-len", help="Prompt tokens: 1024 (1k = 1,024), uniform:A-B, or a CSV histogram file of length,count rows (default 1k).")] = None,
+    output_len: Annotated[Optional[str], typer.Option("--output-len", help="Output tokens per request, as --input-len (default 1k; with --scenario on an MLPerf benchmark model, the benchmark's published lengths).")] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="Weights: bf16|fp8|mxfp8|mxfp6|mxfp4|nvfp4|int4 (default fp8).")] = None,
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache: bf16|fp8 (default fp8 with 8-bit or smaller weights).")] = None,
     concurrency: Annotated[Optional[str], typer.Option("--concurrency", help="Sequences in flight per replica: 64, 1,4,16 or 1..1024 (default).")] = None,
@@ -50,6 +50,13 @@ def cmd(
     reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default); vLLM's gpu-memory-utilization 0.9 is '10%'.")] = None,
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Override the achievable matmul fraction of peak.")] = None,
     hbm_efficiency: Annotated[Optional[float], typer.Option("--hbm-efficiency", help="Override the achievable HBM bandwidth fraction.")] = None,
+    scenario: Annotated[Optional[str], typer.Option("--scenario", help="MLPerf Inference scenario, simulated per request: offline | server | interactive | single-stream.")] = None,
+    ttft_p99: Annotated[Optional[str], typer.Option("--ttft-p99", help="server/interactive: 99th-percentile TTFT limit (2s; default the MLPerf benchmark's).")] = None,
+    tpot_p99: Annotated[Optional[str], typer.Option("--tpot-p99", help="server/interactive: 99th-percentile TPOT limit (50ms).")] = None,
+    max_batched_tokens: Annotated[Optional[int], typer.Option("--max-batched-tokens", help="--scenario: tokens per scheduler iteration (default vLLM's for the GPU: 8192, or 2048 under 70 GiB and on A100).")] = None,
+    max_seqs: Annotated[Optional[int], typer.Option("--max-seqs", help="--scenario: sequences in flight per replica (default vLLM's for the GPU: 1024, or 256 under 70 GiB and on A100).")] = None,
+    stack: Annotated[Optional[str], typer.Option("--stack", help="--scenario: whose scheduler defaults: vllm (default; prompt chunks beside the decodes) or sglang (prefill iterations apart).")] = None,
+    candidates: Annotated[Optional[int], typer.Option("--candidates", help="--scenario: layouts simulated per SKU (default 2, at most 8).")] = None,
     no_ranges: Annotated[bool, typer.Option("--no-ranges", help="Skip the pessimistic/optimistic corners.")] = False,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
@@ -69,6 +76,7 @@ def cmd(
 
     def compute():  # noqa: ANN202
         from mi400plan.api.fleet import serve_fleet
+        from mi400plan.api.serve_scenario import ScenarioRequest
         from mi400plan.cli.cost import site_overrides
 
         return serve_fleet(
@@ -78,6 +86,7 @@ def cmd(
             spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, reserve=reserve,
             matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, ranges=not no_ranges, site=site,
             cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None), rank_by=rank_by,
+            scenario=ScenarioRequest(scenario, ttft_p99, tpot_p99, max_batched_tokens, max_seqs, candidates, stack),
         )
 
     run("serve", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

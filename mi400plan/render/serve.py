@@ -107,6 +107,7 @@ def render(res: ServeResult, console: Any) -> None:
     if res.comparison:
         _comparison(res, console)
     _fleet(res, console)
+    _scenario(res, console)
     console.print(f"Order: {res.order}.", markup=False, highlight=False)
     if res.sla or res.comparison:
         console.print(f"Ranked by {res.rank_rule}.", markup=False, highlight=False)
@@ -185,3 +186,61 @@ def _margin(c: Any, rank_by: str) -> str:
         return ""
     ratio = got[0] / got[1] if rank_by == "tok-per-gpu" else got[1] / got[0]
     return f" {ratio:.2f}x" + (" cheaper" if rank_by == "cost" else "")
+
+
+def _pcts(p: Any, scale: float) -> str:
+    """p50/p90/p99 in one cell, in the column's unit (``scale``: 1e3 for ms, 1 for s)."""
+    vals = [p.p50 * scale, p.p90 * scale, p.p99 * scale]
+    digits = 1 if max(vals) < 100 else 0
+    return "/".join(f"{v:.{digits}f}" for v in vals)
+
+
+def _limit(given: int | None, res: ServeResult, key: str) -> str:
+    """The scheduler limit as given, or each SKU's default."""
+    if given is not None:
+        return f"{given:,}"
+    per = {r.sku: getattr(r, key) for r in res.scenario_rows}
+    vals = set(per.values())
+    if len(vals) == 1:
+        return f"{vals.pop():,}"
+    return ", ".join(f"{v:,} ({k})" for k, v in per.items())
+
+
+def _scenario(res: ServeResult, console: Any) -> None:
+    """``--scenario``: each SKU's simulated candidate layouts with p50 / p90 / p99 TTFT, TPOT and latency."""
+    sc = res.scenario
+    if sc is None:
+        return
+    limits = (f"p99 TTFT <= {_ms(sc.ttft_p99_s)}, p99 TPOT <= {_ms(sc.tpot_p99_s)} ({sc.limits_source})"
+              if sc.ttft_p99_s is not None and sc.tpot_p99_s is not None else "no latency limits")
+    metric = {"offline": "requests/s with all requests queued at the start",
+              "server": "the largest Poisson rate meeting the limits",
+              "interactive": "the largest Poisson rate meeting the limits",
+              "single-stream": "one request at a time; ranked by p90 latency"}[sc.name]
+    ttft_s = sc.name == "offline"  # queued for minutes: seconds; otherwise milliseconds
+    cols = ["SKU", "layout", ("req/s", "right"), ("tok/s/GPU", "right"),
+            (f"TTFT {'s' if ttft_s else 'ms'} p50/90/99", "right"), ("TPOT ms p50/90/99", "right"),
+            ("latency s p50/90/99", "right")]
+    out = []
+    for r in res.scenario_rows:
+        lay = r.layout
+        t = f"TP{lay.tp}" + (f" PP{lay.pp}" if lay.pp > 1 else "") + (f" EP{lay.ep}" if lay.ep > 1 else "") + (
+            " DPA" if lay.dp_attention else "")
+        rate = f"{r.requests_per_s:,.2f}" if r.meets else f"no: {r.binding}"
+        out.append([f"{r.sku} #{r.rank}", t, rate, f"{r.tokens_per_s_per_gpu:,.0f}",
+                    _pcts(r.ttft_s, 1.0 if ttft_s else 1e3), _pcts(r.tpot_s, 1e3), _pcts(r.latency_s, 1.0)])
+    if not out:
+        console.print(f"Scenario {sc.name} ({metric}): {limits}\n  no layout fits: nothing to simulate",
+                      markup=False, highlight=False)
+        return
+    print_table(console, cols, out, title=f"Scenario {sc.name} ({metric}): {limits}",
+                caption=f"Simulated per request: the {sc.candidates_per_sku} layouts per SKU the steady-state search "
+                f"ranks best (--candidates); req/s per replica (no: the limit no rate meets); tok/s/GPU = output "
+                f"tokens at that rate (JSON: the steady-state figure beside it); continuous batching, chunked "
+                f"prefill of {_limit(sc.max_num_batched_tokens, res, 'max_num_batched_tokens')} tokens per "
+                f"iteration, at most {_limit(sc.max_num_seqs, res, 'max_num_seqs')} sequences per replica "
+                f"(given, or {'SGLang' if sc.stack == 'sglang' else 'vLLM'}'s defaults"
+                + ("; prefill iterations apart from the decodes" if sc.stack == "sglang" else "") + ").")
+    console.print(f"Lengths: input {sc.input_lengths}; output {sc.output_lengths}.", markup=False, highlight=False)
+    for n in sc.notes:
+        console.print(f"Note: {n}.", markup=False, highlight=False)

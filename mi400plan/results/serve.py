@@ -143,6 +143,52 @@ class SkuInfo(OutModel):
     nearest: str | None = None  # the nearest feasible point when no layout meets the SLA
 
 
+class Percentiles(OutModel):
+    """Seconds at the 50th, 90th and 99th percentiles over the measured requests."""
+
+    p50: float
+    p90: float
+    p99: float
+
+
+class ScenarioRow(OutModel):
+    """One layout under an MLPerf Inference scenario, from the request-level simulation (``serve_sim``)."""
+
+    sku: str
+    rank: int
+    layout: ServeLayout
+    scenario: str
+    requests_per_s: float  # per replica: server/interactive the largest rate meeting the limits
+    tokens_per_s_per_gpu: float  # output tokens
+    steady_state_tokens_per_s_per_gpu: float  # the steady-state model's best point of this layout (for contrast)
+    ttft_s: Percentiles
+    tpot_s: Percentiles
+    latency_s: Percentiles
+    meets: bool  # the limits are met at some rate (server/interactive); always True otherwise
+    binding: str | None = None  # TTFT, TPOT or KV cache: what fails at the lowest rate tried
+    simulated_requests: int
+    preemptions: int
+    kv_cache_tokens: float  # per replica
+    max_num_batched_tokens: int  # the scheduler's limits this SKU ran with
+    max_num_seqs: int
+
+
+class ScenarioInfo(OutModel):
+    """What the scenario search assumed, and from where."""
+
+    name: str
+    ttft_p99_s: float | None = None
+    tpot_p99_s: float | None = None
+    limits_source: str = ""
+    input_lengths: str
+    output_lengths: str
+    max_num_batched_tokens: int | None  # None: each SKU's vLLM default (in scenario_rows)
+    max_num_seqs: int | None
+    candidates_per_sku: int
+    stack: str = "vllm"  # whose scheduler defaults: vllm or sglang
+    notes: list[str] = Field(default_factory=list)
+
+
 class ServeResult(Result):
     command: ClassVar[str] = "serve"
     model: str
@@ -165,7 +211,11 @@ class ServeResult(Result):
     curves: list[Curve] = Field(default_factory=list)  # every SKU's Pareto front over all fitting points (nominal)
     flips: list[str] = Field(default_factory=list)
     fleet: list[FleetRow] = Field(default_factory=list)  # --racks / --gpus: fleet tokens/s and users per SKU
+    scenario: ScenarioInfo | None = None  # --scenario: MLPerf Inference scenario, simulated per request
+    scenario_rows: list[ScenarioRow] = Field(default_factory=list)
 
     def check_failed(self) -> bool:
         """``--check``: some SKU has no layout that meets the SLA (or nothing fits at all)."""
+        if self.scenario is not None and not any(r.meets for r in self.scenario_rows):
+            return True
         return any(s.sla_binding is not None for s in self.skus) or not self.rows

@@ -1,0 +1,301 @@
+"""``serve --scenario``: MLPerf Inference scenarios on the layouts the steady-state search ranks best,
+simulated request by request (``mi400plan.serve_sim``).
+
+The steady-state search (``api.serve``) screens every layout x concurrency; the ``candidates`` layouts it
+ranks best under the scenario (offline: output tokens/s per GPU; server / interactive: the same among the
+points whose TTFT, its queue term scaled to a 99th percentile (``P99_OVER_MEAN_WAIT``), and mean TPOT meet
+the limits, or all fitting points when none does; single-stream: the lowest latency of one request) are
+simulated, at the nominal values, and ranked by the scenario's metric.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mi400plan.errors import UsageError
+from mi400plan.results.serve import Percentiles, ScenarioInfo, ScenarioRow, ServeLayout
+
+if TYPE_CHECKING:
+    from mi400plan.serve import ServeHardware, Workload
+    from mi400plan.serve_sim import Layout, LengthDist, Limits, Outcome
+    from mi400plan.specs.model import ModelSpec
+
+DEFAULT_CANDIDATES = 2
+ROUNDS = 3  # rounds of candidates simulated while none meets the limits
+# Bounds that keep a simulation to seconds: layouts per SKU, sequences in flight, iterations per prompt.
+MAX_CANDIDATES = 8
+MAX_SEQS = 16384
+MAX_CHUNKS_PER_PROMPT = 64
+# Screening only (which layouts to simulate): M/M/1's waiting time has the tail P(W > t) = rho exp(-t / E[W]
+# x rho) (Kleinrock 1975, Queueing Systems vol. 1, sec. 3.2), whose 99th percentile is at most ln(100) = 4.6
+# times the mean wait; the steady-state TTFT's queue term is scaled by it before comparing with a p99 limit.
+P99_OVER_MEAN_WAIT = 4.605
+SINGLE_STREAM_REQUESTS = 1000
+# Without a benchmark model, server and interactive take the limits of MLPerf's reference LLM benchmark
+# (Llama2-70B; inference_rules.adoc, table "Benchmarks", 2026-07-23).
+REFERENCE_LIMITS = {"server": (2.0, 0.2), "interactive": (0.45, 0.04)}
+RULES_SOURCE = "MLPerf Inference rules, inference_rules.adoc (mlcommons/inference_policies, 2026-07-23)"
+
+
+@dataclass(frozen=True)
+class ScenarioConfig:
+    name: str
+    ttft_s: float | None
+    tpot_s: float | None
+    limits_source: str
+    inp: LengthDist
+    out: LengthDist
+    max_batched_tokens: int | None  # None: each SKU's vLLM default (serve_sim.scheduler_defaults)
+    max_seqs: int | None
+    candidates: int
+    notes: tuple[str, ...]
+    stack: str = "vllm"
+
+
+@dataclass(frozen=True)
+class ScenarioRequest:
+    """``serve --scenario`` and its flags, as given (``None``: not given)."""
+
+    name: str | None
+    ttft_p99: str | None = None
+    tpot_p99: str | None = None
+    max_batched_tokens: int | None = None
+    max_seqs: int | None = None
+    candidates: int | None = None
+    stack: str | None = None
+
+
+def prepare(model: ModelSpec, input_len: str | int | None, output_len: str | int | None, req: ScenarioRequest | None,
+            disagg: bool) -> tuple[ScenarioConfig | None, int, int]:
+    """The scenario's configuration (None without one) and the mean prompt and output lengths (tokens) the
+    steady-state search uses; checks the longest prompt and output against the model's context."""
+    from mi400plan.api.serve import parse_seconds
+
+    name = req.name if req else None
+    in_d, out_d, notes = _lengths(model.name, input_len, output_len, name)
+    if in_d.max + out_d.max > model.max_seq_len:
+        raise UsageError(f"--input-len {in_d.max:,} + --output-len {out_d.max:,} = {in_d.max + out_d.max:,} "
+                         f"tokens (the longest of each) exceeds {model.name}'s maximum context of "
+                         f"{model.max_seq_len:,} tokens")
+    r = req or ScenarioRequest(None)
+    cfg = config(model.name, name, ttft_p99=parse_seconds(r.ttft_p99, "--ttft-p99"),
+                 tpot_p99=parse_seconds(r.tpot_p99, "--tpot-p99"), inp=in_d, out=out_d,
+                 max_batched_tokens=r.max_batched_tokens, max_seqs=r.max_seqs, candidates=r.candidates, notes=notes,
+                 stack=r.stack)
+    if cfg is not None and disagg:
+        raise UsageError("--scenario simulates aggregated replicas; drop --disagg")
+    return cfg, int(round(in_d.mean)), int(round(out_d.mean))
+
+
+def run(wl: Workload, skus: list[tuple[str, ServeHardware]], per_sku: dict[str, dict[str, Any]],
+        cfg: ScenarioConfig | None, gpus: int) -> tuple[list[ScenarioRow], ScenarioInfo | None]:
+    """Every SKU's scenario rows (``skus``: name and nominal ``serve.ServeHardware``) and the scenario's
+    description; nothing without a scenario."""
+    if cfg is None:
+        return [], None
+    rows: list[ScenarioRow] = []
+    for name, hw in skus:
+        rows += scenario_rows(wl, name, hw, per_sku[name], cfg, gpus)
+    return rows, info(cfg)
+
+
+def _lengths(model_name: str, input_len: str | int | None, output_len: str | int | None,
+             scenario: str | None) -> tuple[LengthDist, LengthDist, list[str]]:
+    """Prompt and output length distributions (``serve_sim.parse_length_dist``). Not given: 1,024 tokens
+    (InferenceX's 1k1k), except the output lengths of a model an MLPerf Inference benchmark runs when a
+    scenario is named: the benchmark's published statistics (``profiles/workloads``). Notes say which."""
+    from mi400plan import serve_sim as sim
+    from mi400plan.api.serve import DEFAULT_LEN
+
+    bench = sim.benchmark_for(model_name) if scenario else None
+    notes: list[str] = []
+    if output_len is None and bench is not None and bench.output is not None:
+        out_d = bench.output
+        notes.append(f"output lengths: the {bench.name} benchmark's (--output-len overrides)")
+    else:
+        out_d = sim.parse_length_dist(str(output_len if output_len is not None else DEFAULT_LEN), "--output-len")
+    in_d = sim.parse_length_dist(str(input_len if input_len is not None else DEFAULT_LEN), "--input-len")
+    if input_len is None and bench is not None:
+        cap = f" (published maximum {bench.input_max:,})" if bench.input_max else ""
+        notes.append(f"input lengths: {DEFAULT_LEN:,} tokens, the default: no source read publishes the {bench.name} "
+                     f"dataset's mean input length{cap}; give --input-len")
+    return in_d, out_d, notes
+
+
+def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpot_p99: float | None,
+           inp: LengthDist, out: LengthDist, max_batched_tokens: int | None, max_seqs: int | None,
+           candidates: int | None,
+           notes: list[str], stack: str | None = None) -> ScenarioConfig | None:
+    """Validate the scenario flags and fill in the cited defaults (``None`` without ``--scenario``)."""
+    from mi400plan import serve_sim as sim
+
+    if scenario is None:
+        if ttft_p99 is not None or tpot_p99 is not None:
+            raise UsageError("--ttft-p99 / --tpot-p99 are limits of --scenario server or interactive; add --scenario")
+        if max_batched_tokens is not None or max_seqs is not None or candidates is not None or stack is not None:
+            raise UsageError("--max-batched-tokens / --max-seqs / --candidates / --stack set the --scenario "
+                             "simulation; add --scenario")
+        return None
+    st = (stack or "vllm").strip().lower()
+    if st not in sim.STACKS:
+        raise UsageError(f"unknown --stack {stack!r}; known: {', '.join(sim.STACKS)}")
+    name = scenario.strip().lower()
+    if name not in sim.SCENARIOS:
+        raise UsageError(f"unknown --scenario {scenario!r}; known: {', '.join(sim.SCENARIOS)}")
+    if name in ("offline", "single-stream") and (ttft_p99 is not None or tpot_p99 is not None):
+        metric = "throughput" if name == "offline" else "p90 latency"
+        raise UsageError(f"--scenario {name} has no latency limits (MLPerf: {metric}); "
+                         "--ttft-p99 / --tpot-p99 apply to server and interactive")
+    mbt, ms = max_batched_tokens, max_seqs
+    if ms is not None and not 1 <= ms <= MAX_SEQS:
+        raise UsageError(f"--max-seqs must be between 1 and {MAX_SEQS:,}, got {ms}")
+    if mbt is not None and mbt < max(1, math.ceil(inp.mean / MAX_CHUNKS_PER_PROMPT)):
+        raise UsageError(f"--max-batched-tokens {mbt:,} splits a mean prompt of {inp.mean:,.0f} tokens into more than "
+                         f"{MAX_CHUNKS_PER_PROMPT} iterations (a simulation of minutes); give at least "
+                         f"{math.ceil(inp.mean / MAX_CHUNKS_PER_PROMPT):,}")
+    k = int(candidates if candidates is not None else DEFAULT_CANDIDATES)
+    if k < 1 or k > MAX_CANDIDATES:
+        raise UsageError(f"--candidates must be between 1 and {MAX_CANDIDATES}, got {k}")
+    ttft, tpot, src = None, None, ""
+    if name in ("server", "interactive"):
+        bench = sim.benchmark_for(model_name)
+        if bench is not None and name in bench.limits:
+            ttft, tpot = bench.limits[name]
+            src = f"MLPerf {bench.name} {name} limits ({RULES_SOURCE})"
+        else:
+            ttft, tpot = REFERENCE_LIMITS[name]
+            src = f"MLPerf llama2-70b {name} limits, the reference LLM benchmark's ({RULES_SOURCE})"
+        if ttft_p99 is not None or tpot_p99 is not None:
+            src = "--ttft-p99/--tpot-p99" + (f"; otherwise {src}" if ttft_p99 is None or tpot_p99 is None else "")
+        ttft = ttft_p99 if ttft_p99 is not None else ttft
+        tpot = tpot_p99 if tpot_p99 is not None else tpot
+    return ScenarioConfig(name, ttft, tpot, src, inp, out, mbt, ms, k, tuple(notes), st)
+
+
+def _candidates(res: dict[str, Any], cfg: ScenarioConfig) -> list[int]:
+    """Indices (into the search arrays) of the best point of each of the ``cfg.candidates`` best layouts."""
+    ev, fit = res["ev"], res["fit"] & (res["b"] <= cfg.max_seqs)
+    if cfg.name == "single-stream":
+        score = -(ev["ttft"] + ev["tpot"] * max(cfg.out.mean - 1.0, 0.0))
+        mask = fit & (res["b"] == res["b"][fit].min()) if fit.any() else fit
+    else:
+        score = ev["out_tps_gpu"].copy()
+        mask = fit
+        if cfg.ttft_s is not None:
+            ttft_p99 = ev["ttft"] + (P99_OVER_MEAN_WAIT - 1.0) * ev["queue"]
+            ok = fit & (ttft_p99 <= cfg.ttft_s) & (ev["tpot"] <= cfg.tpot_s)
+            mask = ok if ok.any() else fit
+    idx = np.nonzero(mask)[0]
+    if not len(idx):
+        return []
+    idx = idx[np.argsort(-score[idx], kind="stable")]
+    seen: set[tuple[int, ...]] = set()
+    out = []
+    for i in idx:
+        key = (int(res["tp"][i]), int(res["pp"][i]), int(res["ep"][i]), int(res["dpa"][i]))
+        if key not in seen:
+            seen.add(key)
+            out.append(int(i))
+    return out
+
+
+def _pct(x: np.ndarray) -> Percentiles:
+    from mi400plan.serve_sim import percentiles
+
+    p = percentiles(x)
+    return Percentiles(p50=p["p50"], p90=p["p90"], p99=p["p99"])
+
+
+def _prompt_lengths(d: LengthDist) -> tuple[int, ...]:
+    """Every prompt length a distribution can draw, when there are at most 4,096 of them."""
+    if d.kind == "uniform":
+        lo, hi = d.values
+        return tuple(range(lo, hi + 1)) if hi - lo < 4096 else ()
+    return tuple(d.values)
+
+
+def _limits(wl: Workload, sku_name: str, hw: ServeHardware, lay: Layout, cfg: ScenarioConfig) -> Limits:
+    """The scheduler's limits for ``lay`` on this SKU: those given, else the stack's defaults (vLLM's per GPU;
+    SGLang's per GPU and KV pool, its prefill iterations not mixed with decodes)."""
+    from mi400plan import serve_sim as sim
+
+    if cfg.stack == "sglang":
+        kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cfg.max_seqs or 4096)
+        chunk, seqs = sim.sglang_limits(hw.hbm_bytes, kv, wl.model.max_seq_len)
+    else:
+        chunk, seqs = sim.scheduler_defaults(sku_name, hw.hbm_bytes)
+        kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cfg.max_seqs or seqs)
+    return sim.Limits(cfg.max_batched_tokens or chunk, cfg.max_seqs or seqs, kv, mixed=cfg.stack != "sglang")
+
+
+def _simulate_one(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str, Any], i: int,
+                  cfg: ScenarioConfig) -> tuple[Layout, Limits, Outcome]:
+    from mi400plan import serve_sim as sim
+
+    lay = sim.Layout(int(res["tp"][i]), int(res["pp"][i]), int(res["ep"][i]), bool(res["dpa"][i]))
+    lim = _limits(wl, sku_name, hw, lay, cfg)
+    sm = sim.step_model(wl, hw, lay, max_seqs=lim.max_seqs, context=cfg.inp.mean + cfg.out.mean / 2.0,
+                        max_prompt=cfg.inp.max + cfg.out.max, exact=_prompt_lengths(cfg.inp))
+    if cfg.name == "offline":
+        return lay, lim, sim.offline(sm, lim, cfg.inp, cfg.out, sim.OFFLINE_REQUESTS)
+    if cfg.name == "single-stream":
+        return lay, lim, sim.single_stream(sm, cfg.inp, cfg.out, SINGLE_STREAM_REQUESTS)
+    # The steady-state model's rate at the layout's largest fitting concurrency (within max_seqs), with a
+    # margin: the simulation's answer lies below it unless the steady state is pessimistic.
+    same = ((res["tp"] == lay.tp) & (res["pp"] == lay.pp) & (res["ep"] == lay.ep) & (res["dpa"] == lay.dpa)
+            & res["fit"] & (res["b"] <= lim.max_seqs))
+    if not same.any():
+        same = (res["tp"] == lay.tp) & (res["pp"] == lay.pp) & (res["ep"] == lay.ep) & (res["dpa"] == lay.dpa)
+    hi = 1.25 * float(res["ev"]["requests_per_s"][same].max())
+    return lay, lim, sim.server(sm, lim, cfg.inp, cfg.out, ttft_s=cfg.ttft_s, tpot_s=cfg.tpot_s, rate_hi=hi,
+                                scenario=cfg.name)
+
+
+def scenario_rows(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str, Any], cfg: ScenarioConfig,
+                  gpus: int) -> list[ScenarioRow]:
+    """The scenario's answer for the best ``cfg.candidates`` simulated layouts of one SKU, best first
+    (single-stream: lowest p90 latency; otherwise: output tokens/s per GPU, layouts that meet the limits
+    before those that do not). Layouts are simulated in the steady-state search's order, ``candidates`` at
+    a time, until a round holds one that meets the limits (at most ``ROUNDS`` rounds)."""
+    from dataclasses import replace
+
+    from mi400plan import serve_sim as sim
+
+    # The screen keeps concurrencies the stack can run (SGLang's cap is at most 4,096).
+    cap = cfg.max_seqs or (4096 if cfg.stack == "sglang" else sim.scheduler_defaults(sku_name, hw.hbm_bytes)[1])
+    rows = []
+    ranked = _candidates(res, replace(cfg, max_seqs=cap))
+    # The next candidates are simulated while none so far meets the limits, up to ROUNDS x candidates.
+    todo = ranked[:cfg.candidates * ROUNDS]
+    for n, i in enumerate(todo):
+        if n >= cfg.candidates and n % cfg.candidates == 0 and any(r.meets for r in rows):
+            break
+        lay, lim, o = _simulate_one(wl, sku_name, hw, res, i, cfg)
+        g = lay.tp * lay.pp
+        r = o.run
+        rows.append(ScenarioRow(
+            sku=sku_name, rank=0, scenario=cfg.name,
+            layout=ServeLayout(tp=lay.tp, pp=lay.pp, ep=lay.ep, dp_attention=lay.dpa, gpus_per_replica=g,
+                               replicas=gpus // g, disaggregated=False),
+            requests_per_s=o.rate, tokens_per_s_per_gpu=o.rate * cfg.out.mean / g if o.meets else 0.0,
+            steady_state_tokens_per_s_per_gpu=float(res["ev"]["out_tps_gpu"][i]),
+            ttft_s=_pct(r.ttft), tpot_s=_pct(r.tpot), latency_s=_pct(r.latency), meets=o.meets, binding=o.binding,
+            simulated_requests=o.requests, preemptions=r.preemptions, kv_cache_tokens=lim.kv_tokens,
+            max_num_batched_tokens=int(lim.max_batched_tokens), max_num_seqs=int(lim.max_seqs)))
+    if cfg.name == "single-stream":
+        rows.sort(key=lambda x: x.latency_s.p90)
+    else:
+        rows.sort(key=lambda x: (not x.meets, -x.tokens_per_s_per_gpu))
+    return [r.model_copy(update={"rank": k + 1}) for k, r in enumerate(rows[:cfg.candidates])]
+
+
+def info(cfg: ScenarioConfig) -> ScenarioInfo:
+    return ScenarioInfo(name=cfg.name, ttft_p99_s=cfg.ttft_s, tpot_p99_s=cfg.tpot_s, limits_source=cfg.limits_source,
+                        input_lengths=cfg.inp.text(), output_lengths=cfg.out.text(),
+                        max_num_batched_tokens=cfg.max_batched_tokens, max_num_seqs=cfg.max_seqs,
+                        candidates_per_sku=cfg.candidates, notes=list(cfg.notes), stack=cfg.stack)
+

@@ -1,0 +1,758 @@
+"""Request-level serving simulation behind ``serve --scenario``: MLPerf Inference scenarios, a continuous
+batching scheduler with chunked prefill, and the TTFT / TPOT / latency percentiles it produces.
+
+Scenarios (MLPerf Inference rules, ``mlcommons/inference_policies`` ``inference_rules.adoc``, section
+"Scenarios", commit ac93e89 of 2026-07-23):
+
+* ``offline``: LoadGen sends all samples at the start in one query; the metric is the measured throughput.
+* ``server`` / ``interactive``: queries arrive by a Poisson process; the metric is the largest Poisson
+  rate at which the 99th percentiles of TTFT and TPOT meet the benchmark's limits (table "Benchmarks":
+  Llama2-70B 2,000 ms / 200 ms, interactive 450 ms / 40 ms; Llama3.1-405B 6,000 / 175 ms, interactive
+  4,500 / 80 ms; DeepSeek-R1 2,000 / 80 ms, interactive 1,500 / 15 ms). TPOT is a request's mean interval
+  between its tokens after the first (the rules' footnote ``llm_ttft_tpot``); percentiles are over requests.
+* ``single-stream``: the next query is sent when the previous one completes; the metric is the 90th
+  percentile of the request latency.
+
+Scheduler (:func:`simulate`), vLLM V1's (``vllm/v1/core/sched/scheduler.py``; SGLang's is alike): every
+iteration schedules the running decodes first (``1 + n`` tokens each with ``n`` speculative tokens), then
+prompt chunks of the admitted requests in arrival order, up to ``max_num_batched_tokens`` tokens in all
+(chunked prefill) and ``max_num_seqs`` requests. Defaults: vLLM's ``EngineArgs.get_batch_defaults``
+(``vllm/engine/arg_utils.py``, 2025; OpenAI server): 8,192 tokens and 1,024 sequences on GPUs of 70 GiB or
+more other than A100, else 2,048 and 256 (:func:`scheduler_defaults`); SGLang's with ``--stack sglang``
+(:func:`sglang_limits`, prefill iterations apart). A request is admitted (first come, first served) when
+the KV cache holds its prompt;
+when the running decodes would overflow the cache, the most recently admitted one is preempted: its KV is
+freed and it is recomputed later (vLLM's RECOMPUTE preemption). The first token comes at the end of the
+iteration that completes the prompt (prefill is quantised to iterations); each later token at the end of
+a decode iteration; a step with ``n`` speculative tokens yields ``a`` tokens per sequence
+(``serve.tokens_per_step``).
+
+Iteration time (:class:`StepModel`, built by :func:`step_model` from ``serve.forward_stage``, the cost
+functions of ``serve.evaluate``): the decode step of ``b`` sequences at the workload's mean context, plus,
+for a chunk of prompt tokens ``[s, s + c)``, ``P(s + c) - P(s)`` where ``P(n)`` is the prefill time of an
+``n``-token prompt, so a whole prompt costs exactly its prefill time, as in the steady-state model.
+Per-request overhead outside the GPU (``ServeHardware.request_overhead_s``) is added to TTFT.
+
+The event loop jumps over runs of identical decode steps (nothing arrives, finishes or overflows), so a
+run of thousands of requests costs a few thousand events. Seeded (``SEED``): the same inputs give the
+same numbers.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mi400plan.errors import UsageError
+
+if TYPE_CHECKING:
+    from mi400plan.profiles import Catalog
+    from mi400plan.serve import ServeHardware, Workload
+    from mi400plan.serve_calibration import Measured
+
+SEED = 20260723  # the simulation's fixed seed (any constant: results are deterministic)
+# vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py, 2025), OpenAI server: GPUs with >= 70 GiB other
+# than A100 (H100, MI300X, ...), else the smaller pair.
+DEFAULT_MAX_BATCHED_TOKENS = 8192
+DEFAULT_MAX_SEQS = 1024
+SMALL_GPU_MAX_BATCHED_TOKENS = 2048
+SMALL_GPU_MAX_SEQS = 256
+LARGE_GPU_BYTES = 70 * 2**30
+
+
+STACKS = ("vllm", "sglang")
+GIB = 2**30
+
+
+def sglang_limits(hbm_bytes: float, kv_tokens: float, context_len: int) -> tuple[int, int]:
+    """SGLang's defaults (v0.5, ``python/sglang/srt/server_args.py`` and ``model_executor/model_runner.py``,
+    2025): ``chunked_prefill_size`` 2,048 under 35 GiB of HBM, 8,192 under 160 GiB, else 16,384; at most
+    ``min(KV tokens // 2, clamp(KV tokens / context length x 512, 2,048, 4,096))`` running requests."""
+    chunk = 2048 if hbm_bytes < 35 * GIB else 8192 if hbm_bytes < 160 * GIB else 16384
+    pool = min(max(int(kv_tokens / max(context_len, 1) * 512), 2048), 4096)
+    return chunk, int(max(min(kv_tokens // 2, pool), 1))
+
+
+def scheduler_defaults(sku_name: str, hbm_bytes: float) -> tuple[int, int]:
+    """vLLM's default (max_num_batched_tokens, max_num_seqs) for the OpenAI server on this GPU: 8,192 and 1,024
+    with 70 GiB of HBM or more unless it is an A100 (vLLM PR #17885: the larger budget cost A100 throughput),
+    else 2,048 and 256 (``EngineArgs.get_batch_defaults``, vllm/engine/arg_utils.py, 2025)."""
+    if hbm_bytes >= LARGE_GPU_BYTES and "a100" not in sku_name.lower():
+        return DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_SEQS
+    return SMALL_GPU_MAX_BATCHED_TOKENS, SMALL_GPU_MAX_SEQS
+PERCENTILES = (50.0, 90.0, 99.0)
+# Offline: MLPerf's minimum query size (inference_rules.adoc, "Scenarios": at least 24,576 samples), so the
+# fill at the start and the drain at the end (the longest requests in a thinning batch) weigh as they do there.
+OFFLINE_REQUESTS = 24576
+SCENARIOS = ("offline", "server", "interactive", "single-stream")
+# A run stops when the KV cache thrashes: more preemptions than this per request (every one recomputes its
+# request: the sequences in flight far exceed what the cache holds; a lower --max-seqs serves them).
+THRASH_PREEMPTIONS = 4
+MAX_LENGTH = 2**27  # tokens: far past any model's context (the model's maximum is checked separately)
+
+
+# --- length distributions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """Token lengths of prompts or outputs: ``fixed`` (one value), ``uniform`` (integers ``lo..hi``) or
+    ``histogram`` (lengths with counts)."""
+
+    kind: str
+    values: tuple[int, ...]
+    weights: tuple[float, ...] = ()
+    source: str = ""
+
+    @property
+    def mean(self) -> float:
+        if self.kind == "uniform":
+            return (self.values[0] + self.values[1]) / 2.0
+        if self.kind == "histogram":
+            w = np.asarray(self.weights)
+            return float(np.dot(self.values, w) / w.sum())
+        return float(self.values[0])
+
+    @property
+    def max(self) -> int:
+        return int(max(self.values))
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` lengths (int64)."""
+        if self.kind == "uniform":
+            return rng.integers(self.values[0], self.values[1] + 1, size=n)
+        if self.kind == "histogram":
+            w = np.asarray(self.weights, dtype=np.float64)
+            return rng.choice(np.asarray(self.values, dtype=np.int64), size=n, p=w / w.sum())
+        return np.full(n, self.values[0], dtype=np.int64)
+
+    def text(self) -> str:
+        if self.kind == "uniform":
+            t = f"uniform {self.values[0]:,}-{self.values[1]:,} (mean {self.mean:,.0f})"
+        elif self.kind == "histogram":
+            t = f"histogram of {len(self.values)} lengths (mean {self.mean:,.0f}, max {self.max:,})"
+        else:
+            t = f"{self.values[0]:,} fixed"
+        return f"{t}; {self.source}" if self.source else t
+
+
+def _count(text: str, what: str) -> int:
+    t = text.strip().lower().replace("_", "").replace(",", "")
+    m = re.fullmatch(r"(\d+)(k?)", t)
+    if not m or int(m.group(1)) < 1:
+        raise UsageError(f"cannot read {what} {text!r}: give a positive token count (1024, 1k = 1,024)")
+    n = int(m.group(1)) * (1024 if m.group(2) else 1)
+    if n > MAX_LENGTH:
+        raise UsageError(f"{what} {text!r} exceeds {MAX_LENGTH:,} tokens")
+    return n
+
+
+def parse_length_dist(text: str, what: str) -> LengthDist:
+    """``1024`` / ``1k`` (fixed), ``uniform:A-B`` (integers A..B, each equally likely) or a CSV file of
+    ``length,count`` rows (a histogram)."""
+    t = str(text).strip()
+    if t.lower().startswith("uniform:"):
+        m = re.fullmatch(r"uniform:\s*([0-9k_,]+)\s*-\s*([0-9k_,]+)", t, flags=re.IGNORECASE)
+        if not m:
+            raise UsageError(f"cannot read {what} {text!r}: write uniform:A-B, e.g. uniform:128-2048")
+        lo, hi = _count(m.group(1), what), _count(m.group(2), what)
+        if lo > hi:
+            raise UsageError(f"{what} {text!r}: the lower bound {lo:,} exceeds the upper bound {hi:,}")
+        return LengthDist("uniform", (lo, hi), source=f"{what} {t}")
+    if t.lower().endswith(".csv") or "/" in t:
+        return read_histogram(t, what)
+    return LengthDist("fixed", (_count(t, what),), source="")
+
+
+def read_histogram(path: str, what: str) -> LengthDist:
+    """A CSV histogram of token lengths: rows ``length,count`` (an optional header line ``length,count``;
+    ``#`` comments). File problems are ``ProfileError`` naming the file and line (exit 3)."""
+    from mi400plan.errors import ProfileError
+    from mi400plan.profiles import read_text_file
+
+    p, text = read_text_file(path, f"{what} histogram file")
+    vals: list[int] = []
+    cnts: list[float] = []
+    for no, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith("#") or (not vals and s.replace(" ", "").lower() == "length,count"):
+            continue
+        parts = [x.strip() for x in s.split(",")]
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            n, c = int(parts[0]), float(parts[1])
+        except ValueError:
+            raise ProfileError(f"expected 'length,count' (an integer and a number), got {s[:60]!r}", path=str(p),
+                               line=no) from None
+        if n < 1 or n > MAX_LENGTH or not c >= 0 or not math.isfinite(c):
+            raise ProfileError(f"length must be 1..{MAX_LENGTH:,} and count >= 0, got {s[:60]!r}", path=str(p), line=no)
+        vals.append(n)
+        cnts.append(c)
+    if not vals or sum(cnts) <= 0:
+        raise ProfileError("holds no 'length,count' rows with a positive count", path=str(p))
+    return LengthDist("histogram", tuple(vals), tuple(cnts), source=f"histogram {p.name}")
+
+
+# --- MLPerf Inference benchmarks ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One MLPerf Inference LLM benchmark: latency limits per scenario and published length statistics
+    (``profiles/workloads/mlperf-inference.toml``)."""
+
+    name: str
+    models: tuple[str, ...]
+    limits: dict[str, tuple[float, float]]  # scenario -> (p99 TTFT s, p99 TPOT s)
+    output: LengthDist | None  # fitted to the published statistics; None where none are published
+    input_max: int | None
+    input_mean: float | None
+    source: str
+
+
+def _benchmarks_raw() -> dict[str, Any]:
+    import tomllib
+
+    from mi400plan.profiles import bundled_root
+
+    f = bundled_root() / "workloads" / "mlperf-inference.toml"
+    return tomllib.loads(f.read_text(encoding="utf-8"))
+
+
+def benchmark_for(model_name: str) -> Benchmark | None:
+    """The MLPerf Inference benchmark run on the model profile ``model_name`` (or None)."""
+    raw = _benchmarks_raw()
+    for name, b in raw.get("benchmark", {}).items():
+        if model_name in b["models"]:
+            lim = {k: (float(v[0]) / 1e3, float(v[1]) / 1e3) for k, v in b["limits_ms"].items()}
+            out = None
+            if "output_mean" in b:
+                # Fitted: uniform on 1..2m-1 has the published mean m; within the published maximum.
+                hi = min(int(round(2 * b["output_mean"] - 1)), int(b["output_max"]))
+                out = LengthDist("uniform", (1, hi), source=(
+                    f"fitted to {name}'s published output mean {b['output_mean']:g} tokens (max {b['output_max']:,}); "
+                    f"{b['source']}"))
+            return Benchmark(name, tuple(b["models"]), lim, out, b.get("input_max"), b.get("input_mean"), b["source"])
+    return None
+
+
+# --- the iteration cost ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Seconds of one scheduler iteration: ``decode_s[b]`` for ``b`` decoding sequences (``decode_s[0] =
+    0``), and the prefill time ``P(n)`` of an ``n``-token prompt on the busiest pipeline stage, tabulated on
+    ``prefill_tokens`` (``P(0) = 0``; linear in between). With ``stages`` pipeline stages prompts pipeline
+    through them: an iteration is charged one stage's time, and a prompt's first token comes ``(stages - 1)
+    P(prompt)`` after the iteration that completes it, and so do its later tokens (``serve.evaluate``:
+    throughput from the busy time, TTFT from ``pp x`` it)."""
+
+    decode_s: tuple[float, ...]
+    prefill_tokens: tuple[float, ...]
+    prefill_s: tuple[float, ...]
+    tokens_per_step: float = 1.0  # expected tokens a decoding sequence gains per iteration
+    decode_tokens_per_seq: int = 1  # tokens of the iteration's budget one decoding sequence uses (1 + drafts)
+    ttft_extra_s: float = 0.0  # per-request time outside the GPU model, added to TTFT
+    stages: int = 1  # pipeline stages
+
+    def prefill(self, n: float) -> float:
+        return float(np.interp(n, self.prefill_tokens, self.prefill_s)) if n > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The scheduler's limits: tokens per iteration, sequences in flight, KV cache (tokens per replica)."""
+
+    max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
+    max_seqs: int = DEFAULT_MAX_SEQS
+    kv_tokens: float = math.inf
+    mixed: bool = True  # prompt chunks share an iteration with the decodes (vLLM); False: prefill-only iterations
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Per-request seconds (arrays over the measured requests) and totals."""
+
+    ttft: np.ndarray
+    tpot: np.ndarray  # requests with more than one output token
+    latency: np.ndarray
+    output_tokens: float  # of the measured requests
+    span_s: float  # first measured arrival to last measured completion
+    preemptions: int
+    rejected: int  # requests whose prompt alone exceeds the KV cache (never served)
+    thrashed: bool = False  # stopped: more than THRASH_PREEMPTIONS preemptions per request
+
+
+def percentiles(x: np.ndarray) -> dict[str, float]:
+    """p50 / p90 / p99 as the rank statistic (the smallest sample with at least that share of the samples at
+    or below it, as LoadGen reports a percentile); NaN for no samples."""
+    if not len(x):
+        return {f"p{int(p)}": math.nan for p in PERCENTILES}
+    v = np.percentile(x, PERCENTILES, method="inverted_cdf")
+    return {f"p{int(p)}": float(a) for p, a in zip(PERCENTILES, v, strict=True)}
+
+
+# --- the scheduler -----------------------------------------------------------------------------------
+
+
+class _Sim:
+    """State of one run of :func:`simulate` (see the module docstring)."""
+
+    def __init__(self, arrivals: np.ndarray, inp: np.ndarray, out: np.ndarray, sm: StepModel, lim: Limits) -> None:
+        self.arr = [float(x) for x in arrivals]
+        self.inp = [int(x) for x in inp]
+        self.out = [int(x) for x in out]
+        self.sm, self.lim = sm, lim
+        self.dec = list(sm.decode_s)
+        n = len(self.arr)
+        self.need = list(self.inp)  # tokens to prefill before the next token (prompt + recomputed output)
+        self.p_full = [float(x) for x in np.interp(inp, sm.prefill_tokens, sm.prefill_s)]  # P(prompt) per request
+        self.done_pf = [0] * n
+        self.gen = [0.0] * n  # tokens generated when the request last joined the decodes
+        self.join = [0] * n  # decode-iteration count when it joined
+        self.hold = [0.0] * n  # KV tokens reserved at admission
+        self.admit = [0] * n
+        self.ver = [0] * n  # bumps on preemption (stale heap entries are skipped)
+        self.first = [math.nan] * n
+        self.last = [math.nan] * n
+        self.waiting: deque[int] = deque()
+        self.prefilling: list[int] = []
+        self.running: dict[int, int] = {}  # id -> admission number
+        self.heap: list[tuple[int, int, int]] = []  # (finish iteration, id, version)
+        self.now, self.it, self.nxt, self.kv, self.count = 0.0, 0, 0, 0.0, 0
+        self.finished, self.preempted, self.rejected = 0, 0, 0
+        self.measured = [1] * n
+        self.measured_done = 0
+        self.thrashed = False
+
+    def _arrive(self) -> None:
+        while self.nxt < len(self.arr) and self.arr[self.nxt] <= self.now:
+            self.waiting.append(self.nxt)
+            self.nxt += 1
+
+    def _admit(self) -> None:
+        lim = self.lim
+        if not self.running and not self.prefilling:
+            self.kv = 0.0  # an empty replica holds nothing (no rounding left over from the frees)
+        while self.waiting and len(self.running) + len(self.prefilling) < lim.max_seqs:
+            i = self.waiting[0]
+            if self.need[i] > lim.kv_tokens:  # can never fit: rejected, as a server returns an error
+                self.waiting.popleft()
+                self.rejected += 1
+                self._finish(i, math.inf)
+                continue
+            if self.kv + self.need[i] > lim.kv_tokens:
+                break
+            self.waiting.popleft()
+            self.prefilling.append(i)
+            self.kv += self.need[i]
+            self.hold[i] = float(self.need[i])
+            self.done_pf[i] = 0
+            self.count += 1
+            self.admit[i] = self.count
+
+    def _finish(self, i: int, t: float) -> None:
+        self.last[i] = t + (self.sm.stages - 1) * self.p_full[i]  # the pipeline fill delays every token
+        self.finished += 1
+        self.measured_done += self.measured[i]
+
+    def _preempt_newest(self) -> None:
+        """Preempt the request that joined the running batch last (vLLM pops the end of its running list)."""
+        i = next(reversed(self.running))
+        del self.running[i]
+        g = self.gen[i] + self.sm.tokens_per_step * (self.it - self.join[i])
+        self.kv -= self.hold[i] + self.sm.tokens_per_step * (self.it - self.join[i])
+        self.gen[i] = g
+        self.need[i] = self.inp[i] + int(g)
+        self.ver[i] += 1
+        self.preempted += 1
+        self.waiting.appendleft(i)
+
+    def _retire(self) -> None:
+        """Requests whose last token came at the end of iteration ``self.it``."""
+        a = self.sm.tokens_per_step
+        while self.heap and self.heap[0][0] <= self.it:
+            _, i, v = heapq.heappop(self.heap)
+            if v != self.ver[i] or i not in self.running:
+                continue
+            del self.running[i]
+            self.kv -= self.hold[i] + a * (self.it - self.join[i])
+            self._finish(i, self.now)
+
+    def _join(self, i: int) -> None:
+        """Prompt (or recomputation) complete at ``self.now``: the iteration sampled one more token."""
+        if math.isnan(self.first[i]):
+            self.first[i] = self.now + (self.sm.stages - 1) * self.p_full[i]
+        g = self.gen[i] + 1.0
+        if g >= self.out[i]:
+            self.kv -= self.hold[i]
+            self._finish(i, self.now)
+            return
+        self.gen[i], self.join[i] = g, self.it
+        self.running[i] = self.admit[i]
+        steps = math.ceil((self.out[i] - g) / self.sm.tokens_per_step - 1e-9)
+        heapq.heappush(self.heap, (self.it + steps, i, self.ver[i]))
+
+    def _prefill_iteration(self, b: int) -> None:
+        """One iteration with prompt chunks: beside the ``b`` decodes (mixed), or alone, the decodes waiting
+        (SGLang's default: its mixed chunked prefill is off)."""
+        if not self.lim.mixed:
+            b = 0
+        budget = self.lim.max_batched_tokens - b * self.sm.decode_tokens_per_seq
+        cost, done = 0.0, []
+        for i in self.prefilling:
+            if budget <= 0:
+                break
+            s = self.done_pf[i]
+            c = min(self.need[i] - s, budget)
+            if s == 0 and c == self.inp[i]:
+                cost += self.p_full[i]  # the whole prompt in one chunk (the common case)
+            else:
+                cost += self.sm.prefill(s + c) - self.sm.prefill(s)
+            self.done_pf[i] = s + c
+            budget -= c
+            if s + c >= self.need[i]:
+                done.append(i)
+        self.now += self.dec[b] + cost
+        if b:
+            self.it += 1
+            self.kv += b * self.sm.tokens_per_step
+            self._retire()
+        for i in done:
+            self.prefilling.remove(i)
+            self._join(i)
+
+    def _decode_jump(self, b: int) -> None:
+        """Run identical decode iterations up to the next event (a finish, an arrival that can be admitted,
+        the KV cache filling up)."""
+        a, t = self.sm.tokens_per_step, self.dec[b]
+        k = self.heap[0][0] - self.it if self.heap else 1
+        if not self.waiting and self.nxt < len(self.arr):
+            k = min(k, max(1, math.ceil((self.arr[self.nxt] - self.now) / t)))
+        room = math.floor((self.lim.kv_tokens - self.kv) / (b * a)) if math.isfinite(self.lim.kv_tokens) else k
+        k = max(1, min(k, room))
+        self.now += k * t
+        self.it += k
+        self.kv += k * b * a
+        self._retire()
+
+    def run(self) -> None:
+        """Until every measured request has finished."""
+        stop = sum(self.measured)
+        limit = THRASH_PREEMPTIONS * len(self.arr)
+        while self.measured_done < stop:
+            if self.preempted > limit:
+                self.thrashed = True
+                return
+            self._arrive()
+            while self.running and self.kv + len(self.running) * self.sm.tokens_per_step > self.lim.kv_tokens:
+                self._preempt_newest()
+            self._admit()
+            b = len(self.running)
+            room = not self.lim.mixed or self.lim.max_batched_tokens > b * self.sm.decode_tokens_per_seq
+            if self.prefilling and room:
+                self._prefill_iteration(b)
+            elif b:
+                self._decode_jump(b)
+            elif self.nxt < len(self.arr):
+                self.now = max(self.now, self.arr[self.nxt])
+            else:
+                raise RuntimeError("serving simulation stalled with requests left")  # pragma: no cover
+
+
+def simulate(arrivals: np.ndarray, inp: np.ndarray, out: np.ndarray, sm: StepModel, lim: Limits, *,
+             measure: slice | None = None, preload: np.ndarray | None = None) -> SimResult:
+    """Serve requests arriving at ``arrivals`` (seconds, ascending) with prompts ``inp`` and outputs ``out``
+    (tokens) on one replica; per-request TTFT, TPOT and latency of the ``measure`` requests (default all;
+    the run stops once they have all finished, the others keeping the load up around them). Seconds.
+
+    ``preload``: the first ``len(preload)`` requests are already decoding at time 0, having generated
+    ``preload`` tokens each (their prompts' and those tokens' KV held; never measured)."""
+    sim = _Sim(arrivals, inp, out, sm, lim)
+    if preload is not None:
+        _preload(sim, preload)
+    sel = np.arange(len(arrivals))[measure or slice(None)]
+    sim.measured = [0] * len(arrivals)
+    for i in sel:
+        sim.measured[int(i)] = 1
+    sim.run()
+    arr = np.asarray(arrivals, dtype=np.float64)[sel]
+    first = np.asarray(sim.first)[sel]
+    last = np.asarray(sim.last)[sel]
+    o = np.asarray(out, dtype=np.float64)[sel]
+    ok = np.isfinite(last)
+    x = sm.ttft_extra_s
+    multi = ok & (o > 1)
+    span = float(last[ok].max() - arr[ok].min()) if ok.any() else 0.0
+    return SimResult(ttft=first[ok] + x - arr[ok], tpot=(last[multi] - first[multi]) / (o[multi] - 1.0),
+                     latency=last[ok] + x - arr[ok], output_tokens=float(o[ok].sum()), span_s=span,
+                     preemptions=sim.preempted, rejected=sim.rejected, thrashed=sim.thrashed)
+
+
+# --- from the serving model to the simulation --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One replica layout (``serve.layout_grid``'s fields)."""
+
+    tp: int
+    pp: int
+    ep: int
+    dpa: bool
+
+
+def step_model(wl: Workload, hw: ServeHardware, lay: Layout, *, max_seqs: int, context: float, max_prompt: int,
+               exact: tuple[int, ...] | list[int] = ()) -> StepModel:
+    """The iteration cost of ``lay`` from ``serve``'s cost functions: ``serve.decode_step`` for 1..``max_seqs``
+    sequences at mean context ``context`` tokens, and the busiest stage's prefill time of prompts of
+    0..``max_prompt`` tokens (``serve.forward_stage``, causal) on a geometric grid of 128 points plus the
+    prompt lengths ``exact`` (so the prompts of a fixed or histogram distribution cost exactly their
+    prefill; the wave quantization makes ``P`` a staircase that interpolation only approximates)."""
+    from mi400plan import serve as core
+
+    T = core.terms(wl.model, wl.counts, wl.recipe)
+    kw = dict(tp=float(lay.tp), pp=float(lay.pp), ep=float(lay.ep), dpa=bool(lay.dpa))
+    b = np.arange(1, max(int(max_seqs), 1) + 1, dtype=np.float64)
+    _, _, t_step = core.decode_step(T, wl, hw, batch=b, context=float(context), **kw)
+    ex = np.asarray(exact, dtype=np.float64).ravel()[:4096]
+    grid = np.unique(np.concatenate([np.geomspace(1.0, max(float(max_prompt), 1.0), 128).round(), [max_prompt], ex]))
+    p = core.forward_stage(T, wl, hw, tokens=grid, seqs=1.0, context=0.0, causal=True, **kw)
+    pf = np.broadcast_to(p.total, grid.shape)
+    a = core.tokens_per_step(wl.spec_tokens, wl.spec_acceptance)
+    return StepModel(decode_s=(0.0, *(float(x) for x in np.broadcast_to(t_step, b.shape))),
+                     prefill_tokens=(0.0, *(float(x) for x in grid)), prefill_s=(0.0, *(float(x) for x in pf)),
+                     tokens_per_step=a, decode_tokens_per_seq=1 + int(wl.spec_tokens),
+                     ttft_extra_s=float(hw.request_overhead_s), stages=int(lay.pp))
+
+
+def kv_token_capacity(wl: Workload, hw: ServeHardware, lay: Layout, *, max_seqs: int) -> float:
+    """Tokens the replica's KV cache holds: ``memory.max_batch_x_context`` (the ``fit --mode infer``
+    model, scratch sized for ``max_seqs`` sequences); with DP-attention each of the ``tp`` ranks holds its
+    own sequences' whole KV next to the replicated attention weights (``serve.memory``)."""
+    from mi400plan import serve as core
+    from mi400plan.memory import max_batch_x_context
+
+    if not lay.dpa:
+        return float(max_batch_x_context(wl.model, wl.counts, wl.recipe, capacity_bytes=hw.hbm_bytes, tp=lay.tp,
+                                          pp=lay.pp, ep=1, batch=max_seqs))
+    m = core.memory(wl, hw, tp=lay.tp, pp=lay.pp, dpa=True, batch=lay.tp)
+    T = core.terms(wl.model, wl.counts, wl.recipe)
+    per_token = T.kv_elems_per_layer * wl.recipe.kv_bytes * T.layers / lay.pp
+    room = float(m["usable"]) - float(m["weights"] + m["activations"] + m["reserve"])
+    return max(math.floor(room / per_token), 0) * float(lay.tp)
+
+
+# --- scenarios ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A scenario's answer for one layout: the request rate per replica (server: the largest that meets
+    the limits; offline: achieved; single-stream: 1 / mean latency), the run at that rate, and whether it
+    meets the limits (``binding``: the percentile that fails first, when none does)."""
+
+    scenario: str
+    rate: float
+    run: SimResult
+    meets: bool
+    binding: str | None = None
+    requests: int = 0  # simulated in the deciding run
+
+
+def sample_lengths(inp: LengthDist, out: LengthDist, n: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return inp.sample(rng, n), out.sample(rng, n)
+
+
+def offline(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, n: int) -> Outcome:
+    """MLPerf Offline: all ``n`` requests at time 0; the rate is requests completed per second."""
+    i, o = sample_lengths(inp, out, n)
+    r = simulate(np.zeros(n), i, o, sm, lim)
+    if r.thrashed:
+        return Outcome("offline", 0.0, r, False, "KV thrash", requests=n)
+    return Outcome("offline", len(r.latency) / r.span_s if r.span_s > 0 else 0.0, r, True, requests=n)
+
+
+def single_stream(sm: StepModel, inp: LengthDist, out: LengthDist, n: int) -> Outcome:
+    """MLPerf SingleStream: one request at a time, so each sees an idle replica: TTFT = ``stages x P(I) +``
+    overhead,
+    then ``ceil((O - 1) / a)`` decode steps of one sequence. Closed form of :func:`simulate` with one request
+    in flight (the tests check the two agree)."""
+    i, o = sample_lengths(inp, out, n)
+    ttft = sm.stages * np.interp(i, sm.prefill_tokens, sm.prefill_s) + sm.ttft_extra_s
+    steps = np.ceil(np.maximum(o - 1, 0) / sm.tokens_per_step - 1e-9)
+    dec = steps * sm.decode_s[1]
+    lat = ttft + dec
+    multi = o > 1
+    run = SimResult(ttft=ttft, tpot=dec[multi] / (o[multi] - 1.0), latency=lat, output_tokens=float(o.sum()),
+                    span_s=float(lat.sum()), preemptions=0, rejected=0)
+    return Outcome("single-stream", n / float(lat.sum()), run, True, requests=n)
+
+
+def _verdict(r: SimResult, ttft_s: float, tpot_s: float) -> str | None:
+    if r.thrashed:
+        return "KV thrash"
+    if r.rejected:
+        return "KV cache"
+    t = percentiles(r.ttft)["p99"]
+    p = percentiles(r.tpot)["p99"] if len(r.tpot) else 0.0
+    if not t <= ttft_s:
+        return "TTFT"
+    if not p <= tpot_s:
+        return "TPOT"
+    return None
+
+
+def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft_s: float, tpot_s: float,
+           rate_hi: float, measured: int = 500, tolerance: float = 0.03, scenario: str = "server") -> Outcome:
+    """MLPerf Server / Interactive: the largest Poisson rate (requests/s per replica) whose p99 TTFT and p99
+    TPOT meet the limits, by a bracketing search and bisection as LoadGen searches: ``rate_hi`` (doubled up
+    to 4 times while it meets the limits), else halved down to the first rate that meets them (at most 6
+    times), then bisection until the bracket is within ``tolerance`` of its upper end.
+
+    Each run starts from the steady state's requests in flight (:func:`equilibrium`), and measures
+    ``measured`` requests after a warm-up of the requests arriving in the first ``W = mean output x TPOT
+    limit + TTFT limit`` seconds (the time a request at the limits stays in the system; at most ``measured``
+    requests, the run starting near the steady state) and with as many arriving behind them (so they leave a loaded replica). The
+    arrival and length draws are common to every rate (seeded): the rates differ only in scale."""
+    warm_s = out.mean * tpot_s + ttft_s
+    cap = measured
+    n_max = measured + 2 * cap
+    rng = np.random.default_rng(SEED + 1)
+    gaps = rng.exponential(1.0, n_max)
+    li, lo_ = sample_lengths(inp, out, n_max)
+
+    def run(rate: float) -> tuple[SimResult, int, str | None]:
+        w = min(int(math.ceil(rate * warm_s)), cap)
+        n = measured + 2 * w
+        pi, po, pg = equilibrium(sm, lim, inp, out, rate, np.random.default_rng(SEED + 2))
+        k = len(pi)
+        arr = np.concatenate([np.zeros(k), np.cumsum(gaps[:n]) / rate])
+        r = simulate(arr, np.concatenate([pi, li[:n]]), np.concatenate([po, lo_[:n]]), sm, lim,
+                     measure=slice(k + w, k + w + measured), preload=pg)
+        return r, n + k, _verdict(r, ttft_s, tpot_s)
+
+    hi = rate_hi
+    r, n, why = run(hi)
+    for _ in range(4):  # the upper end meets the limits: widen (doubling) until a rate does not
+        if why is not None:
+            break
+        best = (hi, r, n)
+        hi *= 2.0
+        r, n, why = run(hi)
+    else:
+        return Outcome(scenario, best[0], best[1], True, requests=best[2])
+    if hi > rate_hi:
+        lo, best = hi / 2.0, best
+        return _bisect(run, lo, hi, best, tolerance, scenario)
+    lo = hi
+    for _ in range(6):
+        lo /= 2.0
+        r, n, why = run(lo)
+        if why is None:
+            break
+        hi = lo
+    else:
+        return Outcome(scenario, lo, r, False, why, requests=n)
+    return _bisect(run, lo, hi, (lo, r, n), tolerance, scenario)
+
+
+def _bisect(run: Callable[[float], tuple[SimResult, int, str | None]], lo: float, hi: float,
+            best: tuple[float, SimResult, int], tolerance: float, scenario: str) -> Outcome:
+    """Bisection between a rate ``lo`` that meets the limits and a rate ``hi`` that does not."""
+    while (hi - lo) > tolerance * hi:
+        mid = 0.5 * (lo + hi)
+        r, n, why = run(mid)
+        if why is None:
+            lo, best = mid, (mid, r, n)
+        else:
+            hi = mid
+    return Outcome(scenario, best[0], best[1], True, requests=best[2])
+
+
+# --- published MLPerf results (validation; never fitted) --------------------------------------------
+
+
+def predict_mlperf(cat: Catalog, m: Measured, hw: ServeHardware) -> dict[str, float]:
+    """The simulation's prediction of an MLPerf Offline (``m.kind == "max_throughput"``) or Server
+    (``"slo_throughput"``) result ``m`` (``serve_calibration.Measured``: one ``m.tp``-GPU replica, TP = EP
+    = ``m.tp`` with attention data parallel when ``m.dpa``): output tokens/s of the replica, and the mean
+    TPOT and TTFT (seconds) of the run at the answer's rate. Prompts of ``m.isl`` tokens (the sources
+    publish no mean input); outputs the benchmark's fitted distribution (:func:`benchmark_for`); the
+    scheduler's limits vLLM's defaults for the GPU (:func:`scheduler_defaults`)."""
+    from mi400plan import serve as core
+    from mi400plan.params import count_params
+    from mi400plan.specs.layout import infer_recipe
+
+    model = cat.get("models", m.model).spec
+    bench = benchmark_for(model.name)
+    out = bench.output if bench is not None and bench.output is not None else LengthDist("fixed", (m.osl,))
+    inp = LengthDist("fixed", (m.isl,))
+    recipe = infer_recipe(m.precision, kv_dtype=m.kv)
+    wl = core.Workload(model, count_params(model), recipe, m.isl, int(round(out.mean)))
+    lay = Layout(m.tp, 1, m.tp if m.dpa else 1, bool(m.dpa))
+    mbt, max_seqs = scheduler_defaults(m.sku, hw.hbm_bytes)
+    kv = kv_token_capacity(wl, hw, lay, max_seqs=max_seqs)
+    lim = Limits(mbt, max_seqs, kv)
+    sm = step_model(wl, hw, lay, max_seqs=max_seqs, context=inp.mean + out.mean / 2.0, max_prompt=inp.max + out.max,
+                    exact=[m.isl])
+    if m.kind == "max_throughput":
+        o = offline(sm, lim, inp, out, OFFLINE_REQUESTS)
+    else:
+        b = np.arange(1.0, max_seqs + 1.0)
+        ev = core.evaluate(wl, hw, tp=lay.tp, pp=1, ep=lay.ep, dpa=lay.dpa, batch=b)
+        fit = core.memory(wl, hw, tp=lay.tp, pp=1, dpa=lay.dpa, batch=b)["kv_fit"]
+        hi = 1.25 * float(np.max(np.where(fit, ev["requests_per_s"], 0.0)))
+        o = server(sm, lim, inp, out, ttft_s=m.ttft_slo_s, tpot_s=m.tpot_slo_s, rate_hi=hi)
+    return {"output_tps": o.rate * out.mean if o.meets else 0.0, "tpot": float(np.mean(o.run.tpot)),
+            "ttft": float(np.mean(o.run.ttft))}
+
+
+def _preload(sim: _Sim, gen0: np.ndarray) -> None:
+    """Requests ``0..len(gen0)-1`` decoding at time 0 with ``gen0`` tokens generated."""
+    a = sim.sm.tokens_per_step
+    for i, g in enumerate(int(x) for x in gen0):
+        sim.gen[i], sim.join[i] = float(g), 0
+        sim.hold[i] = float(sim.inp[i] + g)
+        sim.kv += sim.hold[i]
+        sim.first[i] = 0.0
+        sim.count += 1
+        sim.admit[i] = sim.count
+        sim.running[i] = sim.count
+        heapq.heappush(sim.heap, (max(1, math.ceil((sim.out[i] - g) / a - 1e-9)), i, 0))
+    sim.nxt = len(gen0)
+
+
+def equilibrium(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, rate: float,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Requests in flight in the steady state at ``rate`` (requests/s), to start a run from: their number
+    by Little's law ``L = rate x E[O] x TPOT / a``, with TPOT the decode step at ``L`` sequences stretched
+    by the prefill share ``rate x P(E[I])`` (the steady-state model's, ``serve.evaluate``; fixed point,
+    capped at ``max_seqs``); their output lengths length-biased (a request in flight is drawn with
+    probability proportional to its length: the inspection paradox of renewal theory) and the tokens
+    they have generated uniform over it. Returns (prompt lengths, output lengths, generated tokens)."""
+    dec = sm.decode_s
+    rho = min(rate * sm.prefill(inp.mean), 0.95)
+    n = 1.0
+    for _ in range(30):
+        b = int(min(max(round(n), 1), lim.max_seqs, len(dec) - 1))
+        n = rate * out.mean * dec[b] / (sm.tokens_per_step * (1.0 - rho))
+    L = int(min(round(n), lim.max_seqs))
+    if L < 1:
+        return (np.zeros(0, dtype=np.int64),) * 3  # type: ignore[return-value]
+    pool = out.sample(rng, 20 * L)
+    w = pool.astype(np.float64)
+    o = rng.choice(pool, size=L, p=w / w.sum())
+    g = np.minimum(np.floor(rng.uniform(0.0, 1.0, L) * o).astype(np.int64) + 1, np.maximum(o - 1, 1))
+    i = inp.sample(rng, L)
+    return i, o, g

@@ -1,0 +1,420 @@
+"""``serve --scenario``: the request-level scheduler simulation checked against hand-traced runs, queueing
+theory (M/D/1, Pollaczek-Khinchine), closed forms, monotonicity, the published MLPerf limits, and the
+command's contract."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from mi400plan import serve_sim as S
+
+
+def _linear(decode: list[float], per_token: float, max_tokens: int = 100_000, overhead: float = 0.0) -> S.StepModel:
+    """A step model by hand: decode_s[b] as given, P(n) = per_token x n."""
+    return S.StepModel(decode_s=tuple(decode), prefill_tokens=(0.0, float(max_tokens)),
+                       prefill_s=(0.0, per_token * max_tokens), ttft_extra_s=overhead)
+
+
+# --- hand-traced runs --------------------------------------------------------------------------------
+
+
+def test_two_requests_hand_traced() -> None:
+    """decode_s = 10 ms for one sequence, 12 ms for two; P(n) = 1 ms x n; prompts of 100 tokens, 3 output
+    tokens; arrivals at 0 and 50 ms.
+
+    t = 0: A's prompt alone: 100 ms -> A's first token at 0.100 (2 decode steps to go).
+    t = 0.100: B (arrived at 0.050) prefills beside A's decode: 100 ms + 10 ms -> 0.210; A has 1 step left,
+      B's first token at 0.210.
+    two decodes, 12 ms: 0.222, A's last token; one decode, 10 ms: 0.232, B's last token.
+    A: TTFT 0.100, TPOT (0.222 - 0.100) / 2 = 0.061; B: TTFT 0.160, TPOT (0.232 - 0.210) / 2 = 0.011."""
+    sm = _linear([0.0, 0.010, 0.012], 0.001)
+    r = S.simulate(np.array([0.0, 0.05]), np.array([100, 100]), np.array([3, 3]), sm, S.Limits())
+    assert r.ttft == pytest.approx([0.100, 0.160])
+    assert r.tpot == pytest.approx([0.061, 0.011])
+    assert r.latency == pytest.approx([0.222, 0.182])
+    assert r.output_tokens == 6 and r.preemptions == 0
+
+
+def test_prefill_apart_from_decodes_hand_traced() -> None:
+    """The first test's two requests with SGLang's default (prefill iterations apart from the decodes): at
+    0.100 B's prompt runs alone (0.100 s, A waits) -> B's first token at 0.200; then two decode steps of
+    12 ms -> 0.224, both finish. A: TTFT 0.100, TPOT (0.224 - 0.100) / 2 = 0.062; B: TTFT 0.150, TPOT 0.012."""
+    sm = _linear([0.0, 0.010, 0.012], 0.001)
+    r = S.simulate(np.array([0.0, 0.05]), np.array([100, 100]), np.array([3, 3]), sm, S.Limits(mixed=False))
+    assert r.ttft == pytest.approx([0.100, 0.150])
+    assert r.tpot == pytest.approx([0.062, 0.012])
+
+
+def test_sglang_limits_by_hand() -> None:
+    """chunked_prefill_size: 2,048 under 35 GiB, 8,192 under 160 GiB, else 16,384; running requests
+    min(KV // 2, clamp(KV / context x 512, 2,048, 4,096)): 192 GB (178.8 GiB) with 1e6 KV tokens and a 131,072
+    context: 1e6 / 131072 x 512 = 3,906; 80 GB with 100,000 tokens and 8,192: 6,250 -> 4,096; 3,000 tokens:
+    187 -> 2,048, but 3,000 // 2 = 1,500."""
+    assert S.sglang_limits(192e9, 1e6, 131072) == (16384, 3906)
+    assert S.sglang_limits(80e9, 1e5, 8192) == (8192, 4096)
+    assert S.sglang_limits(80e9, 3000, 8192) == (8192, 1500)
+    assert S.sglang_limits(24e9, 1e5, 8192)[0] == 2048
+
+
+def test_chunked_prefill_splits_a_prompt_over_iterations() -> None:
+    """A budget of 64 tokens: a 100-token prompt takes two iterations (64 + 36 tokens, 64 ms + 36 ms);
+    the first token comes at the end of the second: TTFT = 0.100 s (the whole prompt's P(100)), and one
+    output token means latency = TTFT. The per-request overhead (5 ms) adds to both."""
+    sm = _linear([0.0, 0.010], 0.001, overhead=0.005)
+    r = S.simulate(np.array([0.0]), np.array([100]), np.array([1]), sm, S.Limits(max_batched_tokens=64))
+    assert r.ttft == pytest.approx([0.105])
+    assert r.latency == pytest.approx([0.105])
+    assert len(r.tpot) == 0
+
+
+def test_offline_two_waves_hand_count() -> None:
+    """Offline, 8 requests, max 4 sequences, 11 output tokens, prefill ~free, decode 10 ms at any batch:
+    wave 1 prefills (first tokens at ~0) and decodes 10 steps to 0.100 s; wave 2 the same to 0.200 s.
+    Throughput 8 / 0.2 = 40 requests/s."""
+    sm = S.StepModel(decode_s=(0.0,) + (0.01,) * 4, prefill_tokens=(0.0, 1e5), prefill_s=(0.0, 1e-9))
+    o = S.offline(sm, S.Limits(max_seqs=4), S.LengthDist("fixed", (10,)), S.LengthDist("fixed", (11,)), 8)
+    assert o.rate == pytest.approx(40.0, rel=1e-6)
+    assert o.run.latency.max() == pytest.approx(0.2, rel=1e-6)
+
+
+def test_single_stream_closed_form_matches_the_simulation() -> None:
+    """One request at a time (arrivals far apart) in the simulation equals the closed form; by hand, a
+    512-token prompt at 0.2 ms/token = 0.1024 s, then 127 steps of 12 ms = 1.524 s."""
+    sm = _linear([0.0, 0.012], 0.0002)
+    inp, out = S.LengthDist("fixed", (512,)), S.LengthDist("fixed", (128,))
+    ss = S.single_stream(sm, inp, out, 5)
+    assert ss.run.latency == pytest.approx(np.full(5, 0.1024 + 1.524))
+    assert S.percentiles(ss.run.latency)["p90"] == pytest.approx(1.6264)
+    sim = S.simulate(np.arange(5) * 100.0, np.full(5, 512), np.full(5, 128), sm, S.Limits())
+    assert sim.latency == pytest.approx(ss.run.latency)
+    assert sim.tpot == pytest.approx(ss.run.tpot)
+
+
+# --- queueing theory ---------------------------------------------------------------------------------
+
+
+def test_md1_mean_wait_pollaczek_khinchine() -> None:
+    """Poisson arrivals, one prompt per iteration (budget = the prompt), no decode (one output token):
+    a single FCFS server with deterministic service D = 0.1 s, an M/D/1 queue. Pollaczek-Khinchine: the mean
+    wait is rho D / (2 (1 - rho)); at rho = 0.5: 0.5 x 0.1 / (2 x 0.5) = 0.05 s, so mean TTFT = 0.15 s.
+    At rho = 0.8: 0.8 x 0.1 / 0.4 = 0.2 s wait, TTFT 0.3 s."""
+    sm = _linear([0.0, 0.0], 0.001)
+    n = 40_000
+    rng = np.random.default_rng(7)
+    gaps = rng.exponential(1.0, n)
+    for rho, ttft in ((0.5, 0.15), (0.8, 0.30)):
+        arr = np.cumsum(gaps) * 0.1 / rho
+        r = S.simulate(arr, np.full(n, 100), np.ones(n, dtype=np.int64), sm, S.Limits(max_batched_tokens=100))
+        assert r.ttft.mean() == pytest.approx(ttft, rel=0.05)
+
+
+def test_p99_tpot_rises_with_the_rate_and_the_server_rate_falls_with_the_limit() -> None:
+    """Decode 10 ms + 0.1 ms per sequence, prompts 20 us per token (10 ms for the mean 500): p99 TPOT grows
+    with the Poisson rate (more sequences per step, more prefill between steps); a tighter TPOT limit gives
+    a lower server rate that meets it."""
+    sm = _linear([0.0] + [0.010 + 0.0001 * b for b in range(1, 257)], 0.00002)
+    lim = S.Limits(max_seqs=256)
+    inp, out = S.LengthDist("uniform", (100, 900)), S.LengthDist("uniform", (50, 350))
+    rng = np.random.default_rng(3)
+    gaps = rng.exponential(1.0, 3000)
+    i, o = S.sample_lengths(inp, out, 3000)
+    p99 = []
+    for rate in (5.0, 15.0, 30.0, 45.0):
+        r = S.simulate(np.cumsum(gaps) / rate, i, o, sm, lim, measure=slice(500, 2500))
+        p99.append(S.percentiles(r.tpot)["p99"])
+    assert p99 == sorted(p99) and p99[-1] > p99[0]
+    loose = S.server(sm, lim, inp, out, ttft_s=2.0, tpot_s=0.05, rate_hi=100.0)
+    tight = S.server(sm, lim, inp, out, ttft_s=2.0, tpot_s=0.025, rate_hi=100.0)
+    assert loose.meets and tight.meets
+    assert tight.rate < loose.rate
+    assert S.percentiles(tight.run.tpot)["p99"] <= 0.025
+    # Deterministic: the same inputs give the same answer.
+    assert S.server(sm, lim, inp, out, ttft_s=2.0, tpot_s=0.025, rate_hi=100.0).rate == tight.rate
+
+
+def test_server_reports_the_binding_limit_when_no_rate_meets_it() -> None:
+    """A TPOT limit below one sequence's decode step (10 ms > 5 ms) cannot be met at any rate."""
+    sm = _linear([0.0, 0.010, 0.011], 0.0001)
+    o = S.server(sm, S.Limits(max_seqs=2), S.LengthDist("fixed", (100,)), S.LengthDist("fixed", (20,)),
+                 ttft_s=2.0, tpot_s=0.005, rate_hi=10.0)
+    assert not o.meets and o.binding == "TPOT"
+
+
+# --- KV admission and preemption -----------------------------------------------------------------------
+
+
+def test_kv_cache_limits_admission_and_preempts() -> None:
+    """A 1,000-token KV cache, prompts of 400: two are admitted at once, the third waits. As the two grow
+    by one token per step, the cache overflows after (1000 - 800) / 2 = 100 steps and the newer one is
+    preempted (recomputed later); every request still completes. With room to spare nothing is preempted."""
+    sm = _linear([0.0] + [0.01] * 8, 0.0001)
+    arr, i, o = np.zeros(3), np.full(3, 400), np.full(3, 300)
+    r = S.simulate(arr, i, o, sm, S.Limits(kv_tokens=1000))
+    assert r.preemptions >= 1 and len(r.latency) == 3
+    free = S.simulate(arr, i, o, sm, S.Limits(kv_tokens=1e9))
+    assert free.preemptions == 0 and free.latency.max() < r.latency.max()
+    # A prompt larger than the whole cache is never served (counted, not hung).
+    big = S.simulate(np.zeros(2), np.array([2000, 100]), np.array([5, 5]), sm, S.Limits(kv_tokens=1000))
+    assert big.rejected == 1 and len(big.latency) == 1
+
+
+# --- lengths and the MLPerf benchmarks ----------------------------------------------------------------
+
+
+def test_length_distributions(tmp_path) -> None:
+    assert S.parse_length_dist("1k", "--input-len").mean == 1024
+    u = S.parse_length_dist("uniform:128-2k", "--output-len")
+    assert (u.kind, u.values, u.mean) == ("uniform", (128, 2048), 1088.0)
+    f = tmp_path / "lens.csv"
+    f.write_text("length,count\n100,3\n400,1\n")
+    h = S.parse_length_dist(str(f), "--input-len")
+    assert h.mean == pytest.approx((100 * 3 + 400) / 4) and h.max == 400  # 175
+    x = h.sample(np.random.default_rng(0), 4000)
+    assert set(np.unique(x)) == {100, 400} and abs((x == 100).mean() - 0.75) < 0.03
+    bad = tmp_path / "bad.csv"
+    bad.write_text("length,count\n100,3\n4x0,1\n")
+    from mi400plan.errors import ProfileError, UsageError
+
+    with pytest.raises(ProfileError) as exc:
+        S.parse_length_dist(str(bad), "--input-len")
+    assert "bad.csv" in str(exc.value) and "3" in str(exc.value)
+    with pytest.raises(ProfileError, match="no such"):
+        S.parse_length_dist(str(tmp_path / "missing.csv"), "--input-len")
+    with pytest.raises(UsageError, match="lower bound"):
+        S.parse_length_dist("uniform:900-100", "--input-len")
+
+
+def test_mlperf_limits_and_lengths_as_published() -> None:
+    """inference_rules.adoc (2026-07-23), table "Benchmarks": Llama2-70B conversational TTFT/TPOT 2000 ms /
+    200 ms, interactive 450 ms / 40 ms; Llama3.1-405B 6000 / 175 and 4500 / 80; DeepSeek-R1 2000 / 80 and
+    1500 / 15. Output means: 294.45 tokens (OpenOrca), 684.68, 3886.2274; uniform 1..2m-1 keeps the mean:
+    1..588 has mean 294.5."""
+    l2 = S.benchmark_for("llama2-70b")
+    assert l2.limits == {"server": (2.0, 0.2), "interactive": (0.45, 0.04)}
+    assert l2.output.values == (1, 588) and l2.output.mean == pytest.approx(294.5)
+    l405 = S.benchmark_for("llama3.1-405b")
+    assert l405.limits == {"server": (6.0, 0.175), "interactive": (4.5, 0.08)}
+    assert l405.output.mean == pytest.approx(684.5)
+    ds = S.benchmark_for("deepseek-v3")
+    assert ds.limits == {"server": (2.0, 0.08), "interactive": (1.5, 0.015)}
+    assert ds.output.mean == pytest.approx(3886.0) and ds.input_max == 3136
+    assert S.benchmark_for("llama3.1-8b") is None
+
+
+def test_scheduler_defaults_follow_vllms_rule() -> None:
+    """vLLM get_batch_defaults: >= 70 GiB and not an A100 -> 8,192 tokens / 1,024 sequences; else 2,048 / 256.
+    H100 80 GB (74.5 GiB): large; A100 80 GB: small by name; a 48 GB GPU (44.7 GiB): small."""
+    assert S.scheduler_defaults("h100", 80e9) == (8192, 1024)
+    assert S.scheduler_defaults("a100", 80e9) == (2048, 256)
+    assert S.scheduler_defaults("l40s", 48e9) == (2048, 256)
+    assert S.scheduler_defaults("mi300x", 192e9) == (8192, 1024)
+
+
+def test_percentiles_are_rank_statistics() -> None:
+    """Of 1..100: p50 = 50, p90 = 90, p99 = 99 (the smallest sample with that share at or below it)."""
+    assert S.percentiles(np.arange(1.0, 101.0)) == {"p50": 50.0, "p90": 90.0, "p99": 99.0}
+
+
+# --- the serving model's costs ------------------------------------------------------------------------
+
+
+def test_step_model_reuses_the_serving_cost_functions(catalog) -> None:
+    """The simulation's decode step of b sequences and a prompt's prefill are the steady-state model's."""
+    from tests.test_serve import _setup
+
+    from mi400plan import serve as core
+
+    wl, hw = _setup(catalog, "llama3.1-70b", "mi300x", i=1000, o=500)
+    lay = S.Layout(4, 1, 1, False)
+    sm = S.step_model(wl, hw, lay, max_seqs=64, context=1250.0, max_prompt=1500, exact=[1000])
+    ev = core.evaluate(wl, hw, tp=4, pp=1, ep=1, dpa=False, batch=np.array([1.0, 64.0]))
+    assert sm.decode_s[1] == pytest.approx(float(ev["t_step"][0]))
+    assert sm.decode_s[64] == pytest.approx(float(ev["t_step"][1]))
+    assert sm.prefill(1000) == pytest.approx(float(np.ravel(ev["t_prefill"])[0]))
+    assert 0 < S.kv_token_capacity(wl, hw, lay, max_seqs=64) < math.inf
+
+
+# --- the command ---------------------------------------------------------------------------------------
+
+
+def test_cli_server_scenario_json(cli) -> None:
+    r = cli(["serve", "llama2-70b", "--sku", "mi300x", "--scenario", "server", "--no-ranges", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)["data"]
+    sc = d["scenario"]
+    assert (sc["ttft_p99_s"], sc["tpot_p99_s"]) == (2.0, 0.2)
+    assert "294" in sc["output_lengths"]
+    rows = d["scenario_rows"]
+    assert rows and rows[0]["rank"] == 1
+    for row in rows:
+        for k in ("ttft_s", "tpot_s", "latency_s"):
+            p = row[k]
+            assert p["p50"] <= p["p90"] <= p["p99"]
+        if row["meets"]:
+            assert row["ttft_s"]["p99"] <= 2.0 and row["tpot_s"]["p99"] <= 0.2
+
+
+def test_cli_scenario_table_and_errors(cli, tmp_path) -> None:
+    r = cli(["serve", "llama3.1-8b", "--sku", "h100", "--scenario", "interactive", "--tpot-p99", "30ms",
+             "--input-len", "uniform:100-900", "--output-len", "256", "--no-ranges"])
+    assert r.exit_code == 0, r.output
+    assert "Scenario interactive" in r.output and "p50/90/99" in r.output
+    base = ["serve", "llama3.1-8b", "--sku", "h100"]
+    assert cli(base + ["--scenario", "batch"]).exit_code == 2
+    assert cli(base + ["--ttft-p99", "2s"]).exit_code == 2
+    assert cli(base + ["--max-seqs", "64"]).exit_code == 2
+    assert cli(base + ["--stack", "sglang"]).exit_code == 2
+    assert cli(base + ["--scenario", "server", "--stack", "tgi"]).exit_code == 2
+    assert cli(base + ["--scenario", "server", "--disagg"]).exit_code == 2
+    assert cli(base + ["--scenario", "server", "--max-seqs", "0"]).exit_code == 2
+    r = cli(base + ["--scenario", "server", "--max-batched-tokens", "8"])  # 1,024-token prompts in 128 chunks
+    assert r.exit_code == 2 and "at least 16" in r.output
+    assert cli(base + ["--scenario", "offline", "--tpot-p99", "2s"]).exit_code == 2
+    bad = tmp_path / "h.csv"
+    bad.write_text("length,count\nten,1\n")
+    r = cli(base + ["--input-len", str(bad)])
+    assert r.exit_code == 3 and "h.csv" in r.output and "2" in r.output
+
+
+# --- the steady-state start of a server run -------------------------------------------------------------
+
+
+def test_equilibrium_littles_law_by_hand() -> None:
+    """10 requests/s of 100 output tokens, decode 10 ms at any batch, prefill free: TPOT 10 ms, a request
+    stays 100 x 0.01 = 1 s, so Little's law puts 10 x 1 = 10 in flight; every output is 100 tokens (the
+    length bias changes nothing) and each has generated 1..99 of them."""
+    sm = S.StepModel(decode_s=(0.0,) + (0.01,) * 64, prefill_tokens=(0.0, 1e5), prefill_s=(0.0, 1e-9))
+    i, o, g = S.equilibrium(sm, S.Limits(max_seqs=64), S.LengthDist("fixed", (50,)), S.LengthDist("fixed", (100,)),
+                            10.0, np.random.default_rng(0))
+    assert len(o) == 10 and set(o) == {100} and set(i) == {50}
+    assert g.min() >= 1 and g.max() <= 99
+    # Capped at max_seqs when the rate asks for more.
+    _, o2, _ = S.equilibrium(sm, S.Limits(max_seqs=4), S.LengthDist("fixed", (50,)), S.LengthDist("fixed", (100,)),
+                             10.0, np.random.default_rng(0))
+    assert len(o2) == 4
+
+
+def test_preloaded_requests_finish_by_hand() -> None:
+    """Two requests decoding at time 0, 5 of 10 tokens generated, decode 10 ms for two: both finish after
+    5 steps, at 0.05 s; a third arriving at 0.02 s prefills (100 tokens x 1 ms = 0.1 s) beside them."""
+    sm = _linear([0.0, 0.010, 0.010, 0.010], 0.001)
+    arr = np.array([0.0, 0.0, 0.02])
+    r = S.simulate(arr, np.array([10, 10, 100]), np.array([10, 10, 2]), sm, S.Limits(), measure=slice(2, 3),
+                   preload=np.array([5, 5]))
+    # Two decode steps to 0.02 (the arrival); then its prompt beside the decodes: 0.1 + 0.01 -> first token
+    # at 0.13, TTFT 0.11; one more decode step (0.01) for its second token: latency 0.12, TPOT 0.01.
+    assert r.ttft == pytest.approx([0.11])
+    assert r.latency == pytest.approx([0.12])
+    assert r.tpot == pytest.approx([0.01])
+
+
+def test_mlperf_signed_errors_as_reported(catalog) -> None:
+    """The README's signed errors of the simulation on MLPerf Inference v5.1 results (never fitted):
+    Llama 2 70B Server on B200 -35 %, DeepSeek-R1 Offline on B200 -9 %, Server +78 %."""
+    from tests.test_serve_calibration import _measured, _rows
+
+    from mi400plan.api.serve import _hardware
+    from mi400plan.serve_calibration import model_class
+
+    want = {("M1", "b200", "slo_throughput"): -0.35, ("M2", "b200", "max_throughput"): -0.09,
+            ("M2", "b200", "slo_throughput"): 0.78}
+    seen = 0
+    for r in _rows("serve_validation.csv"):
+        key = (r["source"], r["sku"], r["kind"])
+        if key not in want:
+            continue
+        m = _measured(r)
+        hw, _ = _hardware(catalog, m.sku, m.precision, "nominal", matmul=None, hbm=None,
+                          model_class=model_class(catalog.get("models", m.model).spec))
+        got = S.predict_mlperf(catalog, m, hw)["output_tps"] / m.output_tps - 1.0
+        assert got == pytest.approx(want[key], abs=0.01)
+        seen += 1
+    assert seen == 3
+
+
+def test_without_a_scenario_nothing_is_simulated(cli) -> None:
+    r = cli(["serve", "llama3.1-8b", "--sku", "h100", "--concurrency", "1,64", "--no-ranges", "--json"])
+    d = json.loads(r.output)["data"]
+    assert d["scenario"] is None and d["scenario_rows"] == []
+    assert (d["input_len"], d["output_len"]) == (1024, 1024)
+
+
+def test_offline_and_single_stream_tables(cli) -> None:
+    for sc, head in (("offline", "TTFT s"), ("single-stream", "TTFT ms")):
+        r = cli(["serve", "llama3.1-8b", "--sku", "h100", "--scenario", sc, "--output-len", "uniform:64-192",
+                 "--no-ranges", "--candidates", "1"])
+        assert r.exit_code == 0, r.output
+        assert f"Scenario {sc}" in r.output and head in r.output and "uniform 64-192 (mean 128)" in r.output
+
+
+def test_scenario_with_nothing_that_fits(cli) -> None:
+    """DeepSeek-V3 on one H100 fits no layout: the scenario says so and --check exits 4."""
+    args = ["serve", "deepseek-v3", "--sku", "h100", "--gpus", "1", "--scenario", "server", "--no-ranges"]
+    r = cli(args)
+    assert r.exit_code == 0 and "no layout fits" in r.output
+    assert cli(args + ["--check"]).exit_code == 4
+
+
+def test_the_same_command_gives_the_same_answer(cli) -> None:
+    args = ["serve", "llama3.1-8b", "--sku", "h100", "--scenario", "server", "--candidates", "1", "--no-ranges",
+            "--output-len", "uniform:64-512", "--json"]
+    a, b = (json.loads(cli(args).output)["data"]["scenario_rows"] for _ in range(2))
+    assert a == b and a[0]["meets"]
+
+
+def test_pipeline_stages_delay_the_first_token_not_the_throughput() -> None:
+    """Two stages, a 100-token prompt at 1 ms per token per stage: the iteration is charged one stage's
+    0.1 s (prompts pipeline through the stages), the first token comes a stage later, at 0.2 s; 4 more
+    tokens at 10 ms: latency 0.24 s, TPOT 0.01 s. The closed form of single-stream says the same."""
+    sm = S.StepModel(decode_s=(0.0, 0.01), prefill_tokens=(0.0, 1e5), prefill_s=(0.0, 100.0), stages=2)
+    r = S.simulate(np.array([0.0]), np.array([100]), np.array([5]), sm, S.Limits())
+    assert r.ttft == pytest.approx([0.2]) and r.latency == pytest.approx([0.24]) and r.tpot == pytest.approx([0.01])
+    ss = S.single_stream(sm, S.LengthDist("fixed", (100,)), S.LengthDist("fixed", (5,)), 3)
+    assert ss.run.latency == pytest.approx([0.24] * 3) and ss.run.ttft == pytest.approx([0.2] * 3)
+
+
+# --- hostile values for the scenario flags (the fuzz contract of tests/test_fuzz.py) ------------------
+
+SCENARIO_PLAUSIBLE = {
+    "--scenario": ["offline", "server", "interactive", "single-stream"], "--ttft-p99": ["500ms", "2s"],
+    "--tpot-p99": ["20ms", "200ms"], "--max-batched-tokens": ["512", "8192"], "--max-seqs": ["16", "256"],
+    "--candidates": ["1", "2"], "--stack": ["vllm", "sglang"],
+    "--input-len": ["128", "uniform:64-512", "1k"], "--output-len": ["64", "uniform:16-256"],
+}
+
+
+def test_fuzz_scenario_flags() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from tests.test_fuzz import FUZZ, check, hostile_text
+
+    @st.composite
+    def argv(draw: st.DrawFn) -> list[str]:
+        out = ["serve", "llama3.1-8b", "--sku", "h100", "--concurrency", "1,16,64", "--no-ranges", "--candidates",
+               "1", "--scenario", draw(st.sampled_from(SCENARIO_PLAUSIBLE["--scenario"]))]
+        for flag in draw(st.lists(st.sampled_from(sorted(SCENARIO_PLAUSIBLE)), min_size=1, max_size=3, unique=True)):
+            plausible = st.sampled_from(SCENARIO_PLAUSIBLE[flag])
+            out += [flag, draw(st.one_of(plausible, plausible, hostile_text()))]
+        return [*out, "--json"]
+
+    @FUZZ
+    @given(args=argv())
+    def run(args: list[str]) -> None:
+        check(args)
+
+    run()
+
+
+def test_a_thrashing_kv_cache_stops_the_run(monkeypatch) -> None:
+    """The KV test's run preempts; with no preemption allowed per request the run stops at the first one and
+    says so (offline: no rate, the binding 'KV thrash')."""
+    sm = _linear([0.0] + [0.01] * 8, 0.0001)
+    monkeypatch.setattr(S, "THRASH_PREEMPTIONS", 0)
+    o = S.offline(sm, S.Limits(kv_tokens=1000), S.LengthDist("fixed", (400,)), S.LengthDist("fixed", (300,)), 3)
+    assert o.run.thrashed and not o.meets and o.binding == "KV thrash" and o.rate == 0.0
+    assert o.run.preemptions == 1
