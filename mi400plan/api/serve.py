@@ -314,22 +314,7 @@ def serve(
         raise UsageError(f"unknown --precision {precision!r}; known: {', '.join(COMPUTE_PRECISION)}")
     kv = (kv_dtype or ("bf16" if prec in ("bf16", "fp16", "int4") else "fp8")).lower()
     recipe = infer_recipe(prec, kv_dtype=kv, reserve=parse_reserve(reserve) if reserve is not None else None)
-    n_gpus = int(gpus if gpus is not None else DEFAULT_GPUS)
-    if n_gpus < 1 or n_gpus > 4096:
-        raise UsageError(f"--gpus must be between 1 and 4,096, got {gpus}")
-    if top < 1:
-        raise UsageError(f"--top must be at least 1, got {top}")
-    if spec_tokens < 0 or spec_tokens > 16:
-        raise UsageError(f"--spec-tokens must be between 0 and 16, got {spec_tokens}")
-    if not 0.0 <= spec_acceptance <= 1.0:
-        raise UsageError(f"--spec-acceptance must be a probability in [0, 1], got {spec_acceptance}")
-    if spec_tokens and spec_acceptance == 0.0:
-        raise UsageError("--spec-tokens needs --spec-acceptance (the probability a draft token is accepted)")
-    if gpu_hour_cost is not None and not gpu_hour_cost > 0:
-        raise UsageError(f"--gpu-hour-cost must be positive, got {gpu_hour_cost}")
-    for flag, vals in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
-        if vals and min(vals) < 1:
-            raise UsageError(f"{flag} values must be positive integers")
+    n_gpus = _checked_gpus(gpus, top, spec_tokens, spec_acceptance, gpu_hour_cost, {"--tp": tp, "--pp": pp, "--ep": ep})
     sla = parse_sla(tpot, ttft, interactivity)
     conc = parse_concurrency(concurrency)
     wl = core.Workload(model, count_params(model), recipe, I, O, spec_tokens, spec_acceptance)
@@ -380,6 +365,28 @@ def serve(
         warnings=list(flips) + cost_warn + _reserve_warning(reserve, recipe, sk)
         + approximation_warnings(catalog, [s.name for s in sk]), scenario=scen_info, scenario_rows=scen_rows,
     )
+
+
+def _checked_gpus(gpus: int | None, top: int, spec_tokens: int, spec_acceptance: float, gpu_hour_cost: float | None,
+                  pins: dict[str, list[int] | None]) -> int:
+    """The GPUs per replica (default ``DEFAULT_GPUS``), after the range checks of the plain numeric inputs."""
+    n_gpus = int(gpus if gpus is not None else DEFAULT_GPUS)
+    if n_gpus < 1 or n_gpus > 4096:
+        raise UsageError(f"--gpus must be between 1 and 4,096, got {gpus}")
+    if top < 1:
+        raise UsageError(f"--top must be at least 1, got {top}")
+    if spec_tokens < 0 or spec_tokens > 16:
+        raise UsageError(f"--spec-tokens must be between 0 and 16, got {spec_tokens}")
+    if not 0.0 <= spec_acceptance <= 1.0:
+        raise UsageError(f"--spec-acceptance must be a probability in [0, 1], got {spec_acceptance}")
+    if spec_tokens and spec_acceptance == 0.0:
+        raise UsageError("--spec-tokens needs --spec-acceptance (the probability a draft token is accepted)")
+    if gpu_hour_cost is not None and not gpu_hour_cost > 0:
+        raise UsageError(f"--gpu-hour-cost must be positive, got {gpu_hour_cost}")
+    for flag, vals in pins.items():
+        if vals and min(vals) < 1:
+            raise UsageError(f"{flag} values must be positive integers")
+    return n_gpus
 
 
 def _meets(ev: dict[str, np.ndarray], sla: dict[str, float]) -> np.ndarray:

@@ -149,19 +149,12 @@ def fit_cmd(
         return train_options(reserve=reserve, **given)
 
     if largest:
-        if model is not None or plan is not None:
-            raise typer.BadParameter("--largest picks the model: drop the model name and --plan", param_hint="--largest")
-        pins = _largest_pins(mode, {"--tp": tp, "--pp": pp, "--vpp": vpp, "--cp": cp, "--ep": ep, "--etp": etp,
-                                    "--zero": zero, "--micro-batch": micro_batch, "--dp": dp, "--plot": plot,
-                                    "--recompute": {"none": 0, "selective": 1, "full": 2}[recompute.value]
-                                    if recompute else None, "--sp/--no-sp": None if sp is None else int(sp)})
-        search = dict(mode=mode, gpus=gpus, family=family.strip().lower(), experts=experts, top_k=top_k,
-                      seq_len=seq_n, batch=batch, global_batch=global_batch,
-                      precision=precisions[0] if len(precisions) == 1 else (precisions or None),
-                      kv_dtype=kv_dtype.value if kv_dtype else None, pins=pins, tokens=tokens)
-        run("fit", f, lambda: _largest(profiles, sku, options() if mode == "train" else None, search),
-            check=check, ascii=ascii_, wide=wide)
-        return
+        layout = {"--tp": tp, "--pp": pp, "--vpp": vpp, "--cp": cp, "--ep": ep, "--etp": etp, "--zero": zero,
+                  "--micro-batch": micro_batch, "--dp": dp, "--plot": plot, "--recompute": recompute, "--sp/--no-sp": sp}
+        search = dict(mode=mode, gpus=gpus, family=family.strip().lower(), experts=experts, top_k=top_k, seq_len=seq_n,
+                      batch=batch, global_batch=global_batch, kv_dtype=kv_dtype.value if kv_dtype else None, tokens=tokens)
+        return _run_largest(f, profiles, sku, (model, plan), precisions, options() if mode == "train" else None,
+                            layout, search, dict(check=check, ascii=ascii_, wide=wide))
 
     if mode == "train":
         refuse_step_time(flag_values({k: v for k, v in given.items() if k.startswith("overlap_") or k in STACK_SWITCHES}))
@@ -172,6 +165,21 @@ def fit_cmd(
               reserve=reserve if mode == "infer" else None, plan=str(plan) if plan else None)
     run("fit", f, lambda: _fit(profiles, model, sku, mode, precisions, options() if mode == "train" else None, kw),
         check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
+
+
+def _run_largest(f: str, profiles: Optional[list[Path]], sku: Optional[list[str]], named: tuple[object, object],
+                 precisions: list[str], options: object, layout: dict[str, object], search: dict,
+                 out: dict) -> None:
+    """``fit --largest``: the model is the answer (no name or plan), the layout flags pin its search."""
+    if any(v is not None for v in named):
+        raise typer.BadParameter("--largest picks the model: drop the model name and --plan", param_hint="--largest")
+    rc = layout["--recompute"]
+    layout["--recompute"] = {"none": 0, "selective": 1, "full": 2}[rc.value] if rc else None  # type: ignore[attr-defined]
+    sp = layout["--sp/--no-sp"]
+    layout["--sp/--no-sp"] = None if sp is None else int(sp)  # type: ignore[call-overload]
+    search = dict(search, precision=precisions[0] if len(precisions) == 1 else (precisions or None),
+                  pins=_largest_pins(search["mode"], layout))
+    run("fit", f, lambda: _largest(profiles, sku, options, search), **out)
 
 
 def _fit(profiles: Optional[list[Path]], model: Optional[str], sku: Optional[list[str]], mode: str,
