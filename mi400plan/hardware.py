@@ -7,7 +7,7 @@ nominal values or at a corner of their estimate ranges (``pessimistic``/``optimi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mi400plan.errors import MissingValueError, UsageError
@@ -251,3 +251,43 @@ def build_all(cat: Any, skus: list[str], precision: str, **kw: Any) -> tuple[lis
         raise MissingValueError("no SKU has the values a sweep needs: " + "; ".join(
             f"{m.sku}: {m.missing}" for m in missing))
     return built, missing
+
+
+def serve_hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float | None, hbm: float | None,
+              model_class: str, calibrated: bool = True) -> Any:
+    """``serve.ServeHardware`` at ``case`` and the ``Sku`` it reads: ``sweep``'s SKU reading with the peak of the compute precision, and
+    (``calibrated``, no efficiency given on the command line) the SKU family's InferenceX calibration for
+    models of ``model_class`` (``serve_calibration``) in place of the profile's assumed efficiencies."""
+    from mi400plan.serve import COMPUTE_PRECISION, ServeHardware
+
+    comp = COMPUTE_PRECISION[precision]
+    acc = cat.get("accelerators", name).spec
+    from mi400plan.formats import format_refusal
+
+    refused = format_refusal(precision, acc.name, acc.vendor)
+    if refused is not None:
+        raise refused
+    peak_est = acc.compute.peak_flops(comp)
+    if not peak_est.known:
+        raise MissingValueError(f"{acc.name} does not disclose a dense {comp} peak (needed for --precision {precision})",
+                                hint="choose a precision the SKU discloses (see `mi400plan profiles show "
+                                     f"{acc.name}`), or give compute.{comp}_dense_tflops in a user profile")
+    eff_prec = "bf16" if comp == "bf16" else "fp8"  # FP6/FP4 GEMMs: the FP8 efficiency (no published figure)
+    sku = build_sku(cat, name, eff_prec, matmul_efficiency=matmul, hbm_efficiency=hbm, case=case)
+    h = sku.hw
+    peak = pick(peak_est, f"{acc.name} dense {comp} peak", case, higher_is_better=True)
+    hw = ServeHardware(name=h.name, peak_flops=peak, matmul_eff=h.matmul_eff, kernel_overhead_s=h.gemm_overhead_s,
+                       hbm_bytes=h.hbm_bytes, hbm_bw=h.hbm_bw, hbm_eff=h.hbm_eff, scale_up=h.scale_up,
+                       scale_out=h.scale_out, domain=h.domain, units=h.units,
+                       attn_peak_flops=h.attn_sku().peak_flops, attn_eff=h.attn_sku().efficiency)
+    from mi400plan.serve_calibration import apply, calibration_for
+
+    cal = calibration_for(acc.architecture, model_class) if calibrated and matmul is None and hbm is None else None
+    if cal is not None:
+        if case != "nominal" and comp in cal.matmul_precisions:
+            # The scale was fitted on the nominal ceiling: the calibrated product moves at a corner by the
+            # fit's spread only (``apply``), as the calibrated HBM efficiency does.
+            nom = build_sku(cat, name, eff_prec, case="nominal").hw
+            hw = replace(hw, matmul_eff=nom.matmul_eff, attn_eff=nom.attn_sku().efficiency)
+        hw = apply(hw, cal, case, comp)
+    return hw, sku

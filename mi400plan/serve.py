@@ -15,7 +15,7 @@ Sources and model
   ``max(gemm.gemm_math_seconds(M, N, K), (weight + activation bytes) / (HBM bandwidth x HBM
   efficiency))``, the shape-aware model ``sweep`` uses for training (tile and wave quantization over the
   SKU's compute units, saturating at the large-GEMM ceiling ``[efficiency] matmul_<precision>`` of the
-  compute precision; FP6/FP4 GEMMs take the FP8 ceiling, as ``api.serve._hardware`` reads it). ``M`` is
+  compute precision; FP6/FP4 GEMMs take the FP8 ceiling, as ``hardware.serve_hardware`` reads it). ``M`` is
   the tokens this GPU multiplies (decode: sequences x tokens per step; prefill: prompt tokens), ``N``
   and ``K`` the model's widths split by TP (``gemm.model_shapes``); routed experts are one grouped GEMM
   per projection over the experts the pass activates on this GPU, ``M = tokens x top_k / distinct

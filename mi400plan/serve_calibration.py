@@ -145,7 +145,7 @@ def apply(hw: Any, cal: FamilyCalibration, case: str = "nominal", precision: str
     moves by the mean TPOT error (pessimistic: lower efficiencies, higher overheads). The matmul scale
     applies only at the compute ``precision`` it was fitted at (None: the fitted one); other precisions
     keep the profile's ceiling (scale 1). At a fitted precision ``hw`` carries the profile's nominal
-    ceiling at every corner (``api.serve._hardware``): the scale was fitted on it."""
+    ceiling at every corner (``hardware.serve_hardware``): the scale was fitted on it."""
     f = {"nominal": 0.0, "pessimistic": -1.0, "optimistic": 1.0}[case] * cal.tpot_mean_err
     fitted = precision is None or precision in cal.matmul_precisions
     hw = scaled(hw, (cal.matmul_scale if fitted else 1.0) * (1.0 + f))

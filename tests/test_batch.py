@@ -98,7 +98,8 @@ def test_batch_in_json_and_table(cli) -> None:
 
 
 def test_planner_raises_a_starving_batch_to_the_first_that_fills_the_pipeline(catalog) -> None:
-    from mi400plan.api.sweep import build_sku, planned_search
+    from mi400plan.api.sweep import planned_search
+    from mi400plan.hardware import build_sku
     from mi400plan.batch import BatchLaw
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, search

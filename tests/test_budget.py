@@ -9,7 +9,7 @@ import pytest
 
 from mi400plan.api import open_catalog
 from mi400plan.api.budget import budget
-from mi400plan.api.sweep import build_sku
+from mi400plan.hardware import build_sku
 from mi400plan.budget import budget_flops, ladder, nearest
 from mi400plan.errors import UsageError
 from mi400plan.family import FamilyTemplate

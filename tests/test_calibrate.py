@@ -2,7 +2,7 @@
 
 Training runs are generated with the planner's own forward model at known efficiencies: a user
 profile directory holds the SKU with the true ``[efficiency]`` values, and each run's step time is
-``search.evaluate_one`` on the hardware ``api.sweep.build_sku`` builds from it (what ``sweep
+``search.evaluate_one`` on the hardware ``hardware.build_sku`` builds from it (what ``sweep
 --profiles DIR`` would do); the runs file is then calibrated back against the bundled profile. nccl-tests
 logs are excerpts in the real output format with times worked out by hand from a known latency and
 bandwidth (below).
@@ -60,7 +60,7 @@ def truth(catalog, tmp_path_factory):
 
 def true_step(truth, run: dict, key: str = "step") -> float:
     """Step time (or another ``evaluate_one`` figure, ``key``) of ``run`` on SKU at the true efficiencies."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one
     from mi400plan.specs.layout import train_recipe
@@ -577,7 +577,7 @@ def test_published_uneven_pipeline_layouts_are_calibrated_as_sweep_prices_them(c
     on the others) is accepted as fit and sweep accept it, and its model step before the fit is the one
     the search gives the same layout; with ``uneven_pp = false`` the run is refused naming the rule."""
     from mi400plan.api.calibrate import calibrate
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.errors import PlannerError
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one

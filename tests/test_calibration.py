@@ -52,7 +52,7 @@ def _gpt(heads: int, hidden: int, layers: int):
 
 
 def achieved_tflops(catalog, row, overlap_pp: bool = False) -> float:
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, search
     from mi400plan.specs.layout import train_recipe

@@ -62,7 +62,7 @@ H100_BF16_PEAK_TFLOPS = 989.4  # dense BF16, H100 SXM5 (h100 profile, N1)
 
 
 def achieved_tflops(catalog, row) -> tuple[float, dict]:
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, model_terms, search
     from mi400plan.specs.layout import train_recipe

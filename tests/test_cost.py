@@ -282,7 +282,7 @@ def test_currency_mismatch_is_an_error(cli, tmp_path, write_profile) -> None:  #
 
 
 def test_names_resolve_by_system_rack_or_sku(catalog) -> None:  # noqa: ANN001
-    from mi400plan.api.cost import resolve_system
+    from mi400plan.cost import resolve_system
 
     assert resolve_system(catalog, "b200").name == "b200-hgx"
     assert resolve_system(catalog, "mi355x").name == "mi355x-dlc-128"
@@ -398,7 +398,7 @@ def test_rack_racks_reports_facility_capex_and_cost_per_day(cli) -> None:  # noq
 
 
 def test_serving_economics_by_hand(catalog) -> None:  # noqa: ANN001
-    from mi400plan.api.cost import CostOverrides, gpu_hour_model, load_site, resolve_system, serving_economics
+    from mi400plan.cost import CostOverrides, gpu_hour_model, load_site, resolve_system, serving_economics
 
     s = serving_economics(catalog, "gb200-nvl72", 2000.0)
     site_prof, site, _ = load_site(catalog, None, CostOverrides())

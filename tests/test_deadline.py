@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from mi400plan import deadline as dl
 from mi400plan.api import open_catalog
 from mi400plan.api.deadline import parse_deadline_days, parse_usd, sweep_deadline
-from mi400plan.api.sweep import build_sku
+from mi400plan.hardware import build_sku
 from mi400plan.errors import UsageError
 from mi400plan.params import count_params
 from mi400plan.search import SearchOptions, Workload, model_terms, search

@@ -16,7 +16,7 @@ import pytest
 from mi400plan import deadline as dl
 from mi400plan.api import open_catalog
 from mi400plan.api.deadline import sweep_deadline
-from mi400plan.api.sweep import build_sku
+from mi400plan.hardware import build_sku
 from mi400plan.params import count_params
 from mi400plan.search import SearchOptions, Workload, iter_rows, model_terms, search
 from mi400plan.specs.layout import train_recipe

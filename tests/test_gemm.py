@@ -105,7 +105,7 @@ def test_attention_fill_is_a_fraction(items, units) -> None:
 def test_step_properties_over_random_workloads(catalog, model, sku_name, gpus_log2, seq_log2, precision) -> None:
     """Over random bundled models, SKUs, sizes and sequence lengths: MFU <= HFU <= 1, the step is at
     least its compute-only time (GEMMs + attention), and the breakdown adds up to the step."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.errors import MissingValueError
     from mi400plan.params import count_params
     from mi400plan.search import BREAKDOWN, Workload, iter_rows, metrics, model_terms, search

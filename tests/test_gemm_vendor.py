@@ -42,7 +42,7 @@ def rows() -> list[dict[str, str]]:
 
 def gemm_sku(catalog, r: dict[str, str]):
     """The GEMM model's view of the row's SKU at its precision, from the bundled profile."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
 
     return build_sku(catalog, r["sku"], r["precision"]).hw.gemm_sku()
 

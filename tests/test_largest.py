@@ -9,7 +9,7 @@ import pytest
 
 from mi400plan.api import open_catalog
 from mi400plan.api.largest import largest
-from mi400plan.api.sweep import build_sku
+from mi400plan.hardware import build_sku
 from mi400plan.family import FamilyTemplate
 from mi400plan.largest import infer_layouts
 from mi400plan.memory import infer_memory, max_context

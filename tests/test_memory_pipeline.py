@@ -68,7 +68,7 @@ def test_112_layers_at_pp_16_try_vpp_7(catalog) -> None:
     """112 / 16 = 7 layers per stage: VPP 7 (one layer per chunk) is searched and valid."""
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, dimension_values, iter_rows, layout_violations, search
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.specs.layout import train_recipe
 
     base = catalog.get("models", "llama3.1-8b").spec

@@ -161,7 +161,7 @@ def test_nemo_h100_fp8_llama3_70b_layout_fits(catalog) -> None:
 
 def test_sweep_finds_the_table4_layout_without_lifting_capacity(catalog) -> None:
     """The search, pinned to Table 4's TP/CP/PP and no recompute, finds a fitting layout on real H100 HBM."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, search
     from mi400plan.specs.layout import train_recipe
@@ -239,7 +239,7 @@ def test_published_layout_that_ran_is_not_rejected(catalog, run_id) -> None:
     import test_calibration_amd as amd
     import test_validation_train as val
 
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
 
     r = next(x for x in val.rows() + amd.rows() if x["id"] == run_id)
     row = val.run_row(catalog, r, lift=False)
@@ -291,7 +291,7 @@ def test_deepseek_v3_with_its_stated_memory_measures_is_still_over_capacity(cata
     up outputs of 8 experts x the 1.25 routed-token allowance, 2 x 2,048 elements each, drop from 2 B to
     1 + 4/128 B: 8 x 1.25 x 4,096 x 0.96875 = 39,680 B; the optimizer state from 12 to 8 B per parameter (fp32
     master kept). The layout still holds more than the 80 GB H800 (``STILL_REJECTED``)."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
     from mi400plan.memory import layer_activation_bytes_per_token, train_memory
     from mi400plan.params import count_params
     from mi400plan.specs.layout import train_recipe

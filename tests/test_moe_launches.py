@@ -39,7 +39,7 @@ def test_step_overhead_counts_every_expert_gemm(catalog) -> None:
     32 layers x 6 forward kernels x 3 (forward, data and weight gradients) = 576 kernels at the
     profile's 5 us: 2.88 ms, 23.04 ms a step. At EP 1 each GPU holds all 8 experts: 20 kernels a layer,
     1,920 a micro-batch, 9.6 ms and 76.8 ms a step."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
 
     spec = catalog.get("models", "mixtral-8x7b").spec
     assert spec.num_layers == 32 and count_params(spec).num_moe_layers == 32
@@ -96,7 +96,7 @@ def test_host_time_moves_only_host_bound_layouts(catalog) -> None:
     takes (the host's issue time does not grow with the tokens), so the host term is zero and the step is
     the GPU's; a host 5x as slow makes it host-bound again. A dense model's step is the same at any host
     time (no experts to issue)."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
 
     row, gpu = _dsv2_row(catalog, micro_batch=8), _dsv2_row(catalog, host_us=0.0, micro_batch=8)
     assert gpu["t_bubble"] / 0.6 > 1800 * 219e-6

@@ -18,7 +18,7 @@ def _wl(catalog, model: str, seq: int, batch: int, precision: str = "bf16"):
 
 
 def _hw(catalog, sku: str, precision: str = "bf16"):
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
 
     return build_sku(catalog, sku, precision).hw
 

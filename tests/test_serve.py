@@ -12,7 +12,7 @@ from mi400plan import serve as core
 
 
 def _setup(catalog, model: str, sku: str, precision: str = "fp8", kv: str = "fp8", i: int = 1024, o: int = 1024):
-    from mi400plan.api.serve import _hardware
+    from mi400plan.hardware import serve_hardware as _hardware
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe
 

@@ -35,7 +35,7 @@ def _points(catalog, key: str) -> tuple[list[Point], list[Point]]:
 
 
 def _base(catalog, points: list[Point], cls: str) -> dict:
-    from mi400plan.api.serve import _hardware
+    from mi400plan.hardware import serve_hardware as _hardware
 
     return {(p.sku, p.precision): _hardware(catalog, p.sku, p.precision, "nominal", matmul=None, hbm=None,
                                             model_class=cls, calibrated=False)[0] for p in points}
@@ -67,7 +67,7 @@ def test_fit_reproduces_the_stored_constants(catalog, key: str) -> None:
 def test_calibration_errors(catalog, key: str) -> None:
     """The stored errors are the model's errors on the points with the stored constants (the serve
     command applies them through ``_hardware``)."""
-    from mi400plan.api.serve import _hardware
+    from mi400plan.hardware import serve_hardware as _hardware
 
     points, _ = _points(catalog, key)
     c = CALIBRATION[key]
@@ -79,7 +79,7 @@ def test_calibration_errors(catalog, key: str) -> None:
 
 
 def test_corners_bracket_the_calibration(catalog) -> None:
-    from mi400plan.api.serve import _hardware
+    from mi400plan.hardware import serve_hardware as _hardware
 
     lo, _ = _hardware(catalog, "b200", "fp8", "pessimistic", matmul=None, hbm=None, model_class="moe")
     nom, _ = _hardware(catalog, "b200", "fp8", "nominal", matmul=None, hbm=None, model_class="moe")
@@ -123,7 +123,7 @@ def _measured(r: dict[str, str]) -> Measured:
 
 def validation_errors(catalog, key: tuple[str, str]) -> dict[str, list[float]]:
     """|relative error| of every validation measurement of ``key`` = (source, SKU family), by metric."""
-    from mi400plan.api.serve import _hardware
+    from mi400plan.hardware import serve_hardware as _hardware
 
     out: dict[str, list[float]] = {"output_tps": [], "tpot": [], "ttft": []}
     for r in _rows("serve_validation.csv"):

@@ -317,7 +317,7 @@ def test_mlperf_signed_errors_as_reported(catalog) -> None:
     Llama 2 70B Server on B200 -35 %, DeepSeek-R1 Offline on B200 -9 %, Server +78 %."""
     from tests.test_serve_calibration import _measured, _rows
 
-    from mi400plan.api.serve import _hardware
+    from mi400plan.hardware import serve_hardware as _hardware
     from mi400plan.serve_calibration import model_class
 
     want = {("M1", "b200", "slo_throughput"): -0.35, ("M2", "b200", "max_throughput"): -0.09,

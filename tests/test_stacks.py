@@ -19,7 +19,7 @@ US = 1e-6
 
 
 def _hw(catalog, sku: str = "h100", case: str = "nominal", **req):  # noqa: ANN001, ANN202
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
 
     name = req.pop("name", None)
     return build_sku(catalog, sku, "bf16", case=case, stack=StackRequest(name, req))

@@ -101,7 +101,7 @@ def test_the_lm_head_runs_in_bf16_in_fp8_training(catalog) -> None:
     """Megatron-Core's output layer is not a Transformer Engine module, so FP8 training runs it as a
     BF16 GEMM: MI455X at the BF16 peak (5,033.2 TFLOP/s, a quarter of the 20,132.7 FP8 one) and the
     BF16 ceiling (0.519), 2-byte operands. In BF16 training it is the layers' own GEMM."""
-    from mi400plan.api.sweep import build_sku
+    from mi400plan.hardware import build_sku
 
     fp8 = build_sku(catalog, "mi455x", "fp8").hw
     head, layers = fp8.head_gemm_sku(), fp8.gemm_sku()

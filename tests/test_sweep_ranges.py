@@ -269,7 +269,8 @@ def test_corner_with_only_matmul_ranged_equals_a_matmul_override(cli, profiles) 
     ("llama3.1-70b", "mi355x", "256", "bf16"),
 ])
 def test_spans_bracket_nominal_and_nominal_best_is_the_plain_search(catalog, model, sku, gpus, precision) -> None:
-    from mi400plan.api.sweep import SweepReport, build_sku, sweep
+    from mi400plan.api.sweep import SweepReport, sweep
+    from mi400plan.hardware import build_sku
     from mi400plan.cost import Pricing
     from mi400plan.specs.layout import TrainOptions
     from mi400plan.params import count_params

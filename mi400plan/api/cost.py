@@ -8,27 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-# Re-exported: the cost model lives in the core ``mi400plan.cost``.
-from mi400plan.cost import (  # noqa: F401
-    DEFAULT_SITE,
+# The cost model lives in the core ``mi400plan.cost``; this module orchestrates the ``cost`` command.
+from mi400plan.cost import (
     SITE_FLAGS,
     CostOverrides,
     GpuHourModel,
-    ServingEconomics,
-    SystemPower,
     _check_flag,
     _rng,
     capital_recovery_factor,
     cost_per_mtok,
-    facility_cost,
-    gpu_hour_costs,
     gpu_hour_model,
     load_site,
-    model_gpu_hour_cost,
     resolve_system,
-    run_energy,
-    serving_economics,
-    system_power,
     tokens_per_s_per_mw,
 )
 from mi400plan.errors import UsageError

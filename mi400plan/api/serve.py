@@ -9,12 +9,13 @@ estimate ranges.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from mi400plan.errors import LayoutError, MissingValueError, UsageError
+from mi400plan.hardware import serve_hardware
 from mi400plan.serve import COMPUTE_PRECISION
 from mi400plan.serve import RULES as RULES_TEXT
 from mi400plan.results.serve import (
@@ -121,54 +122,13 @@ def _reserve_warning(text: str | None, recipe: Any, sk: list[_Sku]) -> list[str]
     return oversized_reserve(text, recipe.reserve, [(s.name, s.hw["nominal"].hbm_bytes) for s in sk])
 
 
-def _hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float | None, hbm: float | None,
-              model_class: str, calibrated: bool = True) -> Any:
-    """``serve.ServeHardware`` at ``case``: ``sweep``'s SKU reading with the peak of the compute precision, and
-    (``calibrated``, no efficiency given on the command line) the SKU family's InferenceX calibration for
-    models of ``model_class`` (``serve_calibration``) in place of the profile's assumed efficiencies."""
-    from mi400plan.api.sweep import _pick, build_sku
-    from mi400plan.serve import ServeHardware
-
-    comp = COMPUTE_PRECISION[precision]
-    acc = cat.get("accelerators", name).spec
-    from mi400plan.formats import format_refusal
-
-    refused = format_refusal(precision, acc.name, acc.vendor)
-    if refused is not None:
-        raise refused
-    peak_est = acc.compute.peak_flops(comp)
-    if not peak_est.known:
-        raise MissingValueError(f"{acc.name} does not disclose a dense {comp} peak (needed for --precision {precision})",
-                                hint="choose a precision the SKU discloses (see `mi400plan profiles show "
-                                     f"{acc.name}`), or give compute.{comp}_dense_tflops in a user profile")
-    eff_prec = "bf16" if comp == "bf16" else "fp8"  # FP6/FP4 GEMMs: the FP8 efficiency (no published figure)
-    sku = build_sku(cat, name, eff_prec, matmul_efficiency=matmul, hbm_efficiency=hbm, case=case)
-    h = sku.hw
-    peak = _pick(peak_est, f"{acc.name} dense {comp} peak", case, higher_is_better=True)
-    hw = ServeHardware(name=h.name, peak_flops=peak, matmul_eff=h.matmul_eff, kernel_overhead_s=h.gemm_overhead_s,
-                       hbm_bytes=h.hbm_bytes, hbm_bw=h.hbm_bw, hbm_eff=h.hbm_eff, scale_up=h.scale_up,
-                       scale_out=h.scale_out, domain=h.domain, units=h.units,
-                       attn_peak_flops=h.attn_sku().peak_flops, attn_eff=h.attn_sku().efficiency)
-    from mi400plan.serve_calibration import apply, calibration_for
-
-    cal = calibration_for(acc.architecture, model_class) if calibrated and matmul is None and hbm is None else None
-    if cal is not None:
-        if case != "nominal" and comp in cal.matmul_precisions:
-            # The scale was fitted on the nominal ceiling: the calibrated product moves at a corner by the
-            # fit's spread only (``apply``), as the calibrated HBM efficiency does.
-            nom = build_sku(cat, name, eff_prec, case="nominal").hw
-            hw = replace(hw, matmul_eff=nom.matmul_eff, attn_eff=nom.attn_sku().efficiency)
-        hw = apply(hw, cal, case, comp)
-    return hw, sku
-
-
 def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, matmul: float | None,
          hbm: float | None, model_class: str) -> _Sku:
-    from mi400plan.api.sweep import _gpus_per_rack
+    from mi400plan.hardware import gpus_per_rack as _gpus_per_rack
 
     hw: dict[str, Any] = {}
     for case in ("nominal",) + CORNERS:
-        hw[case], sk = _hardware(cat, name, precision, case, matmul=matmul, hbm=hbm, model_class=model_class)
+        hw[case], sk = serve_hardware(cat, name, precision, case, matmul=matmul, hbm=hbm, model_class=model_class)
         if case == "nominal":
             nominal_sku = sk
     h = hw["nominal"]
@@ -190,8 +150,8 @@ def _priced_skus(catalog: Any, skus: list[str], prec: str, n_gpus: int, wl: Any,
                  hbm: float | None) -> tuple[list[_Sku], dict[str, str], list[str]]:
     """The SKUs named (``all`` expanded, repeats dropped) with their hardware and price per GPU-hour: (SKUs,
     where each price came from, warnings: SKUs left out and SKUs no cost profile prices)."""
-    from mi400plan.api.cost import gpu_hour_costs
-    from mi400plan.api.sweep import expand_all
+    from mi400plan.cost import gpu_hour_costs
+    from mi400plan.hardware import expand_all
     from mi400plan.serve_calibration import model_class
 
     names: list[str] = []
@@ -293,8 +253,8 @@ def serve(
     SLA: ``tpot``/``ttft`` durations (``50ms``, ``2s``), ``interactivity`` tokens/s per user. Raises
     ``UsageError`` for bad values (exit 2) and ``MissingValueError`` when a SKU does not disclose what the
     precision needs (exit 3). Without ``gpu_hour_cost`` the cost per GPU-hour is the cost model's all-in
-    figure for each SKU's system at ``site`` (``api.cost.gpu_hour_costs``; ``cost_overrides`` an
-    ``api.cost.CostOverrides``). ``rank_by`` (``serve_rank.RANK_BY``; default ``serve_rank.default_rank_by``)
+    figure for each SKU's system at ``site`` (``cost.gpu_hour_costs``; ``cost_overrides`` a
+    ``cost.CostOverrides``). ``rank_by`` (``serve_rank.RANK_BY``; default ``serve_rank.default_rank_by``)
     orders the rows under an SLA and picks each comparison level's leader.
     ``scenario`` (``api.serve_scenario.ScenarioRequest``): an MLPerf Inference
     scenario simulated request by request on the best layouts (``scenario_rows``); ``input_len`` /

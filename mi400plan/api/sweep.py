@@ -20,10 +20,8 @@ from mi400plan import hardware
 from mi400plan.cost import Pricing
 from mi400plan.errors import UsageError
 # Re-exported: the hardware model lives in the core ``mi400plan.hardware``.
-from mi400plan.hardware import CORNERS, Sku, SkuOverrides, build_sku, expand_all  # noqa: F401
+from mi400plan.hardware import CORNERS, Sku, SkuOverrides, expand_all  # noqa: F401
 from mi400plan.hardware import build_all as _build_all
-from mi400plan.hardware import gpus_per_rack as _gpus_per_rack  # noqa: F401
-from mi400plan.hardware import pick as _pick  # noqa: F401
 from mi400plan.profiles import approximation_warnings
 from mi400plan.results.sweep import (
     BatchChoice,
