@@ -192,11 +192,11 @@ def test_fit_all_skus_plots_each_skus_fitting_layout_sorted(cli):
 
 def test_one_size_sweep_plot_starts_at_zero_and_splits_the_step(cli):
     pytest.importorskip("matplotlib")
-    from mi400plan.api.sweep import sweep
+    from mi400plan.api.sweep import SweepReport, sweep
     from mi400plan.profiles import Catalog
     from mi400plan.render.plot import figure_for
 
-    result = sweep(Catalog.default([]), "llama3.1-8b", ["mi300x"], gpus="64", top=4, ranges=False)
+    result = sweep(Catalog.default([]), "llama3.1-8b", ["mi300x"], gpus="64", report=SweepReport(top=4, ranges=False))
     ax, parts = figure_for(result).axes[:2]
     assert ax.get_ylim()[0] == 0 and ax.get_xlim()[0] == 0
     steps = [r.step_time_s for r in result.rows]
