@@ -17,7 +17,8 @@ import time
 import numpy as np
 
 from mi400plan import serve as core
-from mi400plan.api.serve import _hardware, serve
+from mi400plan.api.serve import serve
+from mi400plan.hardware import serve_hardware as _hardware
 from mi400plan.params import count_params
 from mi400plan.profiles import Catalog
 from mi400plan.specs.layout import infer_recipe

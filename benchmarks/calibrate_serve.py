@@ -11,7 +11,7 @@ import csv
 import time
 from pathlib import Path
 
-from mi400plan.api.serve import _hardware
+from mi400plan.hardware import serve_hardware as _hardware
 from mi400plan.profiles import Catalog
 from mi400plan.serve_calibration import apply, calibration_groups, errors, fit_family
 

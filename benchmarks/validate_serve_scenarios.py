@@ -23,7 +23,7 @@ def rows() -> list[dict[str, str]]:
 
 
 def main() -> int:
-    from mi400plan.api.serve import _hardware
+    from mi400plan.hardware import serve_hardware as _hardware
     from mi400plan.profiles import Catalog
     from mi400plan.serve_calibration import Measured, model_class, predict_measured
     from mi400plan.serve_sim import predict_mlperf

@@ -546,26 +546,15 @@ def _arr(x: ArrayLike, dtype: Any = np.float64) -> np.ndarray:
     return np.asarray(x, dtype=dtype)
 
 
-def _stage_terms(
-    model: ModelSpec,
-    counts: ParamCounts,
-    recipe: TrainRecipe,
-    *,
-    tp: ArrayLike = 1,
-    pp: ArrayLike = 1,
-    vpp: ArrayLike = 1,
-    dp: ArrayLike = 1,
-    ep: ArrayLike = 1,
-    etp: ArrayLike = 1,
-    cp: ArrayLike = 1,
-    zero: ArrayLike = 0,
-    micro_batch: ArrayLike = 1,
-    seq_len: ArrayLike = 4096,
-    recompute: ArrayLike = 0,
-    sequence_parallel: ArrayLike = True,
-    num_microbatches: ArrayLike | None = None,
-    pipeline_split: ArrayLike = 0,
-) -> _StageTerms:
+# The layout keywords of ``train_memory`` and their defaults (a dense, unsharded single-GPU layout).
+LAYOUT_DEFAULTS: dict[str, ArrayLike | None] = {
+    "tp": 1, "pp": 1, "vpp": 1, "dp": 1, "ep": 1, "etp": 1, "cp": 1, "zero": 0, "micro_batch": 1, "seq_len": 4096,
+    "recompute": 0, "sequence_parallel": True, "num_microbatches": None, "pipeline_split": 0,
+}
+
+
+def _stage_terms(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
+                 layout: dict[str, ArrayLike | None]) -> _StageTerms:
     """Training memory per GPU, every term per pipeline-stage slot (bytes; arrays broadcast); the
     peak stage is taken by :func:`train_memory`.
 
@@ -590,6 +579,14 @@ def _stage_terms(
     under a fused cross entropy) and output-layer input, and under full recompute one
     layer's full activations while it is recomputed.
     """
+    unknown = set(layout) - set(LAYOUT_DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown layout keywords: {', '.join(sorted(unknown))}")
+    g = {**LAYOUT_DEFAULTS, **layout}
+    tp, pp, vpp, dp, ep, etp, cp, zero = (g[k] for k in ("tp", "pp", "vpp", "dp", "ep", "etp", "cp", "zero"))
+    micro_batch, seq_len, recompute, sequence_parallel = (
+        g[k] for k in ("micro_batch", "seq_len", "recompute", "sequence_parallel"))
+    num_microbatches, pipeline_split = g["num_microbatches"], g["pipeline_split"]
     if isinstance(recompute, str):
         recompute = RECOMPUTE_CODES[recompute]
     # Inputs keep their own (broadcastable) shapes, so each term is computed at the shape of what it
@@ -805,8 +802,8 @@ class _StageTerms:
 
 def train_memory(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe, **layout: ArrayLike) -> TrainMemory:
     """Training memory per GPU on the most loaded pipeline stage, term by term (bytes; arrays
-    broadcast; the layout keywords and the model are those of :func:`_stage_terms`)."""
-    st = _stage_terms(model, counts, recipe, **layout)
+    broadcast; the layout keywords are those of ``LAYOUT_DEFAULTS``, computed by :func:`_stage_terms`)."""
+    st = _stage_terms(model, counts, recipe, layout)
     k = np.argmax(st.total, axis=-1)[..., None]
 
     def pick(x: np.ndarray) -> np.ndarray:
@@ -832,7 +829,7 @@ def train_memory_peak(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe
     """The capacity need of :func:`train_memory` alone (bytes per GPU on the most loaded stage:
     ``total - fragmentation``, what must be within the usable capacity for the layout to be valid,
     fits or tight): what a search needs for every candidate, without gathering the other terms."""
-    total = _stage_terms(model, counts, recipe, **layout).total
+    total = _stage_terms(model, counts, recipe, layout).total
     # Slot by slot: numpy reduces a short trailing axis far slower than it compares whole arrays.
     peak = np.array(total[..., 0], dtype=np.float64)
     for s in range(1, total.shape[-1]):

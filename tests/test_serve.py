@@ -144,10 +144,10 @@ def test_max_concurrency_at_8k_context_follows_fit(catalog, sku: str) -> None:
     = 20,480 B, 167.8 MB per 8k sequence; room = 85.52 GB (nvidia-smi 81,559 MiB) x 0.95 - 2 GiB
     - 8.82 GB weights - ~1.1 GB scratch = ~69.2 GB, so about 412 sequences."""
     from mi400plan.api.fit import LayoutPins, fit
-    from mi400plan.api.serve import serve
+    from mi400plan.api.serve import ServeRequest, serve
 
-    res = serve(catalog, "llama3.1-70b", [sku], input_len=7168, output_len=1024, tp=[8], pp=[1],
-                concurrency="1..4096", ranges=False, top=1000)
+    res = serve(catalog, "llama3.1-70b", [sku], ServeRequest(input_len=7168, output_len=1024, tp=[8], pp=[1],
+                                                             concurrency="1..4096", ranges=False, top=1000))
     best = max(r.memory_bytes.max_concurrency for r in res.rows)
     assert 300 < best < 4096
     if sku == "h100":

@@ -54,11 +54,13 @@ def fleet_rows(cat: Any, result: Any, *, racks: int | None, gpus: int | None) ->
     return out
 
 
-def serve_fleet(cat: Any, model: str, skus: list[str], *, racks: int | None = None, **serve_kw: Any) -> Any:
-    """``api.serve.serve`` plus ``fleet`` rows for ``racks`` racks of each SKU, or for ``gpus`` GPUs."""
-    from mi400plan.api.serve import serve
+def serve_fleet(cat: Any, model: str, skus: list[str], request: Any = None, *, racks: int | None = None) -> Any:
+    """``api.serve.serve`` (``request`` an ``api.serve.ServeRequest``) plus ``fleet`` rows for ``racks``
+    racks of each SKU, or for the request's ``gpus`` GPUs."""
+    from mi400plan.api.serve import ServeRequest, serve
 
-    res = serve(cat, model, skus, **serve_kw)
-    if racks is None and serve_kw.get("gpus") is None:
+    req = request or ServeRequest()
+    res = serve(cat, model, skus, req)
+    if racks is None and req.gpus is None:
         return res
-    return res.model_copy(update={"fleet": fleet_rows(cat, res, racks=racks, gpus=serve_kw.get("gpus"))})
+    return res.model_copy(update={"fleet": fleet_rows(cat, res, racks=racks, gpus=req.gpus)})

@@ -215,38 +215,40 @@ def _gpus_per_mw(cat: Any, rack_name: str | None) -> float | None:
         return None
 
 
-def serve(
-    catalog: Any,
-    model_name: str,
-    skus: list[str],
-    *,
-    gpus: int | None = None,
-    input_len: str | int | None = None,
-    output_len: str | int | None = None,
-    precision: str | None = None,
-    kv_dtype: str | None = None,
-    concurrency: str | None = None,
-    tpot: str | None = None,
-    ttft: str | None = None,
-    interactivity: str | None = None,
-    disagg: bool = False,
-    gpu_hour_cost: float | None = None,
-    top: int = DEFAULT_TOP,
-    tp: list[int] | None = None,
-    pp: list[int] | None = None,
-    ep: list[int] | None = None,
-    dp_attention: bool | None = None,
-    spec_tokens: int = 0,
-    spec_acceptance: float = 0.0,
-    reserve: str | None = None,
-    matmul_efficiency: float | None = None,
-    hbm_efficiency: float | None = None,
-    ranges: bool = True,
-    site: str | None = None,
-    cost_overrides: Any = None,
-    rank_by: str | None = None,
-    scenario: Any = None,
-) -> ServeResult:
+@dataclass(frozen=True)
+class ServeRequest:
+    """What a serving search prices beside the model and the SKUs: the request ``mi400plan serve`` builds
+    from its flags (``mi400plan serve --help`` explains each; ``serve`` documents the rules)."""
+
+    gpus: int | None = None
+    input_len: str | int | None = None
+    output_len: str | int | None = None
+    precision: str | None = None
+    kv_dtype: str | None = None
+    concurrency: str | None = None
+    tpot: str | None = None
+    ttft: str | None = None
+    interactivity: str | None = None
+    disagg: bool = False
+    gpu_hour_cost: float | None = None
+    top: int = DEFAULT_TOP
+    tp: list[int] | None = None
+    pp: list[int] | None = None
+    ep: list[int] | None = None
+    dp_attention: bool | None = None
+    spec_tokens: int = 0
+    spec_acceptance: float = 0.0
+    reserve: str | None = None
+    matmul_efficiency: float | None = None
+    hbm_efficiency: float | None = None
+    ranges: bool = True
+    site: str | None = None
+    cost_overrides: Any = None
+    rank_by: str | None = None
+    scenario: Any = None
+
+
+def serve(catalog: Any, model_name: str, skus: list[str], request: ServeRequest | None = None) -> ServeResult:
     """Search serving layouts x concurrency for ``model_name`` on each SKU (see ``mi400plan.serve``).
 
     ``gpus`` (default 8, one node) bounds a replica (TP x PP divides it); ``concurrency`` is per replica.
@@ -259,6 +261,7 @@ def serve(
     ``scenario`` (``api.serve_scenario.ScenarioRequest``): an MLPerf Inference
     scenario simulated request by request on the best layouts (``scenario_rows``); ``input_len`` /
     ``output_len`` may be distributions (``serve_sim.parse_length_dist``), the search using their means."""
+    req = request or ServeRequest()
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe, parse_reserve
@@ -268,26 +271,27 @@ def serve(
     model = catalog.get("models", model_name).spec
     from mi400plan.api import serve_scenario as scen
 
-    scfg, I, O = scen.prepare(model, input_len, output_len, scenario, disagg)
-    prec = (precision or "fp8").lower()
+    scfg, I, O = scen.prepare(model, req.input_len, req.output_len, req.scenario, req.disagg)
+    prec = (req.precision or "fp8").lower()
     if prec not in COMPUTE_PRECISION:
-        raise UsageError(f"unknown --precision {precision!r}; known: {', '.join(COMPUTE_PRECISION)}")
-    kv = (kv_dtype or ("bf16" if prec in ("bf16", "fp16", "int4") else "fp8")).lower()
-    recipe = infer_recipe(prec, kv_dtype=kv, reserve=parse_reserve(reserve) if reserve is not None else None)
-    n_gpus = _checked_gpus(gpus, top, spec_tokens, spec_acceptance, gpu_hour_cost, {"--tp": tp, "--pp": pp, "--ep": ep})
-    sla = parse_sla(tpot, ttft, interactivity)
-    conc = parse_concurrency(concurrency)
-    wl = core.Workload(model, count_params(model), recipe, I, O, spec_tokens, spec_acceptance)
-    lay = core.layout_grid(model, n_gpus, len(conc), tp=tp, pp=pp, ep=ep,
-                           dpa=None if dp_attention is None else [int(dp_attention)])
+        raise UsageError(f"unknown --precision {req.precision!r}; known: {', '.join(COMPUTE_PRECISION)}")
+    kv = (req.kv_dtype or ("bf16" if prec in ("bf16", "fp16", "int4") else "fp8")).lower()
+    recipe = infer_recipe(prec, kv_dtype=kv, reserve=parse_reserve(req.reserve) if req.reserve is not None else None)
+    n_gpus = _checked_gpus(req.gpus, req.top, req.spec_tokens, req.spec_acceptance, req.gpu_hour_cost,
+                           {"--tp": req.tp, "--pp": req.pp, "--ep": req.ep})
+    sla = parse_sla(req.tpot, req.ttft, req.interactivity)
+    conc = parse_concurrency(req.concurrency)
+    wl = core.Workload(model, count_params(model), recipe, I, O, req.spec_tokens, req.spec_acceptance)
+    lay = core.layout_grid(model, n_gpus, len(conc), tp=req.tp, pp=req.pp, ep=req.ep,
+                           dpa=None if req.dp_attention is None else [int(req.dp_attention)])
     if not len(lay.tp):
         why = ", ".join(f"{k} ({RULES_TEXT[k]})" for k, v in lay.rejected.items() if v)
         raise LayoutError(f"no serving layout of {model.name} on {n_gpus} GPUs passes the rules: {why}",
                           rule=next((k for k, v in lay.rejected.items() if v), None),
                           hint="TP must divide the attention heads and the GPUs, PP the layers, EP the experts")
-    sk, cost_src, cost_warn = _priced_skus(catalog, skus, prec, n_gpus, wl, gpu_hour_cost, site, cost_overrides,
-                                           matmul=matmul_efficiency, hbm=hbm_efficiency)
-    rank = _rank_by(rank_by, [s.info.gpu_hour_cost for s in sk])
+    sk, cost_src, cost_warn = _priced_skus(catalog, skus, prec, n_gpus, wl, req.gpu_hour_cost, req.site,
+                                           req.cost_overrides, matmul=req.matmul_efficiency, hbm=req.hbm_efficiency)
+    rank = _rank_by(req.rank_by, [s.info.gpu_hour_cost for s in sk])
     rows: list[ServeRow] = []
     rejected = dict(lay.rejected)
     rejected.setdefault("sla", 0)
@@ -297,7 +301,7 @@ def serve(
     valid = 0
     per_sku: dict[str, dict[str, Any]] = {}
     for s in sk:
-        res = _search_sku(wl, s, lay, conc, n_gpus, sla, disagg, ranges)
+        res = _search_sku(wl, s, lay, conc, n_gpus, sla, req.disagg, req.ranges)
         res["rank_by"] = rank
         for k, v in res["rejected"].items():
             rejected[k] = rejected.get(k, 0) + v
@@ -307,7 +311,8 @@ def serve(
         info = s.info.model_copy(update={"gpus_per_mw": mw, "sla_binding": res["binding"], "nearest": res["nearest"],
                                          "cost_source": cost_src[s.name]})
         s_info = info
-        rows += [r.model_copy(update=_economics(r, s_info, I)) for r in _rows(wl, s, res, top, sla, disagg, n_gpus)]
+        rows += [r.model_copy(update=_economics(r, s_info, I))
+                 for r in _rows(wl, s, res, req.top, sla, req.disagg, n_gpus)]
         per_sku[s.name]["info"] = s_info
     scen_rows, scen_info = scen.run(wl, [(s.name, s.hw["nominal"]) for s in sk], per_sku, scfg, n_gpus)
     comparison, flips = _compare(per_sku, rank) if len(sk) > 1 else ([], [])
@@ -315,14 +320,14 @@ def serve(
         if r.sla_flips:
             flips.append(f"{r.sku} #{r.rank}: the SLA verdict flips inside the estimate ranges")
     return ServeResult(
-        model=model.name, input_len=I, output_len=O, precision=prec, kv_dtype=kv, disaggregated=disagg, sla=sla,
+        model=model.name, input_len=I, output_len=O, precision=prec, kv_dtype=kv, disaggregated=req.disagg, sla=sla,
         order=f"{WHAT[rank]}, {ORDER_TIES}" if sla else "Pareto points, most interactive first (no point beats "
                                                          "another in both tokens/s/user and tokens/s/GPU)",
-        rank_by=rank, rank_rule=rule_text(rank, rank_by is not None),
+        rank_by=rank, rank_rule=rule_text(rank, req.rank_by is not None),
         evaluated=evaluated, valid=valid, rejected={k: v for k, v in rejected.items() if v},
-        skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips, ranges=ranges,
+        skus=[per_sku[s.name]["info"] for s in sk], rows=rows, comparison=comparison, flips=flips, ranges=req.ranges,
         curves=[_curve(s.name, per_sku[s.name]) for s in sk],
-        warnings=list(flips) + cost_warn + _reserve_warning(reserve, recipe, sk)
+        warnings=list(flips) + cost_warn + _reserve_warning(req.reserve, recipe, sk)
         + approximation_warnings(catalog, [s.name for s in sk]), scenario=scen_info, scenario_rows=scen_rows,
     )
 

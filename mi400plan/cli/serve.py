@@ -76,17 +76,18 @@ def cmd(
 
     def compute():  # noqa: ANN202
         from mi400plan.api.fleet import serve_fleet
+        from mi400plan.api.serve import ServeRequest
         from mi400plan.api.serve_scenario import ScenarioRequest
         from mi400plan.cli.cost import site_overrides
 
-        return serve_fleet(
-            catalog(profiles), model, sku, racks=racks, gpus=gpus, input_len=input_len, output_len=output_len, precision=precision,
+        return serve_fleet(catalog(profiles), model, sku, ServeRequest(
+            gpus=gpus, input_len=input_len, output_len=output_len, precision=precision,
             kv_dtype=kv_dtype, concurrency=concurrency, tpot=tpot, ttft=ttft, interactivity=interactivity,
             disagg=disagg, gpu_hour_cost=gpu_hour_cost, top=top, tp=tps, pp=pps, ep=eps, dp_attention=dp_attention,
             spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, reserve=reserve,
             matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, ranges=not no_ranges, site=site,
             cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None), rank_by=rank_by,
             scenario=ScenarioRequest(scenario, ttft_p99, tpot_p99, max_batched_tokens, max_seqs, candidates, stack),
-        )
+        ), racks=racks)
 
     run("serve", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
