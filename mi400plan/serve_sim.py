@@ -143,12 +143,18 @@ class LengthDist:
         return f"{t}; {self.source}" if self.source else t
 
 
-def _count(text: str, what: str) -> int:
-    t = text.strip().lower().replace("_", "").replace(",", "")
-    m = re.fullmatch(r"(\d+)(k?)", t)
-    if not m or int(m.group(1)) < 1:
-        raise UsageError(f"cannot read {what} {text!r}: give a positive token count (1024, 1k = 1,024)")
-    n = int(m.group(1)) * (1024 if m.group(2) else 1)
+def parse_length(text: str | int, what: str) -> int:
+    """A token count read as ``--seq`` reads it (``units.parse_seq_len``): ``1024``, ``1k`` = 1,024 and ``8k`` =
+    8,192 (InferenceX's 1k/8k scenario names), ``128Ki``; ``1,024`` is refused (``units.COUNT_RULE``); at most
+    ``MAX_LENGTH``."""
+    from mi400plan.units import UnitError, parse_seq_len
+
+    try:
+        n = parse_seq_len(str(text), what)
+    except UnitError as exc:
+        raise UsageError(f"{exc}; give a positive token count (1024, 1k = 1,024, 8k = 8,192)") from None
+    if n < 1:
+        raise UsageError(f"cannot read {what} {text!r}: give a positive token count (1024, 1k = 1,024, 8k = 8,192)")
     if n > MAX_LENGTH:
         raise UsageError(f"{what} {text!r} exceeds {MAX_LENGTH:,} tokens")
     return n
@@ -159,16 +165,16 @@ def parse_length_dist(text: str, what: str) -> LengthDist:
     ``length,count`` rows (a histogram)."""
     t = str(text).strip()
     if t.lower().startswith("uniform:"):
-        m = re.fullmatch(r"uniform:\s*([0-9k_,]+)\s*-\s*([0-9k_,]+)", t, flags=re.IGNORECASE)
+        m = re.fullmatch(r"uniform:\s*([^-\s]+)\s*-\s*([^-\s]+)", t, flags=re.IGNORECASE)
         if not m:
             raise UsageError(f"cannot read {what} {text!r}: write uniform:A-B, e.g. uniform:128-2048")
-        lo, hi = _count(m.group(1), what), _count(m.group(2), what)
+        lo, hi = parse_length(m.group(1), what), parse_length(m.group(2), what)
         if lo > hi:
             raise UsageError(f"{what} {text!r}: the lower bound {lo:,} exceeds the upper bound {hi:,}")
         return LengthDist("uniform", (lo, hi), source=f"{what} {t}")
     if t.lower().endswith(".csv") or "/" in t:
         return read_histogram(t, what)
-    return LengthDist("fixed", (_count(t, what),), source="")
+    return LengthDist("fixed", (parse_length(t, what),), source="")
 
 
 def read_histogram(path: str, what: str) -> LengthDist:

@@ -16,6 +16,7 @@ import numpy as np
 
 from mi400plan.errors import LayoutError, MissingValueError, UsageError
 from mi400plan.hardware import serve_hardware
+from mi400plan.serve_sim import parse_length  # noqa: F401 - the one reader of --input-len/--output-len
 from mi400plan.serve import COMPUTE_PRECISION
 from mi400plan.serve import RULES as RULES_TEXT
 from mi400plan.results.serve import (
@@ -45,20 +46,6 @@ LEVELS = (10.0, 20.0, 30.0, 50.0, 75.0, 100.0, 150.0, 200.0)
 ORDER_TIES = ("one row per layout at its best concurrency; ties: lower TPOT, fewer GPUs per replica, smaller TP, "
               "PP, EP, DP-attention off, lower concurrency")
 CORNERS = ("pessimistic", "optimistic")
-
-
-def parse_length(text: str | int, what: str) -> int:
-    """A token count read as ``--seq`` reads it (``units.parse_seq_len``): ``1024``, ``1k`` = 1,024 and ``8k`` =
-    8,192 (InferenceX's 1k/8k scenario names), ``128Ki``; ``1,024`` is refused (``units.COUNT_RULE``)."""
-    from mi400plan.units import UnitError, parse_seq_len
-
-    try:
-        n = parse_seq_len(str(text), what)
-    except UnitError as exc:
-        raise UsageError(f"{exc}; give a positive token count (1024, 1k = 1,024, 8k = 8,192)") from None
-    if n < 1:
-        raise UsageError(f"cannot read {what} {text!r}: give a positive token count (1024, 1k = 1,024, 8k = 8,192)")
-    return n
 
 
 def parse_concurrency(text: str | None) -> np.ndarray:
