@@ -175,16 +175,14 @@ class _Pricer:
         from mi400plan.results.sweep import layout_text
         from mi400plan.api.totals import plan_totals
         from mi400plan.results.sweep import SweepLayout
-        from mi400plan.search import RECOMPUTE_LABELS, model_terms
+        from mi400plan.search import model_terms
 
         best = self.best(step)
         if best is None:
             return None, (f"{step.model.name} has no valid layout that fits on the largest {SIZE_TRIES} GPU counts "
                           f"up to {self.gpus:,} {self.hw.name}")
         used, tps, r, wl = best
-        lay = SweepLayout(tp=r["tp"], pp=r["pp"], vpp=r["vpp"], dp=r["dp"], ep=r["ep"], etp=r["etp"], cp=r["cp"],
-                          zero=r["zero"], micro_batch=r["micro_batch"], recompute=RECOMPUTE_LABELS[r["recompute"]],
-                          sequence_parallel=bool(r["sp"]))
+        lay = SweepLayout.of_row(r)
         terms = model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe)
         need = tokens / tps / DAY
         return Feasibility(

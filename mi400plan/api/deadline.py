@@ -231,12 +231,9 @@ def _pick(p: Any, sku: Any, wl: Any, terms: Any, days: float, price: _Price, ref
     from mi400plan.results.sweep import layout_text
     from mi400plan.api.totals import plan_totals
     from mi400plan.results.sweep import SweepLayout, TimeBreakdown
-    from mi400plan.search import RECOMPUTE_LABELS
 
     r = p.row
-    lay = SweepLayout(tp=r["tp"], pp=r["pp"], vpp=r["vpp"], dp=r["dp"], ep=r["ep"], etp=r["etp"], cp=r["cp"],
-                      zero=r["zero"], micro_batch=r["micro_batch"], recompute=RECOMPUTE_LABELS[r["recompute"]],
-                      sequence_parallel=bool(r["sp"]))
+    lay = SweepLayout.of_row(r)
     per_rack = sku.hw.gpus_per_rack
     mw = None
     if price.wall_w_per_gpu is not None and price.pue is not None:

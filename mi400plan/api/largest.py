@@ -109,9 +109,9 @@ def _step(spec: Any, v: Any, mode: str) -> StepFit:
             out = out.model_copy(update={"max_context": int(v.detail["max_context"])})
         return out
     if mode == "train":
-        from mi400plan.results.sweep import layout_text
+        from mi400plan.results.sweep import SweepLayout, layout_text
 
-        lay = _layout(v.layout)
+        lay = SweepLayout.of_row(v.layout)
         return out.model_copy(update={"layout": lay.model_dump(), "layout_text": layout_text(lay),
                                       "step_time_s": v.detail["step_s"], "memory_bytes": v.detail["memory_bytes"]})
     lay = v.layout
@@ -137,7 +137,7 @@ def _with_run(cat: Any, row: LargestRow, template: Any, gpus: int, seq: int, glo
     the same workload, the batch it plans (``api.sweep.planned_search``) or ``global_batch``."""
     from mi400plan.api.sweep import pin_options, planned_search
     from mi400plan.hardware import build_sku
-    from mi400plan.results.sweep import layout_text
+    from mi400plan.results.sweep import SweepLayout, layout_text
     from mi400plan.batch import batch_law
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, metrics, model_terms
@@ -159,21 +159,13 @@ def _with_run(cat: Any, row: LargestRow, template: Any, gpus: int, seq: int, glo
         return row
     met = metrics(r["step"], wl, hw, gpus, terms, r["flops_hw_per_token"])
     tps = float(met["tokens_per_s"])
-    lay = _layout(r)
+    lay = SweepLayout.of_row(r)
     run = LargestRun(model=spec.name, train_tokens=train_tokens, global_batch_seqs=wl.global_batch,
                      global_batch_tokens=wl.global_batch * seq, batch_pinned=global_batch is not None,
                      layout_text=layout_text(lay), step_time_s=float(r["step"]), tokens_per_s=tps,
                      mfu=float(met["mfu"]), days=train_tokens / tps / DAY)
     return row.model_copy(update={"run": run})
 
-
-def _layout(r: dict[str, Any]) -> Any:
-    from mi400plan.results.sweep import SweepLayout
-    from mi400plan.search import RECOMPUTE_LABELS
-
-    return SweepLayout(tp=r["tp"], pp=r["pp"], vpp=r["vpp"], dp=r["dp"], ep=r["ep"], etp=r["etp"], cp=r["cp"],
-                       zero=r["zero"], micro_batch=r["micro_batch"], recompute=RECOMPUTE_LABELS[r["recompute"]],
-                       sequence_parallel=bool(r["sp"]))
 
 
 def _train(cat: Any, skus: list[str], template: Any, gpus: int, seq_len: int | None, global_batch: int | None,

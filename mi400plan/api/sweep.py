@@ -117,14 +117,10 @@ def _error_band(wl: Any) -> Any:
 def _row(r: dict[str, Any], rank: int, sku: Sku, gpus: int, wl: Any, terms: Any, usable: float,
          train_tokens: float | None, cost: float | None) -> SweepRow:
     from mi400plan.pipeline import split_text
-    from mi400plan.search import RECOMPUTE_LABELS, dp_tier, metrics, tier_of
+    from mi400plan.search import dp_tier, metrics, tier_of
 
     hw = sku.hw
-    lay = SweepLayout(
-        tp=r["tp"], pp=r["pp"], vpp=r["vpp"], dp=r["dp"], ep=r["ep"], etp=r["etp"], cp=r["cp"],
-        zero=r["zero"], micro_batch=r["micro_batch"], recompute=RECOMPUTE_LABELS[r["recompute"]],
-        sequence_parallel=bool(r["sp"]),
-    )
+    lay = SweepLayout.of_row(r)
     met = metrics(r["step"], wl, hw, gpus, terms, r["flops_hw_per_token"])
     tps = float(met["tokens_per_s"])
     days = cst = None

@@ -30,6 +30,15 @@ class SweepLayout(OutModel):
     recompute: str  # none | selective | full
     sequence_parallel: bool
 
+    @classmethod
+    def of_row(cls, r: Any) -> SweepLayout:
+        """The layout of one search row (``search.iter_rows``: recompute as its code, SP as 0/1)."""
+        from mi400plan.search import RECOMPUTE_LABELS
+
+        return cls(tp=r["tp"], pp=r["pp"], vpp=r["vpp"], dp=r["dp"], ep=r["ep"], etp=r["etp"], cp=r["cp"],
+                   zero=r["zero"], micro_batch=r["micro_batch"], recompute=RECOMPUTE_LABELS[r["recompute"]],
+                   sequence_parallel=bool(r["sp"]))
+
 
 class TimeBreakdown(OutModel):
     """Seconds per optimizer step. The terms add up to ``step_time_s``.
