@@ -98,7 +98,7 @@ ALIASES = {"fp4": "mxfp4"}
 # MXFP8 GEMM ceiling over the per-tensor FP8 one (fitted, ``benchmarks/fit_mxfp8.py``: 7 paired rows
 # of Megatron-Bridge 25.09 (2025-09) and 25.11 (2025-11) on B200, GB200 and GB300; low/high: the
 # smallest and largest single-row fit).
-MXFP8_OVER_FP8 = Estimate(nominal=0.934, low=0.885, high=0.985, status="measured",
+MXFP8_OVER_FP8 = Estimate(nominal=0.925, low=0.905, high=0.95, status="measured",
                           source=["Megatron-Bridge 25.09 / 25.11 performance summary, FP8-CS vs FP8-MX rows"])
 # FP4 ceiling over the MXFP8 one (fractions of each peak): a rule, 1.0 nominal, down to 0.6.
 FP4_CEILING_LOW = 0.6

@@ -26,7 +26,7 @@ from mi400plan.cli.common import (
     app,
     catalog,
     pick_format,
-    PRECISION_ALIASES,
+    TRAIN_PRECISION_ALIASES, TRAIN_PRECISION_CHOICES,
     alias,
     run,
     seq_tokens,
@@ -135,8 +135,7 @@ def cmd(
     """
     f = pick_format(json_, fmt)
     seq_n = seq_tokens(seq)
-    precision = alias(precision, {**PRECISION_ALIASES, "float4": "mxfp4", "fp4": "mxfp4", "mxfp4": "mxfp4"},
-                      "--precision", "bf16|fp8|mxfp8|nvfp4|mxfp4")
+    precision = alias(precision, TRAIN_PRECISION_ALIASES, "--precision", TRAIN_PRECISION_CHOICES)
     pins = {k: _ints(v, "--" + k.replace("_", "-")) for k, v in (("tp", tp), ("pp", pp), ("vpp", vpp), ("cp", cp),
                                                                 ("ep", ep), ("zero", zero), ("micro_batch", micro_batch))}
     pins["recompute"] = [{"none": 0, "selective": 1, "full": 2}[r.value] for r in (recompute or [])]

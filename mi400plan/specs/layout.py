@@ -430,15 +430,18 @@ class TrainRecipe(StrictModel):
 
     @property
     def fp8_weight_bytes(self) -> float:
-        """Bytes of cached FP8 weight copies per transformer-block GEMM parameter."""
-        return self.fp8_weight_copies * self.fp8_copy_bytes
+        """Bytes of cached narrow weight copies per transformer-block GEMM parameter, averaged over the
+        block: the layers kept in BF16 (``bf16_gemm_share``) have none."""
+        return self.fp8_weight_copies * self.fp8_copy_bytes * (1.0 - self.bf16_gemm_share)
 
     @property
     def gemm_weight_bytes(self) -> float:
         """Bytes per transformer-block GEMM parameter of weights: the working copy plus the cached
-        FP8 casts, or with ``fp8_params`` the FP8 copies alone (at least one: the parameter itself)."""
+        narrow casts, or with ``fp8_params`` the narrow copies alone (at least one: the parameter
+        itself) and the BF16-kept layers' working copy."""
         if self.fp8_params:
-            return max(self.fp8_weight_copies, 1) * self.fp8_copy_bytes
+            return (max(self.fp8_weight_copies, 1) * self.fp8_copy_bytes * (1.0 - self.bf16_gemm_share)
+                    + self.param_bytes * self.bf16_gemm_share)
         return self.param_bytes + self.fp8_weight_bytes
 
     @property
@@ -548,6 +551,10 @@ def train_recipe(
         if not 0.0 <= float(bf16_gemm_share) <= 1.0:
             raise UsageError(f"--bf16-gemm-share must be a fraction in [0, 1], got {bf16_gemm_share}")
         fields["bf16_gemm_share"] = float(bf16_gemm_share)
+    if low and fields.get("bf16_gemm_share"):  # the BF16-kept layers save 16-bit GEMM inputs
+        kept = float(fields["bf16_gemm_share"])  # type: ignore[arg-type]
+        fields["gemm_input_bytes"] = (1.0 - kept) * float(fields["gemm_input_bytes"]) + kept * float(
+            fields.get("activation_bytes", 2.0))  # type: ignore[arg-type]
     if fp8_weight_copies is not None:
         if not low:
             raise UsageError("FP8 weight copies apply to low-precision training; add --precision fp8 (or mxfp8, "
