@@ -48,7 +48,8 @@ def step_s(cat: object, r: dict[str, str], k: float | None = None) -> float:
 
 def main() -> int:
     cat = open_catalog()
-    rows = list(csv.DictReader(DATA.open()))
+    with DATA.open() as f:
+        rows = list(csv.DictReader(f))
     pairs = [(a, b) for a, b in zip(rows[::2], rows[1::2])]
     grid = np.round(np.arange(0.80, 1.0501, 0.005), 3)
     base = [step_s(cat, a) for a, _ in pairs]

@@ -740,7 +740,9 @@ class TrainOptions(StrictModel):
             train_recipe(new["recipe"] if new["recipe"] in TRAIN_PRESETS else "megatron", precision=new["precision"],
                          optimizer=new["optimizer"], grad_dtype=new["grad_dtype"],
                          capacity_factor=new["capacity_factor"], vocab_divisible_by=new["vocab_divisible_by"],
-                         offload_layers=new["offload_layers"] if isinstance(new["offload_layers"], int) else None)
+                         offload_layers=new["offload_layers"] if isinstance(new["offload_layers"], int) else None,
+                         bf16_gemm_share=new["bf16_gemm_share"] if isinstance(new["bf16_gemm_share"], (int, float))
+                         else None)
             e = exc.errors()[0]
             msg = str(e['msg']).removeprefix('Value error, ')
             raise UsageError(f"invalid training option {'.'.join(str(x) for x in e['loc'])}: {msg}") from None
