@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mi400plan import gemm, lowp
-from mi400plan.specs.layout import train_recipe
+from mi400plan.specs.layout import train_recipe, with_bf16_gemm_share
 
 DATA = Path(__file__).parent / "data" / "train_calibration_mxfp8.csv"
 
@@ -30,7 +30,7 @@ def test_weight_copy_bytes_of_a_stated_matrix() -> None:
 
 def test_recipe_memory_per_block_weight() -> None:
     # NVFP4 with no BF16-kept layers: bf16 working copy 2 B + row-wise and column-wise copies 2 x 0.5625.
-    r = train_recipe("megatron", precision="nvfp4", bf16_gemm_share=0.0)
+    r = with_bf16_gemm_share(train_recipe("megatron", precision="nvfp4"), 0.0)
     assert r.gemm_weight_bytes == pytest.approx(3.125)
     assert r.gemm_input_bytes == pytest.approx(0.5625)
     # The default keeps 15 % of the layers BF16 (no narrow copies there): 2 + 1.125 x 0.85 = 2.95625 B,

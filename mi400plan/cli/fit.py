@@ -131,8 +131,7 @@ def fit_cmd(
     precisions = [alias(p, PRECISION_ALIASES, "--precision") for t in (precision or []) for p in t.split(",") if p.strip()]
     given = dict(recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash, dropout=dropout,
                  capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies, fp8_params=fp8_params,
-                 bf16_gemm_share=bf16_gemm_share,
-                 recompute_modules=recompute_modules, recompute_layers=recompute_layers,
+                 bf16_gemm_share=bf16_gemm_share, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
                  fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
                  offload_layers=offload_layers, uneven_pp=uneven_pp, split_embedding_loss=split_embedding_loss,
                  overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,

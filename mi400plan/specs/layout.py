@@ -524,7 +524,6 @@ def train_recipe(
     recompute_modules: tuple[str, ...] | list[str] | str | None = None,
     recompute_layers: int | None = None,
     fused_cross_entropy: bool | None = None,
-    bf16_gemm_share: float | None = None,
 ) -> TrainRecipe:
     """A named preset with overrides. ``precision="fp8"`` keeps ``fp8_weight_copies`` cached FP8 casts
     of every transformer-block GEMM weight (default ``TE_FP8_WEIGHT_COPIES`` = 2, as Transformer
@@ -544,17 +543,6 @@ def train_recipe(
             fields.update(TRAIN_PRESETS["fp32"])
         elif low:
             _low_precision_fields(fields, precision)
-    if bf16_gemm_share is not None:
-        if not low:
-            raise UsageError("--bf16-gemm-share applies to low-precision training; add --precision fp8, mxfp8, "
-                             "nvfp4 or mxfp4")
-        if not 0.0 <= float(bf16_gemm_share) <= 1.0:
-            raise UsageError(f"--bf16-gemm-share must be a fraction in [0, 1], got {bf16_gemm_share}")
-        fields["bf16_gemm_share"] = float(bf16_gemm_share)
-    if low and fields.get("bf16_gemm_share"):  # the BF16-kept layers save 16-bit GEMM inputs
-        kept = float(fields["bf16_gemm_share"])  # type: ignore[arg-type]
-        fields["gemm_input_bytes"] = (1.0 - kept) * float(fields["gemm_input_bytes"]) + kept * float(
-            fields.get("activation_bytes", 2.0))  # type: ignore[arg-type]
     if fp8_weight_copies is not None:
         if not low:
             raise UsageError("FP8 weight copies apply to low-precision training; add --precision fp8 (or mxfp8, "
@@ -603,7 +591,27 @@ def train_recipe(
         if int(vocab_divisible_by) < 1:
             raise UsageError(f"the vocabulary padding unit must be a positive integer, got {vocab_divisible_by}")
         fields["vocab_divisible_by"] = int(vocab_divisible_by)
-    return TrainRecipe(**fields)  # type: ignore[arg-type]
+    recipe = TrainRecipe(**fields)  # type: ignore[arg-type]
+    return with_bf16_gemm_share(recipe, recipe.bf16_gemm_share) if low else recipe
+
+
+def with_bf16_gemm_share(recipe: TrainRecipe, share: float | None) -> TrainRecipe:
+    """``recipe`` with ``share`` of its block linear layers kept in BF16 (``--bf16-gemm-share``; None: as it
+    is): those layers have no narrow weight copies (``TrainRecipe.fp8_weight_bytes``) and save 16-bit GEMM
+    inputs, so the saved-input width is the share-weighted mean of the format's and ``activation_bytes``."""
+    if share is None:
+        return recipe
+    if recipe.gemm_format not in LOW_PRECISIONS:
+        raise UsageError("--bf16-gemm-share applies to low-precision training; add --precision fp8, mxfp8, "
+                         "nvfp4 or mxfp4")
+    if not 0.0 <= float(share) <= 1.0:
+        raise UsageError(f"--bf16-gemm-share must be a fraction in [0, 1], got {share}")
+    from mi400plan.lowp import RECIPES
+
+    narrow = FP8_SAVED_INPUT_BYTES if recipe.gemm_format == "fp8" else RECIPES[recipe.gemm_format].element_bytes
+    kept = float(share)
+    return recipe.model_copy(update={"bf16_gemm_share": kept, "gemm_input_bytes": (1.0 - kept) * narrow
+                                     + kept * recipe.activation_bytes})
 
 
 def parse_recompute_modules(given: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -689,8 +697,8 @@ class TrainOptions(StrictModel):
         return {"fp4": "mxfp4"}.get(v, v) if isinstance(v, str) else v
 
     def train_recipe(self) -> TrainRecipe:
-        """The memory recipe these switches describe (``train_recipe``)."""
-        return train_recipe(
+        """The memory recipe these switches describe (``train_recipe``, ``with_bf16_gemm_share``)."""
+        r = train_recipe(
             self.recipe, precision=self.precision, optimizer=self.optimizer, grad_dtype=self.grad_dtype,
             flash_attention=self.flash_attention, dropout=self.dropout,
             reserve=parse_reserve(self.reserve) if self.reserve is not None else None,
@@ -698,8 +706,8 @@ class TrainOptions(StrictModel):
             vocab_divisible_by=self.vocab_divisible_by, offload_layers=self.offload_layers,
             fp8_params=self.fp8_params, recompute_modules=self.recompute_modules,
             recompute_layers=self.recompute_layers, fused_cross_entropy=self.fused_cross_entropy,
-            bf16_gemm_share=self.bf16_gemm_share,
         )
+        return with_bf16_gemm_share(r, self.bf16_gemm_share)
 
     def search_flags(self) -> dict[str, bool]:
         """The ``search.SearchOptions`` switches."""
@@ -737,12 +745,12 @@ class TrainOptions(StrictModel):
             return TrainOptions(**new)
         except ValidationError as exc:
             # train_recipe words the usual mistakes (unknown dtype, non-positive factor, ...) for users
-            train_recipe(new["recipe"] if new["recipe"] in TRAIN_PRESETS else "megatron", precision=new["precision"],
-                         optimizer=new["optimizer"], grad_dtype=new["grad_dtype"],
-                         capacity_factor=new["capacity_factor"], vocab_divisible_by=new["vocab_divisible_by"],
-                         offload_layers=new["offload_layers"] if isinstance(new["offload_layers"], int) else None,
-                         bf16_gemm_share=new["bf16_gemm_share"] if isinstance(new["bf16_gemm_share"], (int, float))
-                         else None)
+            r = train_recipe(new["recipe"] if new["recipe"] in TRAIN_PRESETS else "megatron",
+                             precision=new["precision"], optimizer=new["optimizer"], grad_dtype=new["grad_dtype"],
+                             capacity_factor=new["capacity_factor"], vocab_divisible_by=new["vocab_divisible_by"],
+                             offload_layers=new["offload_layers"] if isinstance(new["offload_layers"], int) else None)
+            if isinstance(new["bf16_gemm_share"], (int, float)):
+                with_bf16_gemm_share(r, new["bf16_gemm_share"])
             e = exc.errors()[0]
             msg = str(e['msg']).removeprefix('Value error, ')
             raise UsageError(f"invalid training option {'.'.join(str(x) for x in e['loc'])}: {msg}") from None
