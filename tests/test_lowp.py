@@ -174,3 +174,27 @@ def test_fp8_mx_validation_rows_are_priced_as_mxfp8() -> None:
                 "nemo2511-b200-qwen3-235b"):
         assert rows[rid]["precision"] == "mxfp8"
     assert rows["nemo2602-gb300-llama3-70b-nvfp4"]["tokens_per_s_per_gpu"] == "6798"
+
+
+def test_mxfp8_factor_reproduces_the_calibration_pairs(catalog) -> None:  # noqa: ANN001
+    """Each pair priced both ways at its published layout: the predicted MXFP8 / FP8-CS throughput ratio is
+    within 3 % of the published one on every pair (calibration target: <= 3 % mean)."""
+    from mi400plan.hardware import build_sku
+    from mi400plan.search import iter_rows, search
+    from mi400plan.validate import row_options, row_workload
+
+    def step(r: dict[str, str]) -> float:
+        wl, hw = row_workload(catalog, r), build_sku(catalog, r["sku"], r["precision"]).hw
+        for split in (False, True):
+            res = search(wl, hw, int(r["gpus"]), row_options(r, split), top_k=1)
+            if res.top["tp"].size:
+                return float(next(iter_rows(res.top))["step"])
+        raise AssertionError(r["id"])
+
+    with DATA.open() as f:
+        rows = list(csv.DictReader(f))
+    errs = []
+    for a, b in zip(rows[::2], rows[1::2]):
+        measured = float(b["tokens_per_s_per_gpu"]) / float(a["tokens_per_s_per_gpu"])
+        errs.append(abs(step(a) / step(b) / measured - 1.0))
+    assert max(errs) < 0.03 and sum(errs) / len(errs) < 0.015, errs
