@@ -607,7 +607,11 @@ def _run_groups(runs: Sequence[PreparedRun]) -> list[_RunGroup]:
 
 def sku_params(runs: Sequence[PreparedRun]) -> list[FitParam]:
     """``ACCELERATOR_PARAMS`` expanded for the precisions the runs use, in list order."""
-    precisions = sorted({r.entry.run.precision for r in runs})
+    from mi400plan.lowp import recipe
+
+    # Low-precision recipes (MXFP8, NVFP4, MXFP4) derive their ceiling from the per-tensor FP8 one
+    # (``lowp.matmul_estimate``), so their runs refit ``matmul_fp8``.
+    precisions = sorted({"fp8" if recipe(r.entry.run.precision) else r.entry.run.precision for r in runs})
     out: list[FitParam] = []
     for p in ACCELERATOR_PARAMS:
         if "{precision}" in p.key:

@@ -67,7 +67,16 @@ class GemmSku:
     hbm_bytes_per_s: float  # achievable HBM bandwidth (peak x streaming efficiency), B/s
     units: int  # compute units (CUs / SMs); 0 = unknown (no wave quantization)
     overhead_s: float  # fixed cost per kernel, s
-    operand_bytes: float = 2.0  # bytes per input element (2 BF16, 1 FP8)
+    operand_bytes: float = 2.0  # bytes per input element, scales included (2 BF16, 1 FP8, 0.5625 NVFP4)
+    # HBM bytes per element to quantize a GEMM's activation input (``mi400plan.lowp``); None: 6 B
+    # (``FP8_CAST_BYTES_TRAIN``) for 1-byte operands, none for 16-bit ones
+    cast_bytes: float | None = None
+
+    @property
+    def train_cast_bytes(self) -> float:
+        if self.cast_bytes is not None:
+            return self.cast_bytes
+        return FP8_CAST_BYTES_TRAIN if self.operand_bytes == 1.0 else 0.0
 
 
 def tile_fill(m: Any, n: Any, batch: Any, units: int, tile_m: int, tile_n: int) -> Any:
@@ -141,16 +150,18 @@ def train_gemm_seconds(m: Any, n: Any, k: Any, sku: GemmSku, batch: Any = 1.0) -
     """Forward and backward (data + weight gradient) time of a linear layer, seconds, no overhead.
 
     Forward ``Y[M,N] = X[M,K] W[K,N]``; backward ``dX[M,K] = dY[M,N] W^T`` (dgrad: M x K, inner N)
-    and ``dW[K,N] = X^T dY`` (wgrad: K x N, inner M), the two GEMMs every framework launches. In FP8
-    (``operand_bytes`` 1) each GEMM's activation input is quantized first: ``X`` before the forward and
-    ``dY`` before the backward (:func:`fp8_cast_seconds`; the weights' FP8 copies are made once a step).
+    and ``dW[K,N] = X^T dY`` (wgrad: K x N, inner M), the two GEMMs every framework launches. In a
+    low-precision recipe (FP8, MXFP8, NVFP4, MXFP4) each GEMM's activation input is quantized first:
+    ``X`` before the forward and ``dY`` before the backward, at the recipe's ``GemmSku.train_cast_bytes``
+    (:func:`fp8_cast_seconds`; ``mi400plan.lowp``; the weights' narrow copies are made once a step).
     """
     fwd = gemm_seconds(m, n, k, sku, batch)
     bwd = gemm_seconds(m, k, n, sku, batch) + gemm_seconds(k, n, m, sku, batch)
-    if sku.operand_bytes == 1.0:
+    cast = sku.train_cast_bytes
+    if cast > 0.0:
         mm, nn, kk = (np.maximum(np.asarray(x, dtype=np.float64), 1.0) for x in (m, n, k))
-        fwd = fwd + fp8_cast_seconds(mm * kk * batch, sku)
-        bwd = bwd + fp8_cast_seconds(mm * nn * batch, sku)
+        fwd = fwd + fp8_cast_seconds(mm * kk * batch, sku, cast)
+        bwd = bwd + fp8_cast_seconds(mm * nn * batch, sku, cast)
     return fwd, bwd
 
 

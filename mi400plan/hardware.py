@@ -13,6 +13,7 @@ from typing import Any
 from mi400plan.errors import MissingValueError, UsageError
 from mi400plan.results.sweep import SkuEfficiency, SkuSummary
 from mi400plan.units import US
+from mi400plan.lowp import PrecisionRefusal
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,19 @@ def _gemm_fields(acc: Any, precision: str, case: str, eff: Any = None) -> dict[s
         "units": int(units.nominal) if units.known else 0,
         "peak_bf16_flops": pick(bf16, f"{acc.name} dense bf16 peak", case, higher_is_better=True) if bf16.known else 0.0,
         "attn_eff": pick(att, f"{acc.name} attention efficiency", case, higher_is_better=True) if att.known else 0.0,
-        "operand_bytes": 1.0 if precision == "fp8" else 2.0,
+        **_operand_fields(precision),
         "expert_host_s": pick(host, f"{acc.name} expert host time", case, higher_is_better=False) * US
         if host.known else 0.0,
     }
+
+
+def _operand_fields(precision: str) -> dict[str, float]:
+    """GEMM input bytes per element and activation-cast bytes per element of a training precision
+    (``mi400plan.lowp``: the format's bytes with scales; BF16: 2 and no cast)."""
+    from mi400plan.lowp import recipe
+
+    lp = recipe(precision)
+    return {"operand_bytes": lp.element_bytes, "cast_bytes": lp.cast_bytes} if lp else {"operand_bytes": 2.0}
 
 
 def build_sku(
@@ -128,7 +138,13 @@ def build_sku(
 
     if case not in ("nominal",) + CORNERS:
         raise ValueError(f"case must be nominal, pessimistic or optimistic, got {case!r}")
+    from mi400plan import lowp
+
     acc = cat.get("accelerators", name).spec
+    refused = lowp.refusal(precision, acc)
+    if refused is not None:
+        raise refused
+    train_precision, precision = precision, lowp.gemm_precision(precision)
     peak_est = acc.compute.peak_flops(precision)
     if not peak_est.known:
         others = [p for p in ("bf16", "fp8") if p != precision and acc.compute.peak_flops(p).known]
@@ -141,12 +157,14 @@ def build_sku(
     peak = pick(peak_est, f"{acc.name} dense {precision} peak", case, higher_is_better=True)
     resolved = resolve_stack(cat, acc, stack)
     eff = stack_efficiency(acc, resolved)
-    mm_est = eff.matmul(precision)
+    mm_est = (lowp.matmul_estimate(eff.matmul("fp8"), train_precision) if lowp.recipe(train_precision)
+              else eff.matmul(precision))
     varied = [_span_text(f"peak {precision}", peak_est, 1e12, " TFLOP/s", 0)]
     if matmul_efficiency is not None:
         mm, mm_status, mm_src = matmul_efficiency, "measured", "user (--matmul-efficiency)"
     else:
-        what = f"{acc.name} achievable {precision} matmul efficiency ([efficiency] matmul_{precision})"
+        key = "fp8" if lowp.recipe(train_precision) else precision
+        what = f"{acc.name} achievable {train_precision} matmul efficiency ([efficiency] matmul_{key})"
         mm_est.require(what)
         mm = pick(mm_est, what, case, higher_is_better=True)
         mm_status, mm_src = mm_est.status, ", ".join(mm_est.source)
@@ -200,7 +218,7 @@ def build_sku(
         domain=domain,
         gpus_per_rack=per_rack,
         host_bw=_host_bw(acc, offload),
-        **_gemm_fields(acc, precision, case, eff),
+        **_gemm_fields(acc, train_precision, case, eff),
     )
     info = SkuEfficiency(
         sku=acc.name, peak_flops=peak, matmul=mm, matmul_status=mm_status, matmul_source=mm_src,
@@ -240,7 +258,7 @@ def build_all(cat: Any, skus: list[str], precision: str, **kw: Any) -> tuple[lis
     for s in skus:
         try:
             built.append(build_sku(cat, s, precision, **kw))
-        except MissingValueError as exc:
+        except (MissingValueError, PrecisionRefusal) as exc:
             if len(skus) == 1:
                 raise
             name = cat.get("accelerators", s).spec.name

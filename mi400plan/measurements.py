@@ -49,7 +49,7 @@ class MeasuredRun(StrictModel):
     name: str | None = None
     model: str = Field(min_length=1)
     sku: str = Field(min_length=1)
-    precision: Literal["bf16", "fp8"] = "bf16"
+    precision: Literal["bf16", "fp8", "mxfp8", "nvfp4", "mxfp4"] = "bf16"
     # What ``validate`` groups by: the software stack that ran it, and its source (a publication or a
     # campaign; leave-one-source-out holds each out in turn; default: the file). A ``stack`` that names a
     # ``profiles/stacks`` profile (name or alias) also prices the run on it (``mi400plan.stacks``);
@@ -127,8 +127,8 @@ class MeasuredRun(StrictModel):
         if self.recompute_layers and self.recompute != "full":
             raise ValueError("recompute_layers say how many layers of each chunk recompute = \"full\" "
                              f"recomputes; this run has recompute = {self.recompute!r}")
-        if self.fp8_params and self.precision != "fp8":
-            raise ValueError("fp8_params needs precision = \"fp8\"")
+        if self.fp8_params and self.precision == "bf16":
+            raise ValueError("fp8_params needs a low precision (\"fp8\", \"mxfp8\", \"nvfp4\", \"mxfp4\")")
         if self.gpus is not None and self.gpus != self.world:
             raise ValueError(f"gpus = {self.gpus} but tp x pp x cp x dp = {self.world}")
         return self

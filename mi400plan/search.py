@@ -193,7 +193,8 @@ class Hardware:
     units: int = 0  # compute units (CUs / SMs) for wave quantization; 0 = unknown (``gemm``)
     attn_eff: float = 0.0  # flash-attention fraction of the BF16 peak; 0 = ``ATTN_OVER_MATMUL`` x matmul_eff
     peak_bf16_flops: float = 0.0  # BF16 dense peak for attention, FLOP/s; 0 = peak_flops
-    operand_bytes: float = 2.0  # GEMM input element size (1 for FP8)
+    operand_bytes: float = 2.0  # GEMM input element size, scales included (1 for FP8, ~0.56 for NVFP4)
+    cast_bytes: float | None = None  # HBM bytes per element to quantize a GEMM input (``lowp``); None: gemm's rule
     # BF16 large-GEMM ceiling, for the LM head of FP8 training (``head_gemm_sku``); 0 = matmul_eff
     matmul_bf16_eff: float = 0.0
     host_bw: float = 0.0  # B/s per direction per GPU to host memory (activation offloading); 0 = unknown
@@ -202,14 +203,15 @@ class Hardware:
     def gemm_sku(self) -> "gemm.GemmSku":
         """The GEMM model's view of this SKU (``mi400plan.gemm``)."""
         return gemm.GemmSku(self.peak_flops, self.matmul_eff, self.hbm_bw * self.hbm_eff, self.units,
-                            self.gemm_overhead_s, self.operand_bytes)
+                            self.gemm_overhead_s, self.operand_bytes, self.cast_bytes)
 
     def head_gemm_sku(self) -> "gemm.GemmSku":
         """The LM head's GEMM: BF16 in FP8 training. Megatron-Core builds the output layer as its own
         ``tensor_parallel.ColumnParallelLinear``, not a Transformer Engine module, so ``fp8_autocast``
         leaves it in the parameters' BF16 (``megatron/core/models/gpt/gpt_model.py``); torchtitan's
-        float8 conversion skips ``output`` by default likewise. Other precisions: ``gemm_sku``."""
-        if self.operand_bytes != 1.0 or not self.peak_bf16_flops:
+        float8 conversion skips ``output`` by default likewise; the NVFP4 recipe keeps it in BF16 too (arXiv
+        2509.25149). Also the block GEMMs a low-precision recipe keeps in BF16. BF16 training: ``gemm_sku``."""
+        if self.operand_bytes >= 2.0 or not self.peak_bf16_flops:
             return self.gemm_sku()
         return gemm.GemmSku(self.peak_bf16_flops, self.matmul_bf16_eff or self.matmul_eff, self.hbm_bw * self.hbm_eff,
                             self.units, self.gemm_overhead_s, 2.0)
@@ -712,7 +714,8 @@ class StageCompute(NamedTuple):
 
 
 def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float, c: dict[str, Any],
-                    sp: Any, rc: Any, share: Any, counts: ParamCounts, slots: dict[str, np.ndarray]) -> StageCompute:
+                    sp: Any, rc: Any, share: Any, counts: ParamCounts, slots: dict[str, np.ndarray],
+                    bf16_share: float = 0.0) -> StageCompute:
     """GEMM and attention-core seconds of one micro-batch on one GPU (shape-aware, ``mi400plan.gemm``)
     on the pipeline's slowest stage.
 
@@ -730,6 +733,9 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
     tp, pp, cp, ep, etp = (np.asarray(c[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep", "etp"))
     g = hw.gemm_sku()
     df, db, mf, mbw = gemm.layer_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, g)
+    if bf16_share > 0.0:  # the block linear layers a low-precision recipe keeps in BF16 (``lowp``)
+        hi = gemm.layer_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, hw.head_gemm_sku())
+        df, db, mf, mbw = ((1.0 - bf16_share) * lo + bf16_share * h for lo, h in zip((df, db, mf, mbw), hi))
     hf, hb = gemm.head_gemm_seconds(T.shapes, tok_mb, tp, hw.head_gemm_sku())
     dense_gemm, moe_gemm = df * (1.0 + share) + db, mf * (1.0 + share) + mbw
     mods = T.recompute_modules
@@ -985,7 +991,8 @@ def step_time(
     # the mean stage's scaled by the load ratio of its kind (compute time, layers, MoE layers).
     slots = stage_slot_table(wl.counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0)
     layer_ratio, moe_ratio = stage_count_ratios(wl.counts, c["pp"], slots)
-    stage = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc, full, wl.counts, slots)
+    stage = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc, full, wl.counts, slots,
+                            float(getattr(wl.recipe, "bf16_gemm_share", 0.0)))
     g = _Grid(tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, dp=dp, zero=zero, rc=rc, sp=sp, full=full, layers=layers,
               moe_layers=moe_layers, m=m, layer_ratio=layer_ratio, moe_ratio=moe_ratio, gemm_mb=stage.gemm,
               attn_mb=stage.attention)

@@ -9,7 +9,9 @@ command must refuse the flag with exit 2 where that refusal is documented:
 
 * ``fit`` prices memory only: the step-time switches (``--overlap-*``) are refused;
 * ``budget`` has no recipe flags but ``--precision``: click refuses the others (no such option);
-* ``--fp8-params`` without ``--precision fp8`` is refused by every command.
+* ``--fp8-params`` without ``--precision fp8`` is refused by every command;
+* ``--precision nvfp4`` (an NVIDIA format) is refused on the MI355X base by every command; ``mxfp8`` and
+  ``mxfp4`` run there (CDNA 4 has OCP MX math) and ``--bf16-gemm-share`` moves an MXFP4 run.
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ COMMANDS = ["fit", "sweep", "sweep --deadline", "sweep --budget", "budget", "fit
 FLAGS: list[tuple[list[str], list[str], str]] = [
     (["--recipe", "fp32"], [], DENSE),
     (["--precision", "fp8"], [], DENSE),
+    (["--precision", "mxfp8"], [], DENSE),
+    (["--precision", "mxfp4"], [], DENSE),
+    (["--precision", "nvfp4"], [], DENSE),  # an NVIDIA format: refused on the MI355X base everywhere
+    (["--bf16-gemm-share", "0.5"], ["--precision", "mxfp4"], DENSE),
     (["--optimizer", "sgd"], [], DENSE),
     (["--grad-dtype", "bf16"], [], DENSE),
     (["--no-flash"], [], DENSE),
@@ -111,6 +117,8 @@ REFUSED: dict[tuple[str, str], str] = {
                                                    "--no-overlap-pp", "--no-overlap-cp")},
     **{("budget", flag[0]): "No such option" for flag, _, _ in FLAGS if flag[0] != "--precision"},
 }
+# --precision values a command refuses on the base SKU (MI355X), keyed by value: every command
+REFUSED_VALUES = {"nvfp4": "does not run NVFP4"}
 
 
 # fit checks the layout it is given: a flag that makes it invalid is an error naming the broken rule
@@ -135,7 +143,7 @@ def test_flag_changes_the_priced_workload_or_is_refused(cli, command: str, flag:
     flag, extra = VARIANTS.get((command, flag[0]), (flag, extra))
     base = _with(_base(command, model), extra)
     code, data, out = _run(cli, _with(base, flag))
-    why = REFUSED.get((command, flag[0]))
+    why = REFUSED.get((command, flag[0])) or (REFUSED_VALUES.get(flag[1]) if flag[0] == "--precision" else None)
     if why is not None:
         assert code == 2 and why in out, out
         return
@@ -180,7 +188,8 @@ def test_each_switch_has_one_spelling(cli) -> None:  # noqa: ANN001
         spell[name] = {p.name: (tuple(p.opts), tuple(p.secondary_opts), p.type_descriptor.annotation)
                        for p in cmd.params if p.param_type_name == "option"}
     shared = {"recipe", "optimizer", "grad_dtype", "flash", "dropout", "reserve", "capacity_factor",
-              "fp8_weight_copies", "fp8_params", "fused_cross_entropy", "recompute_modules", "recompute_layers",
+              "fp8_weight_copies", "fp8_params", "bf16_gemm_share", "fused_cross_entropy", "recompute_modules",
+              "recompute_layers",
               "vocab_divisible_by", "offload_layers", "uneven_pp", "split_embedding_loss", "overlap_tp",
               "overlap_ep", "overlap_pp", "overlap_cp", "overlap_dp"}
     for key in shared:

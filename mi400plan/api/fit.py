@@ -27,7 +27,9 @@ from mi400plan.errors import LayoutError, PlannerError, ProfileError, UsageError
 from mi400plan.reserve import verdict_name
 from mi400plan.results.fit import FitModel, FitResult, FitRow, MemoryBytes, RecipeValue
 from mi400plan.specs.layout import (
+    LOW_PRECISIONS,
     RECOMPUTE_CODES,
+    TRAIN_PRECISIONS,
     InferRecipe,
     Layout,
     TrainOptions,
@@ -118,8 +120,8 @@ def _plan_agrees(path: str, text: str, raw: dict[str, Any], meta: dict[str, Any]
     """The checks fit's flags get: a training precision, and recompute_modules / recompute_layers only
     with the recomputation level they describe."""
     precision = meta.get("precision")
-    if meta.get("mode", "train") == "train" and precision is not None and precision not in ("bf16", "fp8", "fp32"):
-        raise ProfileError(f"unknown training precision {precision!r}; known: bf16, fp8, fp32", path=path,
+    if meta.get("mode", "train") == "train" and precision is not None and precision not in TRAIN_PRECISIONS:
+        raise ProfileError(f"unknown training precision {precision!r}; known: {', '.join(TRAIN_PRECISIONS)}", path=path,
                            line=_key_line(text, "plan", "precision"), field="plan.precision")
     recipe = raw.get("recipe") if isinstance(raw.get("recipe"), dict) else {}
     for key, level in (("recompute_modules", "selective"), ("recompute_layers", "full")):
@@ -167,6 +169,7 @@ class LayoutPins:
 
 # TrainOptions fields an inference fit ignores (warned about), and those the training fit reads itself.
 _RECIPE_KEYS = ("recipe", "optimizer", "grad_dtype", "flash_attention", "dropout", "fp8_weight_copies", "fp8_params",
+                "bf16_gemm_share",
                 "recompute_modules", "recompute_layers", "fused_cross_entropy", "capacity_factor",
                 "vocab_divisible_by", "offload_layers", "overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp",
                 "overlap_dp", "split_embedding_loss", "uneven_pp")
@@ -239,6 +242,7 @@ def fit(
         warnings.append(f"--capacity-factor applies to MoE models; {model.name} is dense")
     if mode == "train":
         opts = _train_options(plan_options, options, given, recipe_kw)
+        accels = _runnable(accels, opts.precision, warnings)
         recompute = _recompute_level(recompute, recipe_kw["recompute_modules"], recipe_kw["recompute_layers"])
         return _fit_train(
             catalog, model, counts, accels, fm, warnings, plan_layout,
@@ -254,6 +258,23 @@ def fit(
         ep=ep, gpus=gpus, batch=batch, context=seq,
         recipe=infer_recipe(precision, kv_dtype=kv_dtype, reserve=res),
     )
+
+
+def _runnable(accels: list[Any], precision: str, warnings: list[str]) -> list[Any]:
+    """The SKUs that run the training ``precision`` (``lowp.refusal``): one SKU that does not is a usage
+    error naming --precision; among several, those that do not are left out with a warning."""
+    from mi400plan.lowp import refusal
+
+    refused = [(a, refusal(precision, a.spec)) for a in accels]
+    if len(accels) == 1 and refused[0][1] is not None:
+        raise refused[0][1]
+    out = [a for a, r in refused if r is None]
+    if not out:
+        raise refused[0][1]  # type: ignore[misc]
+    left = [a.spec.name for a, r in refused if r is not None]
+    if left:
+        warnings.append(f"--precision {precision}: left out {', '.join(left)} (no {precision.upper()} training there)")
+    return out
 
 
 def _plan_names(meta: dict[str, Any], plan: str | Path, model_name: str | None, skus: list[str] | None, mode: str,
@@ -313,11 +334,12 @@ def _train_options(plan_options: TrainOptions | None, options: TrainOptions | No
     if options is not None:
         base_opts = base_opts.merged(**given)
     precision = recipe_kw["precision"]
-    if precision is not None and precision not in ("bf16", "fp8", "fp32"):
+    if precision is not None and precision not in TRAIN_PRECISIONS + ("fp4",):
         train_recipe(precision=precision)  # the usual "unknown training precision" error
     opts = base_opts.merged(**recipe_kw)
-    if opts.fp8_weight_copies is not None and opts.precision != "fp8":
-        raise UsageError("FP8 weight copies apply to FP8 training; add --precision fp8")
+    if opts.fp8_weight_copies is not None and opts.precision not in LOW_PRECISIONS:
+        raise UsageError("FP8 weight copies apply to low-precision training; add --precision fp8 (or mxfp8, "
+                         "nvfp4, mxfp4)")
     return opts
 
 

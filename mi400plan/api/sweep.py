@@ -47,7 +47,7 @@ from mi400plan.units import DAY, HOUR, UnitError, fmt_bytes, fmt_count, fmt_pct,
 
 DEFAULT_GLOBAL_BATCH_TOKENS = 2**22  # 4Mi tokens (Llama 3 pre-training began at 4M tokens per step)
 DEFAULT_SEQ_CAP = 8192
-PRECISIONS = ("bf16", "fp8")
+PRECISIONS = ("bf16", "fp8", "mxfp8", "nvfp4", "mxfp4")
 SCALING_THRESHOLD = 0.90
 # A corner's best layout counts as a flip of the "best layout" conclusion only when the nominal best,
 # run at that corner, is at least this much slower than the corner's own best (or does not fit there):

@@ -9,7 +9,7 @@ import typer
 from mi400plan.cli.counts import count, one_sku
 from mi400plan.cli.common import WidthOpt
 from mi400plan.cli.common import (
-    PRECISION_ALIASES, AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, alias, app, catalog,
+    TRAIN_PRECISION_ALIASES, TRAIN_PRECISION_CHOICES, AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, alias, app, catalog,
     pick_format, run, seq_tokens,
 )
 from mi400plan.cli.recipe import train_options
@@ -28,7 +28,7 @@ def cmd(
     mfu: Annotated[Optional[float], typer.Option("--mfu", help="Use this MFU for the budget instead of the planner's best layout.")] = None,
     seq: Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS", help="Sequence length (default 8192).")] = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Sequences or tokens (4Mi); default 4Mi tokens.")] = None,
-    precision: Annotated[str, typer.Option("--precision", metavar="bf16|fp8", help="Matmul precision.")] = "bf16",
+    precision: Annotated[str, typer.Option("--precision", metavar="bf16|fp8|mxfp8|nvfp4|mxfp4", help="Training precision, as sweep takes it (the block GEMMs at that format's dense peak).")] = "bf16",
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -46,7 +46,7 @@ def cmd(
     """
     f = pick_format(json_, fmt)
     seq_n = seq_tokens(seq)
-    precision = alias(precision, PRECISION_ALIASES, "--precision", "bf16|fp8")
+    precision = alias(precision, TRAIN_PRECISION_ALIASES, "--precision", TRAIN_PRECISION_CHOICES)
     fam = family.strip().lower()
     if fam not in ("dense", "moe"):
         raise typer.BadParameter(f"{family!r} is not one of dense|moe", param_hint="--family")

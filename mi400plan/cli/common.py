@@ -99,6 +99,11 @@ PRECISION_ALIASES = {
 }
 
 
+# Training --precision spellings (fit's training mode, sweep, budget): ``fp4``/``float4`` name OCP MXFP4.
+TRAIN_PRECISION_ALIASES = {**PRECISION_ALIASES, "float4": "mxfp4", "fp4": "mxfp4", "mxfp4": "mxfp4"}
+TRAIN_PRECISION_CHOICES = "bf16|fp8|mxfp8|nvfp4|mxfp4"
+
+
 def alias(text: str | None, aliases: dict[str, str], flag: str, choices: str | None = None) -> str | None:
     """Normalise a choice typed the way another tool spells it (``bfloat16`` -> ``bf16``); with
     ``choices`` (the accepted names), anything else is a usage error naming the flag."""

@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.recipe import (
-    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
+    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt,
+    Bf16ShareOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
     RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, flag_values, refuse_step_time, train_options,
     AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt,
@@ -69,7 +70,7 @@ def fit_cmd(
     gpus: Annotated[IntOpt, typer.Option("--gpus", parser=count, metavar="N", help="Total GPUs (train: sets DP; infer: sets TP).")] = None,
     global_batch: Annotated[IntOpt, typer.Option("--global-batch", help="Sequences per step (caps micro-batches in flight).")] = None,
     recipe: RecipeOpt = None,
-    precision: Annotated[Optional[list[str]], typer.Option("--precision", metavar="PRECISION", help="train: bf16|fp8|fp32; infer weights: bf16|fp8|mxfp8|fp6|fp4|nvfp4|int4 (bfloat16, float32, float8 too). Repeat or comma-separate (bf16,fp8) to compare them in one table.")] = None,
+    precision: Annotated[Optional[list[str]], typer.Option("--precision", metavar="PRECISION", help="train: bf16|fp8|mxfp8|nvfp4|mxfp4|fp32; infer weights: bf16|fp8|mxfp8|fp6|fp4|nvfp4|int4 (bfloat16, float32, float8 too). Repeat or comma-separate (bf16,fp8) to compare them in one table.")] = None,
     optimizer: OptimizerOpt = None,
     grad_dtype: GradDtypeOpt = None,
     kv_dtype: Annotated[Optional[KvDtype], typer.Option("--kv-dtype", help="KV-cache dtype (infer).")] = None,
@@ -80,6 +81,7 @@ def fit_cmd(
     capacity_factor: CapacityFactorOpt = None,
     fp8_weight_copies: Fp8CopiesOpt = None,
     fp8_params: Fp8ParamsOpt = None,
+    bf16_gemm_share: Bf16ShareOpt = None,
     fused_cross_entropy: FusedCeOpt = None,
     recompute_modules: RecomputeModulesOpt = None,
     recompute_layers: RecomputeLayersOpt = None,
@@ -129,7 +131,7 @@ def fit_cmd(
     precisions = [alias(p, PRECISION_ALIASES, "--precision") for t in (precision or []) for p in t.split(",") if p.strip()]
     given = dict(recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash, dropout=dropout,
                  capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies, fp8_params=fp8_params,
-                 recompute_modules=recompute_modules, recompute_layers=recompute_layers,
+                 bf16_gemm_share=bf16_gemm_share, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
                  fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
                  offload_layers=offload_layers, uneven_pp=uneven_pp, split_embedding_loss=split_embedding_loss,
                  overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,

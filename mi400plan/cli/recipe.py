@@ -60,8 +60,9 @@ CapacityFactorOpt = Annotated[Optional[float], typer.Option(
          "expert rank's dispatch buffers, not a token-dropping capacity.")]
 Fp8CopiesOpt = Annotated[Optional[int], typer.Option(
     "--fp8-weight-copies", parser=count, metavar="N",
-    help="With --precision fp8 (train): cached FP8 casts per GEMM weight. Default 2, as Transformer Engine "
-         "keeps them: a row-wise copy for the forward GEMM and a transposed one for the backward pass.")]
+    help="With a low --precision (fp8, mxfp8, nvfp4, mxfp4; train): cached narrow casts per GEMM weight. Default "
+         "2, as Transformer Engine keeps them: a row-wise copy for the forward GEMM and a transposed (column-wise) "
+         "one for the backward pass.")]
 RecomputeModulesOpt = Annotated[Optional[str], typer.Option(
     "--recompute-modules", metavar="LIST",
     help="What --recompute selective recomputes (Megatron-Core --recompute-modules; comma-separated; default "
@@ -77,6 +78,11 @@ Fp8ParamsOpt = Annotated[Optional[bool], typer.Option(
     help="With --precision fp8 (train): hold the block GEMM weights as FP8 tensors, with no bf16 working copy "
          "(Megatron-Core --fp8-param-gather; Megatron-Bridge's FP8 current-scaling preset sets it). The "
          "fp32 master weights stay; embedding, output layer and norms stay bf16. Default off.")]
+Bf16ShareOpt = Annotated[Optional[float], typer.Option(
+    "--bf16-gemm-share", metavar="F",
+    help="With a low --precision (train): the share of transformer-block linear layers kept in BF16. Default "
+         "0.15 for nvfp4 and mxfp4 (NVIDIA's NVFP4 pretraining recipe, arXiv 2509.25149: about 15 % of the linear "
+         "layers, most of them the last blocks), 0 for fp8 and mxfp8.")]
 FusedCeOpt = Annotated[Optional[bool], typer.Option(
     "--fused-cross-entropy/--no-fused-cross-entropy",
     help="Train: the loss is Transformer Engine's fused cross entropy (Megatron-Core --cross-entropy-loss-fusion "
@@ -154,6 +160,7 @@ RECIPE_FLAGS = {
     "flash_attention": "--flash/--no-flash", "dropout": "--dropout/--no-dropout", "reserve": "--reserve",
     "capacity_factor": "--capacity-factor", "fp8_weight_copies": "--fp8-weight-copies",
     "fp8_params": "--fp8-params/--no-fp8-params", "recompute_modules": "--recompute-modules",
+    "bf16_gemm_share": "--bf16-gemm-share",
     "recompute_layers": "--recompute-layers", "fused_cross_entropy": "--fused-cross-entropy/--no-fused-cross-entropy",
     "vocab_divisible_by": "--vocab-divisible-by", "offload_layers": "--offload-layers",
     "uneven_pp": "--uneven-pp/--no-uneven-pp", "split_embedding_loss": "--split-embedding-loss/--no-split-embedding-loss",

@@ -7,7 +7,8 @@ import typer
 
 from mi400plan.cli.cost import GridOpt, LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.recipe import (
-    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
+    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt,
+    Bf16ShareOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
     RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, SplitOpt, UnevenOpt, VocabOpt, train_options,
     AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt,
@@ -25,7 +26,7 @@ from mi400plan.cli.common import (
     app,
     catalog,
     pick_format,
-    PRECISION_ALIASES,
+    TRAIN_PRECISION_ALIASES, TRAIN_PRECISION_CHOICES,
     alias,
     run,
     seq_tokens,
@@ -62,7 +63,7 @@ def cmd(
     racks: Annotated[Optional[int], typer.Option("--racks", parser=count, metavar="N", help="Number of racks (GPUs per rack from the rack profile, else the scale-up domain).")] = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Sequences (1024) or tokens with a suffix (4M, 128Mi, 8388608tok). Default: planned per cluster within the DeepSeek LLM batch-size law's bound (table Global batch).")] = None,
     seq: Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS", help="Sequence length in tokens (default: the model's, capped at 8192); 32k, 128K (k = 1024).")] = None,
-    precision: Annotated[str, typer.Option("--precision", metavar="bf16|fp8", help="Matmul precision (bfloat16, float8 too); MFU uses this precision's dense peak.")] = "bf16",
+    precision: Annotated[str, typer.Option("--precision", metavar="bf16|fp8|mxfp8|nvfp4|mxfp4", help="Training precision: bf16, fp8 (per-tensor FP8), mxfp8 (E8M0 scale per 32; Blackwell, CDNA 4), nvfp4 (NVIDIA Blackwell/Rubin), mxfp4 (OCP MX FP4; fp4 too); bfloat16, float8 too. The block GEMMs run at that format's dense peak (the LM head and attention in BF16); MFU uses it.")] = "bf16",
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training tokens (15T) for days to train.")] = None,
     gpu_hour_cost: Annotated[Optional[float], typer.Option("--gpu-hour-cost", help="US dollars per GPU-hour, for the cost to train (default: the cost model's all-in figure).")] = None,
     site: SiteOpt = None,
@@ -90,6 +91,7 @@ def cmd(
     capacity_factor: CapacityFactorOpt = None,
     fp8_weight_copies: Fp8CopiesOpt = None,
     fp8_params: Fp8ParamsOpt = None,
+    bf16_gemm_share: Bf16ShareOpt = None,
     fused_cross_entropy: FusedCeOpt = None,
     recompute_modules: RecomputeModulesOpt = None,
     recompute_layers: RecomputeLayersOpt = None,
@@ -133,13 +135,14 @@ def cmd(
     """
     f = pick_format(json_, fmt)
     seq_n = seq_tokens(seq)
-    precision = alias(precision, PRECISION_ALIASES, "--precision", "bf16|fp8")
+    precision = alias(precision, TRAIN_PRECISION_ALIASES, "--precision", TRAIN_PRECISION_CHOICES)
     pins = {k: _ints(v, "--" + k.replace("_", "-")) for k, v in (("tp", tp), ("pp", pp), ("vpp", vpp), ("cp", cp),
                                                                 ("ep", ep), ("zero", zero), ("micro_batch", micro_batch))}
     pins["recompute"] = [{"none": 0, "selective": 1, "full": 2}[r.value] for r in (recompute or [])]
     given = dict(precision=precision, recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash,
                  dropout=dropout, reserve=reserve, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-                 fp8_params=fp8_params, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
+                 fp8_params=fp8_params,
+                 bf16_gemm_share=bf16_gemm_share, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
                  fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
                  offload_layers=offload_layers, uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
                  overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,

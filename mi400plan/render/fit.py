@@ -166,11 +166,16 @@ def _fp8_weights_line(recipe: dict) -> list[str]:
     if not copies and not recipe.get("fp8_params"):
         return []
     b = recipe.get("gemm_weight_bytes")
+    fmt = str(recipe.get("gemm_format") or "fp8").upper()
     if recipe.get("fp8_params"):
-        form = "FP8 tensors (--fp8-params)" + (", with the transposed copy" if copies >= 2 else ", no transposed copy")
+        form = f"{fmt} tensors (--fp8-params)" + (", with the transposed copy" if copies >= 2 else ", no transposed copy")
     else:
-        form = f"bf16 working copy + {copies} FP8 cast{'s' if copies != 1 else ''}"
-    return [f"FP8 weights: {form}, {b:g} B a block GEMM weight"]
+        each = float(recipe.get("fp8_copy_bytes") or 1.0)
+        form = f"bf16 working copy + {copies} {fmt} cast{'s' if copies != 1 else ''}" + (
+            f" of {each:g} B (scales included)" if each != 1.0 else "")
+    share = float(recipe.get("bf16_gemm_share") or 0.0)
+    kept = f"; {share:.0%} of the block linear layers kept BF16 (--bf16-gemm-share)" if share else ""
+    return [f"{fmt} weights: {form}, {b:g} B a block GEMM weight{kept}"]
 
 
 def _gpus(n: int) -> str:

@@ -383,6 +383,10 @@ class TrainRecipe(StrictModel):
     fp8_weight_copies: int = Field(default=0, ge=0)
     fp8_copy_bytes: float = Field(default=1.0, gt=0)  # bytes per parameter of one cached FP8 copy
     fp8_params: bool = False  # block GEMM weights held as FP8 tensors (see above)
+    # The block GEMMs' format (``mi400plan.lowp``: fp8, mxfp8, nvfp4, mxfp4; bf16 otherwise) and the share of
+    # block linear layers kept in BF16 under it (the NVFP4 recipe keeps about 15 %).
+    gemm_format: str = "bf16"
+    bf16_gemm_share: float = Field(default=0.0, ge=0.0, le=1.0)
     grad_bytes: float = Field(default=4.0, gt=0)
     master_bytes: float = Field(default=4.0, ge=0)
     optimizer: Optimizer = "adamw"
@@ -426,15 +430,18 @@ class TrainRecipe(StrictModel):
 
     @property
     def fp8_weight_bytes(self) -> float:
-        """Bytes of cached FP8 weight copies per transformer-block GEMM parameter."""
-        return self.fp8_weight_copies * self.fp8_copy_bytes
+        """Bytes of cached narrow weight copies per transformer-block GEMM parameter, averaged over the
+        block: the layers kept in BF16 (``bf16_gemm_share``) have none."""
+        return self.fp8_weight_copies * self.fp8_copy_bytes * (1.0 - self.bf16_gemm_share)
 
     @property
     def gemm_weight_bytes(self) -> float:
         """Bytes per transformer-block GEMM parameter of weights: the working copy plus the cached
-        FP8 casts, or with ``fp8_params`` the FP8 copies alone (at least one: the parameter itself)."""
+        narrow casts, or with ``fp8_params`` the narrow copies alone (at least one: the parameter
+        itself) and the BF16-kept layers' working copy."""
         if self.fp8_params:
-            return max(self.fp8_weight_copies, 1) * self.fp8_copy_bytes
+            return (max(self.fp8_weight_copies, 1) * self.fp8_copy_bytes * (1.0 - self.bf16_gemm_share)
+                    + self.param_bytes * self.bf16_gemm_share)
         return self.param_bytes + self.fp8_weight_bytes
 
     @property
@@ -479,7 +486,25 @@ TRAIN_PRESETS: dict[str, dict[str, object]] = {
                  activation_bytes=4.0, gemm_input_bytes=4.0),
 }
 
-TRAIN_PRECISIONS = ("bf16", "fp8", "fp32")
+TRAIN_PRECISIONS = ("bf16", "fp8", "mxfp8", "nvfp4", "mxfp4", "fp32")
+# Low-precision recipes (``mi400plan.lowp``): GEMM weights keep narrow cached copies and GEMM inputs are
+# saved narrow; ``fp4`` names MXFP4 in training.
+LOW_PRECISIONS = ("fp8", "mxfp8", "nvfp4", "mxfp4")
+
+
+def _low_precision_fields(fields: dict[str, object], precision: str) -> None:
+    """A low-precision recipe's memory and GEMM fields (``mi400plan.lowp``): two cached narrow copies of
+    each block GEMM weight (row-wise and column-wise: MX and NVFP4 scales run along one axis, and
+    per-tensor FP8 keeps its transpose, ``TE_FP8_WEIGHT_COPIES``) of the format's bytes with scales, the
+    GEMM inputs saved narrow for the weight gradient, and the share of block GEMMs kept BF16."""
+    from mi400plan.lowp import RECIPES
+
+    lp = RECIPES[precision]
+    fields["fp8_weight_copies"] = TE_FP8_WEIGHT_COPIES
+    fields["fp8_copy_bytes"] = lp.element_bytes
+    fields["gemm_input_bytes"] = FP8_SAVED_INPUT_BYTES if precision == "fp8" else lp.element_bytes
+    fields["gemm_format"] = precision
+    fields["bf16_gemm_share"] = lp.bf16_share
 
 
 def train_recipe(
@@ -509,24 +534,27 @@ def train_recipe(
         raise UsageError(f"unknown training recipe {preset!r}; known: {', '.join(TRAIN_PRESETS)}")
     fields: dict[str, object] = dict(TRAIN_PRESETS[preset])
     fields["name"] = preset
+    precision = {"fp4": "mxfp4"}.get(precision, precision) if precision is not None else None
+    low = precision in LOW_PRECISIONS
     if precision is not None:
         if precision not in TRAIN_PRECISIONS:
             raise UsageError(f"unknown training precision {precision!r}; known: {', '.join(TRAIN_PRECISIONS)}")
         if precision == "fp32":
             fields.update(TRAIN_PRESETS["fp32"])
-        elif precision == "fp8":
-            fields["fp8_weight_copies"] = TE_FP8_WEIGHT_COPIES
-            fields["gemm_input_bytes"] = FP8_SAVED_INPUT_BYTES
+        elif low:
+            _low_precision_fields(fields, precision)
     if fp8_weight_copies is not None:
-        if precision != "fp8":
-            raise UsageError("FP8 weight copies apply to FP8 training; add --precision fp8")
+        if not low:
+            raise UsageError("FP8 weight copies apply to low-precision training; add --precision fp8 (or mxfp8, "
+                             "nvfp4, mxfp4)")
         if not 0 <= int(fp8_weight_copies) <= 2:
             raise UsageError(f"FP8 weight copies must be 0, 1 or 2 (row-wise, and a transposed copy for the "
                              f"backward pass), got {fp8_weight_copies}")
         fields["fp8_weight_copies"] = int(fp8_weight_copies)
     if fp8_params:
-        if precision != "fp8":
-            raise UsageError("FP8 parameters apply to FP8 training; add --precision fp8")
+        if not low:
+            raise UsageError("FP8 parameters apply to low-precision training; add --precision fp8 (or mxfp8, "
+                             "nvfp4, mxfp4)")
         fields["fp8_params"] = True
     if recompute_modules is not None:
         fields["recompute_modules"] = parse_recompute_modules(recompute_modules)
@@ -563,7 +591,27 @@ def train_recipe(
         if int(vocab_divisible_by) < 1:
             raise UsageError(f"the vocabulary padding unit must be a positive integer, got {vocab_divisible_by}")
         fields["vocab_divisible_by"] = int(vocab_divisible_by)
-    return TrainRecipe(**fields)  # type: ignore[arg-type]
+    recipe = TrainRecipe(**fields)  # type: ignore[arg-type]
+    return with_bf16_gemm_share(recipe, recipe.bf16_gemm_share) if low else recipe
+
+
+def with_bf16_gemm_share(recipe: TrainRecipe, share: float | None) -> TrainRecipe:
+    """``recipe`` with ``share`` of its block linear layers kept in BF16 (``--bf16-gemm-share``; None: as it
+    is): those layers have no narrow weight copies (``TrainRecipe.fp8_weight_bytes``) and save 16-bit GEMM
+    inputs, so the saved-input width is the share-weighted mean of the format's and ``activation_bytes``."""
+    if share is None:
+        return recipe
+    if recipe.gemm_format not in LOW_PRECISIONS:
+        raise UsageError("--bf16-gemm-share applies to low-precision training; add --precision fp8, mxfp8, "
+                         "nvfp4 or mxfp4")
+    if not 0.0 <= float(share) <= 1.0:
+        raise UsageError(f"--bf16-gemm-share must be a fraction in [0, 1], got {share}")
+    from mi400plan.lowp import RECIPES
+
+    narrow = FP8_SAVED_INPUT_BYTES if recipe.gemm_format == "fp8" else RECIPES[recipe.gemm_format].element_bytes
+    kept = float(share)
+    return recipe.model_copy(update={"bf16_gemm_share": kept, "gemm_input_bytes": (1.0 - kept) * narrow
+                                     + kept * recipe.activation_bytes})
 
 
 def parse_recompute_modules(given: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -609,7 +657,8 @@ class TrainOptions(StrictModel):
     """
 
     recipe: Literal["megatron", "zero", "fsdp", "fp32"] = "megatron"
-    precision: Literal["bf16", "fp8", "fp32"] = "bf16"
+    precision: Literal["bf16", "fp8", "mxfp8", "nvfp4", "mxfp4", "fp32"] = "bf16"
+    bf16_gemm_share: float | None = Field(default=None, ge=0.0, le=1.0)
     optimizer: Optimizer | None = None
     grad_dtype: Literal["fp32", "bf16", "fp16"] | None = None
     flash_attention: bool = True
@@ -642,9 +691,14 @@ class TrainOptions(StrictModel):
     def _modules(cls, v: object) -> object:
         return recompute_modules_value(v)
 
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision(cls, v: object) -> object:
+        return {"fp4": "mxfp4"}.get(v, v) if isinstance(v, str) else v
+
     def train_recipe(self) -> TrainRecipe:
-        """The memory recipe these switches describe (``train_recipe``)."""
-        return train_recipe(
+        """The memory recipe these switches describe (``train_recipe``, ``with_bf16_gemm_share``)."""
+        r = train_recipe(
             self.recipe, precision=self.precision, optimizer=self.optimizer, grad_dtype=self.grad_dtype,
             flash_attention=self.flash_attention, dropout=self.dropout,
             reserve=parse_reserve(self.reserve) if self.reserve is not None else None,
@@ -653,6 +707,7 @@ class TrainOptions(StrictModel):
             fp8_params=self.fp8_params, recompute_modules=self.recompute_modules,
             recompute_layers=self.recompute_layers, fused_cross_entropy=self.fused_cross_entropy,
         )
+        return with_bf16_gemm_share(r, self.bf16_gemm_share)
 
     def search_flags(self) -> dict[str, bool]:
         """The ``search.SearchOptions`` switches."""
@@ -690,10 +745,12 @@ class TrainOptions(StrictModel):
             return TrainOptions(**new)
         except ValidationError as exc:
             # train_recipe words the usual mistakes (unknown dtype, non-positive factor, ...) for users
-            train_recipe(new["recipe"] if new["recipe"] in TRAIN_PRESETS else "megatron", precision=new["precision"],
-                         optimizer=new["optimizer"], grad_dtype=new["grad_dtype"],
-                         capacity_factor=new["capacity_factor"], vocab_divisible_by=new["vocab_divisible_by"],
-                         offload_layers=new["offload_layers"] if isinstance(new["offload_layers"], int) else None)
+            r = train_recipe(new["recipe"] if new["recipe"] in TRAIN_PRESETS else "megatron",
+                             precision=new["precision"], optimizer=new["optimizer"], grad_dtype=new["grad_dtype"],
+                             capacity_factor=new["capacity_factor"], vocab_divisible_by=new["vocab_divisible_by"],
+                             offload_layers=new["offload_layers"] if isinstance(new["offload_layers"], int) else None)
+            if isinstance(new["bf16_gemm_share"], (int, float)):
+                with_bf16_gemm_share(r, new["bf16_gemm_share"])
             e = exc.errors()[0]
             msg = str(e['msg']).removeprefix('Value error, ')
             raise UsageError(f"invalid training option {'.'.join(str(x) for x in e['loc'])}: {msg}") from None
