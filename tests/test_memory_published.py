@@ -302,7 +302,8 @@ def test_published_layouts_still_rejected_are_listed(catalog) -> None:
     counted fixed reserve exceed the capacity (the fragmentation share is not what rejects it). Llama 3's gap by
     hand: stage 1 holds 141 x 8,192 x 65,088 B of activations (``test_calibration_h100``), 8 layers' whole BF16
     weights, ZeRO-2 gradients and optimizer shards; the fixed reserve is the 781 MB context, the TP-8 and
-    DP-64 rings (16 channels x 2 peers x 9,633,792 B each: 4 MiB + 512 KiB + 4,800 KiB) and the two pipeline neighbours (2 x 2 x 4 MiB)."""
+    DP-64 rings (16 channels x 2 peers x 9,633,792 B each: 4 MiB + 512 KiB + 4,800 KiB) and the two pipeline
+    neighbours (2 x 2 x 4 MiB)."""
     row = _llama3_interleaved(catalog)
     mb = row.memory_bytes
     assert row.verdict == "does_not_fit"
@@ -381,7 +382,8 @@ def test_fit_and_sweep_report_the_same_memory_for_each_published_layout(catalog,
             global_batch=q["gbs"], options=opts, precision=opts.precision).rows[0]
     lay = dict(f.layout)
     pins = {k: [lay[k]] for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "zero", "micro_batch")}
-    pins |= {"recompute": [RECOMPUTE_CODES[lay["recompute"]]], "sequence_parallel": [int(lay["sequence_parallel"] and lay["tp"] > 1)]}
+    pins |= {"recompute": [RECOMPUTE_CODES[lay["recompute"]]],
+             "sequence_parallel": [int(lay["sequence_parallel"] and lay["tp"] > 1)]}
     if lay["tp"] == 1:  # sequence parallelism splits nothing without TP (sweep keeps it off, fit may show it on)
         lay.pop("sequence_parallel")
     with val.hardware_replaced(hbm_bytes=8 * f.capacity_bytes):
@@ -415,7 +417,8 @@ def _deepseek_v3_stated(catalog):
     base, stated = _deepseek_v3_recipes()
     lay = dict(tp=1, pp=16, vpp=1, dp=128, ep=64, etp=1, cp=1, zero=1, micro_batch=1, seq_len=4096, recompute=1,
                sequence_parallel=False, num_microbatches=120, pipeline_split=2)  # fit's uneven split: 2 + 14 x 4 + 3
-    return train_memory(model, count_params(model), base, **lay), train_memory(model, count_params(model), stated, **lay)
+    counts = count_params(model)
+    return train_memory(model, counts, base, **lay), train_memory(model, counts, stated, **lay)
 
 
 def test_deepseek_v3_with_its_stated_memory_measures_fits(catalog) -> None:
@@ -423,17 +426,18 @@ def test_deepseek_v3_with_its_stated_memory_measures_fits(catalog) -> None:
     up-projection recomputed (sec. 3.2.3), the linear inputs cached in FP8, the MoE SwiGLU input cached in FP8
     with 1 x 128-tile scales and its output recomputed, and AdamW moments in BF16 (sec. 3.3.3).
 
-    By hand, per token at TP 1 (no SP), with those measures: an MoE layer keeps the two norm inputs (2 x 2 x
-    7,168 = 28,672 B), the MLA latents (2 x (1,536 + 512 + 64) B before their norms + 2,048 B of FP8 up-projection
-    inputs = 6,272), the FP8 output-projection input (128 x 128 = 16,384), the fp32 log-sum-exp (4 x 128 = 512),
-    the fp32 router probabilities (4 x 256 = 1,024), the shared expert's gate and up outputs and
-    FP8 down-projection input (2 x 2,048 x 2 + 2,048 = 10,240) and per routed copy, 8 x 1.25 of them, the FP8 dispatched token (7,168), its fp32
-    probability (4) and the FP8 SwiGLU input (2 x 2,048 x 1.03125 = 4,224): 113,960; in all 177,064 B. The
-    expert output is not kept (Megatron-Core applies the probabilities in the activation). A dense layer: the
-    same attention part (51,840) and the SwiGLU intermediates of 18,432 (2 x 18,432 x 2 + 18,432 = 92,160):
-    144,000 B. The optimizer state drops from 12 to 8 B per parameter (fp32 master kept), the SwiGLU input of
-    each routed copy from 2 to 1 + 4/128 B a element. Stage 1 (one dense and three MoE layers, 15 micro-batches
-    in flight under 1F1B) is the peak: 15 x 4,096 x (144,000 + 3 x 177,064) B of activations. Its EMA lives in CPU
+    By hand, per token at TP 1 (no SP), with those measures: an MoE layer keeps the two norm inputs
+    (2 x 2 x 7,168 = 28,672 B), the MLA latents (2 x (1,536 + 512 + 64) B before their norms + 2,048 B of FP8
+    up-projection inputs = 6,272), the FP8 output-projection input (128 x 128 = 16,384), the fp32 log-sum-exp
+    (4 x 128 = 512), the fp32 router probabilities (4 x 256 = 1,024), the shared expert's gate and up outputs
+    and FP8 down-projection input (2 x 2,048 x 2 + 2,048 = 10,240) and, per routed copy (8 x 1.25 of them),
+    the FP8 dispatched token (7,168), its fp32 probability (4) and the FP8 SwiGLU input (2 x 2,048 x 1.03125 =
+    4,224): 113,960; in all 177,064 B. The expert output is not kept (Megatron-Core applies the probabilities
+    in the activation). A dense layer: the same attention part (51,840) and the SwiGLU intermediates of
+    18,432 (2 x 18,432 x 2 + 18,432 = 92,160): 144,000 B. The optimizer state drops from 12 to 8 B per
+    parameter (fp32 master kept), the SwiGLU input of each routed copy from 2 to 1 + 4/128 B an element.
+    Stage 1 (one dense and three MoE layers, 15 micro-batches in flight under 1F1B) is the peak:
+    15 x 4,096 x (144,000 + 3 x 177,064) B of activations. Its EMA lives in CPU
     memory and its MTP module shares the embedding and output head: the planner charges neither."""
     from mi400plan.hardware import build_sku
     from mi400plan.memory import layer_activation_bytes_per_token
