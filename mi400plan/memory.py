@@ -114,6 +114,10 @@ TOKEN_ID_BYTES = 8  # int64 input ids held by the first stage (Megatron theoreti
 LOGIT_BYTES = 4  # fp32 logits: sampling (inference); training reads ``TrainRecipe.logit_bytes``
 MASK_BYTES = 1  # dropout masks are 1 byte per element (Korthikanti et al. 2022, sec. 4.1)
 LSE_BYTES = 4  # flash attention saves one fp32 log-sum-exp per head and query (Dao et al. 2022)
+# The router probability of one routed token copy, kept by Megatron-Core's weighted SwiGLU for its backward:
+# fp32, as Megatron-Bridge's DeepSeek model providers set ``moe_router_dtype`` (2 B with Megatron-Core's default, None:
+# the router's input dtype, bf16).
+PROB_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -437,9 +441,13 @@ def layer_activation_bytes_per_token(
       buffers and expert activations, or the real capacity factor when tokens are dropped. Expert tensor parallelism all-gathers the dispatched tokens over the ``etp``
       ranks of an expert (Megatron-Core ``MoEAlltoAllTokenDispatcher``: all-to-all over EP, then an
       all-gather over expert-TP) and each of them computes ``1/etp`` of the FFN width, so per rank:
-      dispatched input ``e*h*etp``, expert output after the reduce-scatter ``e*h``, and FFN
+      dispatched input ``e*h*etp``, the router probability of each copy (``PROB_BYTES``) and FFN
       intermediates ``e*3*ffn_e`` (``etp`` times the tokens at ``1/etp`` of the width: ETP does not
-      shrink them).
+      shrink them). The expert output is not kept: Megatron-Core applies the router probabilities
+      inside the experts' activation (``weighted_bias_swiglu_impl``, which keeps its input and the
+      probabilities) and unpermutes without them, so the combine's backward needs only the
+      permutation map (NVIDIA/Megatron-LM commit 2659630, "Memory efficient token permutation",
+      2025-04-09, Megatron-Core 0.13; unchanged at commit d98e8a6, 2026-08-22).
     * selective recompute (``rc`` 1) of ``recipe.recompute_modules`` (Megatron-Core ``recompute_modules``,
       ``specs.layout.RECOMPUTE_MODULES``): "core_attn" drops the core as above; "mla_up_proj" the
       up-projected Q, K and V (MLA); "layernorm" the two norm outputs (the QKV and FFN inputs,
@@ -532,7 +540,9 @@ def _ffn_saved(model: ModelSpec, recipe: TrainRecipe, *, tp: np.ndarray, etp: Ar
     etp_a = np.asarray(etp, dtype=np.float64)
     act_out = g * width  # the activation's output, the down-projection input
     e_in = recipe.moe_swiglu_input_bytes or e  # the SwiGLU input (gate and up outputs), 16-bit by default
-    expert = g * h * etp_a + e * h + (_ffn_bytes(model, width, e_in, g) - act_out) + keep("moe_act", act_out)
+    # Per routed copy: the dispatched tokens (the fc1 input), the probability the weighted SwiGLU keeps,
+    # the SwiGLU input and the down-projection input; not the expert output (module docstring).
+    expert = (g * h + PROB_BYTES) * etp_a + (_ffn_bytes(model, width, e_in, g) - act_out) + keep("moe_act", act_out)
     routed = keep("moe", m.top_k * recipe.moe_capacity_factor * expert)
     replicated = ffn_in + keep("moe", 4.0 * m.num_experts)
     split = keep("moe", keep("shared_experts", _ffn_bytes(model, shared, e, g) / tp))

@@ -466,11 +466,11 @@ def test_capacity_factor_flag(cli, catalog) -> None:
               options=TrainOptions(capacity_factor=1.0))
     assert base.recipe["moe_capacity_factor"] == 1.25 and one.recipe["moe_capacity_factor"] == 1.0
     # Mixtral 8x7B (h 4,096, expert FFN 14,336, top-2, 32 layers), TP 8 with SP, 4,096 tokens, 1F1B on one
-    # stage: routed bytes per local token and layer = top_k x cf x (dispatched input 2h + expert output 2h
-    # + SwiGLU intermediates 2 x 3 x 14,336) / 8 = 2 x cf x (16,384 + 86,016) / 8 = 25,600 x cf.
-    # cf 1.25 -> 1.0 saves 0.25 x 25,600 x 32 layers x 4,096 tokens = 838,860,800 B.
-    assert 2 * (2 * 4096 * 2 + 2 * 3 * 14336) / 8 == 25_600
-    assert base.rows[0].memory_bytes.activations - one.rows[0].memory_bytes.activations == 838_860_800
+    # stage: routed bytes per local token and layer = top_k x cf x (dispatched input 2h + fp32 router
+    # probability 4 + SwiGLU intermediates 2 x 3 x 14,336) / 8 = 2 x cf x (8,196 + 86,016) / 8 = 23,553 x cf.
+    # cf 1.25 -> 1.0 saves 0.25 x 23,553 x 32 layers x 4,096 tokens = 771,784,704 B.
+    assert 2 * (2 * 4096 + 4 + 2 * 3 * 14336) / 8 == 23_553
+    assert base.rows[0].memory_bytes.activations - one.rows[0].memory_bytes.activations == 771_784_704
     dense = fit(catalog, "llama3.1-8b", ["mi355x"], "train", options=TrainOptions(capacity_factor=1.0))
     assert any("dense" in w for w in dense.warnings)
     res = cli(["fit", "mixtral-8x7b", "--sku", "mi355x", "--capacity-factor", "1.5", "--json"])

@@ -549,14 +549,16 @@ def test_moe_routed_activations_under_expert_tp() -> None:
     replicated = (4 * e * h + 4 * E) / t  # norm, QKV, pre-FFN and FFN inputs + fp32 router probs, SP-split
     split = e * a * d / t + e * (a / t) * 2 * d + e * a * d / t  # Q, K+V (2 heads per rank), O input
     lse = 4 * a / t  # flash attention log-sum-exp
-    # Routed: ETP all-gathers the dispatched tokens over its etp ranks (input e*h*etp), the output is
-    # reduce-scattered back (e*h), and each rank computes etp x the tokens at 1/etp of the width, so the
-    # SwiGLU intermediates stay 3*f*e per assignment. Local tokens are SP-split (/t).
+    # Routed: ETP all-gathers the dispatched tokens and their router probabilities over its etp ranks
+    # (input e*h*etp, an fp32 probability 4*etp that the weighted SwiGLU keeps), and each rank computes etp x
+    # the tokens at 1/etp of the width, so the SwiGLU intermediates stay 3*f*e per assignment. The expert
+    # output is not kept (Megatron-Core applies the probabilities in the activation). Local tokens are
+    # SP-split (/t).
     for etp in (1, 2):
-        routed = k * cf * (e * h * etp + e * h + e * 3 * f) / t
+        routed = k * cf * (e * h * etp + 4 * etp + e * 3 * f) / t
         assert per_token(etp) == pytest.approx(replicated + split + lse + routed, rel=1e-12)
-    assert per_token(1) == 272 + 256 + 8 + 560
-    assert per_token(2) == 272 + 256 + 8 + 720  # ETP 2 never needs less activation memory than ETP 1
+    assert per_token(1) == 272 + 256 + 8 + 405
+    assert per_token(2) == 272 + 256 + 8 + 570  # ETP 2 never needs less activation memory than ETP 1
 
 
 def test_embedding_dropout_mask_counted_only_with_dropout() -> None:
@@ -742,13 +744,13 @@ def test_moe_capacity_factor_scales_routed_activations() -> None:
         return float(layer_activation_bytes_per_token(model, rec, tp=2, etp=1, sequence_parallel=True,
                                                       recompute=0, seq_len=128, moe=True))
 
-    # Routed part per local token (SP over t = 2): top_k x cf x (dispatched input e*h + expert output e*h
-    # + SwiGLU intermediates e*3*f) / t = 2 x cf x (128 + 128 + 192) / 2 = 448 x cf bytes.
+    # Routed part per local token (SP over t = 2): top_k x cf x (dispatched input e*h + fp32 router
+    # probability 4 + SwiGLU intermediates e*3*f) / t = 2 x cf x (128 + 4 + 192) / 2 = 324 x cf bytes.
     e, h, f, k, t = 2, 64, 32, 2, 2
-    assert k * (e * h * 2 + e * 3 * f) / t == 448
-    assert per_token(1.25) - per_token(1.0) == pytest.approx(448 * 0.25, rel=1e-12)
-    assert per_token(2.0) - per_token(1.0) == pytest.approx(448 * 1.0, rel=1e-12)
-    # The default is 1.25 (the test_moe_routed_activations_under_expert_tp figure: 560 = 448 x 1.25).
+    assert k * (e * h + 4 + e * 3 * f) / t == 324
+    assert per_token(1.25) - per_token(1.0) == pytest.approx(324 * 0.25, rel=1e-12)
+    assert per_token(2.0) - per_token(1.0) == pytest.approx(324 * 1.0, rel=1e-12)
+    # The default is 1.25 (the test_moe_routed_activations_under_expert_tp figure: 405 = 324 x 1.25).
     assert per_token(1.25) == pytest.approx(float(layer_activation_bytes_per_token(
         model, TrainRecipe(reserve=NO_RESERVE), tp=2, etp=1, sequence_parallel=True, recompute=0, seq_len=128,
         moe=True)), rel=1e-12)

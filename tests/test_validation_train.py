@@ -274,27 +274,30 @@ if __name__ == "__main__":  # print the README table: python tests/test_validati
 # cross entropy; the last bar also runs DeepEP, whose dispatch holds fewer buffers (the chart's DeepEP step
 # drops usage from 92.18 % to 83.63 % at the same micro-batch). The memory model has no dispatcher term.
 MEMORY_CHART = (
-    ("baseline", 1, False, 0.2805, -0.263),
-    ("baseline", 2, False, 0.3450, -0.219),
-    ("baseline", 4, False, 0.4746, -0.169),
-    ("baseline", 8, False, 0.7576, -0.149),
-    ("baseline", 12, False, 0.9913, -0.098),
-    ("+loss fusion", 12, True, 0.9218, -0.066),
-    ("all steps", 14, True, 0.9508, +0.031),
+    ("baseline", 1, False, 0.2805, -0.294),
+    ("baseline", 2, False, 0.3450, -0.270),
+    ("baseline", 4, False, 0.4746, -0.242),
+    ("baseline", 8, False, 0.7576, -0.241),
+    ("baseline", 12, False, 0.9913, -0.203),
+    ("+loss fusion", 12, True, 0.9218, -0.180),
+    ("all steps", 14, True, 0.9508, -0.097),
 )
 # With the sourced reserve (1.1 GiB fixed + 3 % of allocated, against the former 2 GiB + 5 % of HBM = 16.4
-# GiB) the model is about 21 GiB under the chart at micro-batch 1: the chart measures the whole device's
+# GiB) the model is about 24 GiB under the chart at micro-batch 1: the chart measures the whole device's
 # usage, which holds memory the model does not count (ROCm libraries' workspaces, the framework's own
-# pools); the former reserve absorbed it. The run that trained, micro-batch 14, fits (+3.1 %).
+# pools); the former reserve absorbed it. The run that trained, micro-batch 14, fits (-9.7 %). The errors
+# grew by 3-13 points when the routed experts' outputs left the count: Primus builds on Megatron-LM's main
+# branch, whose experts apply the router probabilities in the activation and keep no expert output
+# (``memory.layer_activation_bytes_per_token``).
 
 
 def test_memory_against_amds_published_usage(catalog) -> None:
     """The model's memory per GPU, runtime reserve included, against the usage AMD charts for each bar:
-    within 11 % on every bar. The reserve by hand (``mi400plan.reserve``): the 781 MB context, the DP-8
+    within 30 % on every bar. The reserve by hand (``mi400plan.reserve``): the 781 MB context, the DP-8
     ring's NCCL/RCCL buffers (16 channels x 2 peers x (4 MiB + 512 KiB + 4,800 KiB) = 294 MiB) and the
     expert all-to-all's 7 peers x 2 channels x 4 MiB = 56 MiB, plus 3 % of the allocated bytes. The
     chart's per-sequence slope on the baseline bars, (285.5 - 80.8) GiB / 11 = 18.6 GiB, against the
-    model's 17.5 GiB, says where the difference is."""
+    model's 15.5 GiB, says where the difference is."""
     capacity = 288 * 2**30
     fixed = 781e6 + 16 * 2 * (4 * 2**20 + 512 * 1024 + 4800 * 1024) + 7 * 2 * 4 * 2**20
     base = next(r for r in rows() if r["id"] == "amd2512-mi355x-dsv2-lite")
@@ -310,4 +313,4 @@ def test_memory_against_amds_published_usage(catalog) -> None:
         errs.append(err)
     for (label, _, _, _, reported), err in zip(MEMORY_CHART, errs):
         assert err == pytest.approx(reported, abs=0.005), label
-    assert max(abs(e) for e in errs) <= 0.27
+    assert max(abs(e) for e in errs) <= 0.30
