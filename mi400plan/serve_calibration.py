@@ -364,15 +364,17 @@ def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[
                    ttft_mean_err=round(float(np.mean(errs["ttft"])), 4))
 
 
-def errors(cat: Any, points: list[Point], hw: dict[str, Any]) -> dict[str, np.ndarray]:
+def errors(cat: Any, points: list[Point], hw: dict[str, Any], *, signed: bool = False) -> dict[str, np.ndarray]:
     """|relative error| of tokens/s per GPU, TPOT and TTFT for each point (``hw``: (SKU, weight format) ->
-    hardware)."""
+    hardware). ``signed``: + = optimistic, the prediction's throughput too high (predicted / measured - 1)
+    and its latencies too low (1 - predicted / measured)."""
     out: dict[str, list[float]] = {"tput": [], "tpot": [], "ttft": []}
     for p in points:
         pr = predict(cat, p, hw[(p.sku, p.precision)])
-        out["tput"].append(abs(float(pr["tput"]) / p.tput_per_gpu - 1.0))
-        out["tpot"].append(abs(float(pr["tpot"]) / p.tpot_s - 1.0))
-        out["ttft"].append(abs(float(pr["ttft"]) / p.ttft_s - 1.0))
+        rel = {"tput": float(pr["tput"]) / p.tput_per_gpu - 1.0, "tpot": float(pr["tpot"]) / p.tpot_s - 1.0,
+               "ttft": float(pr["ttft"]) / p.ttft_s - 1.0}
+        for k, e in rel.items():
+            out[k].append((e if k == "tput" else -e) if signed else abs(e))
     return {k: np.array(v) for k, v in out.items()}
 
 
@@ -387,6 +389,11 @@ def errors(cat: Any, points: list[Point], hw: dict[str, Any]) -> dict[str, np.nd
 # slo_throughput: the highest request rate that keeps latency limits (MLPerf Server: Poisson arrivals, p99 TTFT
 # and TPOT limits): the best steady state whose KV cache fits and whose mean TPOT and TTFT are within the limits.
 MEASUREMENT_KINDS = ("static_batch", "serving", "lockstep", "max_throughput", "slo_throughput")
+# The serving stack (profiles/serving) each validation source measured with, by accelerator vendor, as the
+# header of ``tests/data/serve_validation.csv`` describes the sources (vLLM on AMD is its ROCm build).
+VALIDATION_STACKS = {("O1", "AMD"): "rocm-vllm", ("A1", "AMD"): "rocm-vllm", ("M1", "AMD"): "rocm-vllm",
+                     ("D1", "AMD"): "sglang", ("D1", "NVIDIA"): "trtllm", ("T1", "NVIDIA"): "trtllm",
+                     ("M1", "NVIDIA"): "trtllm", ("M2", "NVIDIA"): "trtllm"}
 # Concurrencies tried for a max_throughput measurement (the best one whose KV cache fits is the prediction).
 MAX_THROUGHPUT_GRID = np.unique(np.round(np.geomspace(1.0, 16384.0, 256)))
 

@@ -113,7 +113,10 @@ class ServingStack(ProfileBase):
     def _check(self) -> "ServingStack":
         if not _DATE.match(self.released):
             raise ValueError(f"released {self.released!r} must be YYYY-MM-DD or YYYY-MM")
-        Source(title="released", date=self.released)  # a calendar date (raises otherwise)
+        try:
+            Source(title="released", date=self.released)  # a calendar date
+        except ValueError as exc:
+            raise ValueError(f"released {self.released!r}: {exc}") from None
         if self.vendor_reference and not self.vendor_reference_source:
             raise ValueError("vendor_reference = true needs vendor_reference_source: the vendor's published "
                              "benchmark that runs this stack")
