@@ -37,6 +37,10 @@ GIB = 2**30
 FAMILY_VENDOR = {"amd": "AMD", "nvidia": "NVIDIA"}
 
 
+class StackVendorError(UsageError):
+    """``--stack`` names a serving stack that does not run on a SKU's vendor (a comparison leaves it out)."""
+
+
 @dataclass(frozen=True)
 class ResolvedServing:
     """The serving stack a SKU is priced on and why it was chosen."""
@@ -90,9 +94,9 @@ def resolve_serving_stack(catalog: "Catalog", acc: "Accelerator", name: str | No
     if name:
         spec, basis = serving_spec(catalog, name), "--stack"
         if acc.vendor not in spec.vendors:
-            raise UsageError(f"serving stack {spec.name} runs on {', '.join(spec.vendors)} accelerators, not on "
-                             f"{acc.vendor}'s {acc.name}",
-                             hint="choose a stack for that vendor (mi400plan profiles list --kind serving)")
+            raise StackVendorError(f"serving stack {spec.name} runs on {', '.join(spec.vendors)} accelerators, not "
+                                   f"on {acc.vendor}'s {acc.name}",
+                                   hint="choose a stack for that vendor (mi400plan profiles list --kind serving)")
     else:
         spec = default_serving_stack(catalog, acc.vendor)
         if spec is None:

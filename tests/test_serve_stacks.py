@@ -337,3 +337,13 @@ def test_validation_with_the_measured_stack(catalog, key: tuple[str, str]) -> No
         assert not tpot
     else:
         assert np.mean(tpot) == pytest.approx(want_tpot, abs=0.002)
+
+
+def test_a_comparison_leaves_out_skus_the_stack_does_not_run_on(catalog) -> None:
+    from mi400plan.api.serve import ServeRequest, serve
+
+    r = serve(catalog, "llama3.1-8b", ["h100", "mi300x"], ServeRequest(concurrency="1,8", ranges=False, stack="trtllm"))
+    assert [s.sku for s in r.skus] == ["h100"] and r.skus[0].serving_stack_basis == "--stack"
+    assert any("mi300x: left out: serving stack trtllm runs on NVIDIA" in w for w in r.warnings)
+    with pytest.raises(UsageError, match="no SKU named runs it"):
+        serve(catalog, "llama3.1-8b", ["mi300x", "mi325x"], ServeRequest(concurrency="1", ranges=False, stack="trtllm"))

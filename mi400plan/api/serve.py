@@ -36,6 +36,7 @@ from mi400plan.serve_rank import score as rank_score
 from mi400plan.serve_rank import shown as rank_shown
 from mi400plan.units import HOUR
 from mi400plan.profiles import approximation_warnings
+from mi400plan.serving_stacks import ResolvedServing
 
 DEFAULT_GPUS = 8  # one 8-GPU node (HGX / MI3xx OAM platform)
 DEFAULT_LEN = 1024  # InferenceX's 1k1k scenario: 1,024 input and 1,024 output tokens
@@ -98,7 +99,7 @@ class _Sku:
     hw: dict[str, Any]  # case -> serve.ServeHardware
     info: SkuInfo
     rack: str | None
-    stack: Any = None  # serving_stacks.ResolvedServing, None: no serving stack for the vendor
+    stack: ResolvedServing | None = None  # None: no serving stack for the vendor
 
 
 def _reserve_warning(text: str | None, recipe: Any, sk: list[_Sku]) -> list[str]:
@@ -163,16 +164,20 @@ def _skus(cat: Any, names: list[str], precision: str, gpus: int, costs: dict[str
           stack: str | None = None) -> tuple[list[_Sku], list[str]]:
     """Each SKU's hardware; with several (``--sku all``), one that lacks a value the precision needs is left
     out with a warning naming what is missing instead of stopping the comparison."""
+    from mi400plan.serving_stacks import StackVendorError
+
     out: list[_Sku] = []
     skipped: list[str] = []
     for n in names:
         try:
             out.append(_sku(cat, n, precision, gpus, costs[n], matmul=matmul, hbm=hbm, model_class=model_class,
                             stack=stack))
-        except MissingValueError as exc:
+        except (MissingValueError, StackVendorError) as exc:
             if len(names) == 1:
                 raise
             skipped.append(f"{n}: left out: {exc.message}")
+    if not out and stack is not None and all("serving stack" in w for w in skipped):
+        raise UsageError(f"--stack {stack}: no SKU named runs it: " + "; ".join(skipped))
     if not out:
         raise MissingValueError("no SKU has the values serving needs: " + "; ".join(skipped))
     return out, skipped
