@@ -201,7 +201,8 @@ def _calibration_text(cat: Any, name: str, sku: Any, matmul: float | None, hbm: 
     borrowed = "" if cal.model_class == model_class else f"; no points of {model_class} models on the family"
     whose = f" on {cal.stack}" if cal.status == "stack fit" else ""
     text = (f"calibrated on {cal.points} InferenceX points of {kind}{whose}, {cal.family} family, {dates}{borrowed}: "
-            f"tok/s/GPU error {cal.tput_mean_err:.0%} mean, {cal.tput_max_err:.0%} max; TPOT {cal.tpot_mean_err:.0%} mean")
+            f"tok/s/GPU error {cal.tput_mean_err:.0%} mean, {cal.tput_max_err:.0%} max; "
+            f"TPOT {cal.tpot_mean_err:.0%} mean")
     return text if cal.status in ("stack fit", "family fit") else f"{text} ({cal.status})"
 
 
@@ -263,7 +264,9 @@ def serve(catalog: Any, model_name: str, skus: list[str], request: ServeRequest 
     orders the rows under an SLA and picks each comparison level's leader.
     ``scenario`` (``api.serve_scenario.ScenarioRequest``): an MLPerf Inference
     scenario simulated request by request on the best layouts (``scenario_rows``); ``input_len`` /
-    ``output_len`` may be distributions (``serve_sim.parse_length_dist``), the search using their means."""
+    ``output_len`` may be distributions (``serve_sim.parse_length_dist``), the search using their means.
+    ``stack``: the serving stack profile (``serving_stacks.resolve_serving_stack``; None: each SKU's vendor
+    default), which picks the calibration and the scenario's scheduler defaults."""
     req = request or ServeRequest()
     from mi400plan import serve as core
     from mi400plan.params import count_params

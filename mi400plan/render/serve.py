@@ -124,7 +124,8 @@ def render(res: ServeResult, console: Any) -> None:
             f"{s.kernel_overhead_s * 1e6:.0f} us ({s.calibration}){extra}",
             markup=False, highlight=False)
         if s.serving_stack:
-            why = "given by --stack" if s.serving_stack_basis == "--stack" else f"{s.serving_stack_basis}; --stack overrides"
+            why = ("given by --stack" if s.serving_stack_basis == "--stack"
+                   else f"{s.serving_stack_basis}; --stack overrides")
             console.print(f"  serving stack: {s.serving_stack}; {why}", markup=False, highlight=False)
     n = len(res.flips)
     if not res.ranges:

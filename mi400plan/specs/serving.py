@@ -47,7 +47,7 @@ class SchedulerTier(StrictModel):
 def _check_tiers(name: str, tiers: list[SchedulerTier]) -> None:
     bounds = [t.below_hbm_gib for t in tiers]
     if bounds[-1] is not None or any(b is None for b in bounds[:-1]):
-        raise ValueError(f"scheduler.{name}: only the last tier (and every tier but it has one) leaves out below_hbm_gib")
+        raise ValueError(f"scheduler.{name}: the last tier, and only it, leaves out below_hbm_gib")
     if bounds[:-1] != sorted(bounds[:-1]):  # type: ignore[type-var]
         raise ValueError(f"scheduler.{name}: tiers must be in increasing below_hbm_gib")
 
