@@ -20,7 +20,8 @@ prompt chunks of the admitted requests in arrival order, up to ``max_num_batched
 (``vllm/engine/arg_utils.py``, 2025; OpenAI server): 8,192 tokens and 1,024 sequences on GPUs of 70 GiB or
 more other than A100, else 2,048 and 256 (:func:`scheduler_defaults`); with a serving stack, that stack's
 (``profiles/serving``, ``serving_stacks.scheduler_limits``: SGLang's :func:`sglang_limits`, prefill iterations
-apart; TensorRT-LLM's 8,192 tokens and 2,048 requests, prompts unchunked). A request is admitted (first come, first served) when
+apart; TensorRT-LLM's 8,192 tokens and 2,048 requests, prompts unchunked; ATOM's 16,384 and 512, whole prompts
+in prefill iterations apart). A request is admitted (first come, first served) when
 the KV cache holds its prompt;
 when the running decodes would overflow the cache, the most recently admitted one is preempted: its KV is
 freed and it is recomputed later (vLLM's RECOMPUTE preemption). The first token comes at the end of the

@@ -22,7 +22,7 @@ def _rows(name: str) -> list[dict[str, str]]:
 # --- profiles ----------------------------------------------------------------------------------------
 
 def test_bundled_serving_stacks(catalog) -> None:
-    assert catalog.names("serving") == ["rocm-vllm", "sglang", "trtllm", "vllm"]
+    assert catalog.names("serving") == ["atom", "rocm-vllm", "sglang", "trtllm", "vllm"]
     trt = catalog.get("serving", "tensorrt-llm").spec  # an alias
     assert (trt.name, trt.framework, trt.version, trt.vendors) == ("trtllm", "TensorRT-LLM", "1.1.0rc2.post2", ["NVIDIA"])
     assert catalog.get("serving", "vllm").spec.released == "2025-09"
@@ -59,21 +59,22 @@ def _raw(**over: object) -> dict:
     raw = {"name": "x-serve", "display_name": "X", "framework": "X", "version": "1", "released": "2025-01",
            "release_source": ["S"], "vendors": ["NVIDIA"],
            "sources": {"S": {"title": "release notes", "date": "2025-01"}},
-           "scheduler": {"chunked_prefill": "mixed", "max_num_batched_tokens": [{"value": 4096}],
+           "scheduler": {"chunked_prefill": True, "prefill_with_decodes": True,
+                         "max_num_batched_tokens": [{"value": 4096}],
                          "max_num_seqs": [{"value": 128}], "status": "unverified"}}
     raw.update(over)
     return raw
 
 
 @pytest.mark.parametrize("change, words", [
-    ({"scheduler": {"chunked_prefill": "mixed", "max_num_batched_tokens": [{"value": 1}, {"below_hbm_gib": 70, "value": 2}],
+    ({"scheduler": {"chunked_prefill": True, "prefill_with_decodes": True, "max_num_batched_tokens": [{"value": 1}, {"below_hbm_gib": 70, "value": 2}],
                     "max_num_seqs": "kv-pool", "status": "unverified"}}, "last tier"),
-    ({"scheduler": {"chunked_prefill": "mixed", "max_num_batched_tokens": [{"below_hbm_gib": 90, "value": 1},
+    ({"scheduler": {"chunked_prefill": True, "prefill_with_decodes": True, "max_num_batched_tokens": [{"below_hbm_gib": 90, "value": 1},
                                                                           {"below_hbm_gib": 70, "value": 2}, {"value": 3}],
                     "max_num_seqs": "kv-pool", "status": "unverified"}}, "increasing"),
-    ({"scheduler": {"chunked_prefill": "mixed", "max_num_batched_tokens": [{"value": 1}], "max_num_seqs": "kv-pool"}},
+    ({"scheduler": {"chunked_prefill": True, "prefill_with_decodes": True, "max_num_batched_tokens": [{"value": 1}], "max_num_seqs": "kv-pool"}},
      "needs 'source'"),
-    ({"scheduler": {"chunked_prefill": "sometimes", "max_num_batched_tokens": [{"value": 1}], "max_num_seqs": "kv-pool",
+    ({"scheduler": {"chunked_prefill": "sometimes", "prefill_with_decodes": True, "max_num_batched_tokens": [{"value": 1}], "max_num_seqs": "kv-pool",
                     "status": "unverified"}}, "chunked_prefill"),
     ({"vendor_reference": True}, "vendor_reference_source"),
     ({"release_source": ["NOPE"]}, "NOPE"),
@@ -192,8 +193,8 @@ def test_a_user_stack_scheduler_reaches_the_simulation(tmp_path) -> None:
 
 
 def test_chunked_prefill_policy_sets_the_limits(catalog) -> None:
-    """``separate`` (SGLang): prefill iterations apart; ``off`` (TensorRT-LLM): a prompt's budget is at least
-    its length, here a 10,000-token prompt against the 8,192-token default."""
+    """SGLang: prefill iterations apart; TensorRT-LLM (prompts not chunked): a prompt's budget is at least its
+    length, here a 10,000-token prompt against the 8,192-token default; ATOM: both (16,384 tokens by default)."""
     from mi400plan import serve as core
     from mi400plan import serve_sim as sim
     from mi400plan.api.serve_scenario import _limits, config
@@ -215,6 +216,10 @@ def test_chunked_prefill_policy_sets_the_limits(catalog) -> None:
     assert (trt.max_batched_tokens, trt.mixed) == (10000, True)
     assert (sgl.max_batched_tokens, sgl.mixed) == (8192, False)
     assert (vllm.max_batched_tokens, vllm.mixed) == (8192, True)
+    mi355x = catalog.get("accelerators", "mi355x").spec
+    hw_amd, _ = serve_hardware(catalog, "mi355x", "fp8", "nominal", matmul=None, hbm=None, model_class="dense")
+    atom = _limits(wl, "mi355x", hw_amd, lay, cfg, resolve_serving_stack(catalog, mi355x, "atom"))
+    assert (atom.max_batched_tokens, atom.max_seqs, atom.mixed) == (16384, 512, False)
 
 
 # --- per-stack calibration --------------------------------------------------------------------------------

@@ -203,7 +203,7 @@ def _calibration_text(cat: Any, name: str, sku: Any, matmul: float | None, hbm: 
     text = (f"calibrated on {cal.points} InferenceX points of {kind}{whose}, {cal.family} family, {dates}{borrowed}: "
             f"tok/s/GPU error {cal.tput_mean_err:.0%} mean, {cal.tput_max_err:.0%} max; "
             f"TPOT {cal.tpot_mean_err:.0%} mean")
-    return text if cal.status in ("stack fit", "family fit") else f"{text} ({cal.status})"
+    return text if cal.status in ("stack fit", "family fit") else f"{text}; {cal.status}"
 
 
 def _gpus_per_mw(cat: Any, rack_name: str | None) -> float | None:

@@ -219,8 +219,9 @@ def _prompt_lengths(d: LengthDist) -> tuple[int, ...]:
 def _limits(wl: Workload, sku_name: str, hw: ServeHardware, lay: Layout, cfg: ScenarioConfig,
             stack: ResolvedServing | None) -> Limits:
     """The scheduler's limits for ``lay`` on this SKU: those given, else the serving stack's defaults
-    (``serving_stacks.scheduler_limits``; no stack: vLLM's per GPU). ``separate`` chunked prefill runs
-    prefill iterations apart from the decodes; ``off`` gives every prompt a budget of at least its length."""
+    (``serving_stacks.scheduler_limits``; no stack: vLLM's per GPU). A stack whose prefill does not share
+    iterations with the decodes runs them apart; one that does not chunk prompts gives every prompt a budget
+    of at least its length (its iteration holds the whole prompt)."""
     from mi400plan import serve_sim as sim
     from mi400plan.serving_stacks import scheduler_limits
 
@@ -233,9 +234,9 @@ def _limits(wl: Workload, sku_name: str, hw: ServeHardware, lay: Layout, cfg: Sc
     kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cap)
     chunk, seqs = scheduler_limits(sched, sku_name, hw.hbm_bytes, kv, wl.model.max_seq_len)
     budget = cfg.max_batched_tokens or chunk
-    if sched.chunked_prefill == "off" and cfg.max_batched_tokens is None:
+    if not sched.chunked_prefill and cfg.max_batched_tokens is None:
         budget = max(budget, cfg.inp.max)
-    return sim.Limits(budget, cfg.max_seqs or seqs, kv, mixed=sched.chunked_prefill != "separate")
+    return sim.Limits(budget, cfg.max_seqs or seqs, kv, mixed=sched.prefill_with_decodes)
 
 
 def _seq_cap(sku_name: str, hw: ServeHardware, stack: ResolvedServing | None) -> int:

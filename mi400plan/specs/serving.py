@@ -9,10 +9,10 @@ label of the ``framework`` column of ``tests/data/serve_inferencex.csv`` and the
 calibration rows used). Its fitted efficiencies are not in the file: they are the output of
 ``benchmarks/calibrate_serve.py`` (``serve_calibration.STACK_CALIBRATION``), derived, not typed in.
 
-``[scheduler]``: ``chunked_prefill`` is ``mixed`` (prompt chunks share an iteration with the running
-decodes, vLLM V1), ``separate`` (prefill iterations apart from decode iterations, SGLang) or ``off``
-(TensorRT-LLM's in-flight batching without chunked context: a prompt runs whole, beside the decodes);
-``max_num_batched_tokens`` and ``max_num_seqs`` are lists of tiers by the GPU's HBM (``below_hbm_gib``:
+``[scheduler]``: ``chunked_prefill`` says whether a prompt may be split over iterations (vLLM V1,
+SGLang: yes; TensorRT-LLM without chunked context, ATOM: no, a prompt runs whole) and
+``prefill_with_decodes`` whether prompt tokens share an iteration with the running decodes (vLLM V1,
+TensorRT-LLM's in-flight batching: yes; SGLang, ATOM: prefill iterations apart); ``max_num_batched_tokens`` and ``max_num_seqs`` are lists of tiers by the GPU's HBM (``below_hbm_gib``:
 the tier applies to GPUs with less HBM than this; the last tier has no bound), read by
 :func:`SchedulerDefaults.tier`; ``max_num_seqs = "kv-pool"`` sizes the running requests from the KV
 pool (SGLang's rule, ``serve_sim.sglang_limits``). ``small_tier_skus`` lists SKU name fragments that
@@ -33,7 +33,6 @@ from pydantic import Field, model_validator
 
 from mi400plan.specs.common import ProfileBase, Source, Status, StrictModel, _norm_status
 
-ChunkedPrefill = Literal["mixed", "separate", "off"]
 _DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
 
@@ -55,7 +54,8 @@ def _check_tiers(name: str, tiers: list[SchedulerTier]) -> None:
 class SchedulerDefaults(StrictModel):
     """The scheduler settings the server starts with (its documented defaults), and where they are stated."""
 
-    chunked_prefill: ChunkedPrefill
+    chunked_prefill: bool  # a prompt may be split over iterations
+    prefill_with_decodes: bool  # prompt tokens share an iteration with the running decodes
     max_num_batched_tokens: list[SchedulerTier] = Field(min_length=1)
     max_num_seqs: list[SchedulerTier] | Literal["kv-pool"]
     small_tier_skus: list[str] = Field(default_factory=list)
