@@ -159,6 +159,21 @@ def test_the_answer_names_the_stack(cli) -> None:
     assert skus["mi300x"]["serving_stack"].startswith("rocm-vllm")
     assert "default for AMD" in skus["mi300x"]["serving_stack_basis"]
     assert "on trtllm" in skus["h100"]["calibration"]
+    assert (skus["h100"]["calibration_status"], skus["mi300x"]["calibration_status"]) == ("stack fit", "stack fit")
+    r = cli(["serve", "deepseek-r1", "--sku", "mi355x", "--stack", "atom", "--concurrency", "1", "--no-ranges", "--json"])
+    status = json.loads(r.output)["data"]["skus"][0]["calibration_status"]
+    assert status.startswith("family fit standing in for atom")
+
+
+def test_profiles_cli_lists_the_serving_kind(cli) -> None:
+    import json
+
+    r = cli(["profiles", "list", "--kind", "serving", "--json"])
+    assert r.exit_code == 0, r.output
+    assert "atom" in r.output and "trtllm" in r.output and "torchtitan" not in r.output
+    r = cli(["profiles", "show", "sglang"])
+    assert r.exit_code == 0 and "(serving stack)" in r.output and "chunked_prefill: false" not in r.output
+    assert json.loads(cli(["profiles", "show", "atom", "--json"]).output)["status"] == "ok"
 
 
 # --- the scheduler reaches the simulation -----------------------------------------------------------------

@@ -134,6 +134,7 @@ def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, 
         hbm_capacity=h.hbm_bytes, domain=h.domain, gpus=gpus,
         calibration=_calibration_text(cat, name, nominal_sku, matmul, hbm, model_class, st.name if st else None),
         gpu_hour_cost=cost, serving_stack=st.label() if st else None, serving_stack_basis=st.basis if st else None,
+        calibration_status=_calibration_status(cat, name, matmul, hbm, model_class, st.name if st else None),
     )
     return _Sku(h.name, hw, info, rack_name, st)
 
@@ -181,6 +182,17 @@ def _skus(cat: Any, names: list[str], precision: str, gpus: int, costs: dict[str
     if not out:
         raise MissingValueError("no SKU has the values serving needs: " + "; ".join(skipped))
     return out, skipped
+
+
+def _calibration_status(cat: Any, name: str, matmul: float | None, hbm: float | None, model_class: str,
+                        stack: str | None) -> str | None:
+    """Which calibration ``serve_hardware`` applied (``FamilyCalibration.status``); None: none applied."""
+    from mi400plan.serve_calibration import stack_calibration_for
+
+    if matmul is not None or hbm is not None:
+        return None
+    cal = stack_calibration_for(cat.get("accelerators", name).spec.architecture, model_class, stack)
+    return cal.status if cal is not None else None
 
 
 def _calibration_text(cat: Any, name: str, sku: Any, matmul: float | None, hbm: float | None,
