@@ -272,10 +272,11 @@ def build_all(cat: Any, skus: list[str], precision: str, **kw: Any) -> tuple[lis
 
 
 def serve_hardware(cat: Any, name: str, precision: str, case: str, *, matmul: float | None, hbm: float | None,
-              model_class: str, calibrated: bool = True) -> Any:
+              model_class: str, calibrated: bool = True, stack: str | None = None) -> Any:
     """``serve.ServeHardware`` at ``case`` and the ``Sku`` it reads: ``sweep``'s SKU reading with the peak of the compute precision, and
     (``calibrated``, no efficiency given on the command line) the SKU family's InferenceX calibration for
-    models of ``model_class`` (``serve_calibration``) in place of the profile's assumed efficiencies."""
+    models of ``model_class`` on serving stack ``stack`` (``serve_calibration.stack_calibration_for``; None:
+    the family's fit over every stack) in place of the profile's assumed efficiencies."""
     from mi400plan.serve import COMPUTE_PRECISION, ServeHardware
 
     comp = COMPUTE_PRECISION[precision]
@@ -298,9 +299,10 @@ def serve_hardware(cat: Any, name: str, precision: str, case: str, *, matmul: fl
                        hbm_bytes=h.hbm_bytes, hbm_bw=h.hbm_bw, hbm_eff=h.hbm_eff, scale_up=h.scale_up,
                        scale_out=h.scale_out, domain=h.domain, units=h.units,
                        attn_peak_flops=h.attn_sku().peak_flops, attn_eff=h.attn_sku().efficiency)
-    from mi400plan.serve_calibration import apply, calibration_for
+    from mi400plan.serve_calibration import apply, stack_calibration_for
 
-    cal = calibration_for(acc.architecture, model_class) if calibrated and matmul is None and hbm is None else None
+    cal = (stack_calibration_for(acc.architecture, model_class, stack) if calibrated and matmul is None and hbm is None
+           else None)
     if cal is not None:
         if case != "nominal" and comp in cal.matmul_precisions:
             # The scale was fitted on the nominal ceiling: the calibrated product moves at a corner by the

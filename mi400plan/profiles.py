@@ -6,7 +6,7 @@ inside the package. A user profile with the same name as a
 bundled one overrides it; every loaded profile records the file it came from.
 
 Each directory holds one sub-directory per kind: ``accelerators/``, ``fabrics/``, ``racks/``,
-``models/``, ``costs/``, ``stacks/``. A model may also be given as a path to a user TOML or to a Hugging Face
+``models/``, ``costs/``, ``stacks/`` (training), ``serving/`` (inference servers). A model may also be given as a path to a user TOML or to a Hugging Face
 ``config.json``. This is the only core module that touches files.
 """
 
@@ -28,8 +28,8 @@ from mi400plan.cache import ProfileCache, package_dir
 from mi400plan.errors import ProfileError, UnknownNameError, UsageError
 from mi400plan.validation import validation_error  # noqa: F401 - also imported from here
 
-Kind = Literal["accelerators", "fabrics", "racks", "models", "costs", "stacks"]
-KINDS: tuple[Kind, ...] = ("accelerators", "fabrics", "racks", "models", "costs", "stacks")
+Kind = Literal["accelerators", "fabrics", "racks", "models", "costs", "stacks", "serving"]
+KINDS: tuple[Kind, ...] = ("accelerators", "fabrics", "racks", "models", "costs", "stacks", "serving")
 
 # Kind -> "module:Class". Imported lazily so a command only pays for the specs it uses.
 SPEC_CLASSES: dict[str, str] = {
@@ -39,10 +39,11 @@ SPEC_CLASSES: dict[str, str] = {
     "models": "mi400plan.specs.model:ModelSpec",
     "costs": "mi400plan.specs.cost:CostProfile",
     "stacks": "mi400plan.specs.stack:StackProfile",
+    "serving": "mi400plan.specs.serving:ServingStack",
 }
 
 KIND_SINGULAR = {"accelerators": "accelerator", "fabrics": "fabric", "racks": "rack", "models": "model", "costs": "cost profile",
-                 "stacks": "software stack"}
+                 "stacks": "software stack", "serving": "serving stack"}
 
 ENV_VAR = "MI400PLAN_PROFILES"
 

@@ -62,6 +62,9 @@ PREFILL_HEAVY_TOKENS = 8192  # the matmul efficiency is fitted only on families 
 # loop of more sequences than its KV cache keeps in flight): outside the steady state the model describes,
 # so it is not fitted (:func:`queued`).
 QUEUED_TTFT_S = 2.5
+# A serving stack is fitted on its own points of a family and class only with at least this many points
+# per fitted figure (:func:`fitted_parameters`); else it is served with the family's fit and a wider range.
+MIN_POINTS_PER_PARAMETER = 3
 
 FAMILY_KEYS = (("CDNA 4", "amd-cdna4"), ("CDNA 3", "amd-cdna3"), ("Blackwell", "nvidia-blackwell"),
                ("Hopper", "nvidia-hopper"), ("Ampere", "nvidia-ampere"))
@@ -91,6 +94,9 @@ class FamilyCalibration:
     ttft_mean_err: float
     dates: str  # date range of the runs
     matmul_precisions: tuple[str, ...] = ()  # compute precisions the matmul scale was fitted at
+    stack: str = ""  # the serving stack (profiles/serving) whose points it was fitted on; "": every stack's
+    status: str = "family fit"  # "stack fit", "family fit", or the family fit standing in for a stack
+    range_err: float | None = None  # the corners' spread (``apply``); None: the mean TPOT error
 
 
 # Output of benchmarks/calibrate_serve.py on tests/data/serve_inferencex.csv (checked by
@@ -115,6 +121,46 @@ CALIBRATION: dict[str, FamilyCalibration] = {
 }
 
 
+# Output of benchmarks/calibrate_serve.py (its second part): the fit per family, class and serving stack
+# (``profiles/serving``) where the stack has ``MIN_POINTS_PER_PARAMETER`` points per fitted figure, keyed
+# ``family/class/stack``; checked by tests/test_serve_stacks.py.
+STACK_CALIBRATION: dict[str, FamilyCalibration] = {
+    'amd-cdna4/moe/sglang': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592,
+                                              0.1028, 0.0703, '2026-02-27..2026-02-27', ('fp4',), stack='sglang',
+                                              status='stack fit'),
+    'nvidia-blackwell/moe/trtllm': FamilyCalibration('nvidia-blackwell', 'moe', 0.65, 6.0, 1.25, 175.0, 12, 0.1137,
+                                                     0.329, 0.1134, 0.2273, 0.7504, '2025-11-02..2026-02-03', ('fp4',
+                                                     'fp8'), stack='trtllm', status='stack fit'),
+    'nvidia-hopper/moe/trtllm': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 10.0, 0.85, 60.0, 24, 0.028, 0.0576,
+                                                  0.0382, 0.073, 0.0547, '2025-10-16..2025-11-02', ('fp8',),
+                                                  stack='trtllm', status='stack fit'),
+    'amd-cdna3/moe/sglang': FamilyCalibration('amd-cdna3', 'moe', 0.9, 20.0, 0.3, 15.0, 15, 0.0347, 0.1572, 0.0517,
+                                              0.1183, 0.1749, '2026-02-27..2026-02-27', ('fp8',), stack='sglang',
+                                              status='stack fit'),
+    'amd-cdna3/dense/rocm-vllm': FamilyCalibration('amd-cdna3', 'dense', 0.8, 10.0, 0.8, 35.0, 119, 0.0804, 0.2519,
+                                                   0.0815, 0.2334, 0.2383, '2025-10-16..2025-10-16', ('fp8',),
+                                                   stack='rocm-vllm', status='stack fit'),
+    'amd-cdna4/dense/rocm-vllm': FamilyCalibration('amd-cdna4', 'dense', 0.7, 10.0, 0.95, 65.0, 120, 0.1345, 0.6128,
+                                                   0.1216, 0.3401, 0.3896, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+                                                   stack='rocm-vllm', status='stack fit'),
+    'nvidia-blackwell/dense/trtllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 1.0, 85.0, 121, 0.0806,
+                                                       0.3577, 0.096, 0.3568, 0.544, '2025-10-16..2025-10-16', ('fp4',
+                                                       'fp8'), stack='trtllm', status='stack fit'),
+    'nvidia-blackwell/dense/vllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.9, 8.0, 0.75, 40.0, 119, 0.0695,
+                                                     0.3988, 0.061, 0.2021, 0.2081, '2025-10-16..2025-10-16', ('fp4',
+                                                     'fp8'), stack='vllm', status='stack fit'),
+    'nvidia-hopper/dense/vllm': FamilyCalibration('nvidia-hopper', 'dense', 0.8, 8.0, 1.1, 20.0, 101, 0.0742, 0.2572,
+                                                  0.0845, 0.1867, 0.2179, '2025-10-16..2025-10-16', ('fp8',),
+                                                  stack='vllm', status='stack fit'),
+    'nvidia-hopper/dense/trtllm': FamilyCalibration('nvidia-hopper', 'dense', 0.9, 6.0, 1.35, 75.0, 68, 0.0728,
+                                                    0.6796, 0.0824, 0.395, 0.5723, '2025-10-16..2025-10-16', ('fp8',),
+                                                    stack='trtllm', status='stack fit'),
+    'nvidia-hopper/moe/sglang': FamilyCalibration('nvidia-hopper', 'moe', 0.9, 8.0, 0.7, 65.0, 15, 0.0288, 0.088,
+                                                  0.0327, 0.0707, 0.163, '2025-10-16..2025-10-16', ('fp8',),
+                                                  stack='sglang', status='stack fit'),
+}
+
+
 def family_of(architecture: str | None) -> str | None:
     """The calibration family of an accelerator profile's ``architecture`` text, or None."""
     text = architecture or ""
@@ -133,6 +179,26 @@ def calibration_for(architecture: str | None, cls: str) -> FamilyCalibration | N
     return None
 
 
+def stack_calibration_for(architecture: str | None, cls: str, stack: str | None) -> FamilyCalibration | None:
+    """The calibration a model of class ``cls`` is served with on serving stack ``stack`` (None: the
+    family's, :func:`calibration_for`): the stack's own fit on the family for that class where
+    ``STACK_CALIBRATION`` has one (enough points: :func:`stack_fit_allowed`); else the family's fit over
+    every stack, whose corners then move by its largest TPOT error instead of its mean (the stack's own
+    kernels are not in the fit: the spread of the family's worst point is the bound), status saying so."""
+    fam = family_of(architecture)
+    if stack is None or fam is None:
+        return calibration_for(architecture, cls)
+    own = STACK_CALIBRATION.get(f"{fam}/{cls}/{stack}")
+    if own is not None:
+        return own
+    cal = calibration_for(architecture, cls)
+    if cal is None:
+        return None
+    return replace(cal, stack=stack, range_err=max(cal.tpot_max_err, cal.tpot_mean_err),
+                   status=f"family fit standing in for {stack}, which has no {cls} points on {fam}; range: the "
+                          "family's max TPOT error")
+
+
 def scaled(hw: Any, scale: Any) -> Any:
     """``hw`` with its GEMM ceiling and flash-attention efficiency multiplied by ``scale`` (at most 1 of
     the peak); arrays allowed (the fit's grid)."""
@@ -144,9 +210,11 @@ def apply(hw: Any, cal: FamilyCalibration, case: str = "nominal", precision: str
     """``hw`` (``serve.ServeHardware``) with the family's fitted figures; at a corner each efficiency
     moves by the mean TPOT error (pessimistic: lower efficiencies, higher overheads). The matmul scale
     applies only at the compute ``precision`` it was fitted at (None: the fitted one); other precisions
-    keep the profile's ceiling (scale 1). At a fitted precision ``hw`` carries the profile's nominal
-    ceiling at every corner (``hardware.serve_hardware``): the scale was fitted on it."""
-    f = {"nominal": 0.0, "pessimistic": -1.0, "optimistic": 1.0}[case] * cal.tpot_mean_err
+    keep the profile's ceiling (scale 1). A family fit standing in for an uncalibrated stack moves by
+    ``cal.range_err`` instead (:func:`stack_calibration_for`). At a fitted precision ``hw`` carries the
+    profile's nominal ceiling at every corner (``hardware.serve_hardware``): the scale was fitted on it."""
+    spread = cal.tpot_mean_err if cal.range_err is None else cal.range_err
+    f = {"nominal": 0.0, "pessimistic": -1.0, "optimistic": 1.0}[case] * spread
     fitted = precision is None or precision in cal.matmul_precisions
     hw = scaled(hw, (cal.matmul_scale if fitted else 1.0) * (1.0 + f))
     hw = replace(hw, matmul_eff=float(hw.matmul_eff), attn_eff=float(hw.attn_eff))
@@ -204,16 +272,27 @@ class PointGroup:
     dates: tuple[str, str]  # first and last run date inside the window
 
 
-def calibration_groups(cat: Any, rows: list[dict[str, str]]) -> dict[str, PointGroup]:
-    """The InferenceX rows grouped by ``family/class`` (the model's :func:`model_class`), each group's
-    points split into fitted, older and waiting (the module docstring's method)."""
+def row_stack(cat: Any, r: dict[str, str]) -> str:
+    """The serving stack profile of an InferenceX row: the one whose ``[inferencex] framework`` is the row's
+    ``framework`` on the family's vendor (``serving_stacks.stack_of_inferencex``); else the label itself."""
+    from mi400plan.serving_stacks import stack_of_inferencex
+
+    return stack_of_inferencex(cat, r["family"], r["framework"]) or r["framework"]
+
+
+def calibration_groups(cat: Any, rows: list[dict[str, str]], *, by_stack: bool = False) -> dict[str, PointGroup]:
+    """The InferenceX rows grouped by ``family/class`` (the model's :func:`model_class`), or with
+    ``by_stack`` by ``family/class/stack`` (:func:`row_stack`), each group's points split into fitted,
+    older and waiting (the module docstring's method; a stack's window is counted from its own newest run)."""
     grouped: dict[str, list[tuple[Point, date]]] = {}
     for r in rows:
         key = f"{r['family']}/{model_class(cat.get('models', r['model']).spec)}"
+        if by_stack:
+            key += f"/{row_stack(cat, r)}"
         grouped.setdefault(key, []).append((point_from_row(r), date.fromisoformat(r["date"])))
     out: dict[str, PointGroup] = {}
     for key, items in grouped.items():
-        family, cls = key.split("/")
+        family, cls = key.split("/")[:2]
         cut = max(d for _, d in items) - timedelta(days=RECENT_DAYS)
         fresh = [(p, d) for p, d in items if d >= cut]
         days = sorted(d for _, d in fresh)
@@ -236,10 +315,22 @@ def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     return {"tput": ev["total_tps_gpu"], "tpot": ev["tpot"], "ttft": ev["ttft"]}
 
 
-def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[str, Any]) -> FamilyCalibration:
-    """Grid-search fit of one family on its points of one model class (see the module docstring). ``base``
-    maps each (SKU, weight format) to its nominal ``serve.ServeHardware`` (peaks, bandwidths, fabrics from
-    the profile)."""
+def fitted_parameters(points: list[Point]) -> int:
+    """How many figures :func:`fit_family` fits on ``points``: HBM efficiency, kernel overhead and request
+    overhead, and the matmul scale when a prompt is ``PREFILL_HEAVY_TOKENS`` long."""
+    return 4 if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else 3
+
+
+def stack_fit_allowed(points: list[Point]) -> bool:
+    """Whether a stack's own points may be fitted: ``MIN_POINTS_PER_PARAMETER`` per fitted figure."""
+    return len(points) >= MIN_POINTS_PER_PARAMETER * fitted_parameters(points)
+
+
+def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[str, Any], *,
+               stack: str = "") -> FamilyCalibration:
+    """Grid-search fit of one family on its points of one model class (see the module docstring); with
+    ``stack``, the points are that serving stack's only (the result says so). ``base`` maps each (SKU,
+    weight format) to its nominal ``serve.ServeHardware`` (peaks, bandwidths, fabrics from the profile)."""
     # Prefill (compute) time matters in these points only with long prompts: without an 8k-token prompt
     # the matmul efficiency is not identifiable and keeps the prior.
     mm_grid = SCALE_GRID if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else np.array([PRIOR["matmul"]])
@@ -263,7 +354,8 @@ def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[
     from mi400plan.serve import COMPUTE_PRECISION
 
     precs = tuple(sorted({COMPUTE_PRECISION[p.precision] for p in points})) if len(mm_grid) > 1 else ()
-    cal = FamilyCalibration(family, cls, h, k, mm, req, len(points), 0, 0, 0, 0, 0, "", precs)
+    cal = FamilyCalibration(family, cls, h, k, mm, req, len(points), 0, 0, 0, 0, 0, "", precs, stack=stack,
+                            status="stack fit" if stack else "family fit")
     errs = errors(cat, points, {k: apply(v, cal) for k, v in base.items()})
     return replace(cal, tput_mean_err=round(float(np.mean(errs["tput"])), 4),
                    tput_max_err=round(float(np.max(errs["tput"])), 4),
@@ -272,15 +364,17 @@ def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[
                    ttft_mean_err=round(float(np.mean(errs["ttft"])), 4))
 
 
-def errors(cat: Any, points: list[Point], hw: dict[str, Any]) -> dict[str, np.ndarray]:
+def errors(cat: Any, points: list[Point], hw: dict[str, Any], *, signed: bool = False) -> dict[str, np.ndarray]:
     """|relative error| of tokens/s per GPU, TPOT and TTFT for each point (``hw``: (SKU, weight format) ->
-    hardware)."""
+    hardware). ``signed``: + = optimistic, the prediction's throughput too high (predicted / measured - 1)
+    and its latencies too low (1 - predicted / measured)."""
     out: dict[str, list[float]] = {"tput": [], "tpot": [], "ttft": []}
     for p in points:
         pr = predict(cat, p, hw[(p.sku, p.precision)])
-        out["tput"].append(abs(float(pr["tput"]) / p.tput_per_gpu - 1.0))
-        out["tpot"].append(abs(float(pr["tpot"]) / p.tpot_s - 1.0))
-        out["ttft"].append(abs(float(pr["ttft"]) / p.ttft_s - 1.0))
+        rel = {"tput": float(pr["tput"]) / p.tput_per_gpu - 1.0, "tpot": float(pr["tpot"]) / p.tpot_s - 1.0,
+               "ttft": float(pr["ttft"]) / p.ttft_s - 1.0}
+        for k, e in rel.items():
+            out[k].append((e if k == "tput" else -e) if signed else abs(e))
     return {k: np.array(v) for k, v in out.items()}
 
 
@@ -295,6 +389,11 @@ def errors(cat: Any, points: list[Point], hw: dict[str, Any]) -> dict[str, np.nd
 # slo_throughput: the highest request rate that keeps latency limits (MLPerf Server: Poisson arrivals, p99 TTFT
 # and TPOT limits): the best steady state whose KV cache fits and whose mean TPOT and TTFT are within the limits.
 MEASUREMENT_KINDS = ("static_batch", "serving", "lockstep", "max_throughput", "slo_throughput")
+# The serving stack (profiles/serving) each validation source measured with, by accelerator vendor, as the
+# header of ``tests/data/serve_validation.csv`` describes the sources (vLLM on AMD is its ROCm build).
+VALIDATION_STACKS = {("O1", "AMD"): "rocm-vllm", ("A1", "AMD"): "rocm-vllm", ("M1", "AMD"): "rocm-vllm",
+                     ("D1", "AMD"): "sglang", ("D1", "NVIDIA"): "trtllm", ("T1", "NVIDIA"): "trtllm",
+                     ("M1", "NVIDIA"): "trtllm", ("M2", "NVIDIA"): "trtllm"}
 # Concurrencies tried for a max_throughput measurement (the best one whose KV cache fits is the prediction).
 MAX_THROUGHPUT_GRID = np.unique(np.round(np.geomspace(1.0, 16384.0, 256)))
 

@@ -18,8 +18,10 @@ iteration schedules the running decodes first (``1 + n`` tokens each with ``n`` 
 prompt chunks of the admitted requests in arrival order, up to ``max_num_batched_tokens`` tokens in all
 (chunked prefill) and ``max_num_seqs`` requests. Defaults: vLLM's ``EngineArgs.get_batch_defaults``
 (``vllm/engine/arg_utils.py``, 2025; OpenAI server): 8,192 tokens and 1,024 sequences on GPUs of 70 GiB or
-more other than A100, else 2,048 and 256 (:func:`scheduler_defaults`); SGLang's with ``--stack sglang``
-(:func:`sglang_limits`, prefill iterations apart). A request is admitted (first come, first served) when
+more other than A100, else 2,048 and 256 (:func:`scheduler_defaults`); with a serving stack, that stack's
+(``profiles/serving``, ``serving_stacks.scheduler_limits``: SGLang's :func:`sglang_limits`, prefill iterations
+apart; TensorRT-LLM's 8,192 tokens and 2,048 requests, prompts unchunked; ATOM's 16,384 and 512, whole prompts
+in prefill iterations apart). A request is admitted (first come, first served) when
 the KV cache holds its prompt;
 when the running decodes would overflow the cache, the most recently admitted one is preempted: its KV is
 freed and it is recomputed later (vLLM's RECOMPUTE preemption). The first token comes at the end of the
@@ -67,7 +69,7 @@ SMALL_GPU_MAX_SEQS = 256
 LARGE_GPU_BYTES = 70 * 2**30
 
 
-STACKS = ("vllm", "sglang")
+SGLANG_MAX_RUNNING = 4096  # the upper clamp of SGLang's running-request rule (sglang_limits)
 GIB = 2**30
 
 
@@ -76,8 +78,13 @@ def sglang_limits(hbm_bytes: float, kv_tokens: float, context_len: int) -> tuple
     2025): ``chunked_prefill_size`` 2,048 under 35 GiB of HBM, 8,192 under 160 GiB, else 16,384; at most
     ``min(KV tokens // 2, clamp(KV tokens / context length x 512, 2,048, 4,096))`` running requests."""
     chunk = 2048 if hbm_bytes < 35 * GIB else 8192 if hbm_bytes < 160 * GIB else 16384
-    pool = min(max(int(kv_tokens / max(context_len, 1) * 512), 2048), 4096)
-    return chunk, int(max(min(kv_tokens // 2, pool), 1))
+    return chunk, sglang_pool(kv_tokens, context_len)
+
+
+def sglang_pool(kv_tokens: float, context_len: int) -> int:
+    """SGLang's running-request cap on a KV pool of ``kv_tokens`` tokens (:func:`sglang_limits`)."""
+    pool = min(max(int(kv_tokens / max(context_len, 1) * 512), 2048), SGLANG_MAX_RUNNING)
+    return int(max(min(kv_tokens // 2, pool), 1))
 
 
 def scheduler_defaults(sku_name: str, hbm_bytes: float) -> tuple[int, int]:

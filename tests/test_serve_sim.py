@@ -267,7 +267,7 @@ def test_cli_scenario_table_and_errors(cli, tmp_path) -> None:
     assert cli(base + ["--scenario", "batch"]).exit_code == 2
     assert cli(base + ["--ttft-p99", "2s"]).exit_code == 2
     assert cli(base + ["--max-seqs", "64"]).exit_code == 2
-    assert cli(base + ["--stack", "sglang"]).exit_code == 2
+    assert cli(base + ["--stack", "tgi"]).exit_code == 2  # not a serving stack profile
     assert cli(base + ["--scenario", "server", "--stack", "tgi"]).exit_code == 2
     assert cli(base + ["--scenario", "server", "--disagg"]).exit_code == 2
     assert cli(base + ["--scenario", "server", "--max-seqs", "0"]).exit_code == 2

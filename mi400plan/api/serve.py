@@ -36,6 +36,7 @@ from mi400plan.serve_rank import score as rank_score
 from mi400plan.serve_rank import shown as rank_shown
 from mi400plan.units import HOUR
 from mi400plan.profiles import approximation_warnings
+from mi400plan.serving_stacks import ResolvedServing
 
 DEFAULT_GPUS = 8  # one 8-GPU node (HGX / MI3xx OAM platform)
 DEFAULT_LEN = 1024  # InferenceX's 1k1k scenario: 1,024 input and 1,024 output tokens
@@ -98,6 +99,7 @@ class _Sku:
     hw: dict[str, Any]  # case -> serve.ServeHardware
     info: SkuInfo
     rack: str | None
+    stack: ResolvedServing | None = None  # None: no serving stack for the vendor
 
 
 def _reserve_warning(text: str | None, recipe: Any, sk: list[_Sku]) -> list[str]:
@@ -110,12 +112,15 @@ def _reserve_warning(text: str | None, recipe: Any, sk: list[_Sku]) -> list[str]
 
 
 def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, matmul: float | None,
-         hbm: float | None, model_class: str) -> _Sku:
+         hbm: float | None, model_class: str, stack: str | None = None) -> _Sku:
     from mi400plan.hardware import gpus_per_rack as _gpus_per_rack
+    from mi400plan.serving_stacks import resolve_serving_stack
 
+    st = resolve_serving_stack(cat, cat.get("accelerators", name).spec, stack)
     hw: dict[str, Any] = {}
     for case in ("nominal",) + CORNERS:
-        hw[case], sk = serve_hardware(cat, name, precision, case, matmul=matmul, hbm=hbm, model_class=model_class)
+        hw[case], sk = serve_hardware(cat, name, precision, case, matmul=matmul, hbm=hbm, model_class=model_class,
+                                      stack=st.name if st else None)
         if case == "nominal":
             nominal_sku = sk
     h = hw["nominal"]
@@ -127,14 +132,16 @@ def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, 
         sku=h.name, precision=precision, compute_precision=COMPUTE_PRECISION[precision], peak_flops=h.peak_flops,
         matmul=h.matmul_eff, hbm=h.hbm_eff, kernel_overhead_s=h.kernel_overhead_s, hbm_bandwidth=h.hbm_bw,
         hbm_capacity=h.hbm_bytes, domain=h.domain, gpus=gpus,
-        calibration=_calibration_text(cat, name, nominal_sku, matmul, hbm, model_class), gpu_hour_cost=cost,
+        calibration=_calibration_text(cat, name, nominal_sku, matmul, hbm, model_class, st.name if st else None),
+        gpu_hour_cost=cost, serving_stack=st.label() if st else None, serving_stack_basis=st.basis if st else None,
+        calibration_status=_calibration_status(cat, name, matmul, hbm, model_class, st.name if st else None),
     )
-    return _Sku(h.name, hw, info, rack_name)
+    return _Sku(h.name, hw, info, rack_name, st)
 
 
 def _priced_skus(catalog: Any, skus: list[str], prec: str, n_gpus: int, wl: Any, gpu_hour_cost: float | None,
                  site: str | None, cost_overrides: Any, *, matmul: float | None,
-                 hbm: float | None) -> tuple[list[_Sku], dict[str, str], list[str]]:
+                 hbm: float | None, stack: str | None = None) -> tuple[list[_Sku], dict[str, str], list[str]]:
     """The SKUs named (``all`` expanded, repeats dropped) with their hardware and price per GPU-hour: (SKUs,
     where each price came from, warnings: SKUs left out and SKUs no cost profile prices)."""
     from mi400plan.cost import gpu_hour_costs
@@ -147,35 +154,53 @@ def _priced_skus(catalog: Any, skus: list[str], prec: str, n_gpus: int, wl: Any,
         if c not in names:
             names.append(c)
     costs, cost_src, cost_warn = gpu_hour_costs(catalog, names, gpu_hour_cost, site, cost_overrides)
-    sk, skipped = _skus(catalog, names, prec, n_gpus, costs, matmul=matmul, hbm=hbm, model_class=model_class(wl.model))
+    sk, skipped = _skus(catalog, names, prec, n_gpus, costs, matmul=matmul, hbm=hbm, model_class=model_class(wl.model),
+                        stack=stack)
     left_out = {w.split(":")[0] for w in skipped}
     return sk, cost_src, skipped + [w for w in cost_warn if w.split(":")[0] not in left_out]
 
 
 def _skus(cat: Any, names: list[str], precision: str, gpus: int, costs: dict[str, float | None], *,
-          matmul: float | None, hbm: float | None, model_class: str) -> tuple[list[_Sku], list[str]]:
+          matmul: float | None, hbm: float | None, model_class: str,
+          stack: str | None = None) -> tuple[list[_Sku], list[str]]:
     """Each SKU's hardware; with several (``--sku all``), one that lacks a value the precision needs is left
     out with a warning naming what is missing instead of stopping the comparison."""
+    from mi400plan.serving_stacks import StackVendorError
+
     out: list[_Sku] = []
     skipped: list[str] = []
     for n in names:
         try:
-            out.append(_sku(cat, n, precision, gpus, costs[n], matmul=matmul, hbm=hbm, model_class=model_class))
-        except MissingValueError as exc:
+            out.append(_sku(cat, n, precision, gpus, costs[n], matmul=matmul, hbm=hbm, model_class=model_class,
+                            stack=stack))
+        except (MissingValueError, StackVendorError) as exc:
             if len(names) == 1:
                 raise
             skipped.append(f"{n}: left out: {exc.message}")
+    if not out and stack is not None and all("serving stack" in w for w in skipped):
+        raise UsageError(f"--stack {stack}: no SKU named runs it: " + "; ".join(skipped))
     if not out:
         raise MissingValueError("no SKU has the values serving needs: " + "; ".join(skipped))
     return out, skipped
 
 
+def _calibration_status(cat: Any, name: str, matmul: float | None, hbm: float | None, model_class: str,
+                        stack: str | None) -> str | None:
+    """Which calibration ``serve_hardware`` applied (``FamilyCalibration.status``); None: none applied."""
+    from mi400plan.serve_calibration import stack_calibration_for
+
+    if matmul is not None or hbm is not None:
+        return None
+    cal = stack_calibration_for(cat.get("accelerators", name).spec.architecture, model_class, stack)
+    return cal.status if cal is not None else None
+
+
 def _calibration_text(cat: Any, name: str, sku: Any, matmul: float | None, hbm: float | None,
-                      model_class: str) -> str:
-    from mi400plan.serve_calibration import calibration_for, family_of
+                      model_class: str, stack: str | None = None) -> str:
+    from mi400plan.serve_calibration import family_of, stack_calibration_for
 
     arch = cat.get("accelerators", name).spec.architecture
-    cal = calibration_for(arch, model_class)
+    cal = stack_calibration_for(arch, model_class, stack)
     if matmul is not None or hbm is not None:
         return "efficiencies given on the command line"
     if cal is None:
@@ -186,8 +211,11 @@ def _calibration_text(cat: Any, name: str, sku: Any, matmul: float | None, hbm: 
     first, _, last = cal.dates.partition("..")
     dates = first if last in ("", first) else cal.dates
     borrowed = "" if cal.model_class == model_class else f"; no points of {model_class} models on the family"
-    return (f"calibrated on {cal.points} InferenceX points of {kind}, {cal.family} family, {dates}{borrowed}: "
-            f"tok/s/GPU error {cal.tput_mean_err:.0%} mean, {cal.tput_max_err:.0%} max; TPOT {cal.tpot_mean_err:.0%} mean")
+    whose = f" on {cal.stack}" if cal.status == "stack fit" else ""
+    text = (f"calibrated on {cal.points} InferenceX points of {kind}{whose}, {cal.family} family, {dates}{borrowed}: "
+            f"tok/s/GPU error {cal.tput_mean_err:.0%} mean, {cal.tput_max_err:.0%} max; "
+            f"TPOT {cal.tpot_mean_err:.0%} mean")
+    return text if cal.status in ("stack fit", "family fit") else f"{text}; {cal.status}"
 
 
 def _gpus_per_mw(cat: Any, rack_name: str | None) -> float | None:
@@ -233,6 +261,7 @@ class ServeRequest:
     cost_overrides: Any = None
     rank_by: str | None = None
     scenario: Any = None
+    stack: str | None = None  # serving stack profile (profiles/serving); None: each SKU's vendor default
 
 
 def serve(catalog: Any, model_name: str, skus: list[str], request: ServeRequest | None = None) -> ServeResult:
@@ -247,7 +276,9 @@ def serve(catalog: Any, model_name: str, skus: list[str], request: ServeRequest 
     orders the rows under an SLA and picks each comparison level's leader.
     ``scenario`` (``api.serve_scenario.ScenarioRequest``): an MLPerf Inference
     scenario simulated request by request on the best layouts (``scenario_rows``); ``input_len`` /
-    ``output_len`` may be distributions (``serve_sim.parse_length_dist``), the search using their means."""
+    ``output_len`` may be distributions (``serve_sim.parse_length_dist``), the search using their means.
+    ``stack``: the serving stack profile (``serving_stacks.resolve_serving_stack``; None: each SKU's vendor
+    default), which picks the calibration and the scenario's scheduler defaults."""
     req = request or ServeRequest()
     from mi400plan import serve as core
     from mi400plan.params import count_params
@@ -277,7 +308,8 @@ def serve(catalog: Any, model_name: str, skus: list[str], request: ServeRequest 
                           rule=next((k for k, v in lay.rejected.items() if v), None),
                           hint="TP must divide the attention heads and the GPUs, PP the layers, EP the experts")
     sk, cost_src, cost_warn = _priced_skus(catalog, skus, prec, n_gpus, wl, req.gpu_hour_cost, req.site,
-                                           req.cost_overrides, matmul=req.matmul_efficiency, hbm=req.hbm_efficiency)
+                                           req.cost_overrides, matmul=req.matmul_efficiency, hbm=req.hbm_efficiency,
+                                           stack=req.stack or (req.scenario.stack if req.scenario else None))
     rank = _rank_by(req.rank_by, [s.info.gpu_hour_cost for s in sk])
     rows: list[ServeRow] = []
     rejected = dict(lay.rejected)
@@ -290,6 +322,7 @@ def serve(catalog: Any, model_name: str, skus: list[str], request: ServeRequest 
     for s in sk:
         res = _search_sku(wl, s, lay, conc, n_gpus, sla, req.disagg, req.ranges)
         res["rank_by"] = rank
+        res["stack"] = s.stack
         for k, v in res["rejected"].items():
             rejected[k] = rejected.get(k, 0) + v
         valid += res["valid"]

@@ -22,6 +22,7 @@ from mi400plan.results.serve import Percentiles, ScenarioInfo, ScenarioRow, Serv
 if TYPE_CHECKING:
     from mi400plan.serve import ServeHardware, Workload
     from mi400plan.serve_sim import Layout, LengthDist, Limits, Outcome
+    from mi400plan.serving_stacks import ResolvedServing
     from mi400plan.specs.model import ModelSpec
 
 DEFAULT_CANDIDATES = 2
@@ -49,11 +50,11 @@ class ScenarioConfig:
     limits_source: str
     inp: LengthDist
     out: LengthDist
-    max_batched_tokens: int | None  # None: each SKU's vLLM default (serve_sim.scheduler_defaults)
+    max_batched_tokens: int | None  # None: each SKU's serving stack default (serving_stacks.scheduler_limits)
     max_seqs: int | None
     candidates: int
     notes: tuple[str, ...]
-    stack: str = "vllm"
+    stack: str | None = None  # the --stack given (None: each SKU's default serving stack)
 
 
 @dataclass(frozen=True)
@@ -136,13 +137,10 @@ def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpo
     if scenario is None:
         if ttft_p99 is not None or tpot_p99 is not None:
             raise UsageError("--ttft-p99 / --tpot-p99 are limits of --scenario server or interactive; add --scenario")
-        if max_batched_tokens is not None or max_seqs is not None or candidates is not None or stack is not None:
-            raise UsageError("--max-batched-tokens / --max-seqs / --candidates / --stack set the --scenario "
+        if max_batched_tokens is not None or max_seqs is not None or candidates is not None:
+            raise UsageError("--max-batched-tokens / --max-seqs / --candidates set the --scenario "
                              "simulation; add --scenario")
         return None
-    st = (stack or "vllm").strip().lower()
-    if st not in sim.STACKS:
-        raise UsageError(f"unknown --stack {stack!r}; known: {', '.join(sim.STACKS)}")
     name = scenario.strip().lower()
     if name not in sim.SCENARIOS:
         raise UsageError(f"unknown --scenario {scenario!r}; known: {', '.join(sim.SCENARIOS)}")
@@ -173,7 +171,7 @@ def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpo
             src = "--ttft-p99/--tpot-p99" + (f"; otherwise {src}" if ttft_p99 is None or tpot_p99 is None else "")
         ttft = ttft_p99 if ttft_p99 is not None else ttft
         tpot = tpot_p99 if tpot_p99 is not None else tpot
-    return ScenarioConfig(name, ttft, tpot, src, inp, out, mbt, ms, k, tuple(notes), st)
+    return ScenarioConfig(name, ttft, tpot, src, inp, out, mbt, ms, k, tuple(notes), stack)
 
 
 def _candidates(res: dict[str, Any], cfg: ScenarioConfig) -> list[int]:
@@ -218,18 +216,39 @@ def _prompt_lengths(d: LengthDist) -> tuple[int, ...]:
     return tuple(d.values)
 
 
-def _limits(wl: Workload, sku_name: str, hw: ServeHardware, lay: Layout, cfg: ScenarioConfig) -> Limits:
-    """The scheduler's limits for ``lay`` on this SKU: those given, else the stack's defaults (vLLM's per GPU;
-    SGLang's per GPU and KV pool, its prefill iterations not mixed with decodes)."""
+def _limits(wl: Workload, sku_name: str, hw: ServeHardware, lay: Layout, cfg: ScenarioConfig,
+            stack: ResolvedServing | None) -> Limits:
+    """The scheduler's limits for ``lay`` on this SKU: those given, else the serving stack's defaults
+    (``serving_stacks.scheduler_limits``; no stack: vLLM's per GPU). A stack whose prefill does not share
+    iterations with the decodes runs them apart; one that does not chunk prompts gives every prompt a budget
+    of at least its length (its iteration holds the whole prompt)."""
     from mi400plan import serve_sim as sim
+    from mi400plan.serving_stacks import scheduler_limits
 
-    if cfg.stack == "sglang":
-        kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cfg.max_seqs or 4096)
-        chunk, seqs = sim.sglang_limits(hw.hbm_bytes, kv, wl.model.max_seq_len)
-    else:
+    if stack is None:
         chunk, seqs = sim.scheduler_defaults(sku_name, hw.hbm_bytes)
         kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cfg.max_seqs or seqs)
-    return sim.Limits(cfg.max_batched_tokens or chunk, cfg.max_seqs or seqs, kv, mixed=cfg.stack != "sglang")
+        return sim.Limits(cfg.max_batched_tokens or chunk, cfg.max_seqs or seqs, kv)
+    sched = stack.scheduler
+    cap = cfg.max_seqs or _seq_cap(sku_name, hw, stack)
+    kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cap)
+    chunk, seqs = scheduler_limits(sched, sku_name, hw.hbm_bytes, kv, wl.model.max_seq_len)
+    budget = cfg.max_batched_tokens or chunk
+    if not sched.chunked_prefill and cfg.max_batched_tokens is None:
+        budget = max(budget, cfg.inp.max)
+    return sim.Limits(budget, cfg.max_seqs or seqs, kv, mixed=sched.prefill_with_decodes)
+
+
+def _seq_cap(sku_name: str, hw: ServeHardware, stack: ResolvedServing | None) -> int:
+    """The most sequences the stack's scheduler runs at once on this SKU (a KV-pool rule: SGLang's 4,096)."""
+    from mi400plan import serve_sim as sim
+
+    if stack is None:
+        return sim.scheduler_defaults(sku_name, hw.hbm_bytes)[1]
+    sched = stack.scheduler
+    if sched.max_num_seqs == "kv-pool":
+        return sim.SGLANG_MAX_RUNNING
+    return sched.tier(sched.max_num_seqs, sku_name, hw.hbm_bytes / 2**30)
 
 
 def _simulate_one(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str, Any], i: int,
@@ -237,7 +256,7 @@ def _simulate_one(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str,
     from mi400plan import serve_sim as sim
 
     lay = sim.Layout(int(res["tp"][i]), int(res["pp"][i]), int(res["ep"][i]), bool(res["dpa"][i]))
-    lim = _limits(wl, sku_name, hw, lay, cfg)
+    lim = _limits(wl, sku_name, hw, lay, cfg, res.get("stack"))
     sm = sim.step_model(wl, hw, lay, max_seqs=lim.max_seqs, context=cfg.inp.mean + cfg.out.mean / 2.0,
                         max_prompt=cfg.inp.max + cfg.out.max, exact=_prompt_lengths(cfg.inp))
     if cfg.name == "offline":
@@ -266,7 +285,7 @@ def scenario_rows(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str,
     from mi400plan import serve_sim as sim
 
     # The screen keeps concurrencies the stack can run (SGLang's cap is at most 4,096).
-    cap = cfg.max_seqs or (4096 if cfg.stack == "sglang" else sim.scheduler_defaults(sku_name, hw.hbm_bytes)[1])
+    cap = cfg.max_seqs or _seq_cap(sku_name, hw, res.get("stack"))
     rows = []
     ranked = _candidates(res, replace(cfg, max_seqs=cap))
     # The next candidates are simulated while none so far meets the limits, up to ROUNDS x candidates.

@@ -252,6 +252,7 @@ _COMPLETE = {
     ("*", "scale_out"): "fabrics",
     ("rack", "names"): "racks",
     ("cost", "names"): "costs",
+    ("serve", "stack"): "serving",
     ("*", "stack"): "stacks",
     ("show", "name"): "*",
 }
@@ -294,7 +295,7 @@ def _completer_for(command: str, param: Any) -> Any:
             head = last[0] + "," if len(last) > 1 else ""
             return [head + c for c in choices if c.startswith(last[-1])]
         extra = ["all"] if param.name == "sku" and command in ("fit", "sweep", "serve", "comm") else []
-        kinds = ["accelerators", "fabrics", "racks", "models", "costs", "stacks"] if kind == "*" else [kind]
+        kinds = ["accelerators", "fabrics", "racks", "models", "costs", "stacks", "serving"] if kind == "*" else [kind]
         names = sorted({n for k in kinds for n in profile_names(k, aliases=True)})
         return [n for n in extra + names if n.startswith(incomplete)]
 

@@ -19,13 +19,14 @@ class Kind(str, Enum):
     models = "models"
     costs = "costs"
     stacks = "stacks"
+    serving = "serving"
 
 
 KindOpt = Annotated[Optional[Kind], typer.Option("--kind", help="Profile kind.")]
 
 profiles_app = PlannerTyper(
     name="profiles",
-    help="List, show and validate the profile catalog (accelerators, fabrics, racks, models, costs, stacks).",
+    help="List, show and validate the profile catalog (accelerators, fabrics, racks, models, costs, stacks, serving).",
     no_args_is_help=True,
 )
 
@@ -110,7 +111,7 @@ def validate_cmd(
 ) -> None:
     """Check profile files: TOML syntax, fields, name vs file name, and each kind's consistency rules.
 
-    A file's kind comes from its directory name (accelerators/, fabrics/, racks/, models/, stacks/) or --kind.
+    A file's kind comes from its directory name (accelerators/, fabrics/, racks/, models/, stacks/, serving/) or --kind.
     Exit code 3 if any file has a problem; with --json the envelope's status is then "error", its
     errors list the problems, and data.failed / data.rows[].issues say which files have them.
     """

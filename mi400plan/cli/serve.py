@@ -55,7 +55,7 @@ def cmd(
     tpot_p99: Annotated[Optional[str], typer.Option("--tpot-p99", help="server/interactive: 99th-percentile TPOT limit (50ms).")] = None,
     max_batched_tokens: Annotated[Optional[int], typer.Option("--max-batched-tokens", parser=count, metavar="N", help="--scenario: tokens per scheduler iteration (default vLLM's for the GPU: 8192, or 2048 under 70 GiB and on A100).")] = None,
     max_seqs: Annotated[Optional[int], typer.Option("--max-seqs", parser=count, metavar="N", help="--scenario: sequences in flight per replica (default vLLM's for the GPU: 1024, or 256 under 70 GiB and on A100).")] = None,
-    stack: Annotated[Optional[str], typer.Option("--stack", help="--scenario: whose scheduler defaults: vllm (default; prompt chunks beside the decodes) or sglang (prefill iterations apart).")] = None,
+    stack: Annotated[Optional[str], typer.Option("--stack", help="Serving stack profile (profiles/serving: trtllm, vllm, rocm-vllm, sglang, atom): its InferenceX calibration and, with --scenario, its scheduler defaults. Default: each SKU's vendor's reference stack (trtllm on NVIDIA, rocm-vllm on AMD), printed.")] = None,
     candidates: Annotated[Optional[int], typer.Option("--candidates", parser=count, metavar="N", help="--scenario: layouts simulated per SKU (default 2, at most 8).")] = None,
     no_ranges: Annotated[bool, typer.Option("--no-ranges", help="Skip the pessimistic/optimistic corners.")] = False,
     json_: JsonOpt = False,
@@ -88,6 +88,7 @@ def cmd(
             matmul_efficiency=matmul_efficiency, hbm_efficiency=hbm_efficiency, ranges=not no_ranges, site=site,
             cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None), rank_by=rank_by,
             scenario=ScenarioRequest(scenario, ttft_p99, tpot_p99, max_batched_tokens, max_seqs, candidates, stack),
+            stack=stack,
         ), racks=racks)
 
     run("serve", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

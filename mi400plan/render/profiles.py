@@ -156,7 +156,7 @@ def _list(result: ProfilesList, console: Console) -> None:
 
 
 def _show(result: ProfileShow, console: Console) -> None:
-    head = f"[bold]{escape(result.name)}[/bold] ({result.kind[:-1]})"
+    head = f"[bold]{escape(result.name)}[/bold] ({'serving stack' if result.kind == 'serving' else result.kind[:-1]})"
     if result.display_name:
         head += f": {escape(result.display_name)}"
     console.print(head, markup=True)

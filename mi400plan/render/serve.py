@@ -123,12 +123,22 @@ def render(res: ServeResult, console: Any) -> None:
             f"{s.hbm_bandwidth / 1e12:.1f} TB/s x {s.hbm:.2f}, {s.hbm_capacity / 1e9:,.0f} GB, kernel overhead "
             f"{s.kernel_overhead_s * 1e6:.0f} us ({s.calibration}){extra}",
             markup=False, highlight=False)
+        if s.serving_stack:
+            why = ("given by --stack" if s.serving_stack_basis == "--stack"
+                   else f"{s.serving_stack_basis}; --stack overrides")
+            console.print(f"  serving stack: {s.serving_stack}; {why}", markup=False, highlight=False)
     n = len(res.flips)
     if not res.ranges:
         console.print("Estimate ranges not evaluated (--no-ranges).", markup=False, highlight=False)
         return
     console.print(f"{n} conclusion{'s' if n != 1 else ''} flip inside the estimate ranges (see warnings)." if n
                   else "No ranking or SLA verdict flips inside the estimate ranges.", markup=False, highlight=False)
+
+
+def _scheduler_whose(res: ServeResult) -> str:
+    """Whose scheduler defaults the scenario ran: each SKU's serving stack (vLLM's where it has none)."""
+    names = sorted({(s.serving_stack or "vLLM's").split(" ")[0] for s in res.skus})
+    return f"the serving stack's defaults: {', '.join(names)}" if names != ["vLLM's"] else "vLLM's defaults"
 
 
 def _fleet(res: ServeResult, console: Any) -> None:
@@ -239,8 +249,7 @@ def _scenario(res: ServeResult, console: Any) -> None:
                 f"tokens at that rate (JSON: the steady-state figure beside it); continuous batching, chunked "
                 f"prefill of {_limit(sc.max_num_batched_tokens, res, 'max_num_batched_tokens')} tokens per "
                 f"iteration, at most {_limit(sc.max_num_seqs, res, 'max_num_seqs')} sequences per replica "
-                f"(given, or {'SGLang' if sc.stack == 'sglang' else 'vLLM'}'s defaults"
-                + ("; prefill iterations apart from the decodes" if sc.stack == "sglang" else "") + ").")
+                f"(given, or {_scheduler_whose(res)}).")
     console.print(f"Lengths: input {sc.input_lengths}; output {sc.output_lengths}.", markup=False, highlight=False)
     for n in sc.notes:
         console.print(f"Note: {n}.", markup=False, highlight=False)

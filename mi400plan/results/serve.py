@@ -136,6 +136,9 @@ class SkuInfo(OutModel):
     domain: int
     gpus: int
     calibration: str
+    serving_stack: str | None = None  # the serving stack priced (profiles/serving), None: none for the vendor
+    serving_stack_basis: str | None = None  # "--stack" or the default rule
+    calibration_status: str | None = None  # "stack fit", "family fit", or the family fit standing in for a stack
     gpu_hour_cost: float | None = None  # USD per GPU-hour
     cost_source: str | None = None  # "--gpu-hour-cost", "model: SYSTEM at SITE (USD YEAR)" or "none"
     gpus_per_mw: float | None = None  # per MW of rack wall power (rack power model)
@@ -182,10 +185,10 @@ class ScenarioInfo(OutModel):
     limits_source: str = ""
     input_lengths: str
     output_lengths: str
-    max_num_batched_tokens: int | None  # None: each SKU's vLLM default (in scenario_rows)
+    max_num_batched_tokens: int | None  # None: each SKU's serving stack default (in scenario_rows)
     max_num_seqs: int | None
     candidates_per_sku: int
-    stack: str = "vllm"  # whose scheduler defaults: vllm or sglang
+    stack: str | None = None  # --stack as given; None: each SKU's default serving stack (SkuInfo.serving_stack)
     notes: list[str] = Field(default_factory=list)
 
 

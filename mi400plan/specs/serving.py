@@ -1,0 +1,138 @@
+"""Serving stack spec (``profiles/serving/*.toml``): the inference server a ``serve`` answer is priced on.
+
+The same GPU and model serve at rates further apart on vLLM, SGLang and TensorRT-LLM (and their
+versions) than the planner's error targets, so a serving stack is an input like the accelerator. A
+profile names the framework, its version and release date (each backed by a dated ``[sources]``
+entry), the accelerator vendors it runs on, the scheduler defaults the server starts with when no
+flag sets them (``[scheduler]``), and the InferenceX runs that measured it (``[inferencex]``: the
+label of the ``framework`` column of ``tests/data/serve_inferencex.csv`` and the container images the
+calibration rows used). Its fitted efficiencies are not in the file: they are the output of
+``benchmarks/calibrate_serve.py`` (``serve_calibration.STACK_CALIBRATION``), derived, not typed in.
+
+``[scheduler]``: ``chunked_prefill`` says whether a prompt may be split over iterations (vLLM V1,
+SGLang: yes; TensorRT-LLM without chunked context, ATOM: no, a prompt runs whole) and
+``prefill_with_decodes`` whether prompt tokens share an iteration with the running decodes (vLLM V1,
+TensorRT-LLM's in-flight batching: yes; SGLang, ATOM: prefill iterations apart); ``max_num_batched_tokens`` and ``max_num_seqs`` are lists of tiers by the GPU's HBM (``below_hbm_gib``:
+the tier applies to GPUs with less HBM than this; the last tier has no bound), read by
+:func:`SchedulerDefaults.tier`; ``max_num_seqs = "kv-pool"`` sizes the running requests from the KV
+pool (SGLang's rule, ``serve_sim.sglang_limits``). ``small_tier_skus`` lists SKU name fragments that
+take the first tier whatever their HBM (vLLM: A100).
+
+``vendor_reference = true`` marks the stack a vendor's own published inference performance tables are
+measured with (NVIDIA: TensorRT-LLM, "Performance Overview"; AMD: ROCm vLLM, "Performance results"):
+the default serving stack of a vendor is the newest-released of those
+(``mi400plan.serving_stacks.default_serving_stack``), printed with every answer.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from mi400plan.specs.common import ProfileBase, Source, Status, StrictModel, _norm_status
+
+_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+
+
+class SchedulerTier(StrictModel):
+    """One tier of a scheduler default: ``value`` on GPUs with less HBM than ``below_hbm_gib`` (None: any)."""
+
+    below_hbm_gib: float | None = Field(default=None, gt=0)
+    value: int = Field(ge=1, le=1_048_576)
+
+
+def _check_tiers(name: str, tiers: list[SchedulerTier]) -> None:
+    bounds = [t.below_hbm_gib for t in tiers]
+    if bounds[-1] is not None or any(b is None for b in bounds[:-1]):
+        raise ValueError(f"scheduler.{name}: the last tier, and only it, leaves out below_hbm_gib")
+    if bounds[:-1] != sorted(bounds[:-1]):  # type: ignore[type-var]
+        raise ValueError(f"scheduler.{name}: tiers must be in increasing below_hbm_gib")
+
+
+class SchedulerDefaults(StrictModel):
+    """The scheduler settings the server starts with (its documented defaults), and where they are stated."""
+
+    chunked_prefill: bool  # a prompt may be split over iterations
+    prefill_with_decodes: bool  # prompt tokens share an iteration with the running decodes
+    max_num_batched_tokens: list[SchedulerTier] = Field(min_length=1)
+    max_num_seqs: list[SchedulerTier] | Literal["kv-pool"]
+    small_tier_skus: list[str] = Field(default_factory=list)
+    flags: dict[str, str] = Field(default_factory=dict)  # the stack's own names of the settings
+    status: Status = "disclosed"
+    source: list[str] = Field(default_factory=list)
+    note: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _status(cls, data: object) -> object:
+        if isinstance(data, dict) and "status" in data:
+            data = dict(data)
+            data["status"] = _norm_status(data["status"])
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> "SchedulerDefaults":
+        _check_tiers("max_num_batched_tokens", self.max_num_batched_tokens)
+        if isinstance(self.max_num_seqs, list):
+            _check_tiers("max_num_seqs", self.max_num_seqs)
+        if self.status in ("disclosed", "derived", "measured") and not self.source:
+            raise ValueError(f"scheduler: a {self.status} default needs 'source' (keys of [sources]); "
+                             "without one write status = \"unverified\"")
+        return self
+
+    def tier(self, tiers: list[SchedulerTier], sku_name: str, hbm_gib: float) -> int:
+        """The value of ``tiers`` for a GPU of ``hbm_gib`` GiB named ``sku_name`` (module docstring)."""
+        if any(s in sku_name.lower() for s in self.small_tier_skus):
+            return tiers[0].value
+        return next(t.value for t in tiers if t.below_hbm_gib is None or hbm_gib < t.below_hbm_gib)
+
+
+class InferenceXUse(StrictModel):
+    """How InferenceX ran the stack: its ``framework`` label and the images of the calibration rows."""
+
+    framework: str = Field(min_length=1)
+    images: list[str] = Field(min_length=1)
+    source: list[str] = Field(min_length=1)
+    note: str | None = None
+
+
+class ServingStack(ProfileBase):
+    framework: str = Field(min_length=1)  # "vLLM", "SGLang", "TensorRT-LLM"
+    version: str = Field(min_length=1)  # the release as its project names it
+    released: str  # YYYY-MM-DD or YYYY-MM
+    release_source: list[str] = Field(min_length=1)
+    vendors: list[str] = Field(min_length=1)
+    vendor_reference: bool = False  # the vendor's own published inference benchmarks run it (default candidate)
+    vendor_reference_source: list[str] = Field(default_factory=list)
+    scheduler: SchedulerDefaults
+    inferencex: InferenceXUse | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "ServingStack":
+        if not _DATE.match(self.released):
+            raise ValueError(f"released {self.released!r} must be YYYY-MM-DD or YYYY-MM")
+        try:
+            Source(title="released", date=self.released)  # a calendar date
+        except ValueError as exc:
+            raise ValueError(f"released {self.released!r}: {exc}") from None
+        if self.vendor_reference and not self.vendor_reference_source:
+            raise ValueError("vendor_reference = true needs vendor_reference_source: the vendor's published "
+                             "benchmark that runs this stack")
+        used = [("release_source", k) for k in self.release_source]
+        used += [("vendor_reference_source", k) for k in self.vendor_reference_source]
+        used += [("scheduler", k) for k in self.scheduler.source]
+        used += [("inferencex", k) for k in (self.inferencex.source if self.inferencex else [])]
+        missing = sorted({f"{k} (in {where})" for where, k in used if k not in self.sources})
+        if missing:
+            raise ValueError("source keys used but not defined in [sources]: " + ", ".join(missing))
+        return self
+
+    def consistency_errors(self) -> list[str]:
+        """The text rules of every profile, and: every source dating the release carries a date."""
+        errs = super().consistency_errors()
+        for key in self.release_source:
+            if self.sources[key].date is None:
+                errs.append(f"release_source: [sources] {key} has no date; a release is dated by its source")
+        return errs
