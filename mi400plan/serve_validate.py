@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mi400plan.errors import PlannerError
-from mi400plan.serve_calibration import (MODEL_CLASSES, FamilyCalibration, Measured, Point, PointGroup, apply,
+from mi400plan.serve_calibration import (MODEL_CLASSES, RECENT_DAYS, FamilyCalibration, Measured, Point, PointGroup, apply,
                                          calibration_for,
                                          calibration_groups, family_of, fit_family, model_class, point_from_row,
                                          predict, predict_measured, queued)
@@ -89,16 +89,9 @@ class Case:
     stack: str
     family: str  # calibration family (serve_calibration.FAMILY_KEYS)
     model_class: str
-    sku: str
-    model: str
-    precision: str
-    tp: int
-    isl: int
-    osl: int
-    conc: int
     kind: str  # "serving" (InferenceX) or the validation file's kind
     measured: dict[str, float | None]
-    spec: Point | Measured  # the measurement as serve_calibration prices it
+    spec: Point | Measured  # the workload as served (SKU, model, weight format, TP, lengths, concurrency)
 
 
 @dataclass(frozen=True)
@@ -108,6 +101,7 @@ class CaseResult:
     error: dict[str, float | None]
     loso_predicted: dict[str, float | None] | None = None  # at the refit without the case's source
     loso_error: dict[str, float | None] | None = None
+    loso_same_generation: bool | None = None  # the refit is of the case's software generation (``Refitter.fit``)
 
 
 def signed_error(metric: str, measured: float | None, predicted: float | None) -> float | None:
@@ -128,7 +122,8 @@ def data_text(name: str) -> str:
     """A bundled serving data file: ``mi400plan/data/NAME`` in an installed package (the wheel maps
     ``tests/data`` files there), or ``tests/data/NAME`` when the source tree runs in place."""
     here = Path(__file__).parent
-    for p in (here / "data" / name, here.parent / "tests" / "data" / name):
+    checkout = (here.parent / "pyproject.toml").is_file()  # the source tree, where the wheel's map is not applied
+    for p in (here / "data" / name, *([here.parent / "tests" / "data" / name] if checkout else [])):
         if p.is_file():
             return p.read_text(encoding="utf-8")
     from importlib import resources
@@ -171,8 +166,7 @@ def inferencex_cases(cat: Catalog, rows: Sequence[tuple[int, dict[str, str]]]) -
                 else "queued" if queued(p) else "fitted")
         share = p.osl / (p.isl + p.osl)
         out.append(Case(f"{INFERENCEX}:{line}", "inferencex", role, run_id(r["run_url"]), r["date"], r["framework"],
-                        r["family"], cls, p.sku, p.model, p.precision, p.tp, p.isl, p.osl, p.conc, "serving",
-                        {"tput": p.tput_per_gpu * share, "ttft": p.ttft_s, "tpot": p.tpot_s}, p))
+                        r["family"], cls, "serving", {"tput": p.tput_per_gpu * share, "ttft": p.ttft_s, "tpot": p.tpot_s}, p))
     return out
 
 
@@ -192,8 +186,7 @@ def validation_case(cat: Catalog, line: int, r: dict[str, str]) -> Case:
     stack = r.get("stack") or VALIDATION_STACKS.get((m.source, acc.vendor), "unknown")
     when = VALIDATION_SOURCES.get(m.source, ("", ""))[1]
     return Case(f"{VALIDATION}:{line}", "validation", "validation", m.source, when, stack,
-                family_of(acc.architecture) or "uncalibrated", model_class(cat.get("models", m.model).spec), m.sku,
-                m.model, m.precision, m.tp, m.isl, m.osl, m.conc, m.kind,
+                family_of(acc.architecture) or "uncalibrated", model_class(cat.get("models", m.model).spec), m.kind,
                 {"tput": m.output_tps / m.tp, "ttft": m.ttft_s, "tpot": m.tpot_s}, m)
 
 
@@ -224,10 +217,10 @@ class Pricer:
     def price(self, case: Case, cal: FamilyCalibration | None) -> dict[str, float | None]:
         from mi400plan.serve import COMPUTE_PRECISION
 
-        hw = self.hardware(case.sku, case.precision)
-        if cal is not None:
-            hw = apply(hw, cal, "nominal", COMPUTE_PRECISION[case.precision])
         s = case.spec
+        hw = self.hardware(s.sku, s.precision)
+        if cal is not None:
+            hw = apply(hw, cal, "nominal", COMPUTE_PRECISION[s.precision])
         if isinstance(s, Point):
             pr = predict(self.cat, s, hw)
             return {"tput": float(pr["tput"]) * s.osl / (s.isl + s.osl), "ttft": float(pr["ttft"]),
@@ -238,7 +231,7 @@ class Pricer:
 
     def stored(self, case: Case) -> dict[str, float | None]:
         """At the stored calibration ``serve`` uses for the case's SKU and model class."""
-        arch = self.cat.get("accelerators", case.sku).spec.architecture
+        arch = self.cat.get("accelerators", case.spec.sku).spec.architecture
         return self.price(case, calibration_for(arch, case.model_class))
 
 
@@ -252,10 +245,13 @@ class Refitter:
         self.cat, self.pricer = cat, pricer
         self.memo: dict[tuple[str, tuple[Point, ...]], FamilyCalibration] = {}
 
-    def fit(self, groups: dict[str, PointGroup], family: str, cls: str) -> tuple[FamilyCalibration | None, str]:
+    def fit(self, groups: dict[str, PointGroup], family: str, cls: str,
+            held: date) -> tuple[FamilyCalibration | None, str, bool]:
         """The refit of ``family/cls`` in ``groups``; like ``calibration_for``, the family's other class when
         this one has no fitted point; None (the profile's values) when neither has. With it, what priced
-        the case, in words."""
+        the case, in words, and whether that is the same software generation as the held-out run of date
+        ``held``: a refit of its own class whose newest run lies within ``RECENT_DAYS`` of it (the window the
+        calibration itself treats as one generation)."""
         for c in (cls, *(o for o in MODEL_CLASSES if o != cls)):
             g = groups.get(f"{family}/{c}")
             if g is not None and g.fitted:
@@ -263,8 +259,11 @@ class Refitter:
                 if key not in self.memo:
                     self.memo[key] = fit_family(self.cat, family, c, g.fitted, self.pricer.bases(g.fitted))
                 basis = f"{family}/{c} refit on {len(g.fitted)} points, {g.dates[0]}..{g.dates[1]}"
-                return self.memo[key], basis if c == cls else f"no {cls} point left: {basis}"
-        return None, f"no {family} point left: the profile's values"
+                if c != cls:
+                    return self.memo[key], f"no {cls} point left: {basis}", False
+                same = abs((held - date.fromisoformat(g.dates[1])).days) <= RECENT_DAYS
+                return self.memo[key], basis, same
+        return None, f"no {family} point left: the profile's values", False
 
     @property
     def fits(self) -> int:
@@ -283,6 +282,7 @@ class Loso:
 
     predicted: dict[str, dict[str, float | None]]
     basis: dict[str, str]
+    same_generation: dict[str, bool]  # the refit is of the held-out run's software generation (``Refitter.fit``)
     sources: list[str]  # the runs held out in turn
     refits: int  # distinct calibrations fitted
 
@@ -292,14 +292,15 @@ def loso_predictions(cat: Catalog, rows: Sequence[dict[str, str]], cases: Sequen
     """Each in-window InferenceX case predicted at the calibration refitted without its run (the module
     docstring's LOSO); ``sources``: the runs to hold out (default :func:`loso_sources`)."""
     refit = Refitter(cat, pricer)
-    out = Loso({}, {}, list(loso_sources(cases) if sources is None else sources), 0)
+    out = Loso({}, {}, {}, list(loso_sources(cases) if sources is None else sources), 0)
     for s in out.sources:
         groups = calibration_groups(cat, [r for r in rows if run_id(r["run_url"]) != s])
         for c in cases:
             if c.dataset == "inferencex" and c.source == s and c.role != "older":
-                cal, out.basis[c.id] = refit.fit(groups, c.family, c.model_class)
+                cal, out.basis[c.id], out.same_generation[c.id] = refit.fit(groups, c.family, c.model_class,
+                                                                             date.fromisoformat(c.date))
                 out.predicted[c.id] = pricer.price(c, cal)
-    return Loso(out.predicted, out.basis, out.sources, refit.fits)
+    return Loso(out.predicted, out.basis, out.same_generation, out.sources, refit.fits)
 
 
 def case_results(cases: Sequence[Case], stored: Sequence[dict[str, float | None]], loso: Loso | None) -> list[CaseResult]:
@@ -307,7 +308,9 @@ def case_results(cases: Sequence[Case], stored: Sequence[dict[str, float | None]
     out = []
     for c, p in zip(cases, stored):
         lp = None if loso is None else loso.predicted.get(c.id)
-        out.append(CaseResult(c, p, errors_of(c.measured, p), lp, None if lp is None else errors_of(c.measured, lp)))
+        same = None if loso is None else loso.same_generation.get(c.id)
+        out.append(CaseResult(c, p, errors_of(c.measured, p), lp, None if lp is None else errors_of(c.measured, lp),
+                              same))
     return out
 
 
@@ -328,7 +331,7 @@ class Stat:
     max_abs: float
 
 
-SCOPES = ("in-sample", "loso", "older", "validation")
+SCOPES = ("in-sample", "loso", "loso-same-generation", "older", "validation")
 
 
 def _scope_errors(scope: str, r: CaseResult) -> dict[str, float | None] | None:
@@ -338,6 +341,8 @@ def _scope_errors(scope: str, r: CaseResult) -> dict[str, float | None] | None:
         return r.error if role == "fitted" else None
     if scope == "loso":
         return r.loso_error if role == "fitted" else None
+    if scope == "loso-same-generation":
+        return r.loso_error if role == "fitted" and r.loso_same_generation else None
     return r.error if role == ("older" if scope == "older" else "validation") else None
 
 

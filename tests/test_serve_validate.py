@@ -92,6 +92,8 @@ def test_loso_holds_out_exactly_one_run(catalog) -> None:
     assert held == [28, 29, 31]
     assert {cv.basis[i] for i in cv.predicted} == {"nvidia-blackwell/moe refit on 9 points, 2025-11-02..2026-02-03"}
     assert cv.refits == 1
+    # the held-out run (2025-12-15) and the refit's newest (2026-02-03): 50 days apart, one generation (<= 100)
+    assert set(cv.same_generation.values()) == {True}
 
 
 def test_loso_moves_the_window_or_falls_back_like_serve(catalog) -> None:
@@ -105,6 +107,7 @@ def test_loso_moves_the_window_or_falls_back_like_serve(catalog) -> None:
     cv = loso_predictions(catalog, [r for _, r in ix], cases, Pricer(catalog))
     assert len(cv.predicted) == 14 == CALIBRATION["amd-cdna4/moe"].points
     assert set(cv.basis.values()) == {"amd-cdna4/moe refit on 8 points, 2025-10-06..2025-10-06"}
+    assert set(cv.same_generation.values()) == {False}  # 2025-10-06 to 2026-02-27: 144 days, older software
     ix = [(n, r) for n, r in _bundled("serve_inferencex.csv")
           if r["family"] == "amd-cdna3" and r["model"] == "deepseek-r1" or n in (74, 75, 76)]
     cases = inferencex_cases(catalog, ix)
@@ -112,6 +115,7 @@ def test_loso_moves_the_window_or_falls_back_like_serve(catalog) -> None:
     cv = loso_predictions(catalog, [r for _, r in ix], cases, Pricer(catalog))
     assert set(cv.basis.values()) == {"no moe point left: amd-cdna3/dense refit on 3 points, 2025-10-16..2025-10-16",
                                       "no dense point left: amd-cdna3/moe refit on 15 points, 2026-02-27..2026-02-27"}
+    assert set(cv.same_generation.values()) == {False}  # another class's calibration: not the same software
 
 
 def test_validation_rows_stack_family_and_per_gpu(catalog) -> None:
@@ -193,3 +197,6 @@ def test_loso_covers_every_fitted_point(catalog) -> None:
         assert (r.loso_tput_error is not None) == (r.role in ("fitted", "queued")), r.id
     loso = {(g.by, g.name, g.metric): g for g in res.groups if g.scope == "loso"}
     assert loso[("all", "all", "tput")].points == sum(r.role == "fitted" for r in res.rows)
+    # same generation: all but MI300X's and MI355X's SGLang DeepSeek-R1 (15 + 14 points of run 22469096331)
+    same = {(g.by, g.name, g.metric): g for g in res.groups if g.scope == "loso-same-generation"}
+    assert same[("all", "all", "tput")].points == loso[("all", "all", "tput")].points - 29

@@ -26,16 +26,16 @@ SOURCE_DEFINITION = ("one InferenceX GitHub Actions run (run_url without /attemp
 
 
 def _row(r: CaseResult, basis: str | None) -> ServeValidateRow:
-    c, le = r.case, r.loso_error or {}
+    c, w, le = r.case, r.case.spec, r.loso_error or {}
     return ServeValidateRow(
         id=c.id, dataset=c.dataset, role=c.role, source=c.source, date=c.date, stack=c.stack, family=c.family,
-        model_class=c.model_class, sku=c.sku, model=c.model, precision=c.precision, tp=c.tp, input_len=c.isl,
-        output_len=c.osl, concurrency=c.conc, kind=c.kind, measured_tokens_per_s_per_gpu=c.measured["tput"],
+        model_class=c.model_class, sku=w.sku, model=w.model, precision=w.precision, tp=w.tp, input_len=w.isl,
+        output_len=w.osl, concurrency=w.conc, kind=c.kind, measured_tokens_per_s_per_gpu=c.measured["tput"],
         predicted_tokens_per_s_per_gpu=r.predicted["tput"], measured_ttft_s=c.measured["ttft"],
         predicted_ttft_s=r.predicted["ttft"], measured_tpot_s=c.measured["tpot"], predicted_tpot_s=r.predicted["tpot"],
         tput_error=r.error["tput"], ttft_error=r.error["ttft"], tpot_error=r.error["tpot"],
         loso_tput_error=le.get("tput"), loso_ttft_error=le.get("ttft"), loso_tpot_error=le.get("tpot"),
-        loso_basis=basis)
+        loso_basis=basis, loso_same_generation=r.loso_same_generation)
 
 
 def _notes(results: list[CaseResult], basis: dict[str, str]) -> list[str]:

@@ -11,6 +11,8 @@ from mi400plan.render.table import print_lines, print_table
 SCOPE_TITLES = {
     "in-sample": "InferenceX calibration points at the stored calibration (in-sample)",
     "loso": "InferenceX calibration points, leave-one-source-out (each run held out of the fit)",
+    "loso-same-generation": ("The same, where the refit is of the held-out run's software generation (its own "
+                             "class, newest run within 100 days)"),
     "older": "InferenceX runs before the calibration window (older software, never fitted)",
     "validation": "Published results never fitted (MLPerf Inference, vendors' tables)",
 }

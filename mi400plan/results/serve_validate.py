@@ -49,14 +49,17 @@ class ServeValidateRow(OutModel):
     loso_ttft_error: float | None = None
     loso_tpot_error: float | None = None
     loso_basis: str | None = None  # what priced the held-out row: the refit group and its points, or the fallback
+    # the refit is of the held-out run's software generation: its own class, newest run within 100 days of it
+    loso_same_generation: bool | None = None
 
 
 class ServeValidateGroup(OutModel):
     """Signed errors of one metric over one group of rows (fractions)."""
 
     # in-sample: fitted InferenceX points at the stored calibration; loso: the same points at the refit without
-    # their run; older: InferenceX runs before the window; validation: the never-fitted published results
-    scope: Literal["in-sample", "loso", "older", "validation"]
+    # their run; loso-same-generation: those whose refit is of their software generation; older: InferenceX runs
+    # before the window; validation: the never-fitted published results
+    scope: Literal["in-sample", "loso", "loso-same-generation", "older", "validation"]
     by: Literal["all", "stack", "family", "stack/family", "source"]
     name: str
     metric: Literal["tput", "ttft", "tpot"]  # output tokens/s per GPU, time to first token, time per output token
