@@ -46,10 +46,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mi400plan.errors import PlannerError
-from mi400plan.serve_calibration import (MODEL_CLASSES, RECENT_DAYS, FamilyCalibration, Measured, Point, PointGroup, apply,
-                                         calibration_for,
-                                         calibration_groups, family_of, fit_family, model_class, point_from_row,
-                                         predict, predict_measured, queued)
+from mi400plan.serve_calibration import (MODEL_CLASSES, RECENT_DAYS, FamilyCalibration, Measured, Point, PointGroup,
+                                         apply, calibration_for, calibration_groups, family_of, fit_family,
+                                         model_class, point_from_row, predict, predict_measured, queued)
 
 if TYPE_CHECKING:
     from mi400plan.profiles import Catalog
@@ -166,7 +165,8 @@ def inferencex_cases(cat: Catalog, rows: Sequence[tuple[int, dict[str, str]]]) -
                 else "queued" if queued(p) else "fitted")
         share = p.osl / (p.isl + p.osl)
         out.append(Case(f"{INFERENCEX}:{line}", "inferencex", role, run_id(r["run_url"]), r["date"], r["framework"],
-                        r["family"], cls, "serving", {"tput": p.tput_per_gpu * share, "ttft": p.ttft_s, "tpot": p.tpot_s}, p))
+                        r["family"], cls, "serving",
+                        {"tput": p.tput_per_gpu * share, "ttft": p.ttft_s, "tpot": p.tpot_s}, p))
     return out
 
 
@@ -303,7 +303,8 @@ def loso_predictions(cat: Catalog, rows: Sequence[dict[str, str]], cases: Sequen
     return Loso(out.predicted, out.basis, out.same_generation, out.sources, refit.fits)
 
 
-def case_results(cases: Sequence[Case], stored: Sequence[dict[str, float | None]], loso: Loso | None) -> list[CaseResult]:
+def case_results(cases: Sequence[Case], stored: Sequence[dict[str, float | None]],
+                 loso: Loso | None) -> list[CaseResult]:
     """Each case with its predictions and signed errors (stored calibration; LOSO where it was held out)."""
     out = []
     for c, p in zip(cases, stored):

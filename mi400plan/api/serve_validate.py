@@ -40,8 +40,8 @@ def _row(r: CaseResult, basis: str | None) -> ServeValidateRow:
 
 def _notes(results: list[CaseResult], basis: dict[str, str]) -> list[str]:
     queued = sum(r.case.role == "queued" for r in results)
-    fallback = sorted({f"{r.case.stack} {r.case.family}/{r.case.model_class}: {basis[r.case.id]}" for r in results
-                       if r.case.id in basis and not basis[r.case.id].startswith(f"{r.case.family}/{r.case.model_class}")})
+    fallback = sorted({f"{c.stack} {c.family}/{c.model_class}: {basis[c.id]}" for c in (r.case for r in results)
+                       if c.id in basis and not basis[c.id].startswith(f"{c.family}/{c.model_class}")})
     out = [f"{queued} InferenceX points measured a queue (median TTFT above 2.5 s): listed, in no statistic"]
     out += [f"held out with no point of their group left, priced by {f}" for f in fallback]
     return out

@@ -31,9 +31,9 @@ def validate_cmd(
     serve: Annotated[
         bool,
         typer.Option("--serve", help="Validate the serving model instead: the bundled InferenceX calibration points "
-                     "(in-sample and leave-one-InferenceX-run-out, about 20 s; --no-loso skips it) and the "
-                     "published results never fitted (MLPerf Inference, vendors' tables): signed errors on "
-                     "output tokens/s per GPU, TTFT and TPOT by serving stack and SKU family."),
+                     "(in-sample and leave-one-InferenceX-run-out: 27 refits, about 20 s of CPU time; --no-loso "
+                     "skips them) and the published results never fitted (MLPerf Inference, vendors' tables): "
+                     "signed errors on output tokens/s per GPU, TTFT and TPOT by serving stack and SKU family."),
     ] = False,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
