@@ -51,6 +51,13 @@ CASES = {
         {"it_power_w": {"low", "nominal", "high"}},
         {"rows"},
     ),
+    "validate": (
+        ["validate", "--serve", "--no-loso", "--json"],
+        {"id", "dataset", "role", "source", "date", "stack", "family", "sku", "model", "measured_tokens_per_s_per_gpu",
+         "predicted_tokens_per_s_per_gpu", "tput_error", "ttft_error", "tpot_error", "loso_tput_error"},
+        {},
+        {"mode", "rows", "groups", "sources", "loso_sources", "source_definition"},
+    ),
 }
 
 

@@ -15,6 +15,7 @@ SAMPLES = {
     "rack": ["rack", "helios"],
     "cost": ["cost", "mi300x"],
     "profiles": ["profiles", "list"],
+    "validate": ["validate", "--serve", "--no-loso"],  # the training validation's refits take minutes
 }
 
 
@@ -53,6 +54,15 @@ def test_every_result_model_is_in_its_commands_schema():
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, Result) and obj is not Result and obj.__module__ == module.__name__:
                 assert f"{mod.name}:{obj.__name__}" in RESULTS[obj.command], obj
+
+
+def test_validate_schema_describes_the_serving_validation(cli):
+    """Both ``validate`` results are in its schema, the serving one's fields described from the model."""
+    defs = json.loads(cli(["schema", "validate"]).stdout)["$defs"]
+    assert {"ValidateResult", "ServeValidateResult", "ServeValidateRow", "ServeValidateGroup"} <= set(defs)
+    row = defs["ServeValidateRow"]["properties"]
+    assert "+ = optimistic" in row["tput_error"]["description"]
+    assert "predicted too short" in row["ttft_error"]["description"]
 
 
 def test_schema_without_a_command_lists_every_command(cli):

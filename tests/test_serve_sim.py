@@ -258,6 +258,32 @@ def test_cli_server_scenario_json(cli) -> None:
             assert row["ttft_s"]["p99"] <= 2.0 and row["tpot_s"]["p99"] <= 0.2
 
 
+def test_cli_scenario_csv_and_markdown_carry_the_scenario_rows(cli) -> None:
+    """``--format csv`` with --scenario: one row per scenario row of the JSON, led by the scenario and its p99
+    limits, with the rate and the p50/p90/p99 TTFT and TPOT; counts are integers. Markdown: the scenario table."""
+    import csv
+    import io
+
+    args = ["serve", "llama3.1-8b", "--sku", "h100", "--scenario", "server", "--no-ranges"]
+    d = json.loads(cli([*args, "--json"]).stdout)["data"]
+    rows = list(csv.DictReader(io.StringIO(cli([*args, "--format", "csv"]).stdout)))
+    assert len(rows) == len(d["scenario_rows"]) >= 1
+    for got, want in zip(rows, d["scenario_rows"]):
+        assert (got["scenario"], float(got["ttft_p99_limit_s"]), float(got["tpot_p99_limit_s"])) == (
+            "server", d["scenario"]["ttft_p99_s"], d["scenario"]["tpot_p99_s"])
+        assert float(got["requests_per_s"]) == pytest.approx(want["requests_per_s"])
+        for k in ("ttft_s", "tpot_s"):
+            for q in ("p50", "p90", "p99"):
+                assert float(got[f"{k}.{q}"]) == pytest.approx(want[k][q])
+        for k in ("rank", "simulated_requests", "preemptions", "kv_cache_tokens", "max_num_batched_tokens",
+                  "max_num_seqs", "layout.tp", "layout.replicas"):
+            assert got[k].isdigit(), (k, got[k])  # a count: no "1321208.0"
+        assert int(got["kv_cache_tokens"]) == want["kv_cache_tokens"]
+    md = cli([*args, "--format", "md"]).stdout
+    assert "**Scenario server" in md and "p99 TTFT <=" in md
+    assert "| SKU | layout | req/s | tok/s/GPU | TTFT ms p50/90/99 | TPOT ms p50/90/99 |" in md
+
+
 def test_cli_scenario_table_and_errors(cli, tmp_path) -> None:
     r = cli(["serve", "llama3.1-8b", "--sku", "h100", "--scenario", "interactive", "--tpot-p99", "30ms",
              "--input-len", "uniform:100-900", "--output-len", "256", "--no-ranges"])

@@ -15,6 +15,7 @@ from typing import Any
 _EXPORTS = {
     "calibrate": "mi400plan.api.calibrate",
     "validate": "mi400plan.api.validate",
+    "validate_serve": "mi400plan.api.serve_validate",
     "fit": "mi400plan.api.fit",
     "read_plan": "mi400plan.api.fit",
     "sweep": "mi400plan.api.sweep",

@@ -303,7 +303,7 @@ def scenario_rows(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str,
             requests_per_s=o.rate, tokens_per_s_per_gpu=o.rate * cfg.out.mean / g if o.meets else 0.0,
             steady_state_tokens_per_s_per_gpu=float(res["ev"]["out_tps_gpu"][i]),
             ttft_s=_pct(r.ttft), tpot_s=_pct(r.tpot), latency_s=_pct(r.latency), meets=o.meets, binding=o.binding,
-            simulated_requests=o.requests, preemptions=r.preemptions, kv_cache_tokens=lim.kv_tokens,
+            simulated_requests=o.requests, preemptions=r.preemptions, kv_cache_tokens=int(lim.kv_tokens),
             max_num_batched_tokens=int(lim.max_batched_tokens), max_num_seqs=int(lim.max_seqs)))
     if cfg.name == "single-stream":
         rows.sort(key=lambda x: x.latency_s.p90)

@@ -28,6 +28,13 @@ def validate_cmd(
         typer.Option("--write-bands", help="Write the error-band table (error_bands.json) from the "
                      "leave-one-source-out errors to FILE or into DIR.", metavar="PATH"),
     ] = None,
+    serve: Annotated[
+        bool,
+        typer.Option("--serve", help="Validate the serving model instead: the bundled InferenceX calibration points "
+                     "(in-sample and leave-one-InferenceX-run-out: 27 refits, about 20 s of CPU time; --no-loso "
+                     "skips them) and the published results never fitted (MLPerf Inference, vendors' tables): "
+                     "signed errors on output tokens/s per GPU, TTFT and TPOT by serving stack and SKU family."),
+    ] = False,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -37,10 +44,20 @@ def validate_cmd(
     """Price measured training runs with the step-time model and print each run's signed error
     (+ = the model is optimistic: it predicts a faster step than measured), the mean and max |error| by
     SKU family, dense vs MoE and software stack, and the leave-one-source-out cross-validation.
+    With --serve, the same for the serving model on published inference results.
     """
     f = pick_format(json_, fmt)
 
     def compute():  # noqa: ANN202
+        if serve:
+            from mi400plan.api.serve_validate import validate_serve
+            from mi400plan.errors import UsageError
+
+            if runs is not None or write_bands is not None:
+                raise UsageError(f"--serve validates the bundled serving measurements: it takes no "
+                                 f"{'RUNS file' if runs is not None else '--write-bands'} (those are training runs)",
+                                 hint="mi400plan validate --serve [--no-loso] [--json]")
+            return validate_serve(catalog(profiles), loso=loso)
         from mi400plan.api.validate import validate
 
         return validate(catalog(profiles), None if runs is None else str(runs), loso=loso,

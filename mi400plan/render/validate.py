@@ -22,6 +22,11 @@ def _groups(console: Any, title: str, groups: list[Any]) -> None:
 
 @table_renderer("validate")
 def render_validate(result: Any, console: Any) -> None:
+    if getattr(result, "mode", None) == "serve":  # validate --serve
+        from mi400plan.render.serve_validate import render_serve_validate
+
+        render_serve_validate(result, console)
+        return
     rows = [[r.id, r.sku, r.kind, r.stack or "-", fmt_time(r.measured_s, 3), fmt_time(r.predicted_s, 3), _pct(r.error),
              _pct(r.loso_error)] for r in result.rows]
     print_table(console, ["run", "sku", "kind", "stack", ("measured", "right"), ("model", "right"),

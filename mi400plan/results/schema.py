@@ -27,7 +27,7 @@ RESULTS: dict[str, tuple[str, ...]] = {
     "cost": ("cost:CostResult",),
     "profiles": ("profiles:ProfilesList", "profiles:ProfileShow", "profiles:ProfilesValidate"),
     "calibrate": ("calibrate:CalibrateResult",),
-    "validate": ("validate:ValidateResult",),
+    "validate": ("validate:ValidateResult", "serve_validate:ServeValidateResult"),
     "budget": ("budget:BudgetResult",),
 }
 

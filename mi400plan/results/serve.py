@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
-from mi400plan.results.common import OutModel, Result
+from mi400plan.results.common import OutModel, Result, flatten_model
 from mi400plan.results.fleet import FleetRow
 
 
@@ -171,7 +171,7 @@ class ScenarioRow(OutModel):
     binding: str | None = None  # TTFT, TPOT or KV cache: what fails at the lowest rate tried
     simulated_requests: int
     preemptions: int
-    kv_cache_tokens: float  # per replica
+    kv_cache_tokens: int  # tokens the replica's KV cache holds
     max_num_batched_tokens: int  # the scheduler's limits this SKU ran with
     max_num_seqs: int
 
@@ -222,3 +222,12 @@ class ServeResult(Result):
         if self.scenario is not None and not any(r.meets for r in self.scenario_rows):
             return True
         return any(s.sla_binding is not None for s in self.skus) or not self.rows
+
+    def csv_rows(self) -> list[dict[str, Any]]:
+        """``--format csv``: with ``--scenario`` the scenario rows (the answer asked for; rate, p50/p90/p99 TTFT,
+        TPOT and latency, each led by the scenario and its p99 limits), else the steady-state rows."""
+        if self.scenario is None:
+            return super().csv_rows()
+        lead = {"scenario": self.scenario.name, "ttft_p99_limit_s": self.scenario.ttft_p99_s,
+                "tpot_p99_limit_s": self.scenario.tpot_p99_s}
+        return [{**lead, **flatten_model(ScenarioRow, r.model_dump(mode="json"))} for r in self.scenario_rows]

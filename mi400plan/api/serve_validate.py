@@ -1,0 +1,68 @@
+"""``mi400plan validate --serve``: the serving model against the bundled published inference measurements.
+
+Reads the InferenceX calibration points and the never-fitted validation results (``serve_validate``),
+prices each at the stored calibration, and (``loso``) at the calibration refitted without its InferenceX
+run; summarizes the signed errors by scope, stack and family.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from mi400plan.results.serve_validate import (ServeValidateGroup, ServeValidateResult, ServeValidateRow,
+                                              ServeValidateSource)
+from mi400plan.serve_validate import (INFERENCEX, VALIDATION, VALIDATION_SOURCES, CaseResult, Pricer, case_results,
+                                      data_text, inferencex_cases, loso_predictions, read_rows, summarize,
+                                      validation_case)
+
+if TYPE_CHECKING:
+    from mi400plan.profiles import Catalog
+
+SOURCE_DEFINITION = ("one InferenceX GitHub Actions run (run_url without /attempts/N: one nightly's sweep of one "
+                     "input/output length pair, every SKU in it), held out of every family/class it has points in; "
+                     "validation rows are never fitted (source: the file's source column)")
+
+
+def _row(r: CaseResult, basis: str | None) -> ServeValidateRow:
+    c, w, le = r.case, r.case.spec, r.loso_error or {}
+    return ServeValidateRow(
+        id=c.id, dataset=c.dataset, role=c.role, source=c.source, date=c.date, stack=c.stack, family=c.family,
+        model_class=c.model_class, sku=w.sku, model=w.model, precision=w.precision, tp=w.tp, input_len=w.isl,
+        output_len=w.osl, concurrency=w.conc, kind=c.kind, measured_tokens_per_s_per_gpu=c.measured["tput"],
+        predicted_tokens_per_s_per_gpu=r.predicted["tput"], measured_ttft_s=c.measured["ttft"],
+        predicted_ttft_s=r.predicted["ttft"], measured_tpot_s=c.measured["tpot"], predicted_tpot_s=r.predicted["tpot"],
+        tput_error=r.error["tput"], ttft_error=r.error["ttft"], tpot_error=r.error["tpot"],
+        loso_tput_error=le.get("tput"), loso_ttft_error=le.get("ttft"), loso_tpot_error=le.get("tpot"),
+        loso_basis=basis, loso_same_generation=r.loso_same_generation)
+
+
+def _notes(results: list[CaseResult], basis: dict[str, str]) -> list[str]:
+    queued = sum(r.case.role == "queued" for r in results)
+    fallback = sorted({f"{c.stack} {c.family}/{c.model_class}: {basis[c.id]}" for c in (r.case for r in results)
+                       if c.id in basis and not basis[c.id].startswith(f"{c.family}/{c.model_class}")})
+    out = [f"{queued} InferenceX points measured a queue (median TTFT above 2.5 s): listed, in no statistic"]
+    out += [f"held out with no point of their group left, priced by {f}" for f in fallback]
+    return out
+
+
+def validate_serve(cat: Catalog, *, loso: bool = True) -> ServeValidateResult:
+    """Price every bundled serving measurement, summarize the signed errors and (``loso``) cross-validate
+    the calibration by InferenceX run."""
+    ix = read_rows(data_text(INFERENCEX))
+    cases = inferencex_cases(cat, ix) + [validation_case(cat, line, r) for line, r in read_rows(data_text(VALIDATION))]
+    pricer = Pricer(cat)
+    stored = [pricer.stored(c) for c in cases]
+    t0 = time.perf_counter()
+    cv = loso_predictions(cat, [r for _, r in ix], cases, pricer) if loso else None
+    seconds = time.perf_counter() - t0
+    results = case_results(cases, stored, cv)
+    basis = {} if cv is None else cv.basis
+    return ServeValidateResult(
+        inputs=[f"<bundled>/{INFERENCEX}", f"<bundled>/{VALIDATION}"],
+        rows=[_row(r, basis.get(r.case.id)) for r in results],
+        groups=[ServeValidateGroup(**asdict(s)) for s in summarize(results)],
+        sources=[ServeValidateSource(key=k, title=t, date=d) for k, (t, d) in VALIDATION_SOURCES.items()],
+        loso_sources=0 if cv is None else len(cv.sources), loso_refits=0 if cv is None else cv.refits,
+        loso_seconds=round(seconds, 2), source_definition=SOURCE_DEFINITION, notes=_notes(results, basis))

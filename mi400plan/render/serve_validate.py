@@ -1,0 +1,98 @@
+"""Table rendering of ``mi400plan validate --serve``: the never-fitted published results side by side with
+the model, then the signed-error statistics per scope (in-sample, leave-one-source-out, older runs,
+validation) by stack and SKU family."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mi400plan.render.table import print_lines, print_table
+
+SCOPE_TITLES = {
+    "in-sample": "InferenceX calibration points at the stored calibration (in-sample)",
+    "loso": "InferenceX calibration points, leave-one-source-out (each run held out of the fit)",
+    "loso-same-generation": ("The same, where the refit is of the held-out run's software generation (its own "
+                             "class, newest run within 100 days)"),
+    "older": "InferenceX runs before the calibration window (older software, never fitted)",
+    "validation": "Published results never fitted (MLPerf Inference, vendors' tables)",
+}
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{round(x * 100):+d}%"
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:,.0f} ms" if x < 10 else f"{x:.1f} s"
+
+
+KIND = {"static_batch": "static", "lockstep": "lockstep", "serving": "serving", "max_throughput": "offline",
+        "slo_throughput": "server"}
+
+
+def _validation_rows(console: Any, rows: list[Any]) -> None:
+    body = [[r.source, r.sku, r.model, r.stack, KIND.get(r.kind, r.kind), f"{r.input_len}/{r.output_len}",
+             r.concurrency or "-", _num(r.measured_tokens_per_s_per_gpu), _num(r.predicted_tokens_per_s_per_gpu),
+             _pct(r.tput_error)] for r in rows]
+    print_table(console, ["source", "sku", "model", "stack", "kind", "in/out", ("conc", "right"),
+                          ("published", "right"), ("model", "right"), ("error", "right")], body,
+                title="Published results never fitted: output tokens/s per GPU, signed error")
+    lat = [r for r in rows if r.measured_ttft_s is not None or r.measured_tpot_s is not None]
+    body = [[r.source, r.sku, r.model, KIND.get(r.kind, r.kind), r.concurrency or "-",
+             f"{_ms(r.measured_ttft_s)} / {_ms(r.predicted_ttft_s)}", _pct(r.ttft_error),
+             f"{_ms(r.measured_tpot_s)} / {_ms(r.predicted_tpot_s)}", _pct(r.tpot_error)] for r in lat]
+    if body:
+        print_table(console, ["source", "sku", "model", "kind", ("conc", "right"), ("TTFT published / model", "right"),
+                              ("error", "right"), ("TPOT published / model", "right"), ("error", "right")], body,
+                    title="The same, mean TTFT and TPOT where published")
+
+
+def _cell(stat: Any, n: int) -> str:
+    if stat is None:
+        return "-"
+    text = f"{round(stat.mean * 100):+d} / {stat.mean_abs * 100:.0f} / {stat.max_abs * 100:.0f}"
+    return text if stat.points == n else f"{text} ({stat.points})"
+
+
+def _scope(console: Any, scope: str, groups: list[Any], title: str) -> None:
+    keyed: dict[tuple[str, str], dict[str, Any]] = {}
+    for g in groups:
+        if g.scope == scope:
+            keyed.setdefault((g.by, g.name), {})[g.metric] = g
+    if not keyed:
+        return
+    body = []
+    for (by, name), m in keyed.items():
+        n = m["tput"].points if "tput" in m else 0
+        body.append([by, name, n, *(_cell(m.get(k), n) for k in ("tput", "ttft", "tpot"))])
+    print_table(console, ["by", "group", ("points", "right"), ("tok/s/GPU %", "right"), ("TTFT %", "right"),
+                          ("TPOT %", "right")], body, title=title)
+
+
+def render_serve_validate(result: Any, console: Any) -> None:
+    _validation_rows(console, [r for r in result.rows if r.dataset == "validation"])
+    for scope, title in SCOPE_TITLES.items():
+        if scope == "loso" and result.loso_sources:
+            title = (f"{title}: {result.loso_sources} runs, {result.loso_refits} refits, "
+                     f"{result.loso_seconds:.1f} s")
+        _scope(console, scope, result.groups, title)
+    lines = ["each cell: signed mean / mean |error| / max |error|, in % (points in brackets where a metric has "
+             "fewer); error = predicted / measured - 1 for tokens/s, 1 - predicted / measured for TTFT and TPOT: "
+             "+ = the model is optimistic (more tokens/s, shorter latency than measured)",
+             "InferenceX TTFT and TPOT are medians, the published results' means; InferenceX tokens/s are its total "
+             "tokens/s per GPU x output/(input + output)",
+             f"leave-one-source-out source: {result.source_definition}"]
+    if not result.loso_sources:
+        lines.append("leave-one-source-out: not run (--no-loso)")
+    lines += result.notes
+    lines.append("every InferenceX point with its errors: --json or --format csv")
+    lines.append("kind: static = a fixed batch; lockstep = a closed loop of one length; offline = every request "
+                 "queued at once (MLPerf Offline); server = the highest rate within latency limits (MLPerf Server)")
+    lines += [f"{s.key}: {s.title} ({s.date})" for s in result.sources]
+    print_lines(console, lines)

@@ -1,0 +1,91 @@
+"""Result of ``mi400plan validate --serve``: the serving model against published inference measurements,
+each measurement's signed errors, the group statistics and the leave-one-source-out cross-validation.
+
+Errors are fractions signed so that + = the model is optimistic: ``predicted / measured - 1`` for output
+tokens/s per GPU (it predicts more throughput), ``1 - predicted / measured`` for TTFT and TPOT (it predicts
+a shorter latency). Throughput in output tokens/s per GPU; latencies in seconds.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from mi400plan.results.common import OutModel, Result
+
+
+class ServeValidateRow(OutModel):
+    """One published measurement, the model's prediction and the signed errors."""
+
+    id: str  # "<bundled file>:<line>"
+    dataset: Literal["inferencex", "validation"]  # calibration data (InferenceX) or never-fitted validation data
+    # fitted: calibration point; older: run before the calibration window (never fitted); queued: a measured
+    # queue (never fitted, in no statistic); validation: never fitted
+    role: Literal["fitted", "older", "queued", "validation"]
+    source: str  # InferenceX: the GitHub Actions run number; validation: the source key (sources lists them)
+    date: str  # the run's or the publication's date
+    stack: str  # serving stack: vllm, sglang or trt (TensorRT-LLM)
+    family: str  # calibration family: amd-cdna3, amd-cdna4, nvidia-hopper, nvidia-blackwell
+    model_class: Literal["dense", "moe"]
+    sku: str
+    model: str
+    precision: str  # weight format
+    tp: int  # GPUs of the server
+    input_len: int  # tokens
+    output_len: int  # tokens
+    concurrency: int  # requests in flight (0: every request queued at once, or an arrival rate)
+    kind: str  # how it was measured: serving (InferenceX) or the validation file's kind
+    measured_tokens_per_s_per_gpu: float  # output tokens/s per GPU
+    predicted_tokens_per_s_per_gpu: float  # at the stored calibration
+    measured_ttft_s: float | None = None  # InferenceX: median; validation: mean; None: not published
+    predicted_ttft_s: float | None = None
+    measured_tpot_s: float | None = None  # InferenceX: median; validation: mean
+    predicted_tpot_s: float | None = None
+    tput_error: float  # predicted / measured - 1 (+ = optimistic)
+    ttft_error: float | None = None  # 1 - predicted / measured (+ = predicted too short)
+    tpot_error: float | None = None  # 1 - predicted / measured (+ = predicted too short)
+    loso_tput_error: float | None = None  # the same at the calibration refitted without this row's run
+    loso_ttft_error: float | None = None
+    loso_tpot_error: float | None = None
+    loso_basis: str | None = None  # what priced the held-out row: the refit group and its points, or the fallback
+    # the refit is of the held-out run's software generation: its own class, newest run within 100 days of it
+    loso_same_generation: bool | None = None
+
+
+class ServeValidateGroup(OutModel):
+    """Signed errors of one metric over one group of rows (fractions)."""
+
+    # in-sample: fitted InferenceX points at the stored calibration; loso: the same points at the refit without
+    # their run; loso-same-generation: those whose refit is of their software generation; older: InferenceX runs
+    # before the window; validation: the never-fitted published results
+    scope: Literal["in-sample", "loso", "loso-same-generation", "older", "validation"]
+    by: Literal["all", "stack", "family", "stack/family", "source"]
+    name: str
+    metric: Literal["tput", "ttft", "tpot"]  # output tokens/s per GPU, time to first token, time per output token
+    points: int
+    mean: float  # signed mean error
+    mean_abs: float
+    max_abs: float
+
+
+class ServeValidateSource(OutModel):
+    """A validation source (the validation file's ``source`` column)."""
+
+    key: str
+    title: str
+    date: str
+
+
+class ServeValidateResult(Result):
+    command: ClassVar[str] = "validate"
+    mode: Literal["serve"] = "serve"
+    inputs: list[str]  # the bundled data files
+    rows: list[ServeValidateRow]
+    groups: list[ServeValidateGroup]
+    sources: list[ServeValidateSource]  # the validation sources
+    loso_sources: int  # InferenceX runs held out in turn (0: --no-loso)
+    loso_refits: int  # distinct calibrations refitted
+    loso_seconds: float  # wall time of the cross-validation
+    source_definition: str  # what one held-out source is
+    notes: list[str] = Field(default_factory=list)
