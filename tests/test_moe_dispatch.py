@@ -1,0 +1,110 @@
+"""MoE dispatch terms by mechanism (``mi400plan.moe_dispatch``), against hand arithmetic.
+
+The DeepSeek-V3 layer of DeepEP's benchmark (README, V1 tables, 2025-02: 4,096 tokens per batch, hidden
+7,168, top-8 experts, FP8 dispatching and BF16 combining) is the worked case."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from mi400plan.moe_dispatch import (
+    DISPATCHERS, dispatch_requests, dispatch_seconds, expert_padding, moe_host_seconds, moe_layer_captured,
+    permute_elems_per_token,
+)
+
+TOK, H, K = 4096, 7168, 8
+
+
+def test_deepep_dispatch_bytes_of_a_deepseek_v3_layer_by_hand() -> None:
+    """Each rank sends every routed copy once: 4,096 x 8 = 32,768 copies of 7,168 elements. DeepEP in
+    blockwise FP8 training dispatches 1 byte an element plus a 4-byte scale per 128 channels:
+    32,768 x 7,168 x 1.03125 = 242,221,056 B; the BF16 combine 32,768 x 7,168 x 2 = 469,762,048 B. The
+    all-to-all dispatcher sends 16-bit tokens both ways."""
+    req = dispatch_requests(TOK, H, K, 2.0, 8, 1, DISPATCHERS["deepep"], True, None)
+    assert req["ep_disp"] == ("all_to_all", 242_221_056.0, 8, 1)
+    assert req["ep_comb"] == ("all_to_all", 469_762_048.0, 8, 1)
+    a2a = dispatch_requests(TOK, H, K, 2.0, 8, 1, DISPATCHERS["alltoall"], True, None)
+    assert a2a["ep_disp"][1] == a2a["ep_comb"][1] == 469_762_048.0
+    bf16 = dispatch_requests(TOK, H, K, 2.0, 8, 1, DISPATCHERS["deepep"], False, None)  # not blockwise FP8
+    assert bf16["ep_disp"][1] == 469_762_048.0
+
+
+def test_capacity_factor_pads_the_dispatched_tokens() -> None:
+    """Capacity factor 1.25: 32,768 x 1.25 = 40,960 padded copies x 7,168 x 2 B = 587,202,560 B (16-bit)."""
+    req = dispatch_requests(TOK, H, K, 2.0, 8, 1, DISPATCHERS["alltoall"], False, 1.25)
+    assert req["ep_disp"][1] == req["ep_comb"][1] == 587_202_560.0
+    assert expert_padding(None) == 1.0 and expert_padding(1.25) == 1.25
+
+
+def test_allgather_dispatcher_gathers_every_ranks_tokens() -> None:
+    """EP 8: the gathered buffer is 8 ranks x 4,096 tokens x 7,168 x 2 B = 469,762,048 B, all-gathered in the
+    dispatch and reduce-scattered in the combine, whatever top-k is."""
+    req = dispatch_requests(TOK, H, K, 2.0, 8, 1, DISPATCHERS["allgather"], True, None)
+    assert req["ep_disp"] == ("all_gather", 469_762_048.0, 8, 1)
+    assert req["ep_comb"] == ("reduce_scatter", 469_762_048.0, 8, 1)
+    assert dispatch_requests(TOK, H, 2, 2.0, 8, 1, DISPATCHERS["allgather"], True, None)["ep_disp"][1] == 469_762_048.0
+
+
+def test_dispatch_and_combine_count_per_pass() -> None:
+    """Forward: one dispatch, one combine; backward: two at the activation width (the combine's gradient
+    is dispatched, the dispatch's combined); recomputation: one more dispatch and combine.
+    1 s dispatch, 10 s combine: 1 + 3 x 10 = 31 s; recomputed: 2 + 4 x 10 = 42 s."""
+    price = {"ep_disp": 1.0, "ep_comb": 10.0}
+    assert dispatch_seconds(price, 0.0) == 31.0 and dispatch_seconds(price, 1.0) == 42.0
+
+
+def test_host_bound_part_by_graph_scope_and_capacity() -> None:
+    """DeepSeek-V3 at EP 8: 256 / 8 = 32 local experts, 2 GEMMs each, 219 us a GEMM = 14.016 ms a pass.
+    Full graphs capture the layer only with a capacity factor (static shapes): 0 then; dropless layers
+    stay eager under any scope."""
+    assert float(moe_host_seconds(32, 219e-6, "none", None)) == pytest.approx(14.016e-3)
+    assert float(moe_host_seconds(32, 219e-6, "partial", 1.25)) == pytest.approx(14.016e-3)
+    assert float(moe_host_seconds(32, 219e-6, "full", None)) == pytest.approx(14.016e-3)
+    assert float(moe_host_seconds(32, 219e-6, "full", 1.25)) == 0.0
+    assert moe_layer_captured("full", 1.0) and not moe_layer_captured("full", None)
+    assert all(rule.host_sync for name, rule in DISPATCHERS.items() if name != "none")
+
+
+def test_permutation_traffic_by_hand() -> None:
+    """4 passes x 8 copies x 7,168 = 229,376 elements a token; padded to 1.25: 286,720."""
+    assert permute_elems_per_token(K, H, None) == 229_376
+    assert permute_elems_per_token(K, H, 1.25) == 286_720
+
+
+def test_capacity_factor_pads_the_expert_gemms(catalog) -> None:
+    """Qwen3-235B-A22B (128 experts, top-8) at EP 8, 4,096 tokens a rank: each expert runs on
+    8 x 4,096 x 8 / 128 = 2,048 tokens; padded to capacity 1.25, 2,560."""
+    from mi400plan import gemm
+    from mi400plan.params import count_params
+    from mi400plan.search import model_terms
+    from mi400plan.specs.layout import train_recipe, with_expert_capacity
+
+    spec = catalog.get("models", "qwen3-235b-a22b").spec
+    sh = model_terms(spec, count_params(spec), 4096).shapes
+    assert float(gemm._expert_tokens(sh, 4096.0, 1.0, 8.0, 1.0, False)) == 2048.0
+    recipe = with_expert_capacity(train_recipe("megatron"), 1.25)
+    assert recipe.moe_capacity_factor == 1.25  # the routed-token buffers are the capacity
+    padded = model_terms(spec, count_params(spec), 4096, recipe).shapes
+    assert float(gemm._expert_tokens(padded, 4096.0, 1.0, 8.0, 1.0, False)) == 2560.0
+
+
+def test_full_graphs_drop_the_host_term_only_for_padded_layers(catalog) -> None:
+    """Mixtral 8x7B on 8 MI355X at EP 1 (8 local experts, host-bound at micro-batch 1): with full graphs a
+    dropless layer keeps its host term; padded to capacity 1.0 (the same GEMM tokens as dropless under
+    balanced routing) the layer is captured and the host term is 0."""
+    from mi400plan.hardware import build_sku
+    from mi400plan.params import count_params
+    from mi400plan.search import Workload, evaluate_one
+    from mi400plan.specs.layout import train_recipe, with_expert_capacity
+
+    spec = catalog.get("models", "mixtral-8x7b").spec
+    hw = build_sku(catalog, "mi355x", "bf16").hw
+    hw = dataclasses.replace(hw, hbm_bytes=8 * hw.hbm_bytes, cuda_graphs="full")  # only the time is checked
+    layout = dict(tp=1, pp=1, vpp=1, cp=1, ep=1, etp=1, zero=1, micro_batch=1, recompute=0, sp=0)
+    base = train_recipe("megatron")
+    eager = evaluate_one(layout, Workload(spec, count_params(spec), base, 4096, 8), hw, 8)
+    padded = evaluate_one(layout, Workload(spec, count_params(spec), with_expert_capacity(base, 1.0), 4096, 8), hw, 8)
+    assert eager["t_host"] > 0.0 and padded["t_host"] == 0.0
+    assert padded["t_compute"] == pytest.approx(eager["t_compute"])
