@@ -108,3 +108,16 @@ def test_full_graphs_drop_the_host_term_only_for_padded_layers(catalog) -> None:
     padded = evaluate_one(layout, Workload(spec, count_params(spec), with_expert_capacity(base, 1.0), 4096, 8), hw, 8)
     assert eager["t_host"] > 0.0 and padded["t_host"] == 0.0
     assert padded["t_compute"] == pytest.approx(eager["t_compute"])
+
+
+def test_runs_files_carry_the_capacity_and_the_flag_is_refused_by_run_commands(cli) -> None:  # noqa: ANN001
+    """calibrate and validate price each run as its file states it (a ``moe_capacity_factor`` field or
+    column); the command-wide flag is not theirs: exit 2, naming it."""
+    from mi400plan.measurements import MeasuredRun
+
+    for command in (["validate"], ["calibrate", "runs.csv"]):
+        r = cli([*command, "--moe-capacity-factor", "1.5"])
+        assert r.exit_code == 2 and "--moe-capacity-factor" in r.output, r.output
+    run = MeasuredRun(model="mixtral-8x7b", sku="mi355x", seq_len=4096, global_batch=8, dp=8, ep=8, step_time_s=1.0,
+                      moe_capacity_factor=1.5)
+    assert run.train_options().train_recipe().expert_capacity_factor == 1.5
