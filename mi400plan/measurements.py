@@ -144,7 +144,8 @@ class MeasuredRun(StrictModel):
         from mi400plan.specs.layout import TrainOptions
 
         keys = ("recipe", "precision", "grad_dtype", "flash_attention", "offload_layers", "fp8_params",
-                "fused_cross_entropy", "recompute_modules", "recompute_layers", "capacity_factor", "moe_capacity_factor", "overlap_tp",
+                "fused_cross_entropy", "recompute_modules", "recompute_layers", "capacity_factor",
+                "moe_capacity_factor", "overlap_tp",
                 "overlap_ep", "overlap_dp", "overlap_pp", "overlap_cp", "split_embedding_loss", "uneven_pp")
         return TrainOptions.given(**{k: getattr(self, k) for k in keys})
 

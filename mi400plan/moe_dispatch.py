@@ -135,7 +135,8 @@ def dispatch_requests(tok_rank: Any, hidden: int, top_k: int, act_bytes: float, 
         return {"ep_disp": ("all_gather", full, ep, etp), "ep_comb": ("reduce_scatter", full, ep, etp)}
     routed = tok_rank * top_k * hidden * pad
     d_bytes = FP8_BLOCKWISE_BYTES if (fp8 and rule.fp8_dispatch) else act_bytes
-    return {"ep_disp": ("all_to_all", routed * d_bytes, ep, etp), "ep_comb": ("all_to_all", routed * act_bytes, ep, etp)}
+    return {"ep_disp": ("all_to_all", routed * d_bytes, ep, etp),
+            "ep_comb": ("all_to_all", routed * act_bytes, ep, etp)}
 
 
 def dispatch_seconds(price: dict[str, Any], again: Any) -> Any:

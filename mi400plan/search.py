@@ -39,8 +39,9 @@ Step-time model (per GPU, one optimizer step; every term is reported):
 * memory-bound work (norms, residual adds, activation functions, rotary, MoE token permutation)
   at ``HBM bandwidth x hbm efficiency``; optimizer step likewise;
 * TP/SP collectives per layer, CP key/value exchanges, EP dispatch + combine (forward and backward;
-  bytes and collective by token dispatcher and capacity factor, ``moe_dispatch.dispatch_requests``), PP point-to-point, DP gradient reduce-scatter/all-reduce and ZeRO parameter
-  all-gathers (ZeRO-3/FSDP: every micro-batch);
+  bytes and collective by token dispatcher and capacity factor, ``moe_dispatch.dispatch_requests``),
+  PP point-to-point, DP gradient reduce-scatter/all-reduce and ZeRO parameter all-gathers
+  (ZeRO-3/FSDP: every micro-batch);
 * overlap (documented defaults, Megatron-Core / DeepSpeed behaviour): ZeRO-0/1 gradient
   all-reduce / reduce-scatter runs once per step, chunk by chunk during the last backwards, and
   ZeRO-1/2 parameter all-gathers once per step, chunk by chunk ahead of the first forwards
@@ -77,10 +78,10 @@ import numpy as np
 
 from mi400plan import gemm
 from mi400plan.fsdp import fsdp_step_terms, fsdp_unit_bytes
+from mi400plan.memory import forward_again, recompute_share, stage_count_ratios, stage_slot_table, stage_work_ratio
 from mi400plan.moe_dispatch import (
     dispatch_requests, dispatch_seconds, dispatcher_rule, expert_padding, moe_host_seconds, permute_elems_per_token,
 )
-from mi400plan.memory import forward_again, recompute_share, stage_count_ratios, stage_slot_table, stage_work_ratio
 from mi400plan.params import (
     ParamCounts, attention_flops_per_token, model_flops_per_token, selective_recompute_flops_per_token,
 )
@@ -787,7 +788,8 @@ class _DpGroups:
         return t
 
 
-def _step_requests(T: ModelTerms, wl: Workload, hw: Hardware, dpg: _DpGroups, *, tp: Any, pp: Any, cp: Any, ep: Any, etp: Any,
+def _step_requests(T: ModelTerms, wl: Workload, hw: Hardware, dpg: _DpGroups, *, tp: Any, pp: Any, cp: Any, ep: Any,
+                   etp: Any,
                    fold: Any, sp: Any, tok_mb: Any, layers: Any) -> dict[str, CollReq]:
     """Every collective one training step prices (``step_time`` reads each by name).
 
@@ -992,7 +994,8 @@ def step_time(
     full = recompute_share(rc, wl.recipe.recompute_layers, layers / vpp)
     flops_hw_tok = T.flops_model + full * T.flops_layers / 3.0 + np.where(sel, T.flops_sel_fwd, 0.0)
     # expert GEMMs padded to a capacity factor run on the padding rows too (``moe_dispatch``)
-    flops_hw_tok = flops_hw_tok + (T.shapes.expert_pad - 1.0) * T.flops_expert_frac * T.flops_layers * (1.0 + full / 3.0)
+    pad_extra = (T.shapes.expert_pad - 1.0) * T.flops_expert_frac * T.flops_layers
+    flops_hw_tok = flops_hw_tok + pad_extra * (1.0 + full / 3.0)
     # The pipeline runs at its slowest stage's pace: each per-micro-batch term below is that stage's,
     # the mean stage's scaled by the load ratio of its kind (compute time, layers, MoE layers).
     slots = stage_slot_table(wl.counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0)

@@ -180,7 +180,8 @@ def test_each_switch_has_one_spelling(cli) -> None:  # noqa: ANN001
         cmd = group.commands[name]
         spell[name] = {p.name: (tuple(p.opts), tuple(p.secondary_opts), p.type_descriptor.annotation)
                        for p in cmd.params if p.param_type_name == "option"}
-    shared = {"recipe", "optimizer", "grad_dtype", "flash", "dropout", "reserve", "capacity_factor", "moe_capacity_factor",
+    shared = {"recipe", "optimizer", "grad_dtype", "flash", "dropout", "reserve", "capacity_factor",
+              "moe_capacity_factor",
               "fp8_weight_copies", "fp8_params", "fused_cross_entropy", "recompute_modules", "recompute_layers",
               "vocab_divisible_by", "offload_layers", "uneven_pp", "split_embedding_loss", "overlap_tp",
               "overlap_ep", "overlap_pp", "overlap_cp", "overlap_dp"}

@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from mi400plan.cli.recipe import (
-    CapacityFactorOpt, MoeCapacityOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
+    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
+    MoeCapacityOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
     RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, flag_values, refuse_step_time, train_options,
     AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt,
@@ -129,8 +130,8 @@ def fit_cmd(
     mode = alias(mode, MODE_ALIASES, "--mode", "train|infer")
     precisions = [alias(p, PRECISION_ALIASES, "--precision") for t in (precision or []) for p in t.split(",") if p.strip()]
     given = dict(recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash, dropout=dropout,
-                 capacity_factor=capacity_factor, moe_capacity_factor=moe_capacity_factor, fp8_weight_copies=fp8_weight_copies, fp8_params=fp8_params,
-                 recompute_modules=recompute_modules, recompute_layers=recompute_layers,
+                 capacity_factor=capacity_factor, moe_capacity_factor=moe_capacity_factor, fp8_params=fp8_params,
+                 fp8_weight_copies=fp8_weight_copies, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
                  fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
                  offload_layers=offload_layers, uneven_pp=uneven_pp, split_embedding_loss=split_embedding_loss,
                  overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,

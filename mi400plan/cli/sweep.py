@@ -7,7 +7,8 @@ import typer
 
 from mi400plan.cli.cost import GridOpt, LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.recipe import (
-    CapacityFactorOpt, MoeCapacityOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
+    CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
+    MoeCapacityOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
     RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, SplitOpt, UnevenOpt, VocabOpt, train_options,
     AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt,
@@ -139,8 +140,9 @@ def cmd(
                                                                 ("ep", ep), ("zero", zero), ("micro_batch", micro_batch))}
     pins["recompute"] = [{"none": 0, "selective": 1, "full": 2}[r.value] for r in (recompute or [])]
     given = dict(precision=precision, recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash,
-                 dropout=dropout, reserve=reserve, capacity_factor=capacity_factor, moe_capacity_factor=moe_capacity_factor, fp8_weight_copies=fp8_weight_copies,
-                 fp8_params=fp8_params, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
+                 dropout=dropout, reserve=reserve, capacity_factor=capacity_factor, fp8_params=fp8_params,
+                 moe_capacity_factor=moe_capacity_factor, fp8_weight_copies=fp8_weight_copies,
+                 recompute_modules=recompute_modules, recompute_layers=recompute_layers,
                  fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
                  offload_layers=offload_layers, uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
                  overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
