@@ -174,6 +174,16 @@ OPTIMIZER_BYTES_PER_PARAM = 30.0
 ATTN_OVER_MATMUL = 0.495
 
 
+def mtp_extra_flops_per_token(hidden: int, vocab: int) -> float:
+    """FLOPs per token (forward + backward) of one multi-token-prediction module beyond its transformer
+    layer (which the workload counts as one more layer): the ``2h -> h`` projection of the concatenated
+    normalised hidden state and next-token embedding, ``6 x 2h x h``, and the shared output head's second
+    pass, ``6 x V x h`` (DeepSeek-V3, arXiv 2412.19437, 2024-12, sec. 2.2: projection matrix ``M_k`` of
+    ``d x 2d``, output head shared with the main model). DeepSeek-V3: 6 x 2 x 7,168^2 = 0.617 GFLOP and
+    6 x 129,280 x 7,168 = 5.560 GFLOP a token."""
+    return 6.0 * 2.0 * hidden * hidden + 6.0 * vocab * hidden
+
+
 # --- inputs -------------------------------------------------------------------------------------
 
 
@@ -509,6 +519,7 @@ class ModelTerms:
     top_k: int
     shared_tp: int = 0  # 1 when MoE layers have shared experts (a TP-split MLP with its own TP/SP pair)
     recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES  # what "selective" recomputes
+    mtp_layers: int = 0  # multi-token-prediction modules (their projection and LM-head pass: ``mtp_head_seconds``)
 
 
 def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any = None) -> ModelTerms:
@@ -554,13 +565,14 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         ffn_avg += n_moe * (top_k * moe.expert_ffn_dim + shared)
     ffn_avg /= model.num_layers
     cap = None if recipe is None else getattr(recipe, "expert_capacity_factor", None)
+    mtp = 0 if recipe is None else int(getattr(recipe, "mtp_layers", 0))
     permute = permute_elems_per_token(top_k, h, cap) * n_moe / model.num_layers
     flash = True if recipe is None else bool(recipe.flash_attention)
     dropout = False if recipe is None else bool(recipe.dropout)
     scores = 0.0 if flash else a.num_heads * seq_len * (SCORE_PASSES + (SCORE_DROPOUT_PASSES if dropout else 0.0))
     drop_h = DROPOUT_ELEMS_PER_H * h if dropout else 0.0
     return ModelTerms(
-        flops_model=f_model,
+        flops_model=f_model + mtp * mtp_extra_flops_per_token(h, model.vocab_size),
         flops_layers=f_layers,
         flops_attn_fwd=f_attn,
         flops_sel_fwd=selective_recompute_flops_per_token(model, seq_len, modules),
@@ -581,6 +593,7 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         top_k=top_k,
         shared_tp=int(moe is not None and moe.num_shared_experts > 0),
         recompute_modules=modules,
+        mtp_layers=mtp,
     )
 
 
@@ -718,6 +731,18 @@ class StageCompute(NamedTuple):
     ratio: Any
 
 
+def mtp_head_seconds(T: "ModelTerms", tok_mb: Any, tp: Any, hw: "Hardware") -> tuple[Any, Any]:
+    """Forward and backward seconds of the last stage's output heads: the main LM head (vocabulary split
+    over TP, ``gemm.head_gemm_seconds``) and, per multi-token-prediction module (Megatron-Core places them
+    on the last pipeline stage), the head again and the ``2h -> h`` projection (split over TP)."""
+    hf, hb = gemm.head_gemm_seconds(T.shapes, tok_mb, tp, hw.head_gemm_sku())
+    if not T.mtp_layers:
+        return hf, hb
+    pf, pb = gemm.train_gemm_seconds(tok_mb, T.hidden / tp, 2.0 * T.hidden, hw.gemm_sku())
+    k = float(T.mtp_layers)
+    return hf * (1.0 + k) + k * pf, hb * (1.0 + k) + k * pb
+
+
 def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float, c: dict[str, Any],
                     sp: Any, rc: Any, share: Any, counts: ParamCounts, slots: dict[str, np.ndarray]) -> StageCompute:
     """GEMM and attention-core seconds of one micro-batch on one GPU (shape-aware, ``mi400plan.gemm``)
@@ -737,7 +762,7 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
     tp, pp, cp, ep, etp = (np.asarray(c[k], dtype=np.float64) for k in ("tp", "pp", "cp", "ep", "etp"))
     g = hw.gemm_sku()
     df, db, mf, mbw = gemm.layer_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, g)
-    hf, hb = gemm.head_gemm_seconds(T.shapes, tok_mb, tp, hw.head_gemm_sku())
+    hf, hb = mtp_head_seconds(T, tok_mb, tp, hw)
     dense_gemm, moe_gemm = df * (1.0 + share) + db, mf * (1.0 + share) + mbw
     mods = T.recompute_modules
     if set(mods) - {"core_attn", "moe_act", "layernorm"}:  # selective recomputation re-runs GEMMs too

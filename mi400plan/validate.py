@@ -272,11 +272,13 @@ def row_recipe(r: dict[str, str]) -> Any:
         capacity_factor=float(r["capacity_factor"]) if r["capacity_factor"] else None,
         fused_cross_entropy=r["fused_cross_entropy"] == "1" or None)
     cap = float(r["moe_capacity_factor"]) if r["moe_capacity_factor"] else None
-    return with_expert_capacity(recipe, cap, buffers_given=bool(r["capacity_factor"]))
+    recipe = with_expert_capacity(recipe, cap, buffers_given=bool(r["capacity_factor"]))
+    return recipe.model_copy(update={"mtp_layers": int(r["mtp_layers"])}) if int(r["mtp_layers"]) else recipe
 
 
 def row_workload(catalog: Any, r: dict[str, str]) -> Any:
-    """``search.Workload`` of a bundled row (each multi-token-prediction module counted as one more layer)."""
+    """``search.Workload`` of a bundled row (each multi-token-prediction module counted as one more layer, its
+    projection and output-head pass by the recipe's ``mtp_layers``)."""
     from mi400plan.params import count_params
     from mi400plan.search import Workload
 

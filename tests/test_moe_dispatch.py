@@ -121,3 +121,42 @@ def test_runs_files_carry_the_capacity_and_the_flag_is_refused_by_run_commands(c
     run = MeasuredRun(model="mixtral-8x7b", sku="mi355x", seq_len=4096, global_batch=8, dp=8, ep=8, step_time_s=1.0,
                       moe_capacity_factor=1.5)
     assert run.train_options().train_recipe().expert_capacity_factor == 1.5
+
+
+def test_mtp_module_flops_by_hand(catalog) -> None:
+    """DeepSeek-V3's MTP module beyond its transformer layer: projection 6 x 2 x 7,168^2 = 616,562,688 FLOP
+    and the shared head's second pass 6 x 129,280 x 7,168 = 5,560,074,240 FLOP a token. With its layer
+    (the model's 62nd minus its 61st) the module adds about 10.7 GFLOP a token, near the 10 GFLOP between
+    NVIDIA's published 260 and 250 GFLOP a token with and without MTP (Megatron-Bridge 25.11 table); the
+    layer alone (about 4.5) was half of it."""
+    from mi400plan.params import count_params, model_flops_per_token
+    from mi400plan.search import model_terms, mtp_extra_flops_per_token
+    from mi400plan.specs.layout import train_recipe
+
+    spec = catalog.get("models", "deepseek-v3").spec
+    assert mtp_extra_flops_per_token(7168, 129_280) == 616_562_688 + 5_560_074_240
+    layer = model_flops_per_token(spec.model_copy(update={"num_layers": 62}), 4096) - model_flops_per_token(spec, 4096)
+    assert 4.0e9 < layer < 5.0e9
+    assert (layer + 6_176_636_928) / 10e9 == pytest.approx(1.0, abs=0.1)
+    recipe = train_recipe("megatron").model_copy(update={"mtp_layers": 1})
+    plain = model_terms(spec, count_params(spec), 4096)
+    assert model_terms(spec, count_params(spec), 4096, recipe).flops_model - plain.flops_model == 6_176_636_928
+
+
+def test_mtp_head_runs_the_output_head_again_on_the_last_stage(catalog) -> None:
+    """One MTP module: the last stage runs the LM head twice and the 2h -> h projection once per micro-batch
+    (each priced by the GEMM model at its own shape)."""
+    from mi400plan import gemm
+    from mi400plan.hardware import build_sku
+    from mi400plan.params import count_params
+    from mi400plan.search import model_terms, mtp_head_seconds
+    from mi400plan.specs.layout import train_recipe
+
+    spec = catalog.get("models", "deepseek-v3").spec
+    hw = build_sku(catalog, "b200", "bf16").hw
+    T = model_terms(spec, count_params(spec), 4096, train_recipe("megatron").model_copy(update={"mtp_layers": 1}))
+    hf, hb = gemm.head_gemm_seconds(T.shapes, 4096.0, 1.0, hw.head_gemm_sku())
+    pf, pb = gemm.train_gemm_seconds(4096.0, 7168.0, 14336.0, hw.gemm_sku())
+    f, b = mtp_head_seconds(T, 4096.0, 1.0, hw)
+    assert (f, b) == (pytest.approx(2 * hf + pf), pytest.approx(2 * hb + pb))
+    assert mtp_head_seconds(model_terms(spec, count_params(spec), 4096), 4096.0, 1.0, hw) == (hf, hb)

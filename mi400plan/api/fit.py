@@ -624,7 +624,7 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     _suggest_other_skus(rows, catalog, recipe.reserve)
     rdict: dict[str, RecipeValue] = {
         k: (list(v) if isinstance(v, tuple) else v) for k, v in recipe.model_dump().items()
-        if k != "reserve" and v is not None  # expert_capacity_factor None: dropless, not listed
+        if k != "reserve" and not (k in ("expert_capacity_factor", "mtp_layers") and not v)  # listed when set
     }
     rdict["bytes_per_param"] = recipe.bytes_per_param(model.hidden_size)
     from mi400plan.pipeline import pipeline_split, split_text

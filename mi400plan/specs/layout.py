@@ -404,6 +404,10 @@ class TrainRecipe(StrictModel):
     # this factor x its balanced share of routed tokens, drops the rest and is padded up to it
     # (``mi400plan.moe_dispatch``); the routed-token buffers are then exactly that size.
     expert_capacity_factor: float | None = Field(default=None, gt=0)
+    # Multi-token-prediction modules trained with the model (Megatron-Core ``--mtp-num-layers``; DeepSeek-V3: 1):
+    # their projection and output-head pass (``search.mtp_head_seconds``); each module's transformer layer is
+    # counted as one more layer of the model by whoever builds the workload (``validate.row_workload``).
+    mtp_layers: int = Field(default=0, ge=0, le=8)
     # Bytes an element of the routed experts' SwiGLU input (the gate and up outputs) kept for backward;
     # 0: ``activation_bytes``. DeepSeek-V3 (arXiv 2412.19437, 2024-12, sec. 3.3.3) caches it in FP8
     # with its 1 x 128-tile scaling (1 B + a 4-byte scale per 128 elements) and recomputes the output.
