@@ -38,8 +38,9 @@ expert takes at most ``capacity factor x routed tokens x top_k / experts`` token
 capacity are dropped and the expert inputs are padded up to capacity (Megatron-Core
 ``--moe-expert-capacity-factor --moe-pad-expert-input-to-capacity``), so the expert GEMMs, the
 permutation traffic and the dispatched bytes are ``capacity factor`` times the routed tokens'
-(``expert_padding``). With the balanced routing the model assumes no token is over capacity at a
-factor of 1 or more; the dropped share of a real router's imbalance is not modelled.
+(``expert_padding``). Under the balanced routing the model prices, a factor below 1 drops ``1 - F`` of
+the routed copies (``dropped_share``) and none is dropped at 1 or more; the share a real router's
+imbalance drops above that is not modelled.
 """
 
 from __future__ import annotations
@@ -97,6 +98,12 @@ def expert_padding(capacity_factor: float | None) -> float:
     """Routed-token multiplier of the expert GEMMs, permutation and dispatch: the capacity factor where
     the expert inputs are padded to capacity, 1 when dropless (None)."""
     return 1.0 if capacity_factor is None else float(capacity_factor)
+
+
+def dropped_share(capacity_factor: float | None) -> float:
+    """Share of the routed token copies dropped under the balanced routing the step model prices:
+    ``max(0, 1 - F)`` (each expert receives exactly its share and keeps ``F`` of it); 0 dropless."""
+    return 0.0 if capacity_factor is None else max(0.0, 1.0 - float(capacity_factor))
 
 
 def moe_layer_captured(graphs: str, capacity_factor: float | None) -> bool:

@@ -160,3 +160,19 @@ def test_mtp_head_runs_the_output_head_again_on_the_last_stage(catalog) -> None:
     f, b = mtp_head_seconds(T, 4096.0, 1.0, hw)
     assert (f, b) == (pytest.approx(2 * hf + pf), pytest.approx(2 * hb + pb))
     assert mtp_head_seconds(model_terms(spec, count_params(spec), 4096), 4096.0, 1.0, hw) == (hf, hb)
+
+
+def test_dropped_share_under_balanced_routing(cli) -> None:  # noqa: ANN001
+    """Each expert receives exactly its share and keeps F of it: F 0.75 drops 25 %, F >= 1 none; sweep says
+    so, and both commands say the flag does nothing for a dense model."""
+    import json
+
+    from mi400plan.moe_dispatch import dropped_share
+
+    assert dropped_share(0.75) == 0.25 and dropped_share(1.25) == 0.0 and dropped_share(None) == 0.0
+    base = ["sweep", "mixtral-8x7b", "--sku", "mi355x", "--gpus", "64", "--no-ranges", "--tp", "2", "--pp", "2",
+            "--ep", "2", "--json"]
+    warns = json.loads(cli([*base, "--moe-capacity-factor", "0.75"]).stdout)["data"]["warnings"]
+    assert any("drops 25% of the routed token copies" in w for w in warns), warns
+    dense = cli(["fit", "llama3.1-8b", "--sku", "mi355x", "--gpus", "8", "--moe-capacity-factor", "1.5"])
+    assert dense.exit_code == 0 and "--moe-capacity-factor applies to MoE models" in dense.output

@@ -168,7 +168,7 @@ class LayoutPins:
 # TrainOptions fields an inference fit ignores (warned about), and those the training fit reads itself.
 _RECIPE_KEYS = ("recipe", "optimizer", "grad_dtype", "flash_attention", "dropout", "fp8_weight_copies", "fp8_params",
                 "recompute_modules", "recompute_layers", "fused_cross_entropy", "capacity_factor",
-                "vocab_divisible_by", "offload_layers", "overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp",
+                "moe_capacity_factor", "vocab_divisible_by", "offload_layers", "overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp",
                 "overlap_dp", "split_embedding_loss", "uneven_pp")
 
 
@@ -235,8 +235,9 @@ def fit(
             raise UsageError(f"{what} must be a positive integer, got {v}")
     given = options.explicit() if options is not None else {}
     recipe_kw = {k: given.get(k) for k in _RECIPE_KEYS} | {"precision": precision, "reserve": reserve}
-    if mode == "train" and recipe_kw["capacity_factor"] is not None and model.moe is None:
-        warnings.append(f"--capacity-factor applies to MoE models; {model.name} is dense")
+    for key in ("capacity_factor", "moe_capacity_factor"):
+        if mode == "train" and recipe_kw[key] is not None and model.moe is None:
+            warnings.append(f"--{key.replace('_', '-')} applies to MoE models; {model.name} is dense")
     if mode == "train":
         opts = _train_options(plan_options, options, given, recipe_kw)
         recompute = _recompute_level(recompute, recipe_kw["recompute_modules"], recipe_kw["recompute_layers"])
@@ -327,7 +328,8 @@ def _training_only(recipe_kw: dict[str, Any]) -> list[str]:
     recipe = recipe_kw["recipe"]
     if recipe is not None and recipe not in ("bf16",):
         out.append(f"recipe {recipe!r} applies to training; inference uses --precision and --kv-dtype")
-    for key, what in (("capacity_factor", "--capacity-factor"), ("fp8_weight_copies", "--fp8-weight-copies"),
+    for key, what in (("capacity_factor", "--capacity-factor"), ("moe_capacity_factor", "--moe-capacity-factor"),
+                      ("fp8_weight_copies", "--fp8-weight-copies"),
                       ("fp8_params", "--fp8-params"), ("recompute_modules", "--recompute-modules"),
                       ("recompute_layers", "--recompute-layers"), ("fused_cross_entropy", "--fused-cross-entropy"),
                       ("vocab_divisible_by", "--vocab-divisible-by"), ("offload_layers", "--offload-layers")):
