@@ -176,3 +176,11 @@ def test_dropped_share_under_balanced_routing(cli) -> None:  # noqa: ANN001
     assert any("drops 25% of the routed token copies" in w for w in warns), warns
     dense = cli(["fit", "llama3.1-8b", "--sku", "mi355x", "--gpus", "8", "--moe-capacity-factor", "1.5"])
     assert dense.exit_code == 0 and "--moe-capacity-factor applies to MoE models" in dense.output
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "100", "nan"])
+def test_a_bad_capacity_factor_is_a_usage_error_naming_the_flag(cli, value: str) -> None:  # noqa: ANN001
+    for command in (["fit", "mixtral-8x7b", "--sku", "mi355x", "--gpus", "8"],
+                    ["sweep", "mixtral-8x7b", "--sku", "mi355x", "--gpus", "8", "--no-ranges"]):
+        r = cli([*command, "--moe-capacity-factor", value])
+        assert r.exit_code == 2 and "--moe-capacity-factor" in r.output, r.output
