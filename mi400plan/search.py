@@ -69,8 +69,8 @@ counted rate is 3 / 1.75 = 1.71 x its efficiency, under the peak for any attenti
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -814,8 +814,7 @@ class _DpGroups:
 
 
 def _step_requests(T: ModelTerms, wl: Workload, hw: Hardware, dpg: _DpGroups, *, tp: Any, pp: Any, cp: Any, ep: Any,
-                   etp: Any,
-                   fold: Any, sp: Any, tok_mb: Any, layers: Any) -> dict[str, CollReq]:
+                   etp: Any, fold: Any, sp: Any, tok_mb: Any, layers: Any) -> dict[str, CollReq]:
     """Every collective one training step prices (``step_time`` reads each by name).
 
     TP: one full hidden activation of the micro-batch (bytes), all-reduced, or reduce-scattered and
@@ -823,8 +822,8 @@ def _step_requests(T: ModelTerms, wl: Workload, hw: Hardware, dpg: _DpGroups, *,
     for its experts and all-gathers them over the ETP group (Megatron-Core alltoall dispatcher:
     ``gather_from_sequence_parallel_region(global_input_tokens, group=tp_group)``), then
     reduce-scatters the expert output back: the full buffer (``S`` of ``comms``, nccl-tests' total
-    array) is ``etp x s_disp``. EP: the all-to-all of ``s_disp``, the token bytes each rank routes (SP
-    splits the sequence). CP: this rank's K and V of one layer over the CP group. PP: the
+    array) is ``etp x s_disp``. EP: the dispatch and combine of the token bytes each rank routes (SP
+    splits the sequence), by dispatcher (``moe_dispatch.dispatch_requests``). CP: this rank's K and V of one layer over the CP group. PP: the
     scatter/gather optimisation, each TP rank sends ``1/tp`` of the activation (Narayanan et al.
     2021). DP: gradients in the accumulation buffer's dtype and parameters in theirs, and ZeRO-3's
     per-unit gathers and reduce-scatters (``fsdp.fsdp_unit_bytes``)."""
@@ -839,7 +838,7 @@ def _step_requests(T: ModelTerms, wl: Workload, hw: Hardware, dpg: _DpGroups, *,
     # ``train_recipe(grad_dtype="bf16")`` gives 2.
     g_bytes, w_bytes = float(wl.recipe.grad_bytes), wl.param_wire_bytes
     s_act = tok_mb * T.hidden * a_bytes
-    s_disp = tok_mb / np.where(sp, tp, 1.0) * T.top_k * T.hidden * a_bytes * T.shapes.expert_pad
+    s_disp = tok_mb / np.where(sp, tp, 1.0) * T.top_k * T.hidden * a_bytes * T.shapes.expert_pad  # ETP's buffers
     kv_chunk = tok_mb * T.kv_width / tp * a_bytes
     reqs: dict[str, CollReq] = {
         "tp_ar": ("all_reduce", s_act, tp, 1), "tp_rs": ("reduce_scatter", s_act, tp, 1),
