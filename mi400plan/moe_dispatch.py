@@ -22,9 +22,11 @@ the layer is recomputed) on one GPU:
   write of every routed copy of a token, twice, at HBM bandwidth, in ``search``'s memory-bound term),
   and the dispatch and combine communication (``dispatch_requests``: the bytes each rank sends,
   priced by ``comms`` on the EP group's links). DeepEP's kernels reach the links' bandwidth (DeepEP
-  README, legacy V1 tables, 2025-02: 153 GB/s dispatch and 158 GB/s combine intranode on H800's
-  ~160 GB/s NVLink, 43-58 GB/s internode on ~50 GB/s 400 Gb/s RDMA), so the same link pricing holds
-  for them; what the dispatcher changes is the bytes: DeepEP and HybridEP dispatch FP8 tokens and
+  README, V1 tables, 2025-02-24: 153 GB/s dispatch and 158 GB/s combine intranode on H800's ~160 GB/s
+  NVLink, 43-58 GB/s internode on ~50 GB/s 400 Gb/s RDMA; V2 table, 2026-04-30: 726-740 GB/s on B200
+  NVLink), and ``comms`` prices the same transfers within 10 % of those figures (160 GB/s on H800,
+  719 GB/s on B200, 45 GB/s over two H800 nodes: ``tests/test_moe_dispatch.py``), so the same link
+  pricing holds for them; what the dispatcher changes is the bytes: DeepEP and HybridEP dispatch FP8 tokens and
   combine in BF16 (the DeepEP benchmarks' setting; "50% EP dispatch volume: dispatches tokens in FP8
   instead of BF16", Megatron-Core MoE README, 2026-07). DeepEP's FP8 input is the 1 x 128 blockwise
   layout (an FP8 tensor and one fp32 scale per 128 channels: ``deep_ep`` buffer docstring, 2026-04),
@@ -80,7 +82,7 @@ DISPATCHERS: dict[str, DispatcherRule] = {
     "deepep": DispatcherRule(
         "deepep", True, True, False,
         "DeepEP normal kernels: 'an implicit CPU wait for GPU received count signal' in dispatch, not CUDA-graph "
-        "compatible (DeepEP README, V1 docs, 2025-02); FP8 dispatch, BF16 combine (its benchmark setting)"),
+        "compatible (DeepEP README, V1, 2025-02-24); FP8 dispatch, BF16 combine (its benchmark setting)"),
     "hybridep": DispatcherRule(
         "hybridep", True, True, False,
         "HybridEP (Megatron-Core flex dispatcher backend, MoE README 2025-11): host sync not documented, taken "

@@ -184,3 +184,21 @@ def test_a_bad_capacity_factor_is_a_usage_error_naming_the_flag(cli, value: str)
                     ["sweep", "mixtral-8x7b", "--sku", "mi355x", "--gpus", "8", "--no-ranges"]):
         r = cli([*command, "--moe-capacity-factor", value])
         assert r.exit_code == 2 and "--moe-capacity-factor" in r.output, r.output
+
+
+def test_link_pricing_matches_deepeps_published_bandwidths(catalog) -> None:
+    """DeepEP's kernels are priced by the links as NCCL's are (module docstring), because its published
+    bandwidths are the links': the combine of its DeepSeek-V3 benchmark (4,096 tokens x 8 copies x 7,168 x
+    2 B = 469,762,048 B a rank) priced by ``comms`` comes within 10 % of them. H800, EP 8 in one node: the
+    7/8 of the buffer that leaves the GPU, 411,041,792 B, at DeepEP's 153-158 GB/s NVLink (V1 tables,
+    2025-02). B200, EP 8: at 726-740 GB/s (V2 table, SM100, 2026-04-30). H800, EP 16 over two nodes: half the
+    buffer, 234,881,024 B, crosses RDMA at DeepEP's 43 GB/s."""
+    from mi400plan.hardware import build_sku
+    from mi400plan.search import make_coll
+
+    buf = 4096 * 8 * 7168 * 2
+    assert buf == 469_762_048
+    for sku, ep, sent, lo, hi in (("h800", 8, 411_041_792, 153e9, 158e9), ("b200", 8, 411_041_792, 726e9, 740e9),
+                                  ("h800", 16, 234_881_024, 43e9, 43e9)):
+        t = float(make_coll(build_sku(catalog, sku, "bf16").hw)("all_to_all", float(buf), ep, 1))
+        assert 0.9 * lo <= sent / t <= 1.1 * hi, (sku, ep, sent / t / 1e9)
