@@ -90,6 +90,8 @@ class MeasuredRun(StrictModel):
     recompute_modules: tuple[str, ...] | None = None
     recompute_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)  # with recompute = "full"
     capacity_factor: float | None = Field(default=None, gt=0, le=64, allow_inf_nan=False)
+    # multi-token-prediction modules trained with the model (Megatron-Core --mtp-num-layers; DeepSeek-V3: 1)
+    mtp_layers: int = Field(default=0, ge=0, le=8)
     # token-dropping expert capacity (sweep's --moe-capacity-factor); None: dropless
     moe_capacity_factor: float | None = Field(default=None, gt=0, le=64, allow_inf_nan=False)
     # Lower bounds a real measurement clears by orders of magnitude: 5e-324 s is positive, but the

@@ -202,3 +202,20 @@ def test_link_pricing_matches_deepeps_published_bandwidths(catalog) -> None:
                                   ("h800", 16, 234_881_024, 43e9, 43e9)):
         t = float(make_coll(build_sku(catalog, sku, "bf16").hw)("all_to_all", float(buf), ep, 1))
         assert 0.9 * lo <= sent / t <= 1.1 * hi, (sku, ep, sent / t / 1e9)
+
+
+def test_a_runs_file_prices_the_mtp_module(cli, tmp_path) -> None:  # noqa: ANN001
+    """The same DeepSeek-V3 run on 256 GB200 (PP 4 x VP 4, EP 64, as NVIDIA's 25.11 BF16 row) with and
+    without ``mtp_layers = 1``: with it the run trains one more MoE layer and the last stage runs the output
+    head twice, so the predicted step is longer."""
+    import json
+
+    run = ('[[run]]\nname = "{n}"\nmodel = "deepseek-v3"\nsku = "gb200"\nprecision = "bf16"\npp = 4\nvpp = 4\n'
+           'ep = 64\ndp = 64\nseq_len = 4096\nglobal_batch = 4096\nrecompute = "full"\nstep_time_s = 20.0\n'
+           'uneven_pp = true\nsplit_embedding_loss = true\n')
+    path = tmp_path / "runs.toml"
+    path.write_text(run.format(n="plain") + run.format(n="mtp") + "mtp_layers = 1\n")
+    r = cli(["validate", str(path), "--no-loso", "--json"])
+    assert r.exit_code == 0, r.output
+    pred = {row["id"]: row["predicted_s"] for row in json.loads(r.stdout)["data"]["rows"]}
+    assert pred["mtp"] > pred["plain"], pred
