@@ -219,6 +219,9 @@ class LayerShapes:
     q_up: int = 0
     kv_lora: int = 0
     kv_up: int = 0
+    # Routed tokens an expert GEMM runs on over the balanced share: the capacity factor where expert inputs
+    # are padded to capacity, 1 dropless (``moe_dispatch.expert_padding``).
+    expert_pad: float = 1.0
 
 
 def model_shapes(model: Any, attention_params_per_layer: float) -> LayerShapes:
@@ -250,9 +253,10 @@ def _mlp(tok: Any, w_in: float, w_out_k: float, split: Any, h: int, sku: GemmSku
 
 
 def _expert_tokens(sh: LayerShapes, tok: Any, tp: Any, ep: Any, etp: Any, sp: Any) -> Any:
-    """Tokens each local expert receives: ``EP x ETP x routed tokens x top_k / E`` (balanced routing;
-    routed tokens per rank = ``tok / TP`` with sequence parallelism)."""
-    return ep * etp * (tok / np.where(sp, tp, 1.0)) * sh.top_k / sh.experts
+    """Tokens each local expert runs on: ``EP x ETP x routed tokens x top_k / E`` (balanced routing;
+    routed tokens per rank = ``tok / TP`` with sequence parallelism), times ``expert_pad`` where the
+    inputs are padded to a capacity factor."""
+    return ep * etp * (tok / np.where(sp, tp, 1.0)) * sh.top_k / sh.experts * sh.expert_pad
 
 
 def layer_gemm_seconds(sh: LayerShapes, tok: Any, tp: Any, ep: Any, etp: Any, sp: Any, sku: GemmSku) -> tuple[Any, Any, Any, Any]:

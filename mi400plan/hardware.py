@@ -219,6 +219,7 @@ def build_sku(
         gpus_per_rack=per_rack,
         host_bw=_host_bw(acc, offload),
         **_gemm_fields(acc, train_precision, case, eff),
+        **_stack_fields(resolved),
     )
     info = SkuEfficiency(
         sku=acc.name, peak_flops=peak, matmul=mm, matmul_status=mm_status, matmul_source=mm_src,
@@ -228,6 +229,14 @@ def build_sku(
         stack_basis=resolved.basis if resolved else None, stack_settings=dict(resolved.settings) if resolved else {},
     )
     return Sku(acc.name, hw, info, tuple(v for v in varied if v), resolved)
+
+
+def _stack_fields(resolved: Any) -> dict[str, str]:
+    """The stack settings the MoE terms read (``moe_dispatch``): token dispatcher, graph scope and FP8 recipe
+    (alltoall, eager and none where no stack is named, Megatron-Core's defaults)."""
+    if resolved is None:
+        return {}
+    return {k: resolved.settings[k] for k in ("moe_dispatcher", "cuda_graphs", "fp8_recipe")}
 
 
 def _host_bw(acc: Any, offload: bool) -> float:

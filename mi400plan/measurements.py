@@ -90,6 +90,10 @@ class MeasuredRun(StrictModel):
     recompute_modules: tuple[str, ...] | None = None
     recompute_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)  # with recompute = "full"
     capacity_factor: float | None = Field(default=None, gt=0, le=64, allow_inf_nan=False)
+    # multi-token-prediction modules trained with the model (Megatron-Core --mtp-num-layers; DeepSeek-V3: 1)
+    mtp_layers: int = Field(default=0, ge=0, le=8)
+    # token-dropping expert capacity (sweep's --moe-capacity-factor); None: dropless
+    moe_capacity_factor: float | None = Field(default=None, gt=0, le=64, allow_inf_nan=False)
     # Lower bounds a real measurement clears by orders of magnitude: 5e-324 s is positive, but the
     # model's step time over it overflows a float.
     step_time_s: float | None = Field(default=None, ge=1e-6, le=1e7, allow_inf_nan=False)
@@ -142,7 +146,8 @@ class MeasuredRun(StrictModel):
         from mi400plan.specs.layout import TrainOptions
 
         keys = ("recipe", "precision", "grad_dtype", "flash_attention", "offload_layers", "fp8_params",
-                "fused_cross_entropy", "recompute_modules", "recompute_layers", "capacity_factor", "overlap_tp",
+                "fused_cross_entropy", "recompute_modules", "recompute_layers", "capacity_factor",
+                "moe_capacity_factor", "overlap_tp",
                 "overlap_ep", "overlap_dp", "overlap_pp", "overlap_cp", "split_embedding_loss", "uneven_pp")
         return TrainOptions.given(**{k: getattr(self, k) for k in keys})
 

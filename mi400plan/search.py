@@ -33,13 +33,15 @@ Step-time model (per GPU, one optimizer step; every term is reported):
   (unfused score GEMMs without flash attention);
 * GEMM overhead: ``gemm_overhead_us`` per GEMM kernel (launch, prologue/epilogue), every local
   expert's GEMMs launched on their own (``moe_gemms_fwd_per_layer``);
-* host: where issuing the local experts' GEMMs takes the host longer than the micro-batch takes the
-  GPU (``expert_host_us`` per expert GEMM, ``expert_host_seconds``), the difference;
+* host: where the MoE layers' host-bound work (``mi400plan.moe_dispatch``: the local experts' GEMMs
+  prepared on the host, ``expert_host_us`` each, unless a full graph captures a padded layer) takes the
+  host longer than the micro-batch takes the GPU (``expert_host_seconds``), the difference;
 * memory-bound work (norms, residual adds, activation functions, rotary, MoE token permutation)
   at ``HBM bandwidth x hbm efficiency``; optimizer step likewise;
-* TP/SP collectives per layer, CP key/value exchanges, EP all-to-all dispatch + combine (forward
-  and backward), PP point-to-point, DP gradient reduce-scatter/all-reduce and ZeRO parameter
-  all-gathers (ZeRO-3/FSDP: every micro-batch);
+* TP/SP collectives per layer, CP key/value exchanges, EP dispatch + combine (forward and backward;
+  bytes and collective by token dispatcher and capacity factor, ``moe_dispatch.dispatch_requests``),
+  PP point-to-point, DP gradient reduce-scatter/all-reduce and ZeRO parameter all-gathers
+  (ZeRO-3/FSDP: every micro-batch);
 * overlap (documented defaults, Megatron-Core / DeepSpeed behaviour): ZeRO-0/1 gradient
   all-reduce / reduce-scatter runs once per step, chunk by chunk during the last backwards, and
   ZeRO-1/2 parameter all-gathers once per step, chunk by chunk ahead of the first forwards
@@ -67,6 +69,7 @@ counted rate is 3 / 1.75 = 1.71 x its efficiency, under the peak for any attenti
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -76,6 +79,9 @@ import numpy as np
 from mi400plan import gemm
 from mi400plan.fsdp import fsdp_step_terms, fsdp_unit_bytes
 from mi400plan.memory import forward_again, recompute_share, stage_count_ratios, stage_slot_table, stage_work_ratio
+from mi400plan.moe_dispatch import (
+    dispatch_requests, dispatch_seconds, dispatcher_rule, expert_padding, moe_host_seconds, permute_elems_per_token,
+)
 from mi400plan.params import (
     ParamCounts, attention_flops_per_token, model_flops_per_token, selective_recompute_flops_per_token,
 )
@@ -128,20 +134,18 @@ def moe_gemms_fwd_per_layer(T: "ModelTerms", ep: Any) -> Any:
     return 4.0 + 2.0 * T.shared_tp + expert_gemms_fwd_per_layer(T, ep)
 
 
-def expert_host_seconds(T: "ModelTerms", ep: Any, again: Any, moe_layers: Any, host_s: float) -> Any:
-    """Host (CPU) seconds to issue one micro-batch's local-expert GEMMs on one GPU:
-    ``moe_layers x 2 E / EP x (3 + again) x host_s``, every local expert's FFN in and out GEMM in
-    the forward (``expert_gemms_fwd_per_layer``), its data- and weight-gradient GEMMs in the backward
-    (twice the forward's count), and the forward again where the MoE layer is recomputed (``again``).
-
-    Transformer Engine's grouped linear prepares each expert on the host before its GEMMs run
-    (splitting the input, allocating outputs and FP8 copies per expert: "the CPU overheads of PyTorch
-    ops, such as torch.split() and torch.empty() (2 x num_gemms calls)", TransformerEngine issue #1499,
-    maintainer answer, 2025-02-24), and Megatron-Core's token dispatcher hands it the per-expert
-    token counts through a device-to-host copy, so the GPU cannot be fed ahead of that work. The
-    step is then as slow as the slower of the two: ``step_time`` runs a micro-batch at
-    ``max(GPU seconds, host seconds)``. ``host_s`` is the profile's ``expert_host_us``."""
-    return moe_layers * expert_gemms_fwd_per_layer(T, ep) * (3.0 + again) * host_s
+def expert_host_seconds(T: "ModelTerms", ep: Any, again: Any, moe_layers: Any, hw: "Hardware",
+                        capacity_factor: float | None = None) -> Any:
+    """Host (CPU) seconds of one micro-batch's MoE layers on one GPU: ``moe_layers x (3 + again)`` passes
+    (forward, data- and weight-gradient GEMMs, the forward again where the layer is recomputed) of each
+    layer's host-bound part (``moe_dispatch.moe_host_seconds``: ``2 E / EP`` expert GEMMs prepared at
+    ``hw.expert_host_s`` each, none where a graph captures the layer). Megatron-Core's token dispatchers
+    read the per-expert token counts back to the host (``moe_dispatch.DispatcherRule.host_sync``), so
+    the GPU cannot be fed ahead of that work: ``step_time`` runs a micro-batch at
+    ``max(GPU seconds, host seconds)``."""
+    local = T.shapes.experts / np.asarray(ep, dtype=np.float64)
+    per_pass = moe_host_seconds(local, hw.expert_host_s, hw.cuda_graphs, capacity_factor)
+    return moe_layers * per_pass * (3.0 + again)
 
 
 # Elementwise HBM traffic per token per layer, forward, in activation elements (bytes = x
@@ -160,8 +164,6 @@ SCORE_PASSES = 2.0
 SCORE_DROPOUT_PASSES = 2.5
 # Dropout on the two residual branches (``recipe.dropout``): read + write + mask, 2.5h each.
 DROPOUT_ELEMS_PER_H = 5.0
-# MoE token permutation + unpermutation: read + write of top_k copies of each token, twice.
-MOE_PERMUTE_ELEMS_PER_H_PER_K = 4
 # Adam(W) optimizer step HBM bytes per locally updated parameter: read fp32 master (4), fp32 grad
 # (4), m (4), v (4); write master (4), m (4), v (4), 16-bit working copy (2) = 30 B.
 OPTIMIZER_BYTES_PER_PARAM = 30.0
@@ -170,6 +172,16 @@ OPTIMIZER_BYTES_PER_PARAM = 30.0
 # 0.27 / ceiling 0.545 = 0.495, ``benchmarks/fit_gemm.py``), the only calibration run dominated by
 # flash attention. A documented rule, not a measurement of the other SKUs.
 ATTN_OVER_MATMUL = 0.495
+
+
+def mtp_extra_flops_per_token(hidden: int, vocab: int) -> float:
+    """FLOPs per token (forward + backward) of one multi-token-prediction module beyond its transformer
+    layer (which the workload counts as one more layer): the ``2h -> h`` projection of the concatenated
+    normalised hidden state and next-token embedding, ``6 x 2h x h``, and the shared output head's second
+    pass, ``6 x V x h`` (DeepSeek-V3, arXiv 2412.19437, 2024-12, sec. 2.2: projection matrix ``M_k`` of
+    ``d x 2d``, output head shared with the main model). DeepSeek-V3: 6 x 2 x 7,168^2 = 0.617 GFLOP and
+    6 x 129,280 x 7,168 = 5.560 GFLOP a token."""
+    return 6.0 * 2.0 * hidden * hidden + 6.0 * vocab * hidden
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -199,6 +211,9 @@ class Hardware:
     matmul_bf16_eff: float = 0.0
     host_bw: float = 0.0  # B/s per direction per GPU to host memory (activation offloading); 0 = unknown
     expert_host_s: float = 0.0  # host seconds per local-expert GEMM (``expert_host_seconds``); 0 = none
+    moe_dispatcher: str = "alltoall"  # MoE token dispatcher of the stack (``moe_dispatch.DISPATCHERS``)
+    cuda_graphs: str = "none"  # CUDA/HIP graph scope of the stack: none, partial, full
+    fp8_recipe: str = "none"  # FP8 scaling recipe of the stack (blockwise: FP8 token dispatch, ``moe_dispatch``)
 
     def gemm_sku(self) -> "gemm.GemmSku":
         """The GEMM model's view of this SKU (``mi400plan.gemm``)."""
@@ -506,6 +521,7 @@ class ModelTerms:
     top_k: int
     shared_tp: int = 0  # 1 when MoE layers have shared experts (a TP-split MLP with its own TP/SP pair)
     recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES  # what "selective" recomputes
+    mtp_layers: int = 0  # multi-token-prediction modules (their projection and LM-head pass: ``mtp_head_seconds``)
 
 
 def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any = None) -> ModelTerms:
@@ -550,13 +566,15 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         shared = moe.num_shared_experts * (moe.shared_expert_ffn_dim or moe.expert_ffn_dim)
         ffn_avg += n_moe * (top_k * moe.expert_ffn_dim + shared)
     ffn_avg /= model.num_layers
-    permute = MOE_PERMUTE_ELEMS_PER_H_PER_K * top_k * h * n_moe / model.num_layers
+    cap = None if recipe is None else getattr(recipe, "expert_capacity_factor", None)
+    mtp = 0 if recipe is None else int(getattr(recipe, "mtp_layers", 0))
+    permute = permute_elems_per_token(top_k, h, cap) * n_moe / model.num_layers
     flash = True if recipe is None else bool(recipe.flash_attention)
     dropout = False if recipe is None else bool(recipe.dropout)
     scores = 0.0 if flash else a.num_heads * seq_len * (SCORE_PASSES + (SCORE_DROPOUT_PASSES if dropout else 0.0))
     drop_h = DROPOUT_ELEMS_PER_H * h if dropout else 0.0
     return ModelTerms(
-        flops_model=f_model,
+        flops_model=f_model + mtp * mtp_extra_flops_per_token(h, model.vocab_size),
         flops_layers=f_layers,
         flops_attn_fwd=f_attn,
         flops_sel_fwd=selective_recompute_flops_per_token(model, seq_len, modules),
@@ -570,12 +588,14 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         elems_tp_split=act_mult * ffn_avg + 2 * (q_w + kv_w),
         elems_scores=scores,
         kv_width=kv_width,
-        shapes=gemm.model_shapes(model, sum(lp.attention for lp in counts.layers) / max(1, len(counts.layers))),
+        shapes=dataclasses.replace(gemm.model_shapes(model, sum(lp.attention for lp in counts.layers)
+                                                     / max(1, len(counts.layers))), expert_pad=expert_padding(cap)),
         flash=flash,
         hidden=h,
         top_k=top_k,
         shared_tp=int(moe is not None and moe.num_shared_experts > 0),
         recompute_modules=modules,
+        mtp_layers=mtp,
     )
 
 
@@ -713,6 +733,18 @@ class StageCompute(NamedTuple):
     ratio: Any
 
 
+def mtp_head_seconds(T: "ModelTerms", tok_mb: Any, tp: Any, hw: "Hardware") -> tuple[Any, Any]:
+    """Forward and backward seconds of the last stage's output heads: the main LM head (vocabulary split
+    over TP, ``gemm.head_gemm_seconds``) and, per multi-token-prediction module (Megatron-Core places them
+    on the last pipeline stage), the head again and the ``2h -> h`` projection (split over TP)."""
+    hf, hb = gemm.head_gemm_seconds(T.shapes, tok_mb, tp, hw.head_gemm_sku())
+    if not T.mtp_layers:
+        return hf, hb
+    pf, pb = gemm.train_gemm_seconds(tok_mb, T.hidden / tp, 2.0 * T.hidden, hw.gemm_sku())
+    k = float(T.mtp_layers)
+    return hf * (1.0 + k) + k * pf, hb * (1.0 + k) + k * pb
+
+
 def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float, c: dict[str, Any],
                     sp: Any, rc: Any, share: Any, counts: ParamCounts, slots: dict[str, np.ndarray],
                     bf16_share: float = 0.0) -> StageCompute:
@@ -736,7 +768,7 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
     if bf16_share > 0.0:  # the block linear layers a low-precision recipe keeps in BF16 (``lowp``)
         hi = gemm.layer_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, hw.head_gemm_sku())
         df, db, mf, mbw = ((1.0 - bf16_share) * lo + bf16_share * h for lo, h in zip((df, db, mf, mbw), hi))
-    hf, hb = gemm.head_gemm_seconds(T.shapes, tok_mb, tp, hw.head_gemm_sku())
+    hf, hb = mtp_head_seconds(T, tok_mb, tp, hw)
     dense_gemm, moe_gemm = df * (1.0 + share) + db, mf * (1.0 + share) + mbw
     mods = T.recompute_modules
     if set(mods) - {"core_attn", "moe_act", "layernorm"}:  # selective recomputation re-runs GEMMs too
@@ -787,8 +819,8 @@ class _DpGroups:
         return t
 
 
-def _step_requests(T: ModelTerms, wl: Workload, dpg: _DpGroups, *, tp: Any, pp: Any, cp: Any, ep: Any, etp: Any,
-                   fold: Any, sp: Any, tok_mb: Any, layers: Any) -> dict[str, CollReq]:
+def _step_requests(T: ModelTerms, wl: Workload, hw: Hardware, dpg: _DpGroups, *, tp: Any, pp: Any, cp: Any, ep: Any,
+                   etp: Any, fold: Any, sp: Any, tok_mb: Any, layers: Any) -> dict[str, CollReq]:
     """Every collective one training step prices (``step_time`` reads each by name).
 
     TP: one full hidden activation of the micro-batch (bytes), all-reduced, or reduce-scattered and
@@ -796,8 +828,8 @@ def _step_requests(T: ModelTerms, wl: Workload, dpg: _DpGroups, *, tp: Any, pp: 
     for its experts and all-gathers them over the ETP group (Megatron-Core alltoall dispatcher:
     ``gather_from_sequence_parallel_region(global_input_tokens, group=tp_group)``), then
     reduce-scatters the expert output back: the full buffer (``S`` of ``comms``, nccl-tests' total
-    array) is ``etp x s_disp``. EP: the all-to-all of ``s_disp``, the token bytes each rank routes (SP
-    splits the sequence). CP: this rank's K and V of one layer over the CP group. PP: the
+    array) is ``etp x s_disp``. EP: the dispatch and combine of the token bytes each rank routes (SP
+    splits the sequence), by dispatcher (``moe_dispatch.dispatch_requests``). CP: this rank's K and V of one layer over the CP group. PP: the
     scatter/gather optimisation, each TP rank sends ``1/tp`` of the activation (Narayanan et al.
     2021). DP: gradients in the accumulation buffer's dtype and parameters in theirs, and ZeRO-3's
     per-unit gathers and reduce-scatters (``fsdp.fsdp_unit_bytes``)."""
@@ -812,16 +844,20 @@ def _step_requests(T: ModelTerms, wl: Workload, dpg: _DpGroups, *, tp: Any, pp: 
     # ``train_recipe(grad_dtype="bf16")`` gives 2.
     g_bytes, w_bytes = float(wl.recipe.grad_bytes), wl.param_wire_bytes
     s_act = tok_mb * T.hidden * a_bytes
-    s_disp = tok_mb / np.where(sp, tp, 1.0) * T.top_k * T.hidden * a_bytes
+    s_disp = tok_mb / np.where(sp, tp, 1.0) * T.top_k * T.hidden * a_bytes * T.shapes.expert_pad  # ETP's buffers
     kv_chunk = tok_mb * T.kv_width / tp * a_bytes
     reqs: dict[str, CollReq] = {
         "tp_ar": ("all_reduce", s_act, tp, 1), "tp_rs": ("reduce_scatter", s_act, tp, 1),
         "tp_ag": ("all_gather", s_act, tp, 1),
         "etp_rs": ("reduce_scatter", s_disp * etp, etp, 1), "etp_ag": ("all_gather", s_disp * etp, etp, 1),
-        "ep_a2a": ("all_to_all", s_disp, ep, etp),
         "cp_ag": ("all_gather", kv_chunk * cp, cp, tp), "cp_rs": ("reduce_scatter", kv_chunk * cp, cp, tp),
         "pp_p2p": ("send_recv", s_act / tp, pp, tp * cp * fold),
     }
+    if T.top_k:  # dispatch and combine (``moe_dispatch``): blockwise FP8 training dispatches FP8 tokens
+        fp8_blockwise = hw.operand_bytes == 1.0 and hw.fp8_recipe == "blockwise"
+        reqs |= dispatch_requests(tok_mb / np.where(sp, tp, 1.0), T.hidden, T.top_k, a_bytes, ep, etp,
+                                  dispatcher_rule(hw.moe_dispatcher), fp8_blockwise,
+                                  getattr(wl.recipe, "expert_capacity_factor", None))
     reqs |= dpg.requests("grad_ar", "all_reduce", dpg.dense * g_bytes, dpg.experts * g_bytes)
     reqs |= dpg.requests("grad_rs", "reduce_scatter", dpg.dense * g_bytes, dpg.experts * g_bytes)
     reqs |= dpg.requests("param_ag", "all_gather", dpg.dense * w_bytes, dpg.experts * w_bytes)
@@ -978,7 +1014,7 @@ def step_time(
     # Every collective of the step, priced in one batch (``price_many``); each term below reads its own.
     # (Gradients travel in the accumulation buffer's dtype, ``recipe.grad_bytes``: see ``_step_requests``.)
     dpg = _DpGroups(T, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, fold=fold, dp=dp)
-    price = price_many(coll, _step_requests(T, wl, dpg, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, fold=fold, sp=sp,
+    price = price_many(coll, _step_requests(T, wl, hw, dpg, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, fold=fold, sp=sp,
                                             tok_mb=tok_mb, layers=layers))
 
     # ---- compute (per micro-batch, per GPU) ----------------------------------------------
@@ -987,6 +1023,9 @@ def step_time(
     # of each chunk): each "again" below is that share of one more forward.
     full = recompute_share(rc, wl.recipe.recompute_layers, layers / vpp)
     flops_hw_tok = T.flops_model + full * T.flops_layers / 3.0 + np.where(sel, T.flops_sel_fwd, 0.0)
+    # expert GEMMs padded to a capacity factor run on the padding rows too (``moe_dispatch``)
+    pad_extra = (T.shapes.expert_pad - 1.0) * T.flops_expert_frac * T.flops_layers
+    flops_hw_tok = flops_hw_tok + pad_extra * (1.0 + full / 3.0)
     # The pipeline runs at its slowest stage's pace: each per-micro-batch term below is that stage's,
     # the mean stage's scaled by the load ratio of its kind (compute time, layers, MoE layers).
     slots = stage_slot_table(wl.counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0)
@@ -1011,7 +1050,7 @@ def step_time(
     # Dispatch and combine in the forward and twice in the backward, and again where the MoE layer's
     # forward is recomputed (full recomputation, or selective with "moe").
     again = forward_again(rc, full, T.recompute_modules, "moe")
-    ep_mb = np.where(ep > 1, price["ep_a2a"] * (4.0 + 2.0 * again) * moe_layers, 0.0) * moe_ratio
+    ep_mb = np.where(ep > 1, dispatch_seconds(price, again) * moe_layers, 0.0) * moe_ratio if T.top_k else 0.0
     cp_mb = _cp_seconds(g, T, price, opts)
     if opts.overlap_tp:
         tp_mb = np.maximum(0.0, tp_mb - gemm_mb)
@@ -1025,7 +1064,8 @@ def step_time(
     # ---- host-bound expert GEMMs (per micro-batch): the part of the host's issue time beyond the GPU's
     host_mb = 0.0
     if hw.expert_host_s > 0.0 and T.shapes.experts:
-        issue = expert_host_seconds(T, ep, again, moe_layers * moe_ratio, hw.expert_host_s)
+        issue = expert_host_seconds(T, ep, again, moe_layers * moe_ratio, hw,
+                                    getattr(wl.recipe, "expert_capacity_factor", None))
         gpu_mb, t_mb = t_mb, np.maximum(t_mb, issue)
         host_mb = t_mb - gpu_mb
     off_mb = 0.0

@@ -9,7 +9,7 @@ added. A vendor with no such stack (Google, AWS, Intel, ...) runs with no stack 
 
 What a stack changes (``stack_efficiency``): the accelerator profile's software-dependent
 efficiencies are read as measured on the vendor's default stack (its ``attention`` was fitted on
-runs of that generation of kernels, its ``expert_host_us`` on eager runs), and another stack moves
+runs of that generation of kernels), and another stack moves
 them by these rules; a stack equal to the default leaves them exactly as they are.
 
 * Attention kernel generation (``attention``): FlashAttention-3 (and cuDNN fused attention, the
@@ -19,15 +19,10 @@ them by these rules; a stack equal to the default leaves them exactly as they ar
   inverse. Any other change of kernel (CK vs Triton, FA2 vs Triton, ...) has no kernel benchmark
   in the catalog: the nominal stays and the range widens to -25 %/+25 % (status ``assumed``).
   Where the profile has no measured attention (the ``search.ATTN_OVER_MATMUL`` rule) nothing moves.
-* CUDA/HIP graph scope (``expert_host_us``): a captured graph replays its kernels without the
-  host issuing them one by one (CUDA programming guide, "CUDA Graphs"), so with ``full`` graphs the
-  host-bound expert term is 0 nominal, up to the profile's value at the pessimistic end (status
-  ``estimate``: no calibration run measures a full-graph MoE step). ``partial`` (attention, router,
-  preprocessing: Megatron-Bridge documentation, "CUDA Graphs", the dropless-MoE scopes ``attn
-  moe_router moe_preprocess``) and ``none`` keep the profile's value: the expert GEMMs stay outside
-  the graphs, issued by the host as before.
-* MoE dispatcher: carried and shown; no term depends on it yet (the expert host term was fitted on
-  DeepEP runs, and no calibration source measures another dispatcher).
+* CUDA/HIP graph scope and MoE dispatcher: carried to ``search.Hardware`` and priced per MoE layer
+  by ``mi400plan.moe_dispatch`` (a graph removes the host-bound expert term only where it captures
+  the MoE layer: full scope with expert inputs padded to a capacity factor; the dispatcher sets the
+  dispatched bytes). The profile's ``expert_host_us`` is not moved by the stack.
 """
 
 from __future__ import annotations
@@ -160,22 +155,12 @@ def _attention(est: Estimate, vendor: str, ref: str, new: str) -> Estimate:
                     source=list(est.source), note=note)
 
 
-def _expert_host(est: Estimate, ref: str, graphs: str) -> Estimate:
-    """The host time per local-expert GEMM under CUDA/HIP graph scope ``graphs``, given its value
-    measured under ``ref`` (rules above)."""
-    if not est.known or graphs != "full" or ref == "full":
-        return est
-    return Estimate(nominal=0.0, low=0.0, high=est.hi, status="estimate", source=list(est.source),
-                    note="full CUDA/HIP graphs: the host issues no expert GEMM; the pessimistic end keeps the eager value")
-
-
 def stack_efficiency(acc: "Accelerator", stack: ResolvedStack | None) -> "Efficiency":
     """``acc``'s ``[efficiency]`` moved from its vendor default stack to ``stack`` (rules above)."""
     eff = acc.efficiency
     if stack is None:
         return eff
     att = _attention(eff.attention, acc.vendor, stack.reference["attention_kernel"], stack.settings["attention_kernel"])
-    host = _expert_host(eff.expert_host_us, stack.reference["cuda_graphs"], stack.settings["cuda_graphs"])
-    if att is eff.attention and host is eff.expert_host_us:
+    if att is eff.attention:
         return eff
-    return eff.model_copy(update={"attention": att, "expert_host_us": host})
+    return eff.model_copy(update={"attention": att})

@@ -107,7 +107,7 @@ def collective_bytes_per_step(lay: dict[str, Any], wl: Any, terms: Any) -> dict[
     s_act = tok_mb * terms.hidden * a_bytes
     pairs = k_full * (4.0 * (layers - moe_layers) + 2.0 * (1.0 + terms.shared_tp) * moe_layers)
     tp_b = pairs * all_reduce_bytes(s_act, tp)  # all-reduce, or reduce-scatter + all-gather: the same bytes
-    s_disp = tok_mb / (tp if sp else 1) * terms.top_k * terms.hidden * a_bytes
+    s_disp = tok_mb / (tp if sp else 1) * terms.top_k * terms.hidden * a_bytes * terms.shapes.expert_pad
     tp_b += k_full * 2.0 * moe_layers * all_reduce_bytes(s_disp * etp, etp)
     again = float(forward_again(rc, full, mods, "moe"))
     ep_b = (4.0 + 2.0 * again) * moe_layers * gather_bytes(s_disp, ep)

@@ -231,7 +231,7 @@ DEEPSEEK_V2_COMMON = dict(model_type="deepseek_v2", n_shared_experts=2, num_expe
 # Recipe columns and what a row without them gets: the model's defaults.
 RECIPE_DEFAULTS = {"offload_layers": "0", "tp_overlap": "0", "ep_overlap": "0", "grad_dtype": "fp32", "mtp_layers": "0",
                    "recipe": "megatron", "fp8_params": "0", "fp8_weight_copies": "", "recompute_modules": "",
-                   "capacity_factor": "", "fused_cross_entropy": ""}
+                   "capacity_factor": "", "fused_cross_entropy": "", "moe_capacity_factor": ""}
 LAYOUT_KEYS = ("gpus", "seq", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep", "fsdp", "recompute", "offload_layers",
                "tp_overlap", "ep_overlap", "mtp_layers")
 
@@ -261,20 +261,24 @@ def model_spec(catalog: Any, name: str, seq: int) -> Any:
 
 def row_recipe(r: dict[str, str]) -> Any:
     """The run's memory recipe from its columns (``RECIPE_DEFAULTS`` where a file has none)."""
-    from mi400plan.specs.layout import train_recipe
+    from mi400plan.specs.layout import train_recipe, with_expert_capacity
 
     r = with_defaults(r)
-    return train_recipe(
+    recipe = train_recipe(
         r["recipe"], precision=r["precision"], grad_dtype=r["grad_dtype"], offload_layers=int(r["offload_layers"]),
         fp8_params=r["fp8_params"] == "1" or None,
         fp8_weight_copies=int(r["fp8_weight_copies"]) if r["fp8_weight_copies"] else None,
         recompute_modules=r["recompute_modules"] or None,
         capacity_factor=float(r["capacity_factor"]) if r["capacity_factor"] else None,
         fused_cross_entropy=r["fused_cross_entropy"] == "1" or None)
+    cap = float(r["moe_capacity_factor"]) if r["moe_capacity_factor"] else None
+    recipe = with_expert_capacity(recipe, cap, buffers_given=bool(r["capacity_factor"]))
+    return recipe.model_copy(update={"mtp_layers": int(r["mtp_layers"])}) if int(r["mtp_layers"]) else recipe
 
 
 def row_workload(catalog: Any, r: dict[str, str]) -> Any:
-    """``search.Workload`` of a bundled row (each multi-token-prediction module counted as one more layer)."""
+    """``search.Workload`` of a bundled row (each multi-token-prediction module counted as one more layer, its
+    projection and output-head pass by the recipe's ``mtp_layers``)."""
     from mi400plan.params import count_params
     from mi400plan.search import Workload
 

@@ -90,6 +90,7 @@ FLAGS: list[tuple[list[str], list[str], str]] = [
     (["--dropout"], [], DENSE),
     (["--reserve", "8GiB"], [], DENSE),
     (["--capacity-factor", "2"], [], MOE),
+    (["--moe-capacity-factor", "1.5"], [], MOE),  # buffers (fit) and padded expert GEMMs / dispatch (step)
     (["--fp8-weight-copies", "1"], ["--precision", "fp8"], DENSE),
     (["--fp8-params"], ["--precision", "fp8"], DENSE),
     (["--fused-cross-entropy"], ["--pp", "1", "--vpp", "1"], DENSE),  # the loss sits on the last stage
@@ -188,6 +189,7 @@ def test_each_switch_has_one_spelling(cli) -> None:  # noqa: ANN001
         spell[name] = {p.name: (tuple(p.opts), tuple(p.secondary_opts), p.type_descriptor.annotation)
                        for p in cmd.params if p.param_type_name == "option"}
     shared = {"recipe", "optimizer", "grad_dtype", "flash", "dropout", "reserve", "capacity_factor",
+              "moe_capacity_factor",
               "fp8_weight_copies", "fp8_params", "bf16_gemm_share", "fused_cross_entropy", "recompute_modules",
               "recompute_layers",
               "vocab_divisible_by", "offload_layers", "uneven_pp", "split_embedding_loss", "overlap_tp",

@@ -78,10 +78,16 @@ def test_an_unmeasured_kernel_change_keeps_the_nominal_and_widens_the_range(cata
     assert _hw(catalog, case="optimistic", attention_kernel="ck").hw.attn_eff == pytest.approx(0.3875)
 
 
-def test_full_graphs_remove_the_host_expert_term_at_nominal_only(catalog) -> None:
-    assert _hw(catalog, cuda_graphs="full").hw.expert_host_s == 0.0
+def test_graph_scope_and_dispatcher_reach_the_hardware_not_the_host_constant(catalog) -> None:
+    """The per-expert host time stays the profile's under any graph scope (219 us nominal, 306 us
+    pessimistic); the scope and the dispatcher travel to the MoE terms (``moe_dispatch``), which drop the
+    host term only where a full graph captures a capacity-padded MoE layer."""
+    full = _hw(catalog, cuda_graphs="full")
+    assert full.hw.expert_host_s == pytest.approx(219 * US)
     assert _hw(catalog, case="pessimistic", cuda_graphs="full").hw.expert_host_s == pytest.approx(306 * US)
-    assert _hw(catalog, cuda_graphs="partial").hw.expert_host_s == pytest.approx(219 * US)
+    assert (full.hw.cuda_graphs, full.hw.moe_dispatcher) == ("full", "deepep")  # 25.11's dispatcher
+    assert _hw(catalog, moe_dispatcher="alltoall").hw.moe_dispatcher == "alltoall"
+    assert _hw(catalog).hw.cuda_graphs == "partial"
 
 
 def test_the_stack_changes_the_priced_attention_time(catalog) -> None:

@@ -44,9 +44,9 @@ what the model can represent:
 - ``grad_dtype``: bf16, as every recipe sets ``grad_reduce_in_fp32 = False`` (gradients accumulate
   and are reduced in bf16), passed as ``train_recipe(grad_dtype=...)``;
 - ``mtp_layers``: DeepSeek-V3's multi-token-prediction module, in the B200 run only ("w/ MTP" in its
-  table), counted as one more MoE layer. Its d x 2d projection and second pass through the output
-  head are not counted: about half the module's FLOPs (NVIDIA's own TFLOP/s figures give 260 GFLOP a
-  token with it against 250 without);
+  table), counted as one more MoE layer, and its d x 2d projection and second pass through the output
+  head by ``TrainRecipe.mtp_layers`` on the last stage (``search.mtp_head_seconds``): 10.7 GFLOP a token
+  in all, near the 10 between NVIDIA's own TFLOP/s figures with it (260 GFLOP a token) and without (250);
 - ``fp8_params``: 1 on every FP8 run, whose precision preset (``get_precision_config("fp8_cs")`` =
   ``bf16_with_fp8_current_scaling_mixed``) sets ``fp8_param_gather``, and on AMD's MLPerf v5.1 MI350X
   run (``FP8_PARAMS=1`` in its configuration); ``fp8_weight_copies``: 1 where

@@ -117,6 +117,16 @@ def _fabric_fits(cat: Any, logs: list[NcclLog], sku: str | None, fabric: str | N
     return fits, specs
 
 
+def _with_mtp(spec: Any, mtp_layers: int) -> tuple[Any, Any]:
+    """The model a run trains, and its counts: each multi-token-prediction module one more layer (its
+    projection and output-head pass are the recipe's ``mtp_layers``, ``search.mtp_head_seconds``)."""
+    from mi400plan.params import count_params
+
+    if mtp_layers:
+        spec = spec.model_copy(update={"num_layers": spec.num_layers + mtp_layers})
+    return spec, count_params(spec)
+
+
 def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any],
              stack: str | None = None) -> tuple[str, PreparedRun]:
     """One run checked and made ready for the forward model; ``memo`` shares the SKU builds and model
@@ -124,7 +134,6 @@ def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any],
     stack profile its ``stack`` names, else ``stack`` (calibrate --stack), else its vendor default."""
     from mi400plan.hardware import build_sku
     from mi400plan.stacks import known_stack
-    from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, evaluate_one, layout_violations, model_terms
     from mi400plan.specs.layout import RECOMPUTE_CODES
 
@@ -141,7 +150,10 @@ def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any],
                     lambda: build_sku(cat, sku, r.precision, offload=r.offload_layers > 0, stack=request).hw)
     topts = r.train_options()
     recipe = topts.train_recipe()
-    wl = Workload(spec, _memo(memo, ("counts", id(spec)), lambda: count_params(spec)), recipe, r.seq_len, r.global_batch)
+    spec, counts = _memo(memo, ("model", id(spec), r.mtp_layers), lambda: _with_mtp(spec, r.mtp_layers))
+    if r.mtp_layers:
+        recipe = recipe.model_copy(update={"mtp_layers": r.mtp_layers})
+    wl = Workload(spec, counts, recipe, r.seq_len, r.global_batch)
     layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
                   recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))
     opts = SearchOptions(**topts.search_flags())

@@ -171,7 +171,7 @@ class LayoutPins:
 _RECIPE_KEYS = ("recipe", "optimizer", "grad_dtype", "flash_attention", "dropout", "fp8_weight_copies", "fp8_params",
                 "bf16_gemm_share",
                 "recompute_modules", "recompute_layers", "fused_cross_entropy", "capacity_factor",
-                "vocab_divisible_by", "offload_layers", "overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp",
+                "moe_capacity_factor", "vocab_divisible_by", "offload_layers", "overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp",
                 "overlap_dp", "split_embedding_loss", "uneven_pp")
 
 
@@ -238,8 +238,9 @@ def fit(
             raise UsageError(f"{what} must be a positive integer, got {v}")
     given = options.explicit() if options is not None else {}
     recipe_kw = {k: given.get(k) for k in _RECIPE_KEYS} | {"precision": precision, "reserve": reserve}
-    if mode == "train" and recipe_kw["capacity_factor"] is not None and model.moe is None:
-        warnings.append(f"--capacity-factor applies to MoE models; {model.name} is dense")
+    for key in ("capacity_factor", "moe_capacity_factor"):
+        if mode == "train" and recipe_kw[key] is not None and model.moe is None:
+            warnings.append(f"--{key.replace('_', '-')} applies to MoE models; {model.name} is dense")
     if mode == "train":
         opts = _train_options(plan_options, options, given, recipe_kw)
         accels = _runnable(accels, opts.precision, warnings)
@@ -349,7 +350,8 @@ def _training_only(recipe_kw: dict[str, Any]) -> list[str]:
     recipe = recipe_kw["recipe"]
     if recipe is not None and recipe not in ("bf16",):
         out.append(f"recipe {recipe!r} applies to training; inference uses --precision and --kv-dtype")
-    for key, what in (("capacity_factor", "--capacity-factor"), ("fp8_weight_copies", "--fp8-weight-copies"),
+    for key, what in (("capacity_factor", "--capacity-factor"), ("moe_capacity_factor", "--moe-capacity-factor"),
+                      ("fp8_weight_copies", "--fp8-weight-copies"),
                       ("fp8_params", "--fp8-params"), ("recompute_modules", "--recompute-modules"),
                       ("recompute_layers", "--recompute-layers"), ("fused_cross_entropy", "--fused-cross-entropy"),
                       ("vocab_divisible_by", "--vocab-divisible-by"), ("offload_layers", "--offload-layers")):
@@ -645,7 +647,8 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
         )
     _suggest_other_skus(rows, catalog, recipe.reserve)
     rdict: dict[str, RecipeValue] = {
-        k: (list(v) if isinstance(v, tuple) else v) for k, v in recipe.model_dump().items() if k != "reserve"
+        k: (list(v) if isinstance(v, tuple) else v) for k, v in recipe.model_dump().items()
+        if k != "reserve" and not (k in ("expert_capacity_factor", "mtp_layers") and not v)  # listed when set
     }
     rdict["bytes_per_param"] = recipe.bytes_per_param(model.hidden_size)
     from mi400plan.pipeline import pipeline_split, split_text

@@ -883,9 +883,26 @@ def sweep(
 
         acc.warnings += oversized_reserve(ctx.topts.reserve, ctx.wl0.recipe.reserve,
                                           [(b.name, b.hw.hbm_bytes) for b in built])
+    acc.warnings += capacity_warnings(ctx.wl0.recipe, ctx.wl0.model.moe is not None)
     for sku in built:
         _sweep_sku(ctx, acc, sku, corners_of[sku.name], gpus, racks)
     return _result(ctx, acc, skus, built, missing, gpus)
+
+
+def capacity_warnings(recipe: Any, moe: bool) -> list[str]:
+    """What a token-dropping capacity factor does to the run (``moe_dispatch.dropped_share``)."""
+    from mi400plan.moe_dispatch import dropped_share
+
+    f = recipe.expert_capacity_factor
+    if f is None:
+        return []
+    if not moe:
+        return ["--moe-capacity-factor applies to MoE models; the model is dense"]
+    share = dropped_share(f)
+    if share > 0:
+        return [f"--moe-capacity-factor {f:g} drops {share:.0%} of the routed token copies even with balanced "
+                "routing (each expert keeps that factor of its share); the model prices the kept tokens"]
+    return []
 
 
 # Where to look for GPU counts that work when one does not: multiples of 8 (an 8-GPU node or tray;

@@ -10,7 +10,7 @@ import typer
 
 from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt,
-    Bf16ShareOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
+    Bf16ShareOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt, MoeCapacityOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
     RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, flag_values, refuse_step_time, train_options,
     AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt,
@@ -79,6 +79,7 @@ def fit_cmd(
     reserve: Annotated[Optional[str], typer.Option("--reserve", help="Runtime reserve, e.g. '2GiB+5%' (default), '4GiB', '0'; vLLM's gpu-memory-utilization 0.9 is '10%'.")] = None,
     plan: Annotated[Optional[Path], typer.Option("--plan", help="Plan file saved by 'sweep --save'.")] = None,
     capacity_factor: CapacityFactorOpt = None,
+    moe_capacity_factor: MoeCapacityOpt = None,
     fp8_weight_copies: Fp8CopiesOpt = None,
     fp8_params: Fp8ParamsOpt = None,
     bf16_gemm_share: Bf16ShareOpt = None,
@@ -130,8 +131,9 @@ def fit_cmd(
     mode = alias(mode, MODE_ALIASES, "--mode", "train|infer")
     precisions = [alias(p, PRECISION_ALIASES, "--precision") for t in (precision or []) for p in t.split(",") if p.strip()]
     given = dict(recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash, dropout=dropout,
-                 capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies, fp8_params=fp8_params,
-                 bf16_gemm_share=bf16_gemm_share, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
+                 capacity_factor=capacity_factor, moe_capacity_factor=moe_capacity_factor, fp8_params=fp8_params,
+                 fp8_weight_copies=fp8_weight_copies, bf16_gemm_share=bf16_gemm_share,
+                 recompute_modules=recompute_modules, recompute_layers=recompute_layers,
                  fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
                  offload_layers=offload_layers, uneven_pp=uneven_pp, split_embedding_loss=split_embedding_loss,
                  overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,

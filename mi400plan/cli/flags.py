@@ -67,7 +67,8 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "--experts": Domain("int", 0, _DIM_MAX), "--top-k": Domain("int", 0, 1024),
     "--width": Domain("int", 20, 1_000),  # columns; the range render.table's width rule accepts
     # fractions, factors and overrides (floats)
-    "--capacity-factor": Domain("float", 1e-3, 1e3), "--matmul-efficiency": _fraction(),
+    "--capacity-factor": Domain("float", 1e-3, 1e3), "--moe-capacity-factor": Domain("float", 1e-3, 64.0),
+    "--matmul-efficiency": _fraction(),
     "--hbm-efficiency": _fraction(), "--gemm-overhead-us": Domain("float", 0.0, 1e6),
     "--spec-acceptance": Domain("float", 0.0, 1.0), "--gpu-load": _fraction(), "--derate": _fraction(),
     "--pue": Domain("float", 1.0, 10.0), "--gpu-power-cap": Domain("float", 1.0, 1e5),

@@ -19,7 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 _PANEL_OPTIONS = {
     "Layout": "--gpus --tp --pp --vpp --dp --ep --etp --cp --zero --micro-batch --recompute --sp --plan --dp-attention --uneven-pp",
     "Workload and recipe": "--mode --seq --global-batch --batch --precision --recipe --optimizer --grad-dtype "
-    "--kv-dtype --flash --dropout --reserve --capacity-factor --fp8-weight-copies --fp8-params --fused-cross-entropy --recompute-modules --recompute-layers --vocab-divisible-by --offload-layers "
+    "--kv-dtype --flash --dropout --reserve --capacity-factor --moe-capacity-factor --fp8-weight-copies --fp8-params --fused-cross-entropy --recompute-modules --recompute-layers --vocab-divisible-by --offload-layers "
     "--input-len "
     "--output-len --concurrency --largest --family --experts --top-k --days --flops --law --mfu --tokens --spec-tokens --spec-acceptance --tpot --ttft --interactivity --disagg",
     "Model switches and measured values": "--matmul-efficiency --hbm-efficiency --gemm-overhead-us --overlap-tp "

@@ -58,6 +58,12 @@ CapacityFactorOpt = Annotated[Optional[float], typer.Option(
     help="MoE (train): routed-token buffers hold top_k x this many copies of each local token. Default 1.25: "
          "Megatron-Core's default MoE is dropless, so this is a load-imbalance allowance for the busiest "
          "expert rank's dispatch buffers, not a token-dropping capacity.")]
+MoeCapacityOpt = Annotated[Optional[float], typer.Option(
+    "--moe-capacity-factor", metavar="F",
+    help="MoE (train): token-dropping expert capacity (Megatron-Core --moe-expert-capacity-factor with "
+         "--moe-pad-expert-input-to-capacity): each expert takes at most F x its balanced share of routed "
+         "tokens, drops the rest and is padded up to it, so expert GEMMs, permutation and dispatch run on F x "
+         "the routed tokens, and full CUDA graphs can capture the MoE layer. Default: dropless.")]
 Fp8CopiesOpt = Annotated[Optional[int], typer.Option(
     "--fp8-weight-copies", parser=count, metavar="N",
     help="With a low --precision (fp8, mxfp8, nvfp4, mxfp4; train): cached narrow casts per GEMM weight. Default "
@@ -158,7 +164,8 @@ def refuse_step_time(given: dict[str, object]) -> None:
 RECIPE_FLAGS = {
     "recipe": "--recipe", "precision": "--precision", "optimizer": "--optimizer", "grad_dtype": "--grad-dtype",
     "flash_attention": "--flash/--no-flash", "dropout": "--dropout/--no-dropout", "reserve": "--reserve",
-    "capacity_factor": "--capacity-factor", "fp8_weight_copies": "--fp8-weight-copies",
+    "capacity_factor": "--capacity-factor", "moe_capacity_factor": "--moe-capacity-factor",
+    "fp8_weight_copies": "--fp8-weight-copies",
     "fp8_params": "--fp8-params/--no-fp8-params", "recompute_modules": "--recompute-modules",
     "bf16_gemm_share": "--bf16-gemm-share",
     "recompute_layers": "--recompute-layers", "fused_cross_entropy": "--fused-cross-entropy/--no-fused-cross-entropy",
@@ -206,11 +213,12 @@ StackOpt = Annotated[Optional[str], typer.Option(
          "newest vendor reference stack of each SKU's vendor (NeMo Megatron-Bridge for NVIDIA, Primus for AMD), "
          "named in the output.")]
 MoeDispatcherOpt = Annotated[Optional[DispatcherChoice], typer.Option(
-    "--moe-dispatcher", help="Train: MoE token dispatcher, overriding the stack's (shown; not yet priced).")]
+    "--moe-dispatcher", help="Train: MoE token dispatcher, overriding the stack's: sets the dispatched bytes "
+    "(DeepEP and HybridEP dispatch FP8 tokens in FP8 training; allgather gathers every EP rank's tokens).")]
 CudaGraphsOpt = Annotated[Optional[GraphChoice], typer.Option(
     "--cuda-graphs",
     help="Train: CUDA/HIP graph scope, overriding the stack's; 'full' removes the host-bound expert term "
-         "(eager value kept as the pessimistic end).")]
+         "where it captures the MoE layer: with --moe-capacity-factor (dropless layers stay eager).")]
 AttentionKernelOpt = Annotated[Optional[AttentionKernelChoice], typer.Option(
     "--attention-kernel",
     help="Train: attention kernel generation, overriding the stack's; FA2 <-> FA3/cuDNN on NVIDIA scales the measured "

@@ -8,7 +8,7 @@ import typer
 from mi400plan.cli.cost import GridOpt, LoadOpt, PriceOpt, PueOpt, SiteOpt
 from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt,
-    Bf16ShareOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt,
+    Bf16ShareOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt, MoeCapacityOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
     RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, SplitOpt, UnevenOpt, VocabOpt, train_options,
     AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt,
@@ -89,6 +89,7 @@ def cmd(
     dropout: DropoutOpt = None,
     reserve: ReserveOpt = None,
     capacity_factor: CapacityFactorOpt = None,
+    moe_capacity_factor: MoeCapacityOpt = None,
     fp8_weight_copies: Fp8CopiesOpt = None,
     fp8_params: Fp8ParamsOpt = None,
     bf16_gemm_share: Bf16ShareOpt = None,
@@ -140,8 +141,8 @@ def cmd(
                                                                 ("ep", ep), ("zero", zero), ("micro_batch", micro_batch))}
     pins["recompute"] = [{"none": 0, "selective": 1, "full": 2}[r.value] for r in (recompute or [])]
     given = dict(precision=precision, recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash,
-                 dropout=dropout, reserve=reserve, capacity_factor=capacity_factor, fp8_weight_copies=fp8_weight_copies,
-                 fp8_params=fp8_params,
+                 dropout=dropout, reserve=reserve, capacity_factor=capacity_factor, fp8_params=fp8_params,
+                 moe_capacity_factor=moe_capacity_factor, fp8_weight_copies=fp8_weight_copies,
                  bf16_gemm_share=bf16_gemm_share, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
                  fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
                  offload_layers=offload_layers, uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep,

@@ -403,6 +403,15 @@ class TrainRecipe(StrictModel):
     # logits in the forward and keeps only them (``activation_bytes``).
     logit_bytes: float = Field(default=4.0, gt=0)
     moe_capacity_factor: float = Field(default=1.25, gt=0)  # load-imbalance allowance (see above)
+    # Token-dropping expert capacity (Megatron-Core ``--moe-expert-capacity-factor`` with
+    # ``--moe-pad-expert-input-to-capacity``): None = dropless (the default). Set, each expert takes at most
+    # this factor x its balanced share of routed tokens, drops the rest and is padded up to it
+    # (``mi400plan.moe_dispatch``); the routed-token buffers are then exactly that size.
+    expert_capacity_factor: float | None = Field(default=None, gt=0)
+    # Multi-token-prediction modules trained with the model (Megatron-Core ``--mtp-num-layers``; DeepSeek-V3: 1):
+    # their projection and output-head pass (``search.mtp_head_seconds``); each module's transformer layer is
+    # counted as one more layer of the model by whoever builds the workload (``validate.row_workload``).
+    mtp_layers: int = Field(default=0, ge=0, le=8)
     # Bytes an element of the routed experts' SwiGLU input (the gate and up outputs) kept for backward;
     # 0: ``activation_bytes``. DeepSeek-V3 (arXiv 2412.19437, 2024-12, sec. 3.3.3) caches it in FP8
     # with its 1 x 128-tile scaling (1 B + a 4-byte scale per 128 elements) and recomputes the output.
@@ -642,13 +651,28 @@ def recompute_modules_value(v: object) -> tuple[str, ...] | None:
         raise ValueError(exc.message) from None
 
 
+def with_expert_capacity(recipe: TrainRecipe, factor: float | None, buffers_given: bool = False) -> TrainRecipe:
+    """``recipe`` with token-dropping expert capacity ``factor`` (None: dropless, unchanged). The routed-token
+    buffers then hold exactly ``factor`` x the balanced share (Megatron-Core sizes the padded expert input
+    by the capacity), unless a buffer allowance was given on its own (``buffers_given``)."""
+    if factor is None:
+        return recipe
+    if not factor > 0:
+        raise UsageError(f"--moe-capacity-factor must be positive, got {factor}")
+    update: dict[str, object] = {"expert_capacity_factor": float(factor)}
+    if not buffers_given:
+        update["moe_capacity_factor"] = float(factor)
+    return recipe.model_copy(update=update)
+
+
 class TrainOptions(StrictModel):
     """The training recipe and model switches ``fit`` and ``sweep`` share (one object for both).
 
     Memory (``train_recipe``): ``recipe`` preset, ``precision``, ``optimizer``, ``grad_dtype``,
     ``flash_attention``, ``dropout``, ``reserve`` (text, e.g. ``"2GiB+5%"``), ``fp8_weight_copies``,
     ``fp8_params``, ``fused_cross_entropy``, ``recompute_modules``, ``recompute_layers``,
-    ``capacity_factor``, ``vocab_divisible_by``, ``offload_layers`` (activation offloading to host memory,
+    ``capacity_factor``, ``moe_capacity_factor`` (token-dropping expert capacity: memory and step time),
+    ``vocab_divisible_by``, ``offload_layers`` (activation offloading to host memory,
     memory and step time). Pipeline split (both): ``split_embedding_loss``,
     ``uneven_pp`` (``mi400plan.pipeline``). Step time (``search.SearchOptions``): ``overlap_tp``,
     ``overlap_ep``, ``overlap_pp``, ``overlap_cp``, ``overlap_dp``. A plan saved by ``sweep --save``
@@ -670,6 +694,8 @@ class TrainOptions(StrictModel):
     recompute_modules: tuple[str, ...] | None = None  # a comma-separated string is accepted too
     recompute_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
     capacity_factor: float | None = Field(default=None, gt=0)
+    # Token-dropping expert capacity (``TrainRecipe.expert_capacity_factor``); None: dropless.
+    moe_capacity_factor: float | None = Field(default=None, gt=0, le=64)
     vocab_divisible_by: int | None = Field(default=None, ge=1)
     offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
     overlap_tp: bool = False
@@ -697,8 +723,9 @@ class TrainOptions(StrictModel):
         return {"fp4": "mxfp4"}.get(v, v) if isinstance(v, str) else v
 
     def train_recipe(self) -> TrainRecipe:
-        """The memory recipe these switches describe (``train_recipe``, ``with_bf16_gemm_share``)."""
-        r = train_recipe(
+        """The memory recipe these switches describe (``train_recipe``, ``with_bf16_gemm_share``,
+        ``with_expert_capacity``)."""
+        recipe = train_recipe(
             self.recipe, precision=self.precision, optimizer=self.optimizer, grad_dtype=self.grad_dtype,
             flash_attention=self.flash_attention, dropout=self.dropout,
             reserve=parse_reserve(self.reserve) if self.reserve is not None else None,
@@ -707,7 +734,8 @@ class TrainOptions(StrictModel):
             fp8_params=self.fp8_params, recompute_modules=self.recompute_modules,
             recompute_layers=self.recompute_layers, fused_cross_entropy=self.fused_cross_entropy,
         )
-        return with_bf16_gemm_share(r, self.bf16_gemm_share)
+        recipe = with_expert_capacity(recipe, self.moe_capacity_factor, buffers_given=self.capacity_factor is not None)
+        return with_bf16_gemm_share(recipe, self.bf16_gemm_share)
 
     def search_flags(self) -> dict[str, bool]:
         """The ``search.SearchOptions`` switches."""
