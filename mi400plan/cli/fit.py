@@ -46,6 +46,18 @@ class KvDtype(str, Enum):
 IntOpt = Optional[int]
 
 
+def _refuse_other_mode(mode: str, train_only: dict[str, object], infer_only: dict[str, object],
+                       stray_tokens: bool) -> None:
+    """Usage errors for the flags of the mode not asked for, and for --tokens without --largest."""
+    if mode == "infer":
+        refuse_inapplicable(mode, train_only, "training")
+    else:
+        refuse_inapplicable(mode, infer_only, "inference")
+    if stray_tokens:
+        raise typer.BadParameter("--tokens prices the answer of --largest; for a named model use "
+                                 "'sweep MODEL --tokens'", param_hint="--tokens")
+
+
 @app.command("fit")
 def fit_cmd(
     model: Annotated[Optional[str], typer.Argument(help="Model profile name or path (TOML / HF config.json).")] = None,
@@ -139,15 +151,10 @@ def fit_cmd(
                  overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,
                  overlap_dp=overlap_dp, stack=stack, moe_dispatcher=moe_dispatcher, cuda_graphs=cuda_graphs,
                  attention_kernel=attention_kernel)
-    if mode == "infer":
-        refuse_inapplicable(mode, {"--vpp": vpp, "--dp": dp, "--etp": etp, "--cp": cp, "--zero": zero,
-                                   "--micro-batch": micro_batch, "--recompute": recompute, "--sp/--no-sp": sp,
-                                   "--global-batch": global_batch, **flag_values(given)}, "training")
-    else:
-        refuse_inapplicable(mode, {"--batch": batch, "--kv-dtype": kv_dtype}, "inference")
-    if tokens is not None and not largest:
-        raise typer.BadParameter("--tokens prices the answer of --largest; for a named model use "
-                                 "'sweep MODEL --tokens'", param_hint="--tokens")
+    _refuse_other_mode(mode, {"--vpp": vpp, "--dp": dp, "--etp": etp, "--cp": cp, "--zero": zero,
+                              "--micro-batch": micro_batch, "--recompute": recompute, "--sp/--no-sp": sp,
+                              "--global-batch": global_batch, **flag_values(given)},
+                       {"--batch": batch, "--kv-dtype": kv_dtype}, tokens is not None and not largest)
 
     def options():  # noqa: ANN202 - the recipe object (precision travels on its own: fit compares several)
         return train_options(reserve=reserve, **given)
