@@ -122,6 +122,7 @@ def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any],
     """One run checked and made ready for the forward model; ``memo`` shares the SKU builds and model
     terms between runs (a 1,000-run file of a few workloads builds each once). The run is priced on the
     stack profile its ``stack`` names, else ``stack`` (calibrate --stack), else its vendor default."""
+    from mi400plan.finetune import check_lora, lora_of
     from mi400plan.hardware import build_sku
     from mi400plan.stacks import known_stack
     from mi400plan.params import count_params
@@ -140,7 +141,11 @@ def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any],
     base_hw = _memo(memo, ("hw", sku, r.precision, r.offload_layers > 0, request.key()),
                     lambda: build_sku(cat, sku, r.precision, offload=r.offload_layers > 0, stack=request).hw)
     topts = r.train_options()
-    recipe = topts.train_recipe()
+    try:  # a LoRA rank without finetune = "lora", or adapters the model cannot have, name the run
+        recipe = topts.train_recipe()
+        check_lora(spec, lora_of(recipe))
+    except UsageError as exc:
+        raise ProfileError(exc.message, path=entry.path, line=entry.line, field="finetune") from None
     wl = Workload(spec, _memo(memo, ("counts", id(spec)), lambda: count_params(spec)), recipe, r.seq_len, r.global_batch)
     layout = dict(tp=r.tp, pp=r.pp, vpp=r.vpp, cp=r.cp, ep=r.ep, etp=r.etp, zero=r.zero, micro_batch=r.micro_batch,
                   recompute=RECOMPUTE_CODES[r.recompute], sp=int(r.sequence_parallel and r.tp > 1))
