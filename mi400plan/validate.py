@@ -43,6 +43,10 @@ class RunMeta:
     moe: bool
     source: str  # the source key: URL and date ("file" for a user's file without them)
     source_title: str
+    # False: a validation-only run (predicted and reported, in the bands, never in a leave-one-source-out
+    # refit): a source the calibration discipline keeps out of fits, or a workload the runs format cannot
+    # fully express (the ``refit`` column, ``RECIPE_DEFAULTS``)
+    refit: bool = True
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,7 @@ def loso_errors(metas: Sequence[RunMeta], refit: Refit) -> tuple[list[float | No
         return out, []
     for s in sources:
         test = [i for i, m in enumerate(metas) if m.source == s]
-        train = [i for i, m in enumerate(metas) if m.source != s]
+        train = [i for i, m in enumerate(metas) if m.source != s and m.refit]
         for i, p in zip(test, refit(train, test)):
             out[i] = p
     return out, sources
@@ -232,7 +236,7 @@ DEEPSEEK_V2_COMMON = dict(model_type="deepseek_v2", n_shared_experts=2, num_expe
 RECIPE_DEFAULTS = {"offload_layers": "0", "tp_overlap": "0", "ep_overlap": "0", "grad_dtype": "fp32", "mtp_layers": "0",
                    "recipe": "megatron", "fp8_params": "0", "fp8_weight_copies": "", "recompute_modules": "",
                    "capacity_factor": "", "fused_cross_entropy": "", "finetune": "none", "lora_rank": "",
-                   "lora_targets": ""}
+                   "lora_targets": "", "refit": "1"}
 LAYOUT_KEYS = ("gpus", "seq", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep", "fsdp", "recompute", "offload_layers",
                "tp_overlap", "ep_overlap", "mtp_layers")
 
@@ -305,4 +309,4 @@ def measured_step_s(r: dict[str, str]) -> float:
 
 def row_meta(r: dict[str, str], moe: bool) -> RunMeta:
     return RunMeta(id=r["id"], sku=r["sku"], family=r["family"], stack=r.get("stack") or None, moe=moe,
-                   source=row_source(r), source_title=r["source_title"])
+                   source=row_source(r), source_title=r["source_title"], refit=with_defaults(r)["refit"] != "0")
