@@ -266,17 +266,17 @@ def model_spec(catalog: Any, name: str, seq: int) -> Any:
 
 def row_recipe(r: dict[str, str]) -> Any:
     """The run's memory recipe from its columns (``RECIPE_DEFAULTS`` where a file has none)."""
-    from mi400plan.specs.layout import train_recipe
+    from mi400plan.specs.layout import train_recipe, with_lora
 
     r = with_defaults(r)
-    return train_recipe(
+    recipe = train_recipe(
         r["recipe"], precision=r["precision"], grad_dtype=r["grad_dtype"], offload_layers=int(r["offload_layers"]),
         fp8_params=r["fp8_params"] == "1" or None,
         fp8_weight_copies=int(r["fp8_weight_copies"]) if r["fp8_weight_copies"] else None,
         recompute_modules=r["recompute_modules"] or None,
         capacity_factor=float(r["capacity_factor"]) if r["capacity_factor"] else None,
-        fused_cross_entropy=r["fused_cross_entropy"] == "1" or None, finetune=r["finetune"],
-        lora_rank=int(r["lora_rank"]) if r["lora_rank"] else None, lora_targets=r["lora_targets"] or None)
+        fused_cross_entropy=r["fused_cross_entropy"] == "1" or None)
+    return with_lora(recipe, r["finetune"], int(r["lora_rank"]) if r["lora_rank"] else None, r["lora_targets"] or None)
 
 
 def row_workload(catalog: Any, r: dict[str, str]) -> Any:

@@ -71,17 +71,16 @@ def test_model_flops_drop_the_base_weight_gradient() -> None:
 
 def test_recipe_defaults_follow_the_mlperf_reference_and_refuse_nonsense() -> None:
     from mi400plan.finetune import parse_targets
-    from mi400plan.specs.layout import TrainOptions, train_recipe
+    from mi400plan.specs.layout import TrainOptions, lora_fields, train_recipe
 
     r = TrainOptions(finetune="lora").train_recipe()
     assert (r.lora_rank, r.lora_targets) == (16, ("qkv", "proj"))
     assert train_recipe().lora_rank == 0  # pre-training by default
     assert parse_targets("linear_fc2,qkv_proj,o_proj") == ("qkv", "proj", "fc2")
-    for bad, words in ((dict(finetune="lora", lora_rank=0), "positive integer"),
-                       (dict(lora_rank=8), "add --finetune lora"),
-                       (dict(finetune="lora", lora_targets="qkv,gate"), "unknown LoRA target(s) gate")):
+    for bad, words in ((("lora", 0, None), "positive integer"), (("none", 8, None), "add --finetune lora"),
+                       (("lora", None, "qkv,gate"), "unknown LoRA target(s) gate")):
         with pytest.raises(UsageError, match=words.replace("(", r"\(").replace(")", r"\)")):
-            train_recipe(**bad)  # type: ignore[arg-type]
+            lora_fields(*bad)
 
 
 def _fit(cli, *extra: str) -> dict:  # noqa: ANN001

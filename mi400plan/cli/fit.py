@@ -97,9 +97,7 @@ def fit_cmd(
     moe_dispatcher: MoeDispatcherOpt = None,
     cuda_graphs: CudaGraphsOpt = None,
     attention_kernel: AttentionKernelOpt = None,
-    finetune: FinetuneOpt = None,
-    lora_rank: LoraRankOpt = None,
-    lora_targets: LoraTargetsOpt = None,
+    finetune: FinetuneOpt = None, lora_rank: LoraRankOpt = None, lora_targets: LoraTargetsOpt = None,
     largest: Annotated[bool, typer.Option(
         "--largest",
         help="Instead of a model: the largest model of a family (--family) that fits --gpus GPUs of each --sku "

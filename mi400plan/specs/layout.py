@@ -503,9 +503,6 @@ def train_recipe(
     recompute_modules: tuple[str, ...] | list[str] | str | None = None,
     recompute_layers: int | None = None,
     fused_cross_entropy: bool | None = None,
-    finetune: str | None = None,
-    lora_rank: int | None = None,
-    lora_targets: tuple[str, ...] | list[str] | str | None = None,
 ) -> TrainRecipe:
     """A named preset with overrides. ``precision="fp8"`` keeps ``fp8_weight_copies`` cached FP8 casts
     of every transformer-block GEMM weight (default ``TE_FP8_WEIGHT_COPIES`` = 2, as Transformer
@@ -570,8 +567,13 @@ def train_recipe(
         if int(vocab_divisible_by) < 1:
             raise UsageError(f"the vocabulary padding unit must be a positive integer, got {vocab_divisible_by}")
         fields["vocab_divisible_by"] = int(vocab_divisible_by)
-    fields.update(lora_fields(finetune, lora_rank, lora_targets))
     return TrainRecipe(**fields)  # type: ignore[arg-type]
+
+
+def with_lora(recipe: TrainRecipe, finetune: str | None, rank: int | None,
+              targets: tuple[str, ...] | list[str] | str | None) -> TrainRecipe:
+    """``recipe`` with the LoRA adapters of ``--finetune lora --lora-rank R --lora-targets T`` (``lora_fields``)."""
+    return recipe.model_copy(update=lora_fields(finetune, rank, targets))
 
 
 def lora_fields(finetune: str | None, rank: int | None, targets: tuple[str, ...] | list[str] | str | None
@@ -698,7 +700,7 @@ class TrainOptions(StrictModel):
 
     def train_recipe(self) -> TrainRecipe:
         """The memory recipe these switches describe (``train_recipe``)."""
-        return train_recipe(
+        recipe = train_recipe(
             self.recipe, precision=self.precision, optimizer=self.optimizer, grad_dtype=self.grad_dtype,
             flash_attention=self.flash_attention, dropout=self.dropout,
             reserve=parse_reserve(self.reserve) if self.reserve is not None else None,
@@ -706,8 +708,8 @@ class TrainOptions(StrictModel):
             vocab_divisible_by=self.vocab_divisible_by, offload_layers=self.offload_layers,
             fp8_params=self.fp8_params, recompute_modules=self.recompute_modules,
             recompute_layers=self.recompute_layers, fused_cross_entropy=self.fused_cross_entropy,
-            finetune=self.finetune, lora_rank=self.lora_rank, lora_targets=self.lora_targets,
         )
+        return with_lora(recipe, self.finetune, self.lora_rank, self.lora_targets)
 
     def search_flags(self) -> dict[str, bool]:
         """The ``search.SearchOptions`` switches."""
@@ -748,9 +750,9 @@ class TrainOptions(StrictModel):
             train_recipe(new["recipe"] if new["recipe"] in TRAIN_PRESETS else "megatron", precision=new["precision"],
                          optimizer=new["optimizer"], grad_dtype=new["grad_dtype"],
                          capacity_factor=new["capacity_factor"], vocab_divisible_by=new["vocab_divisible_by"],
-                         offload_layers=new["offload_layers"] if isinstance(new["offload_layers"], int) else None,
-                         finetune=new["finetune"] if new["finetune"] in ("none", "lora") else None,
-                         lora_rank=new["lora_rank"] if isinstance(new["lora_rank"], int) else None)
+                         offload_layers=new["offload_layers"] if isinstance(new["offload_layers"], int) else None)
+            lora_fields(new["finetune"] if new["finetune"] in ("none", "lora") else None,
+                        new["lora_rank"] if isinstance(new["lora_rank"], int) else None, None)
             e = exc.errors()[0]
             msg = str(e['msg']).removeprefix('Value error, ')
             raise UsageError(f"invalid training option {'.'.join(str(x) for x in e['loc'])}: {msg}") from None
