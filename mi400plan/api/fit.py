@@ -169,7 +169,7 @@ class LayoutPins:
 _RECIPE_KEYS = ("recipe", "optimizer", "grad_dtype", "flash_attention", "dropout", "fp8_weight_copies", "fp8_params",
                 "recompute_modules", "recompute_layers", "fused_cross_entropy", "capacity_factor",
                 "vocab_divisible_by", "offload_layers", "overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp",
-                "overlap_dp", "split_embedding_loss", "uneven_pp")
+                "overlap_dp", "split_embedding_loss", "uneven_pp", "finetune", "lora_rank", "lora_targets")
 
 
 def fit(
