@@ -18,10 +18,12 @@ a target linear layer ``W`` (``d_in x d_out``, frozen) gets ``y = x W + (x A) B`
   ``x A`` reads the layer input again, so a skinny adapter GEMM is bound by HBM, not by math.
 * Data parallelism reduces (and ZeRO-1 gathers) the adapter parameters only; ZeRO-3 still gathers the
   frozen base weights for each layer (they are sharded) but reduce-scatters only adapter gradients.
-* Activations: the base layers' saved inputs are kept as in pre-training (the adapters on the targets read
-  the same input for ``dA``; for a frozen linear without an adapter this is an upper bound, as Transformer
-  Engine saves no input for a weight that needs no gradient), plus each adapter's intermediate ``x A``
-  (``r`` elements per token, for ``dB``). Adapter dropout (the MLPerf reference's 0.1) is not counted.
+* Activations: a frozen linear layer without an adapter saves no input (Transformer Engine keeps a GEMM's
+  input only for its weight gradient: ``backward_needs_input = is_grad_enabled and weight.requires_grad``,
+  ``transformer_engine/pytorch/module/linear.py``; ``memory._frozen_inputs``; an MoE layer's expert inputs are
+  kept, an upper bound); a target's input stays saved (its adapter's ``A`` reads it for ``dA``), and each
+  adapter adds its intermediate ``x A`` (``r`` elements per token, for ``dB``). Adapter dropout (the MLPerf
+  reference's 0.1) is not counted.
 
 Model FLOPs (the MFU convention): ``4 N + 6 N_adapter + 3 attention``, ``N`` the base matmul weights one
 token meets (``params.matmul_params_per_token``), ``N_adapter`` the adapter weights one token meets, and

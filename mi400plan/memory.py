@@ -468,8 +468,31 @@ def layer_activation_bytes_per_token(
     keep = _Kept(rc, recipe.recompute_modules)
     rep_a, split_a, core = _attention_saved(model, recipe, tp=tp, seq_len=seq_len, keep=keep)
     rep_f, split_f, routed = _ffn_saved(model, recipe, tp=tp, etp=etp, moe=moe, keep=keep)
+    lora = lora_of(recipe)
+    if lora is not None:  # frozen GEMMs without an adapter keep no input (``_frozen_inputs``)
+        rep_x, split_x = _frozen_inputs(model, recipe, lora.targets, tp=tp, keep=keep, moe=moe)
+        rep_a, split_a = rep_a - rep_x, split_a - split_x
     full = (rep_a + rep_f) / tsp + split_a + split_f + core + routed / tsp
     return np.where(rc >= 2, e * h / tsp, full)
+
+
+def _frozen_inputs(model: ModelSpec, recipe: TrainRecipe, targets: tuple[str, ...], *, tp: np.ndarray, keep: Any,
+                   moe: bool) -> tuple[Any, Any]:
+    """(replicated unless SP, split by TP) GEMM-input bytes per token that LoRA's frozen layers without an
+    adapter do not save: Transformer Engine's ``Linear`` / ``LayerNormLinear`` keep their input only for the
+    weight gradient (``backward_needs_input = is_grad_enabled and weight.requires_grad``,
+    ``transformer_engine/pytorch/module/linear.py``), and a frozen weight has none; an adapted layer's input
+    stays (the adapter's ``A`` reads it for ``dA``). Counted for the QKV and output-projection inputs and a
+    dense layer's FFN input and down-projection input; an MoE layer's expert inputs are kept (an upper
+    bound)."""
+    a, h, g = model.attention, float(model.hidden_size), recipe.gemm_input_bytes
+    d_v = float(a.v_head_dim or 0) if a.kind == "mla" else float(a.head_size(model.hidden_size))
+    rep = 0.0 if "qkv" in targets else keep("layernorm", g * h)
+    split = 0.0 if "proj" in targets else g * a.num_heads * d_v / tp
+    if not moe:
+        rep = rep + (0.0 if "fc1" in targets else keep("mlp", keep("layernorm", g * h)))
+        split = split + (0.0 if "fc2" in targets else keep("mlp", g * model.ffn_dim / tp))
+    return rep, split
 
 
 class _Kept:

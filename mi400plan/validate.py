@@ -236,7 +236,7 @@ DEEPSEEK_V2_COMMON = dict(model_type="deepseek_v2", n_shared_experts=2, num_expe
 RECIPE_DEFAULTS = {"offload_layers": "0", "tp_overlap": "0", "ep_overlap": "0", "grad_dtype": "fp32", "mtp_layers": "0",
                    "recipe": "megatron", "fp8_params": "0", "fp8_weight_copies": "", "recompute_modules": "",
                    "capacity_factor": "", "fused_cross_entropy": "", "finetune": "none", "lora_rank": "",
-                   "lora_targets": "", "refit": "1"}
+                   "lora_targets": "", "refit": "1", "recompute_layers": ""}
 LAYOUT_KEYS = ("gpus", "seq", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep", "fsdp", "recompute", "offload_layers",
                "tp_overlap", "ep_overlap", "mtp_layers")
 
@@ -274,6 +274,7 @@ def row_recipe(r: dict[str, str]) -> Any:
         fp8_params=r["fp8_params"] == "1" or None,
         fp8_weight_copies=int(r["fp8_weight_copies"]) if r["fp8_weight_copies"] else None,
         recompute_modules=r["recompute_modules"] or None,
+        recompute_layers=int(r["recompute_layers"]) if r["recompute_layers"] else None,
         capacity_factor=float(r["capacity_factor"]) if r["capacity_factor"] else None,
         fused_cross_entropy=r["fused_cross_entropy"] == "1" or None)
     return with_lora(recipe, r["finetune"], int(r["lora_rank"]) if r["lora_rank"] else None, r["lora_targets"] or None)
