@@ -51,6 +51,22 @@ def test_adapter_parameters_of_the_mlperf_reference_by_hand() -> None:
     assert adapter_params(model, counts, _spec(RANK, ("qkv", "proj", "fc1", "fc2"))) == (float(every), 0.0)
 
 
+def test_moe_adapters_one_per_expert_by_hand(catalog) -> None:
+    """Mixtral 8x7B (hidden 4,096, 32 MoE layers of 8 experts, top 2, expert FFN 14,336, SwiGLU): rank 16 on
+    fc1 and fc2 adapts each routed expert, so parameters count all 8 experts and FLOPs the 2 a token runs;
+    qkv and proj (32 heads of 128, 8 KV heads) are TP-split like a dense model's."""
+    from mi400plan.finetune import adapter_flop_params_per_token, adapter_params
+    from mi400plan.params import count_params
+
+    spec = catalog.get("models", "mixtral-8x7b").spec
+    counts = count_params(spec)
+    per_expert = 16 * ((4096 + 2 * 14336) + (14336 + 4096))  # 819,200
+    attn = 16 * ((4096 + 32 * 128 + 2 * 8 * 128) + (32 * 128 + 4096))  # 16 x (10,240 + 8,192)
+    spec_all = _spec(16, ("qkv", "proj", "fc1", "fc2"))
+    assert adapter_params(spec, counts, spec_all) == (32.0 * attn, 32.0 * 8 * per_expert)
+    assert adapter_flop_params_per_token(spec, counts, spec_all) == 32 * (attn + 2 * per_expert)
+
+
 def test_model_flops_drop_the_base_weight_gradient() -> None:
     """4 N + 6 N_adapter + 3 x attention for LoRA against 6 N + 3 x attention, at seq 8,192."""
     from mi400plan.finetune import lora_model_flops_per_token
