@@ -85,6 +85,11 @@ class MeasuredRun(StrictModel):
     # parameters, what selective recomputation covers ("mla_up_proj+moe_act" in a CSV cell), MoE
     # routed-buffer allowance, the fused cross entropy's 16-bit logits.
     recipe: Literal["megatron", "zero", "fsdp"] = "megatron"
+    # LoRA fine-tuning (``mi400plan.finetune``), as fit's and sweep's --finetune / --lora-rank / --lora-targets
+    # ("qkv+proj" in a CSV cell); a rank or targets without finetune = "lora" is refused when the run is priced.
+    finetune: Literal["none", "lora"] = "none"
+    lora_rank: int | None = Field(default=None, ge=1, le=2**20)
+    lora_targets: tuple[str, ...] | None = None
     fp8_params: bool = False
     fused_cross_entropy: bool = False
     recompute_modules: tuple[str, ...] | None = None
@@ -119,6 +124,13 @@ class MeasuredRun(StrictModel):
 
         return recompute_modules_value(v)
 
+    @field_validator("lora_targets", mode="before")
+    @classmethod
+    def _targets(cls, v: object) -> object:
+        from mi400plan.specs.layout import lora_targets_value
+
+        return lora_targets_value(v)
+
     @model_validator(mode="after")
     def _one_measurement(self) -> "MeasuredRun":
         if (self.step_time_s is None) == (self.tflops_per_gpu is None):
@@ -148,7 +160,8 @@ class MeasuredRun(StrictModel):
         keys = ("recipe", "precision", "grad_dtype", "flash_attention", "offload_layers", "fp8_params",
                 "fused_cross_entropy", "recompute_modules", "recompute_layers", "capacity_factor",
                 "moe_capacity_factor", "overlap_tp",
-                "overlap_ep", "overlap_dp", "overlap_pp", "overlap_cp", "split_embedding_loss", "uneven_pp")
+                "overlap_ep", "overlap_dp", "overlap_pp", "overlap_cp", "split_embedding_loss", "uneven_pp",
+                "finetune", "lora_rank", "lora_targets")
         return TrainOptions.given(**{k: getattr(self, k) for k in keys})
 
     def label(self) -> str:

@@ -85,6 +85,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from mi400plan.finetune import adapter_saved_elems_per_token, lora_of, stage_adapter_params
 from mi400plan.intmath import key_groups
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
 from mi400plan.pipeline import N_SPLIT_CODES, chunk_layers
@@ -475,8 +476,31 @@ def layer_activation_bytes_per_token(
     keep = _Kept(rc, recipe.recompute_modules)
     rep_a, split_a, core = _attention_saved(model, recipe, tp=tp, seq_len=seq_len, keep=keep)
     rep_f, split_f, routed = _ffn_saved(model, recipe, tp=tp, etp=etp, moe=moe, keep=keep)
+    lora = lora_of(recipe)
+    if lora is not None:  # frozen GEMMs without an adapter keep no input (``_frozen_inputs``)
+        rep_x, split_x = _frozen_inputs(model, recipe, lora.targets, tp=tp, keep=keep, moe=moe)
+        rep_a, split_a = rep_a - rep_x, split_a - split_x
     full = (rep_a + rep_f) / tsp + split_a + split_f + core + routed / tsp
     return np.where(rc >= 2, e * h / tsp, full)
+
+
+def _frozen_inputs(model: ModelSpec, recipe: TrainRecipe, targets: tuple[str, ...], *, tp: np.ndarray, keep: Any,
+                   moe: bool) -> tuple[Any, Any]:
+    """(replicated unless SP, split by TP) GEMM-input bytes per token that LoRA's frozen layers without an
+    adapter do not save: Transformer Engine's ``Linear`` / ``LayerNormLinear`` keep their input only for the
+    weight gradient (``backward_needs_input = is_grad_enabled and weight.requires_grad``,
+    ``transformer_engine/pytorch/module/linear.py``), and a frozen weight has none; an adapted layer's input
+    stays (the adapter's ``A`` reads it for ``dA``). Counted for the QKV and output-projection inputs and a
+    dense layer's FFN input and down-projection input; an MoE layer's expert inputs are kept (an upper
+    bound)."""
+    a, h, g = model.attention, float(model.hidden_size), recipe.gemm_input_bytes
+    d_v = float(a.v_head_dim or 0) if a.kind == "mla" else float(a.head_size(model.hidden_size))
+    rep = 0.0 if "qkv" in targets else keep("layernorm", g * h)
+    split = 0.0 if "proj" in targets else g * a.num_heads * d_v / tp
+    if not moe:
+        rep = rep + (0.0 if "fc1" in targets else keep("mlp", keep("layernorm", g * h)))
+        split = split + (0.0 if "fc2" in targets else keep("mlp", g * model.ffn_dim / tp))
+    return rep, split
 
 
 class _Kept:
@@ -695,7 +719,8 @@ def _parameter_bytes(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
     w_full = pb * (p_dense - p_gemm) + gb * (p_gemm + p_exp)
     # pb x everything + (gb - pb) x the GEMM weights, each sharded (gb - pb < 0 with FP8 parameters).
     w_shard = pb * sharded(p_dense, 3) + (gb - pb) * sharded(p_gemm, 3)
-    if not recipe.sharded_working_copy:  # PyTorch FSDP: the fp32 shard is the master copy (optimizer state)
+    lora = lora_of(recipe)
+    if not recipe.sharded_working_copy and lora is None:  # PyTorch FSDP: the fp32 shard is the master copy
         w_shard = np.zeros_like(w_shard)
     gemm_max = _tp_group_per_rank(model, lt.max_tp, lt.max_kv, lt.max_arep, X(tp)) + lt.max_exp / X(ep * etp)
     layer_max = gb * gemm_max + pb * lt.max_rep
@@ -717,6 +742,11 @@ def _parameter_bytes(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
                      np.where(z >= 2, np.minimum(g_full, g_shard + 2.0 * g_layer), g_full))
     ob = recipe.optimizer_state_bytes(h)
     optim = ob * sharded(p_dense, 1)
+    if lora is not None:  # frozen base (``mi400plan.finetune``): gradients and optimizer states of the adapters only
+        a = stage_adapter_params(model, lora, slots["layers"], slots["moe"], X(tp), X(ep * etp))
+        weights = weights + pb * a
+        grads = recipe.grad_bytes * a / np.where(z >= 2, d_dense, 1.0)
+        optim = ob * a / np.where(z >= 1, d_dense, 1.0)
     return weights, grads, optim
 
 
@@ -760,6 +790,11 @@ def _activation_bytes(model: ModelSpec, recipe: TrainRecipe, slots: dict[str, np
     kw = dict(tp=tp, etp=etp, sequence_parallel=sp, recompute=rc, seq_len=seq)
     act_dense = layer_activation_bytes_per_token(model, recipe, moe=False, **kw)
     act_moe = layer_activation_bytes_per_token(model, recipe, moe=True, **kw) if model.moe else act_dense
+    lora = lora_of(recipe)
+    if lora is not None:  # each adapter's intermediate x A, kept for dB (recomputed under full recomputation)
+        kept_a = np.where(np.asarray(rc) >= 2, 0.0, recipe.activation_bytes)
+        act_dense = act_dense + kept_a * adapter_saved_elems_per_token(model, lora, False)
+        act_moe = act_moe + kept_a * adapter_saved_elems_per_token(model, lora, True)
     stage_act = (slots["layers"] - slots["moe"]) * X(act_dense) + slots["moe"] * X(act_moe)
     s_idx = slots["stage"]
     P, V = X(pp), X(vpp)

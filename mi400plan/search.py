@@ -77,6 +77,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mi400plan import gemm
+from mi400plan.finetune import (
+    LoraSpec, adapter_kernels_fwd_per_layer, adapter_params, check_lora, lora_gemm_seconds, lora_model_flops_per_token,
+    lora_of,
+)
 from mi400plan.fsdp import fsdp_step_terms, fsdp_unit_bytes
 from mi400plan.memory import forward_again, recompute_share, stage_count_ratios, stage_slot_table, stage_work_ratio
 from mi400plan.moe_dispatch import (
@@ -122,6 +126,15 @@ def expert_gemms_fwd_per_layer(T: "ModelTerms", ep: Any) -> Any:
     """GEMM kernels of one MoE layer's local experts in the forward on one GPU: FFN in and out of each
     of the E / EP local experts, ``2 E / EP``."""
     return 2.0 * T.shapes.experts / np.asarray(ep, dtype=np.float64)
+
+
+def lora_kernels(T: "ModelTerms", layers: Any, moe_layers: Any, layer_ratio: Any, moe_ratio: Any) -> Any:
+    """Forward GEMM kernels of the LoRA adapters on the slowest stage per micro-batch
+    (``finetune.adapter_kernels_fwd_per_layer``)."""
+    m, lora = T.lora_model, T.lora
+    assert lora is not None
+    dense = (layers - moe_layers) * adapter_kernels_fwd_per_layer(m, lora, False) * layer_ratio
+    return dense + moe_layers * adapter_kernels_fwd_per_layer(m, lora, True) * moe_ratio
 
 
 def moe_gemms_fwd_per_layer(T: "ModelTerms", ep: Any) -> Any:
@@ -522,6 +535,12 @@ class ModelTerms:
     shared_tp: int = 0  # 1 when MoE layers have shared experts (a TP-split MLP with its own TP/SP pair)
     recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES  # what "selective" recomputes
     mtp_layers: int = 0  # multi-token-prediction modules (their projection and LM-head pass: ``mtp_head_seconds``)
+    # LoRA fine-tuning (``mi400plan.finetune``): the adapters (None: every weight trains), the model they
+    # adapt, and their parameters (TP-split, routed-expert), count
+    lora: LoraSpec | None = None
+    lora_model: Any = None
+    adapter_params: float = 0.0
+    adapter_expert_params: float = 0.0
 
 
 def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any = None) -> ModelTerms:
@@ -571,6 +590,11 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
     permute = permute_elems_per_token(top_k, h, cap) * n_moe / model.num_layers
     flash = True if recipe is None else bool(recipe.flash_attention)
     dropout = False if recipe is None else bool(recipe.dropout)
+    lora = None if recipe is None else lora_of(recipe)
+    check_lora(model, lora)
+    adapters = adapter_params(model, counts, lora) if lora is not None else (0.0, 0.0)
+    if lora is not None:  # frozen base: no weight gradients (4N), adapters trained in full (6 N_adapter)
+        f_model = lora_model_flops_per_token(model, counts, seq_len, lora)
     scores = 0.0 if flash else a.num_heads * seq_len * (SCORE_PASSES + (SCORE_DROPOUT_PASSES if dropout else 0.0))
     drop_h = DROPOUT_ELEMS_PER_H * h if dropout else 0.0
     return ModelTerms(
@@ -596,6 +620,10 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         shared_tp=int(moe is not None and moe.num_shared_experts > 0),
         recompute_modules=modules,
         mtp_layers=mtp,
+        lora=lora,
+        lora_model=model if lora is not None else None,
+        adapter_params=adapters[0],
+        adapter_expert_params=adapters[1],
     )
 
 
@@ -769,6 +797,9 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
         hi = gemm.layer_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, hw.head_gemm_sku())
         df, db, mf, mbw = ((1.0 - bf16_share) * lo + bf16_share * h for lo, h in zip((df, db, mf, mbw), hi))
     hf, hb = mtp_head_seconds(T, tok_mb, tp, hw)
+    if T.lora is not None:  # frozen base weights: no weight-gradient GEMMs; the adapters' GEMMs added
+        lg = lora_gemm_seconds(T.lora_model, T.lora, T.shapes, tok_mb, tp, ep, etp, sp, g, hw.head_gemm_sku())
+        df, db, mf, mbw, hb = df + lg.dense_fwd, db + lg.dense_bwd, mf + lg.moe_fwd, mbw + lg.moe_bwd, hb - lg.head_wgrad
     dense_gemm, moe_gemm = df * (1.0 + share) + db, mf * (1.0 + share) + mbw
     mods = T.recompute_modules
     if set(mods) - {"core_attn", "moe_act", "layernorm"}:  # selective recomputation re-runs GEMMs too
@@ -800,6 +831,11 @@ class _DpGroups:
         self.moe = T.expert_params > 0
         self.dense = T.dense_params / (tp * pp) + T.replicated_params / pp  # parameters on this GPU
         self.experts = T.expert_params / (ep * etp * pp)
+        # What the gradient reductions, ZeRO-1's parameter gathers and the optimizer step move: every
+        # parameter, or with LoRA the adapters alone (the frozen base has no gradient and no update).
+        self.trained = (self.dense, self.experts)
+        if T.lora is not None:
+            self.trained = (T.adapter_params / (tp * pp), T.adapter_expert_params / (ep * etp * pp))
         inner = tp * cp * fold
         self.levels = {"dense": (cp * fold, tp), "exp": (inner / (ep * etp), ep * etp)}  # (group, stride) inside
         self.outer = (dp / fold, inner * pp)
@@ -858,11 +894,12 @@ def _step_requests(T: ModelTerms, wl: Workload, hw: Hardware, dpg: _DpGroups, *,
         reqs |= dispatch_requests(tok_mb / np.where(sp, tp, 1.0), T.hidden, T.top_k, a_bytes, ep, etp,
                                   dispatcher_rule(hw.moe_dispatcher), fp8_blockwise,
                                   getattr(wl.recipe, "expert_capacity_factor", None))
-    reqs |= dpg.requests("grad_ar", "all_reduce", dpg.dense * g_bytes, dpg.experts * g_bytes)
-    reqs |= dpg.requests("grad_rs", "reduce_scatter", dpg.dense * g_bytes, dpg.experts * g_bytes)
-    reqs |= dpg.requests("param_ag", "all_gather", dpg.dense * w_bytes, dpg.experts * w_bytes)
+    t_dense, t_exp = dpg.trained
+    reqs |= dpg.requests("grad_ar", "all_reduce", t_dense * g_bytes, t_exp * g_bytes)
+    reqs |= dpg.requests("grad_rs", "reduce_scatter", t_dense * g_bytes, t_exp * g_bytes)
+    reqs |= dpg.requests("param_ag", "all_gather", t_dense * w_bytes, t_exp * w_bytes)
     reqs |= dpg.requests("fsdp_ag", "all_gather", *fsdp_unit_bytes(dpg.dense, dpg.experts, w_bytes, layers))
-    reqs |= dpg.requests("fsdp_rs", "reduce_scatter", *fsdp_unit_bytes(dpg.dense, dpg.experts, g_bytes, layers))
+    reqs |= dpg.requests("fsdp_rs", "reduce_scatter", *fsdp_unit_bytes(t_dense, t_exp, g_bytes, layers))
     return reqs
 
 
@@ -987,7 +1024,7 @@ def _optimizer_seconds(g: _Grid, dpg: _DpGroups, hw: Hardware) -> Any:
     """Optimizer step: the local (sharded) parameters' optimizer bytes read and written at HBM speed."""
     shard_d = np.where(g.zero >= 1, g.dp * g.cp, 1.0)  # distributed optimizer shards over DP x CP
     shard_e = np.where(g.zero >= 1, g.dp * g.tp * g.cp / (g.ep * g.etp), 1.0)
-    p_opt = dpg.dense / shard_d + dpg.experts / shard_e
+    p_opt = dpg.trained[0] / shard_d + dpg.trained[1] / shard_e
     return p_opt * OPTIMIZER_BYTES_PER_PARAM / (hw.hbm_bw * hw.hbm_eff)
 
 
@@ -1038,7 +1075,12 @@ def step_time(
     gemm_mb, comp_mb = g.gemm_mb, g.comp_mb
     n_gemm_dense = (layers - moe_layers) * GEMMS_FWD_PER_LAYER * layer_ratio
     n_gemm_moe = moe_layers * moe_gemms_fwd_per_layer(T, ep) * moe_ratio
-    ovh_mb = (n_gemm_dense + n_gemm_moe) * (3.0 + full) * hw.gemm_overhead_s
+    passes = 3.0 + full  # kernels per forward GEMM: forward, data and weight gradient (+ forward again)
+    if T.lora is not None:  # frozen base: no weight-gradient kernels; each adapter GEMM runs all three
+        n_adapter = lora_kernels(T, layers, moe_layers, layer_ratio, moe_ratio)
+        ovh_mb = ((n_gemm_dense + n_gemm_moe) * (passes - 1.0) + n_adapter * passes) * hw.gemm_overhead_s
+    else:
+        ovh_mb = (n_gemm_dense + n_gemm_moe) * passes * hw.gemm_overhead_s
 
     # ---- memory-bound (per micro-batch) ------------------------------------------------------
     elems = (T.elems_tp_split + T.elems_scores) / tp + T.elems_replicable * np.where(sp, 1.0 / tp, 1.0)

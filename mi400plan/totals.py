@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mi400plan.finetune import adapter_flop_params_per_token, lora_of
 from mi400plan.params import attention_flops_per_token, matmul_params_per_token, selective_recompute_flops_per_token
 
 
@@ -58,6 +59,11 @@ def flops_per_token(model: Any, seq_len: int, recompute: str | int = "none", rec
     attn_fwd = attention_flops_per_token(model, seq_len)
     head = 6.0 * model.vocab_size * model.hidden_size
     layers = dense + 3.0 * attn_fwd - head
+    lora = lora_of(recipe) if recipe is not None else None
+    if lora is not None:  # frozen base: forward and data gradient (4N); adapters forward and backward (6 N_adapter)
+        from mi400plan.params import count_params
+
+        dense = 4.0 * matmul_params_per_token(model) + 6.0 * adapter_flop_params_per_token(model, count_params(model), lora)
     if rc == 1:
         mods = tuple(recipe.recompute_modules) if recipe is not None else ("core_attn",)
         extra = selective_recompute_flops_per_token(model, seq_len, mods)
@@ -117,13 +123,17 @@ def collective_bytes_per_step(lay: dict[str, Any], wl: Any, terms: Any) -> dict[
     pp_b = 2.0 * vpp * s_act / tp if pp > 1 else 0.0
     dense = terms.dense_params / (tp * pp) + terms.replicated_params / pp
     expert = terms.expert_params / (ep * etp * pp)
-    groups = ((dense, cp * dp), (expert, tp * cp * dp // (ep * etp)))
+    n_dp = (cp * dp, tp * cp * dp // (ep * etp))
+    groups = ((dense, n_dp[0]), (expert, n_dp[1]))
+    # With LoRA only the adapters are reduced and updated; ZeRO-3 still gathers the frozen base
+    trained = groups if terms.lora is None else (
+        (terms.adapter_params / (tp * pp), n_dp[0]), (terms.adapter_expert_params / (ep * etp * pp), n_dp[1]))
 
-    def dp_op(kind: str, width: float) -> float:
+    def dp_op(kind: str, width: float, base: bool = False) -> float:
         f = all_reduce_bytes if kind == "ar" else gather_bytes
-        return sum(f(p * width, n) for p, n in groups if p > 0)
+        return sum(f(p * width, n) for p, n in (groups if base else trained) if p > 0)
 
     per_step = {0: dp_op("ar", g_bytes), 1: dp_op("rs", g_bytes) + dp_op("ag", w_bytes),
                 2: dp_op("ag", w_bytes), 3: 0.0}[zero]
-    per_mb = {2: dp_op("rs", g_bytes), 3: 2.0 * dp_op("ag", w_bytes) + dp_op("rs", g_bytes)}.get(zero, 0.0)
+    per_mb = {2: dp_op("rs", g_bytes), 3: 2.0 * dp_op("ag", w_bytes, base=True) + dp_op("rs", g_bytes)}.get(zero, 0.0)
     return {"tp": m * tp_b, "cp": m * cp_b, "ep": m * ep_b, "pp": m * pp_b, "dp": per_step + m * per_mb}

@@ -43,6 +43,10 @@ class RunMeta:
     moe: bool
     source: str  # the source key: URL and date ("file" for a user's file without them)
     source_title: str
+    # False: a validation-only run (predicted and reported, in the bands, never in a leave-one-source-out
+    # refit): a source the calibration discipline keeps out of fits, or a workload the runs format cannot
+    # fully express (the ``refit`` column, ``RECIPE_DEFAULTS``)
+    refit: bool = True
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,7 @@ def loso_errors(metas: Sequence[RunMeta], refit: Refit) -> tuple[list[float | No
         return out, []
     for s in sources:
         test = [i for i, m in enumerate(metas) if m.source == s]
-        train = [i for i, m in enumerate(metas) if m.source != s]
+        train = [i for i, m in enumerate(metas) if m.source != s and m.refit]
         for i, p in zip(test, refit(train, test)):
             out[i] = p
     return out, sources
@@ -231,7 +235,8 @@ DEEPSEEK_V2_COMMON = dict(model_type="deepseek_v2", n_shared_experts=2, num_expe
 # Recipe columns and what a row without them gets: the model's defaults.
 RECIPE_DEFAULTS = {"offload_layers": "0", "tp_overlap": "0", "ep_overlap": "0", "grad_dtype": "fp32", "mtp_layers": "0",
                    "recipe": "megatron", "fp8_params": "0", "fp8_weight_copies": "", "recompute_modules": "",
-                   "capacity_factor": "", "fused_cross_entropy": "", "moe_capacity_factor": ""}
+                   "capacity_factor": "", "fused_cross_entropy": "", "moe_capacity_factor": "", "finetune": "none",
+                   "lora_rank": "", "lora_targets": "", "refit": "1", "recompute_layers": ""}
 LAYOUT_KEYS = ("gpus", "seq", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep", "fsdp", "recompute", "offload_layers",
                "tp_overlap", "ep_overlap", "mtp_layers")
 
@@ -261,7 +266,7 @@ def model_spec(catalog: Any, name: str, seq: int) -> Any:
 
 def row_recipe(r: dict[str, str]) -> Any:
     """The run's memory recipe from its columns (``RECIPE_DEFAULTS`` where a file has none)."""
-    from mi400plan.specs.layout import train_recipe, with_expert_capacity
+    from mi400plan.specs.layout import train_recipe, with_expert_capacity, with_lora
 
     r = with_defaults(r)
     recipe = train_recipe(
@@ -269,10 +274,12 @@ def row_recipe(r: dict[str, str]) -> Any:
         fp8_params=r["fp8_params"] == "1" or None,
         fp8_weight_copies=int(r["fp8_weight_copies"]) if r["fp8_weight_copies"] else None,
         recompute_modules=r["recompute_modules"] or None,
+        recompute_layers=int(r["recompute_layers"]) if r["recompute_layers"] else None,
         capacity_factor=float(r["capacity_factor"]) if r["capacity_factor"] else None,
         fused_cross_entropy=r["fused_cross_entropy"] == "1" or None)
     cap = float(r["moe_capacity_factor"]) if r["moe_capacity_factor"] else None
     recipe = with_expert_capacity(recipe, cap, buffers_given=bool(r["capacity_factor"]))
+    recipe = with_lora(recipe, r["finetune"], int(r["lora_rank"]) if r["lora_rank"] else None, r["lora_targets"] or None)
     return recipe.model_copy(update={"mtp_layers": int(r["mtp_layers"])}) if int(r["mtp_layers"]) else recipe
 
 
@@ -307,4 +314,4 @@ def measured_step_s(r: dict[str, str]) -> float:
 
 def row_meta(r: dict[str, str], moe: bool) -> RunMeta:
     return RunMeta(id=r["id"], sku=r["sku"], family=r["family"], stack=r.get("stack") or None, moe=moe,
-                   source=row_source(r), source_title=r["source_title"])
+                   source=row_source(r), source_title=r["source_title"], refit=with_defaults(r)["refit"] != "0")

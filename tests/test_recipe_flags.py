@@ -8,7 +8,8 @@ FP8 switches); the priced workload (memory per GPU, step time, days, the answer)
 command must refuse the flag with exit 2 where that refusal is documented:
 
 * ``fit`` prices memory only: the step-time switches (``--overlap-*``) are refused;
-* ``budget`` has no recipe flags but ``--precision``: click refuses the others (no such option);
+* ``budget`` has no recipe flags but ``--precision``: click refuses the others (no such option), and the
+  LoRA flags are refused with the reason (its scaling law sizes a pre-training run);
 * ``--fp8-params`` without ``--precision fp8`` is refused by every command;
 * ``--precision nvfp4`` (an NVIDIA format) is refused on the MI355X base by every command; ``mxfp8`` and
   ``mxfp4`` run there (CDNA 4 has OCP MX math) and ``--bf16-gemm-share`` moves an MXFP4 run.
@@ -106,6 +107,9 @@ FLAGS: list[tuple[list[str], list[str], str]] = [
     (["--no-overlap-pp"], [], DENSE),
     (["--no-overlap-cp"], [], DENSE),
     (["--recompute", "full"], [], DENSE),
+    (["--finetune", "lora"], [], DENSE),
+    (["--lora-rank", "64"], ["--finetune", "lora"], DENSE),
+    (["--lora-targets", "qkv,proj,fc1,fc2"], ["--finetune", "lora"], DENSE),
 ]
 # fit --largest answers a ladder model (layer counts multiples of 8), whose best layout recomputes fully
 VARIANTS: dict[tuple[str, str], tuple[list[str], list[str]]] = {
@@ -117,6 +121,9 @@ REFUSED: dict[tuple[str, str], str] = {
     **{("fit", f): "a step-time switch" for f in ("--no-overlap-dp", "--overlap-tp", "--overlap-ep",
                                                    "--no-overlap-pp", "--no-overlap-cp")},
     **{("budget", flag[0]): "No such option" for flag, _, _ in FLAGS if flag[0] != "--precision"},
+    # budget's scaling law sizes a pre-training run: it takes the LoRA flags only to say so
+    **{("budget", f): "budget sizes a pre-training run by a scaling law" for f in
+       ("--finetune", "--lora-rank", "--lora-targets")},
 }
 # --precision values a command refuses on the base SKU (MI355X), keyed by value: every command
 REFUSED_VALUES = {"nvfp4": "does not run NVFP4"}
@@ -168,6 +175,13 @@ def test_fp8_params_without_fp8_is_refused_everywhere(cli, command: str) -> None
     assert code == 2 and "add --precision fp8" in out, out
 
 
+@pytest.mark.parametrize("command", ["fit", "sweep", "sweep --deadline", "sweep --budget", "fit --largest"])
+@pytest.mark.parametrize("flag", [["--lora-rank", "8"], ["--lora-targets", "qkv"]])
+def test_lora_sizes_without_lora_are_refused_everywhere(cli, command: str, flag: list[str]) -> None:  # noqa: ANN001
+    code, _, out = _run(cli, [*_base(command, DENSE), *flag])
+    assert code == 2 and "add --finetune lora" in out, out
+
+
 @pytest.mark.parametrize("flag", ["--plot", "--save"])
 @pytest.mark.parametrize("mode", [["--deadline", "30d"], ["--budget", "1M", "--gpu-hour-cost", "2"]])
 def test_deadline_and_budget_refuse_a_plot_or_plan(cli, tmp_path, flag: str, mode: list[str]) -> None:  # noqa: ANN001
@@ -193,7 +207,7 @@ def test_each_switch_has_one_spelling(cli) -> None:  # noqa: ANN001
               "fp8_weight_copies", "fp8_params", "bf16_gemm_share", "fused_cross_entropy", "recompute_modules",
               "recompute_layers",
               "vocab_divisible_by", "offload_layers", "uneven_pp", "split_embedding_loss", "overlap_tp",
-              "overlap_ep", "overlap_pp", "overlap_cp", "overlap_dp"}
+              "overlap_ep", "overlap_pp", "overlap_cp", "overlap_dp", "finetune", "lora_rank", "lora_targets"}
     for key in shared:
         assert spell["fit"][key] == spell["sweep"][key], key
     assert spell["sweep"]["overlap_tp"][1] == ("--no-overlap-tp",)  # the old sweep spelling still works

@@ -132,6 +132,7 @@ def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any],
     """One run checked and made ready for the forward model; ``memo`` shares the SKU builds and model
     terms between runs (a 1,000-run file of a few workloads builds each once). The run is priced on the
     stack profile its ``stack`` names, else ``stack`` (calibrate --stack), else its vendor default."""
+    from mi400plan.finetune import check_lora, lora_of
     from mi400plan.hardware import build_sku
     from mi400plan.stacks import known_stack
     from mi400plan.search import SearchOptions, Workload, evaluate_one, layout_violations, model_terms
@@ -149,7 +150,11 @@ def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any],
     base_hw = _memo(memo, ("hw", sku, r.precision, r.offload_layers > 0, request.key()),
                     lambda: build_sku(cat, sku, r.precision, offload=r.offload_layers > 0, stack=request).hw)
     topts = r.train_options()
-    recipe = topts.train_recipe()
+    try:  # a LoRA rank without finetune = "lora", or adapters the model cannot have, name the run
+        recipe = topts.train_recipe()
+        check_lora(spec, lora_of(recipe))
+    except UsageError as exc:
+        raise ProfileError(exc.message, path=entry.path, line=entry.line, field="finetune") from None
     spec, counts = _memo(memo, ("model", id(spec), r.mtp_layers), lambda: _with_mtp(spec, r.mtp_layers))
     if r.mtp_layers:
         recipe = recipe.model_copy(update={"mtp_layers": r.mtp_layers})

@@ -171,8 +171,8 @@ class LayoutPins:
 _RECIPE_KEYS = ("recipe", "optimizer", "grad_dtype", "flash_attention", "dropout", "fp8_weight_copies", "fp8_params",
                 "bf16_gemm_share",
                 "recompute_modules", "recompute_layers", "fused_cross_entropy", "capacity_factor",
-                "moe_capacity_factor", "vocab_divisible_by", "offload_layers", "overlap_tp", "overlap_ep", "overlap_pp", "overlap_cp",
-                "overlap_dp", "split_embedding_loss", "uneven_pp")
+                "moe_capacity_factor", "vocab_divisible_by", "offload_layers", "overlap_tp", "overlap_ep", "overlap_pp",
+                "overlap_cp", "overlap_dp", "split_embedding_loss", "uneven_pp", "finetune", "lora_rank", "lora_targets")
 
 
 def fit(
@@ -619,9 +619,11 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
         nmb = global_batch // per_step
     if seq_len > model.max_seq_len:
         warnings.append(f"sequence length {seq_len} exceeds {model.name}'s max_seq_len {model.max_seq_len}")
+    from mi400plan.finetune import check_lora, finetune_text, lora_of
     from mi400plan.memory import padded_vocab_size
 
     _check_offload(recipe.offload_layers, model, layout, options)
+    check_lora(model, lora_of(recipe))
     mem = _train_terms(model, counts, recipe, layout, seq_len, nmb, options).item()
     layout_dict: dict[str, int | str | bool] = dict(layout.model_dump())
     layout_dict["schedule"] = layout.schedule
@@ -658,6 +660,9 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     rdict["pipeline_split"] = split_text(model.num_layers, layout.pp, layout.vpp, max(code, 0))
     rdict["fp8_weight_bytes"] = recipe.fp8_weight_bytes
     rdict["gemm_weight_bytes"] = recipe.gemm_weight_bytes
+    ft = finetune_text(options)
+    if ft:
+        rdict["finetune"] = ft
     return FitResult(model=fm, mode="train", recipe=rdict, reserve=recipe.reserve.text(), rows=rows,
                      warnings=warnings)
 

@@ -12,7 +12,7 @@ from mi400plan.cli.common import (
     TRAIN_PRECISION_ALIASES, TRAIN_PRECISION_CHOICES, AsciiOpt, CheckOpt, FormatOpt, JsonOpt, ProfilesOpt, WideOpt, alias, app, catalog,
     pick_format, run, seq_tokens,
 )
-from mi400plan.cli.recipe import train_options
+from mi400plan.cli.recipe import FinetuneOpt, LoraRankOpt, LoraTargetsOpt, train_options
 
 
 @app.command("budget")
@@ -29,6 +29,9 @@ def cmd(
     seq: Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS", help="Sequence length (default 8192).")] = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Sequences or tokens (4Mi); default 4Mi tokens.")] = None,
     precision: Annotated[str, typer.Option("--precision", metavar="bf16|fp8|mxfp8|nvfp4|mxfp4", help="Training precision, as sweep takes it (the block GEMMs at that format's dense peak).")] = "bf16",
+    finetune: FinetuneOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     profiles: ProfilesOpt = None,
@@ -48,6 +51,11 @@ def cmd(
     seq_n = seq_tokens(seq)
     precision = alias(precision, TRAIN_PRECISION_ALIASES, "--precision", TRAIN_PRECISION_CHOICES)
     fam = family.strip().lower()
+    for flag, value in (("--finetune", finetune), ("--lora-rank", lora_rank), ("--lora-targets", lora_targets)):
+        if value is not None and (flag != "--finetune" or value.value != "none"):
+            raise typer.BadParameter("budget sizes a pre-training run by a scaling law (parameters and tokens "
+                                     "from the FLOPs); a LoRA fine-tune adapts a given model: price it with "
+                                     "'sweep MODEL --finetune lora --tokens N'", param_hint=flag)
     if fam not in ("dense", "moe"):
         raise typer.BadParameter(f"{family!r} is not one of dense|moe", param_hint="--family")
 

@@ -13,7 +13,7 @@ from mi400plan.cli.recipe import (
     Bf16ShareOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt, MoeCapacityOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
     RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, flag_values, refuse_step_time, train_options,
-    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt,
+    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt, FinetuneOpt, LoraRankOpt, LoraTargetsOpt,
 )
 from mi400plan.cli.counts import count, sku_list
 from mi400plan.cli.common import WidthOpt
@@ -112,6 +112,7 @@ def fit_cmd(
     moe_dispatcher: MoeDispatcherOpt = None,
     cuda_graphs: CudaGraphsOpt = None,
     attention_kernel: AttentionKernelOpt = None,
+    finetune: FinetuneOpt = None, lora_rank: LoraRankOpt = None, lora_targets: LoraTargetsOpt = None,
     largest: Annotated[bool, typer.Option(
         "--largest",
         help="Instead of a model: the largest model of a family (--family) that fits --gpus GPUs of each --sku "
@@ -150,7 +151,7 @@ def fit_cmd(
                  offload_layers=offload_layers, uneven_pp=uneven_pp, split_embedding_loss=split_embedding_loss,
                  overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,
                  overlap_dp=overlap_dp, stack=stack, moe_dispatcher=moe_dispatcher, cuda_graphs=cuda_graphs,
-                 attention_kernel=attention_kernel)
+                 attention_kernel=attention_kernel, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets)
     _refuse_other_mode(mode, {"--vpp": vpp, "--dp": dp, "--etp": etp, "--cp": cp, "--zero": zero,
                               "--micro-batch": micro_batch, "--recompute": recompute, "--sp/--no-sp": sp,
                               "--global-batch": global_batch, **flag_values(given)},

@@ -133,6 +133,26 @@ SplitOpt = Annotated[Optional[bool], typer.Option(
          "--account-for-loss-in-pipeline-split; Llama 3 405B: 126 + 2 = 16 stages x 8).")]
 
 
+class FinetuneChoice(str, Enum):
+    none = "none"
+    lora = "lora"
+
+
+FinetuneOpt = Annotated[Optional[FinetuneChoice], typer.Option(
+    "--finetune",
+    help="Train: 'lora' freezes the base weights (no weight gradients, gradients or optimizer states for them) "
+         "and trains low-rank adapters (Hu et al. 2021); default none (every weight trains).")]
+LoraRankOpt = Annotated[Optional[int], typer.Option(
+    "--lora-rank", parser=count, metavar="R",
+    help="With --finetune lora: the adapters' rank. Default 16, the MLPerf Training Llama 2 70B LoRA "
+         "reference's (mlcommons/training, 2024-04-18).")]
+LoraTargetsOpt = Annotated[Optional[str], typer.Option(
+    "--lora-targets", metavar="LIST",
+    help="With --finetune lora: the layers that get adapters, comma-separated: qkv, proj, fc1, fc2 "
+         "(Megatron-Core linear_qkv, linear_proj, linear_fc1, linear_fc2). Default qkv,proj, the MLPerf "
+         "Training Llama 2 70B LoRA reference's.")]
+
+
 def recipe_flags(**flags: Any) -> dict[str, Any]:
     """The flags as ``TrainOptions`` keyword arguments (enum choices as their values, ``None`` kept)."""
     return {k: (v.value if isinstance(v, Enum) else v) for k, v in flags.items()}
@@ -176,6 +196,7 @@ RECIPE_FLAGS = {
     "overlap_dp": "--overlap-dp/--no-overlap-dp",
     "stack": "--stack", "moe_dispatcher": "--moe-dispatcher", "cuda_graphs": "--cuda-graphs",
     "attention_kernel": "--attention-kernel",
+    "finetune": "--finetune", "lora_rank": "--lora-rank", "lora_targets": "--lora-targets",
 }
 
 

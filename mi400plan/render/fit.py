@@ -109,6 +109,7 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
         *_fp8_weights_line(result.recipe),
         *_logits_line(result.recipe),
         *_recompute_line(row, result.recipe),
+        *([f"fine-tuning: {result.recipe['finetune']}"] if result.recipe.get("finetune") else []),
         f"runtime reserve: {result.reserve}{_reserve_split(row)}; GB = 10^9 B, GiB = 2^30 B",
         *([f"software stack: {row.stack}"] if row.stack else []),
         f"profiles: {short_path(result.model.profile)}, {short_path(row.profile)}",
@@ -315,6 +316,9 @@ def _recipe_text(result: FitResult) -> str:
     rc = result.recipe
     if result.mode == "train":
         bpp = rc.get("bytes_per_param")
+        if rc.get("finetune"):
+            return (f"recipe {rc.get('name')}: {rc.get('finetune')}: {bpp:g} B/param on the adapters, the working "
+                    f"copy alone on the base (optimizer {rc.get('optimizer')}); runtime reserve {result.reserve}")
         return (f"recipe {rc.get('name')}: {bpp:g} B/param of weights, gradients and optimizer states "
                 f"(optimizer {rc.get('optimizer')}); runtime reserve {result.reserve}")
     return (f"weights {rc.get('weight_format')} ({rc.get('weight_bytes_per_param'):g} B/param), KV cache "

@@ -179,6 +179,8 @@ def render(res: SweepResult, console: Any) -> None:
         if e.stack_label:
             console.print(f"{e.sku}: software stack {e.stack_label} ({e.stack_basis})", markup=False, highlight=False)
     console.print(_switches(res), markup=False, highlight=False)
+    if res.finetune:
+        console.print(f"Fine-tuning: {res.finetune}.", markup=False, highlight=False)
     if res.saved_plan:
         console.print(f"Saved the best layout to {res.saved_plan}", markup=False, highlight=False)
 

@@ -80,6 +80,7 @@ class DeadlineResult(Result):
     max_gpus: int
     site: str | None = None
     recipe: dict[str, Any] = Field(default_factory=dict)  # training-recipe switches that differ from the defaults
+    finetune: str | None = None  # LoRA fine-tuning (``finetune.finetune_text``); None: every weight trains
     method: str
     answers: list[SkuAnswer] = Field(default_factory=list)
 

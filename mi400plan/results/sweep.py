@@ -345,6 +345,7 @@ class SweepResult(Result):
     # (pp: interleaved schedule only; its 2 (pp - 1) fill/drain transfers stay exposed).
     overlap: dict[str, bool]
     split_embedding_loss: bool = False  # PP x VPP may divide layers + 2 (embedding and loss count as layers)
+    finetune: str | None = None  # LoRA fine-tuning (``finetune.finetune_text``); None: every weight trains
     evaluated: int
     valid: int
     rejected: dict[str, int]

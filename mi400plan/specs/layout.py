@@ -436,6 +436,10 @@ class TrainRecipe(StrictModel):
     zero3_prefetch_bucket_size: float = Field(default=DEEPSPEED_PREFETCH_BUCKET_SIZE, ge=0)
     zero3_reduce_bucket_size: float = Field(default=DEEPSPEED_REDUCE_BUCKET_SIZE, ge=0)
     reserve: RuntimeReserve = Field(default_factory=RuntimeReserve)
+    # LoRA fine-tuning (``mi400plan.finetune``): adapter rank (0: every weight trains) and target layers.
+    # With a rank the base weights are frozen: no gradients or optimizer states for them.
+    lora_rank: int = Field(default=0, ge=0)
+    lora_targets: tuple[str, ...] = ()
 
     @property
     def fp8_weight_bytes(self) -> float:
@@ -623,6 +627,33 @@ def with_bf16_gemm_share(recipe: TrainRecipe, share: float | None) -> TrainRecip
                                      + kept * recipe.activation_bytes})
 
 
+def with_lora(recipe: TrainRecipe, finetune: str | None, rank: int | None,
+              targets: tuple[str, ...] | list[str] | str | None) -> TrainRecipe:
+    """``recipe`` with the LoRA adapters of ``--finetune lora --lora-rank R --lora-targets T`` (``lora_fields``)."""
+    return recipe.model_copy(update=lora_fields(finetune, rank, targets))
+
+
+def lora_fields(finetune: str | None, rank: int | None, targets: tuple[str, ...] | list[str] | str | None
+                ) -> dict[str, object]:
+    """``TrainRecipe`` fields of ``--finetune lora --lora-rank R --lora-targets T`` (``mi400plan.finetune``:
+    rank and targets default to the MLPerf Training Llama 2 70B LoRA reference's); a rank or targets without
+    ``--finetune lora`` and a rank below 1 are usage errors."""
+    from mi400plan.finetune import DEFAULT_LORA_RANK, DEFAULT_LORA_TARGETS, FINETUNE_MODES, parse_targets
+
+    mode = finetune or "none"
+    if mode not in FINETUNE_MODES:
+        raise UsageError(f"unknown fine-tuning mode {finetune!r}; known: {', '.join(FINETUNE_MODES)}")
+    if mode != "lora":
+        if rank is not None or targets is not None:
+            flag = "--lora-rank" if rank is not None else "--lora-targets"
+            raise UsageError(f"{flag} sizes LoRA adapters; add --finetune lora")
+        return {}
+    if rank is not None and int(rank) < 1:
+        raise UsageError(f"--lora-rank must be a positive integer (the adapters' inner width), got {rank}")
+    return {"lora_rank": int(rank) if rank is not None else DEFAULT_LORA_RANK,
+            "lora_targets": parse_targets(targets) if targets is not None else DEFAULT_LORA_TARGETS}
+
+
 def parse_recompute_modules(given: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
     """Megatron-Core ``recompute_modules`` names (a list, or one string separated by commas or ``+``,
     which a CSV cell holds unquoted), checked against ``RECOMPUTE_MODULES``, deduplicated, in the
@@ -634,6 +665,21 @@ def parse_recompute_modules(given: str | tuple[str, ...] | list[str]) -> tuple[s
         raise UsageError(f"unknown recompute module(s) {', '.join(unknown) or '(none given)'}; "
                          f"known: {', '.join(RECOMPUTE_MODULES)}")
     return tuple(dict.fromkeys(names))
+
+
+def lora_targets_value(v: object) -> tuple[str, ...] | None:
+    """A ``lora_targets`` field's value checked and normalised (``finetune.parse_targets``); a bad one raises
+    ``ValueError`` (pydantic reports it, naming the field). ``None`` or an empty string: not given."""
+    from mi400plan.finetune import parse_targets
+
+    if v is None or v == "":
+        return None
+    if not isinstance(v, (str, list, tuple)) or not all(isinstance(x, str) for x in ([v] if isinstance(v, str) else v)):
+        raise ValueError("a list of target names, or one string of them separated by commas")
+    try:
+        return parse_targets(v)  # type: ignore[arg-type]
+    except UsageError as exc:
+        raise ValueError(exc.message) from None
 
 
 def recompute_modules_value(v: object) -> tuple[str, ...] | None:
@@ -711,6 +757,11 @@ class TrainOptions(StrictModel):
     moe_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep", "none"] | None = None
     cuda_graphs: Literal["none", "partial", "full"] | None = None
     attention_kernel: Literal["fa2", "fa3", "cudnn", "ck", "triton"] | None = None
+    # Fine-tuning (``mi400plan.finetune``): "lora" freezes the base weights and trains adapters of
+    # ``lora_rank`` (None: the default rank) on ``lora_targets`` (None: the default targets).
+    finetune: Literal["none", "lora"] = "none"
+    lora_rank: int | None = Field(default=None, ge=1)
+    lora_targets: tuple[str, ...] | None = None  # a comma-separated string is accepted too
 
     @field_validator("recompute_modules", mode="before")
     @classmethod
@@ -722,9 +773,14 @@ class TrainOptions(StrictModel):
     def _precision(cls, v: object) -> object:
         return {"fp4": "mxfp4"}.get(v, v) if isinstance(v, str) else v
 
+    @field_validator("lora_targets", mode="before")
+    @classmethod
+    def _targets(cls, v: object) -> object:
+        return lora_targets_value(v)
+
     def train_recipe(self) -> TrainRecipe:
-        """The memory recipe these switches describe (``train_recipe``, ``with_bf16_gemm_share``,
-        ``with_expert_capacity``)."""
+        """The memory recipe these switches describe (``train_recipe``, ``with_expert_capacity``,
+        ``with_bf16_gemm_share``, ``with_lora``)."""
         recipe = train_recipe(
             self.recipe, precision=self.precision, optimizer=self.optimizer, grad_dtype=self.grad_dtype,
             flash_attention=self.flash_attention, dropout=self.dropout,
@@ -735,7 +791,8 @@ class TrainOptions(StrictModel):
             recompute_layers=self.recompute_layers, fused_cross_entropy=self.fused_cross_entropy,
         )
         recipe = with_expert_capacity(recipe, self.moe_capacity_factor, buffers_given=self.capacity_factor is not None)
-        return with_bf16_gemm_share(recipe, self.bf16_gemm_share)
+        recipe = with_bf16_gemm_share(recipe, self.bf16_gemm_share)
+        return with_lora(recipe, self.finetune, self.lora_rank, self.lora_targets)
 
     def search_flags(self) -> dict[str, bool]:
         """The ``search.SearchOptions`` switches."""
@@ -779,6 +836,8 @@ class TrainOptions(StrictModel):
                              offload_layers=new["offload_layers"] if isinstance(new["offload_layers"], int) else None)
             if isinstance(new["bf16_gemm_share"], (int, float)):
                 with_bf16_gemm_share(r, new["bf16_gemm_share"])
+            lora_fields(new["finetune"] if new["finetune"] in ("none", "lora") else None,
+                        new["lora_rank"] if isinstance(new["lora_rank"], int) else None, None)
             e = exc.errors()[0]
             msg = str(e['msg']).removeprefix('Value error, ')
             raise UsageError(f"invalid training option {'.'.join(str(x) for x in e['loc'])}: {msg}") from None
