@@ -240,10 +240,11 @@ def test_validation_errors(catalog) -> None:
     assert mean <= PINNED_MEAN and mx <= PINNED_MAX
 
 
-# Pinned at the figures reached, which MISS issue 9's targets (6 % / 12 %): 11.1 % mean, 48.2 % max over 61
-# runs (Ampere 6.6 % / 15.2 %, Hopper 10.9 % / 36.4 %, Blackwell 12.2 % / 48.2 %, CDNA 4 10.8 % / 14.1 %,
-# CDNA 3 24.2 %). The eight runs added with the low-precision recipes (Megatron-Bridge 26.02, Llama 3 70B and
-# 405B on GB200 / GB300 in NVFP4 and MXFP8; validation only) are -14 % to +24 % off; the FP8-MX rows of 25.11
+# Pinned at the figures reached, which MISS issue 9's targets (6 % / 12 %): 10.7 % mean, 48.2 % max over 68
+# runs (Ampere 6.6 % / 15.2 %, Hopper 10.8 % / 36.4 %, Blackwell 11.4 % / 48.2 %, CDNA 4 10.8 % / 14.1 %,
+# CDNA 3 15.6 % / 24.2 %). The eight runs added with the low-precision recipes (Megatron-Bridge 26.02, Llama 3
+# 70B and 405B on GB200 / GB300 in NVFP4 and MXFP8; validation only) are -14 % to +24 % off; the seven fine-tuning
+# runs (Megatron-Bridge 26.06 LoRA and SFT, AMD's MLPerf v5.0 LoRA) -15.9 % to +2.9 %; the FP8-MX rows of 25.11
 # are priced as MXFP8 now. The largest misses are NVIDIA's MoE runs at EP 8 and micro-batch 1 on B200, now too slow:
 # Qwen3-235B -48 % (26.02) and -40 % (25.11), DeepSeek-V3 -37 %. Their 16-32 local experts a GPU make
 # them host-bound at the host time per expert GEMM fitted on AMD's Primus run (219 us); the published
@@ -254,7 +255,7 @@ def test_validation_errors(catalog) -> None:
 # fused-attention and hipBLASLt settings of AMD's own recipe), the GB200 Llama 3 70B NVFP4 run (+24 %),
 # the H100 Llama 3 FP8 runs (-16 % to -22 %) and runs with activation checkpointing (MPT, 7-15 % too
 # slow). Tighten as the model improves.
-PINNED_MEAN, PINNED_MAX = 0.112, 0.483
+PINNED_MEAN, PINNED_MAX = 0.108, 0.483
 
 
 if __name__ == "__main__":  # print the README table: python tests/test_validation_train.py
