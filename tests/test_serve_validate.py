@@ -217,6 +217,19 @@ def test_cli_serve_table_shows_the_published_results(cli) -> None:
     assert "M1: MLCommons MLPerf Inference v5.1" in r.output
 
 
+def test_cli_serve_table_fits_80_columns_as_tables(cli, monkeypatch) -> None:
+    """At 80 columns every table prints as a table (no one-record-per-row fallback, whose rows are
+    '<header>  <value>' lines under a rule): one per source, its stacks in the title."""
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli(["validate", "--serve", "--no-loso"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert not any(line.startswith("source ") or line.startswith("group ") and "points" not in line for line in lines)
+    assert "D1 (2025-03-18), stacks sglang (mi300x), trtllm (h200)" in r.stdout
+    assert any(line.split()[:2] == ["trtllm", "nvidia-hopper"] for line in lines)
+
+
 @pytest.mark.slow  # every refit: about 20-40 s
 def test_loso_covers_every_fitted_point(catalog) -> None:
     """11 runs have points inside their group's window: the three 2025-10-16 nightly runs (Llama-3.3-70B and
