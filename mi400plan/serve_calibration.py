@@ -42,6 +42,7 @@ absolute TPOT error (a calibration cannot be trusted beyond the spread it leaves
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from typing import Any
@@ -167,36 +168,49 @@ def family_of(architecture: str | None) -> str | None:
     return next((fam for key, fam in FAMILY_KEYS if key in text), None)
 
 
+def calibration_keys(family: str, cls: str, stack: str | None) -> tuple[str, ...]:
+    """The calibrations a model of class ``cls`` on serving stack ``stack`` (None: no stack named) may be
+    served with on ``family``, in ``serve``'s order of preference: the stack's own fit for the class
+    (``family/class/stack``), the family's fit for the class over every stack (``family/class``), the
+    family's other class."""
+    own = (f"{family}/{cls}/{stack}",) if stack else ()
+    return own + tuple(f"{family}/{c}" for c in (cls, *(o for o in MODEL_CLASSES if o != cls)))
+
+
+def choose_calibration(family: str, cls: str, stack: str | None,
+                       lookup: Callable[[str], FamilyCalibration | None]) -> FamilyCalibration | None:
+    """The first of :func:`calibration_keys` that ``lookup`` has (a stored table, or a refit without a held-out
+    run: ``serve_validate``); a family fit chosen for a named stack stands in for it, its corners moved by its
+    largest TPOT error instead of its mean (the stack's own kernels are not in the fit: the spread of the
+    family's worst point is the bound), its status saying so. None: no calibration (the profile's values)."""
+    for key in calibration_keys(family, cls, stack):
+        cal = lookup(key)
+        if cal is None:
+            continue
+        if stack is None or key.count("/") == 2:
+            return cal
+        return replace(cal, stack=stack, range_err=max(cal.tpot_max_err, cal.tpot_mean_err),
+                       status=f"family fit standing in for {stack}, which has no {cls} points on {family}; range: "
+                              "the family's max TPOT error")
+    return None
+
+
 def calibration_for(architecture: str | None, cls: str) -> FamilyCalibration | None:
     """The family's calibration for models of class ``cls``; the family's other class when it has
     points of that one only (the returned ``model_class`` says which); None for an uncalibrated family."""
     fam = family_of(architecture)
-    if fam is None:
-        return None
-    for c in (cls, *(c for c in MODEL_CLASSES if c != cls)):
-        if f"{fam}/{c}" in CALIBRATION:
-            return CALIBRATION[f"{fam}/{c}"]
-    return None
+    return None if fam is None else choose_calibration(fam, cls, None, CALIBRATION.get)
 
 
 def stack_calibration_for(architecture: str | None, cls: str, stack: str | None) -> FamilyCalibration | None:
     """The calibration a model of class ``cls`` is served with on serving stack ``stack`` (None: the
     family's, :func:`calibration_for`): the stack's own fit on the family for that class where
     ``STACK_CALIBRATION`` has one (enough points: :func:`stack_fit_allowed`); else the family's fit over
-    every stack, whose corners then move by its largest TPOT error instead of its mean (the stack's own
-    kernels are not in the fit: the spread of the family's worst point is the bound), status saying so."""
+    every stack standing in for it (:func:`choose_calibration`)."""
     fam = family_of(architecture)
-    if stack is None or fam is None:
-        return calibration_for(architecture, cls)
-    own = STACK_CALIBRATION.get(f"{fam}/{cls}/{stack}")
-    if own is not None:
-        return own
-    cal = calibration_for(architecture, cls)
-    if cal is None:
+    if fam is None:
         return None
-    return replace(cal, stack=stack, range_err=max(cal.tpot_max_err, cal.tpot_mean_err),
-                   status=f"family fit standing in for {stack}, which has no {cls} points on {fam}; range: the "
-                          "family's max TPOT error")
+    return choose_calibration(fam, cls, stack, lambda k: STACK_CALIBRATION.get(k) or CALIBRATION.get(k))
 
 
 def scaled(hw: Any, scale: Any) -> Any:

@@ -1,6 +1,9 @@
 """The serving model against published inference measurements: signed errors on output tokens/s per GPU,
 TTFT and TPOT, by serving stack and SKU family, with leave-one-source-out cross-validation of the
-InferenceX calibration (``serve_calibration``).
+InferenceX calibration (``serve_calibration``). Every case is priced the way ``serve --stack`` prices it:
+on the serving stack profile (``profiles/serving``) it was measured with, at
+``serve_calibration.stack_calibration_for`` (the stack's own fit for the family and class, else the
+family's fit standing in for it).
 
 Sign convention (every metric): ``error`` is the prediction's relative error, signed so that + means the
 model is optimistic: ``predicted / measured - 1`` for tokens/s (+ = predicts more throughput than was
@@ -10,26 +13,30 @@ measured) and ``1 - predicted / measured`` for TTFT and TPOT (+ = predicts a sho
 
 Data (bundled in the wheel as ``mi400plan/data/``; in a source checkout ``tests/data/``):
 
-* ``serve_inferencex.csv``: SemiAnalysis InferenceX points, the calibration data. Each is a role:
-  ``fitted`` (inside its family/class's window and steady state: what ``fit_family`` fits), ``older``
-  (runs before the window: older software, never fitted) or ``queued`` (a measured queue,
+* ``serve_inferencex.csv``: SemiAnalysis InferenceX points, the calibration data. Each row's stack is the
+  profile whose ``[inferencex] framework`` is its ``framework`` label on the family's vendor
+  (``serve_calibration.row_stack``: ``trt`` -> ``trtllm``, ``vllm`` on AMD -> ``rocm-vllm``). Each is a
+  role: ``fitted`` (inside its family/class's window and steady state: what ``fit_family`` fits),
+  ``older`` (runs before the window: older software, never fitted) or ``queued`` (a measured queue,
   ``serve_calibration.queued``: outside the steady state the model describes; listed, left out of every
   statistic). InferenceX publishes total (input + output) tokens/s per GPU; the rows' output tokens/s per
   GPU is that times ``osl / (isl + osl)``, the output share at the run's lengths, which is also the model's
   (``serve.evaluate``), so its relative error is the calibration's.
 * ``serve_validation.csv``: MLPerf Inference, vendors' tables and other published results, never fitted:
-  predicted at the stored calibration (``predict_measured``), TTFT and TPOT where the source publishes them
-  (means; InferenceX's are medians).
+  predicted at the stored calibration of the stack each source measured with
+  (``serve_calibration.VALIDATION_STACKS``) by ``predict_measured``, TTFT and TPOT where the source
+  publishes them (means; InferenceX's are medians).
 
 Leave-one-source-out (LOSO). A source of the InferenceX file is one GitHub Actions run of the InferenceX
 benchmark (its ``run_url`` without the ``/attempts/N`` suffix: one nightly's sweep of one input/output
 length pair, every SKU of every family in it). Holding a run out, the rows are grouped again without it
-(``calibration_groups``: the window is recomputed, so holding out a family's newest run brings older runs
-into the window), each family/class the run had points in is refitted (``fit_family``) and the run's
-in-window points are predicted at the refit. A family/class left with no fitted point is predicted the way
-``serve`` prices an uncalibrated class (``calibration_for``): the family's other class, refitted without
-the run; with neither, the profile's values. A validation-file row is never fitted, so its error at the
-stored calibration is already held out; its source is its ``source`` column.
+(``calibration_groups`` by family/class and by family/class/stack: each window is recomputed, so holding
+out a group's newest run brings older runs into it), and each of the run's in-window points is predicted
+at the calibration ``serve`` would then choose (``serve_calibration.choose_calibration``, the rule of
+``stack_calibration_for``) over the refits without the run: its stack's own (``fit_family(...,
+stack=)``) where ``stack_fit_allowed`` still holds; else the family's fit for the class standing in for
+the stack; else the family's other class; with none, the profile's values. A validation-file row is never
+fitted, so its error at the stored calibration is already held out; its source is its ``source`` column.
 """
 
 from __future__ import annotations
@@ -46,9 +53,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mi400plan.errors import PlannerError
-from mi400plan.serve_calibration import (MODEL_CLASSES, RECENT_DAYS, FamilyCalibration, Measured, Point, PointGroup,
-                                         apply, calibration_for, calibration_groups, family_of, fit_family,
-                                         model_class, point_from_row, predict, predict_measured, queued)
+from mi400plan.serve_calibration import (RECENT_DAYS, VALIDATION_STACKS, FamilyCalibration, Measured, Point,
+                                         PointGroup, apply, calibration_groups, calibration_keys, choose_calibration,
+                                         family_of, fit_family, model_class, point_from_row, predict, predict_measured,
+                                         queued, row_stack, stack_calibration_for, stack_fit_allowed)
 
 if TYPE_CHECKING:
     from mi400plan.profiles import Catalog
@@ -67,12 +75,6 @@ VALIDATION_SOURCES = {
     "M1": ("MLCommons MLPerf Inference v5.1 Datacenter, Llama 2 70B", "2025-09-09"),
     "M2": ("MLCommons MLPerf Inference v5.1 Datacenter, DeepSeek-R1", "2025-09-09"),
 }
-# The serving stack of each validation source, by chip vendor (the file's header names the software; the labels
-# are InferenceX's ``framework`` names): O1 and A1 ran vLLM; D1 SGLang 0.4.2 on MI300X and TensorRT-LLM 0.17
-# on H200; T1 TensorRT-LLM; M1 vLLM 0.9 (ROCm) on AMD and TensorRT on NVIDIA; M2 TensorRT. A ``stack``
-# column in the file, where present, takes precedence.
-VALIDATION_STACKS = {("O1", "AMD"): "vllm", ("A1", "AMD"): "vllm", ("D1", "AMD"): "sglang", ("D1", "NVIDIA"): "trt",
-                     ("T1", "NVIDIA"): "trt", ("M1", "AMD"): "vllm", ("M1", "NVIDIA"): "trt", ("M2", "NVIDIA"): "trt"}
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class Case:
     role: str  # fitted, older, queued (InferenceX) or validation
     source: str  # InferenceX: the run's number; validation: the source key
     date: str
-    stack: str
+    stack: str  # the serving stack profile (profiles/serving) it was measured on; "": none known
     family: str  # calibration family (serve_calibration.FAMILY_KEYS)
     model_class: str
     kind: str  # "serving" (InferenceX) or the validation file's kind
@@ -155,7 +157,8 @@ def run_id(url: str) -> str:
 
 
 def inferencex_cases(cat: Catalog, rows: Sequence[tuple[int, dict[str, str]]]) -> list[Case]:
-    """The InferenceX rows as cases, each with its role in the calibration (``calibration_groups``)."""
+    """The InferenceX rows as cases, each with its role in the calibration (``calibration_groups``) and the
+    serving stack profile its ``framework`` label names (``serve_calibration.row_stack``)."""
     groups = calibration_groups(cat, [r for _, r in rows])
     out = []
     for line, r in rows:
@@ -164,8 +167,8 @@ def inferencex_cases(cat: Catalog, rows: Sequence[tuple[int, dict[str, str]]]) -
         role = ("older" if date.fromisoformat(r["date"]) < groups[f"{r['family']}/{cls}"].cut
                 else "queued" if queued(p) else "fitted")
         share = p.osl / (p.isl + p.osl)
-        out.append(Case(f"{INFERENCEX}:{line}", "inferencex", role, run_id(r["run_url"]), r["date"], r["framework"],
-                        r["family"], cls, "serving",
+        out.append(Case(f"{INFERENCEX}:{line}", "inferencex", role, run_id(r["run_url"]), r["date"],
+                        row_stack(cat, r), r["family"], cls, "serving",
                         {"tput": p.tput_per_gpu * share, "ttft": p.ttft_s, "tpot": p.tpot_s}, p))
     return out
 
@@ -181,9 +184,11 @@ def measured_from_row(r: dict[str, str]) -> Measured:
 
 
 def validation_case(cat: Catalog, line: int, r: dict[str, str]) -> Case:
+    """A row of ``serve_validation.csv`` as a case, on the serving stack its source measured with
+    (``serve_calibration.VALIDATION_STACKS``; a ``stack`` column, where present, names the profile)."""
     m = measured_from_row(r)
     acc = cat.get("accelerators", m.sku).spec
-    stack = r.get("stack") or VALIDATION_STACKS.get((m.source, acc.vendor), "unknown")
+    stack = r.get("stack") or VALIDATION_STACKS.get((m.source, acc.vendor), "")
     when = VALIDATION_SOURCES.get(m.source, ("", ""))[1]
     return Case(f"{VALIDATION}:{line}", "validation", "validation", m.source, when, stack,
                 family_of(acc.architecture) or "uncalibrated", model_class(cat.get("models", m.model).spec), m.kind,
@@ -230,40 +235,71 @@ class Pricer:
                 "tpot": m["tpot"] if s.tpot_s is not None else None}
 
     def stored(self, case: Case) -> dict[str, float | None]:
-        """At the stored calibration ``serve`` uses for the case's SKU and model class."""
+        """At the stored calibration ``serve --stack`` uses for the case's SKU, model class and serving stack
+        (``serve_calibration.stack_calibration_for``)."""
         arch = self.cat.get("accelerators", case.spec.sku).spec.architecture
-        return self.price(case, calibration_for(arch, case.model_class))
+        return self.price(case, stack_calibration_for(arch, case.model_class, case.stack or None))
 
 
 # --- leave-one-source-out -------------------------------------------------------------------------------
 
 
+def own_key(case: Case) -> str:
+    """The calibration ``serve`` prefers for the case: its stack's own fit for its family and class
+    (``serve_calibration.calibration_keys``; the family's fit for a case with no stack)."""
+    return calibration_keys(case.family, case.model_class, case.stack or None)[0]
+
+
 class Refitter:
-    """``fit_family`` on a family/class's fitted points, each distinct set fitted once."""
+    """The calibration ``serve`` would use for a case, refitted without a held-out run: a ``fit_family`` per
+    distinct set of fitted points, each fitted once."""
 
     def __init__(self, cat: Catalog, pricer: Pricer) -> None:
         self.cat, self.pricer = cat, pricer
         self.memo: dict[tuple[str, tuple[Point, ...]], FamilyCalibration] = {}
 
-    def fit(self, groups: dict[str, PointGroup], family: str, cls: str,
-            held: date) -> tuple[FamilyCalibration | None, str, bool]:
-        """The refit of ``family/cls`` in ``groups``; like ``calibration_for``, the family's other class when
-        this one has no fitted point; None (the profile's values) when neither has. With it, what priced
-        the case, in words, and whether that is the same software generation as the held-out run of date
-        ``held``: a refit of its own class whose newest run lies within ``RECENT_DAYS`` of it (the window the
-        calibration itself treats as one generation)."""
-        for c in (cls, *(o for o in MODEL_CLASSES if o != cls)):
-            g = groups.get(f"{family}/{c}")
-            if g is not None and g.fitted:
-                key = (f"{family}/{c}", tuple(g.fitted))
-                if key not in self.memo:
-                    self.memo[key] = fit_family(self.cat, family, c, g.fitted, self.pricer.bases(g.fitted))
-                basis = f"{family}/{c} refit on {len(g.fitted)} points, {g.dates[0]}..{g.dates[1]}"
-                if c != cls:
-                    return self.memo[key], f"no {cls} point left: {basis}", False
-                same = abs((held - date.fromisoformat(g.dates[1])).days) <= RECENT_DAYS
-                return self.memo[key], basis, same
-        return None, f"no {family} point left: the profile's values", False
+    def _refit(self, key: str, g: PointGroup | None) -> FamilyCalibration | None:
+        """``key``'s refit on group ``g``: a stack's (``family/class/stack``) where ``stack_fit_allowed``, a
+        family's (``family/class``) where it has a fitted point; None otherwise (as the stored tables lack it)."""
+        stack = key.split("/")[2] if key.count("/") == 2 else ""
+        if g is None or not (stack_fit_allowed(g.fitted) if stack else g.fitted):
+            return None
+        memo = (key, tuple(g.fitted))
+        if memo not in self.memo:
+            self.memo[memo] = fit_family(self.cat, g.family, g.model_class, g.fitted, self.pricer.bases(g.fitted),
+                                         stack=stack)
+        return self.memo[memo]
+
+    def fit(self, groups: dict[str, PointGroup], stack_groups: dict[str, PointGroup],
+            case: Case) -> tuple[FamilyCalibration | None, str, bool]:
+        """The calibration ``serve`` would price ``case`` with had the rows been ``groups`` (by family/class)
+        and ``stack_groups`` (by family/class/stack): ``serve_calibration.choose_calibration`` over the refits
+        (its stack's own where ``stack_fit_allowed``, else the family's fit standing in, else the family's
+        other class; None: the profile's values). With it, what priced the case, in words, and whether that
+        is the case's software generation: a refit on points of the case's own stack and class only (its
+        stack's own, or a family fit whose points are all that stack's) whose newest run lies within
+        ``RECENT_DAYS`` of the case's (the window the calibration itself treats as one generation)."""
+        used: list[tuple[str, PointGroup]] = []
+
+        def lookup(key: str) -> FamilyCalibration | None:
+            g = (stack_groups if key.count("/") == 2 else groups).get(key)
+            cal = self._refit(key, g)
+            if cal is not None and g is not None:
+                used.append((key, g))
+            return cal
+
+        cal = choose_calibration(case.family, case.model_class, case.stack or None, lookup)
+        if cal is None:
+            return None, f"no {case.family} point left: the profile's values", False
+        key, g = used[-1]
+        own = own_key(case)
+        basis = f"{key} refit on {len(g.fitted)} points, {g.dates[0]}..{g.dates[1]}"
+        if key != own:
+            basis += f", standing in for {own} (too few of its points left to refit it)"
+        mine = stack_groups.get(own) if own.count("/") == 2 else groups.get(own)
+        own_points = key == own or (mine is not None and set(g.fitted) == set(mine.fitted))
+        same = own_points and abs((date.fromisoformat(case.date) - date.fromisoformat(g.dates[1])).days) <= RECENT_DAYS
+        return cal, basis, same
 
     @property
     def fits(self) -> int:
@@ -294,11 +330,11 @@ def loso_predictions(cat: Catalog, rows: Sequence[dict[str, str]], cases: Sequen
     refit = Refitter(cat, pricer)
     out = Loso({}, {}, {}, list(loso_sources(cases) if sources is None else sources), 0)
     for s in out.sources:
-        groups = calibration_groups(cat, [r for r in rows if run_id(r["run_url"]) != s])
+        kept = [r for r in rows if run_id(r["run_url"]) != s]
+        groups, stack_groups = calibration_groups(cat, kept), calibration_groups(cat, kept, by_stack=True)
         for c in cases:
             if c.dataset == "inferencex" and c.source == s and c.role != "older":
-                cal, out.basis[c.id], out.same_generation[c.id] = refit.fit(groups, c.family, c.model_class,
-                                                                             date.fromisoformat(c.date))
+                cal, out.basis[c.id], out.same_generation[c.id] = refit.fit(groups, stack_groups, c)
                 out.predicted[c.id] = pricer.price(c, cal)
     return Loso(out.predicted, out.basis, out.same_generation, out.sources, refit.fits)
 

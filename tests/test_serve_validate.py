@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mi400plan.serve_calibration import CALIBRATION
+from mi400plan.serve_calibration import CALIBRATION, STACK_CALIBRATION
 from mi400plan.serve_validate import (CaseResult, Pricer, case_results, errors_of, inferencex_cases, loso_predictions,
                                       loso_sources, read_rows, run_id, signed_error, summarize, validation_case)
 
@@ -46,8 +46,9 @@ def test_two_row_file_cases_errors_and_statistics(catalog) -> None:
     rows = read_rows(TWO_ROWS)
     assert [n for n, _ in rows] == [3, 4]  # file lines, the comment and header counted
     a, b = inferencex_cases(catalog, rows)
-    assert (a.stack, a.family, a.model_class, a.source, a.role) == ("vllm", "amd-cdna3", "dense", "111", "fitted")
-    assert (b.stack, b.family, b.model_class, b.source, b.role) == ("trt", "nvidia-hopper", "moe", "222", "fitted")
+    # InferenceX's framework labels name the serving stack profiles: vllm on AMD is ROCm vLLM, trt TensorRT-LLM
+    assert (a.stack, a.family, a.model_class, a.source, a.role) == ("rocm-vllm", "amd-cdna3", "dense", "111", "fitted")
+    assert (b.stack, b.family, b.model_class, b.source, b.role) == ("trtllm", "nvidia-hopper", "moe", "222", "fitted")
     assert a.measured == {"tput": pytest.approx(200.0), "ttft": 0.2, "tpot": 0.02}
     assert b.measured["tput"] == pytest.approx(200.0)
     # Predictions given by hand: (a) 240 tok/s, 150 ms, 25 ms: +20 %, +25 %, -25 %;
@@ -60,8 +61,8 @@ def test_two_row_file_cases_errors_and_statistics(catalog) -> None:
     both = stats[("in-sample", "all", "all", "tput")]
     assert (both.points, both.mean, both.mean_abs, both.max_abs) == (2, pytest.approx(0.05), pytest.approx(0.15),
                                                                      pytest.approx(0.20))
-    assert stats[("in-sample", "stack", "vllm", "tpot")].mean == pytest.approx(-0.25)
-    assert stats[("in-sample", "stack/family", "trt nvidia-hopper", "ttft")].mean == pytest.approx(-0.10)
+    assert stats[("in-sample", "stack", "rocm-vllm", "tpot")].mean == pytest.approx(-0.25)
+    assert stats[("in-sample", "stack/family", "trtllm nvidia-hopper", "ttft")].mean == pytest.approx(-0.10)
     assert not any(s.scope in ("loso", "validation") for s in stats.values())  # no LOSO run, no validation row
 
 
@@ -83,39 +84,49 @@ def test_run_id_is_the_actions_run() -> None:
 
 
 def test_loso_holds_out_exactly_one_run(catalog) -> None:
-    """B200/B300 DeepSeek-R1: 12 steady-state points from 7 runs; holding out run 20216641521 (its 3 points,
-    lines 28, 29 and 31) refits on the other 9 and predicts those 3 only."""
+    """B200/B300 DeepSeek-R1 (TensorRT-LLM): 12 steady-state points from 7 runs; holding out run 20216641521
+    (its 3 points, lines 28, 29 and 31) leaves 9, fewer than TensorRT-LLM's own fit needs (3 per fitted
+    figure, 4 figures with 8k-token prompts: 12), so, as ``serve`` would, the family's MoE fit refitted on
+    those 9 stands in for it, and predicts those 3 only."""
     ix = _bundled("serve_inferencex.csv", lambda r: r["family"] == "nvidia-blackwell" and r["model"] == "deepseek-r1")
     cases = inferencex_cases(catalog, ix)
     assert sum(c.role == "fitted" for c in cases) == CALIBRATION["nvidia-blackwell/moe"].points == 12
+    assert STACK_CALIBRATION["nvidia-blackwell/moe/trtllm"].points == 12
     cv = loso_predictions(catalog, [r for _, r in ix], cases, Pricer(catalog), sources=["20216641521"])
     held = sorted(int(i.split(":")[1]) for i in cv.predicted)
     assert held == [28, 29, 31]
-    assert {cv.basis[i] for i in cv.predicted} == {"nvidia-blackwell/moe refit on 9 points, 2025-11-02..2026-02-03"}
+    assert {cv.basis[i] for i in cv.predicted} == {
+        "nvidia-blackwell/moe refit on 9 points, 2025-11-02..2026-02-03, standing in for nvidia-blackwell/moe/trtllm "
+        "(too few of its points left to refit it)"}
     assert cv.refits == 1
-    # the held-out run (2025-12-15) and the refit's newest (2026-02-03): 50 days apart, one generation (<= 100)
+    # the held-out run (2025-12-15) and the refit's newest (2026-02-03): 50 days apart, one generation (<= 100);
+    # the family refit's 9 points are all TensorRT-LLM's: the same software
     assert set(cv.same_generation.values()) == {True}
 
 
 def test_loso_moves_the_window_or_falls_back_like_serve(catalog) -> None:
-    """MI355X DeepSeek-R1: holding out the one run in the window (2026-02-27) brings the 8 points of the
-    2025-10-06 runs into it. MI300X: DeepSeek-R1's only run held out leaves no MoE point, so the family's
+    """MI355X DeepSeek-R1 (SGLang): holding out the one run in the window (2026-02-27) brings the 8 points of
+    the 2025-10-06 runs into it, fewer than SGLang's own fit needs (12: 8k-token prompts), so the family's
+    MoE refit on them stands in. MI300X: DeepSeek-R1's only run held out leaves no MoE point, so the family's
     dense calibration prices it (as ``serve`` prices an uncalibrated class), and the reverse (three dense
-    points of run 18577107964, lines 74-76)."""
+    ROCm vLLM points of run 18577107964, lines 74-76)."""
     ix = _bundled("serve_inferencex.csv", lambda r: r["family"] == "amd-cdna4" and r["model"] == "deepseek-r1")
     cases = inferencex_cases(catalog, ix)
     assert loso_sources(cases) == ["22469096331"]
     cv = loso_predictions(catalog, [r for _, r in ix], cases, Pricer(catalog))
     assert len(cv.predicted) == 14 == CALIBRATION["amd-cdna4/moe"].points
-    assert set(cv.basis.values()) == {"amd-cdna4/moe refit on 8 points, 2025-10-06..2025-10-06"}
+    assert set(cv.basis.values()) == {"amd-cdna4/moe refit on 8 points, 2025-10-06..2025-10-06, standing in for "
+                                      "amd-cdna4/moe/sglang (too few of its points left to refit it)"}
     assert set(cv.same_generation.values()) == {False}  # 2025-10-06 to 2026-02-27: 144 days, older software
     ix = [(n, r) for n, r in _bundled("serve_inferencex.csv")
           if r["family"] == "amd-cdna3" and r["model"] == "deepseek-r1" or n in (74, 75, 76)]
     cases = inferencex_cases(catalog, ix)
     assert sorted(c.model_class for c in cases).count("dense") == 3
     cv = loso_predictions(catalog, [r for _, r in ix], cases, Pricer(catalog))
-    assert set(cv.basis.values()) == {"no moe point left: amd-cdna3/dense refit on 3 points, 2025-10-16..2025-10-16",
-                                      "no dense point left: amd-cdna3/moe refit on 15 points, 2026-02-27..2026-02-27"}
+    tail = "(too few of its points left to refit it)"
+    assert set(cv.basis.values()) == {
+        f"amd-cdna3/dense refit on 3 points, 2025-10-16..2025-10-16, standing in for amd-cdna3/moe/sglang {tail}",
+        f"amd-cdna3/moe refit on 15 points, 2026-02-27..2026-02-27, standing in for amd-cdna3/dense/rocm-vllm {tail}"}
     assert set(cv.same_generation.values()) == {False}  # another class's calibration: not the same software
 
 
@@ -123,12 +134,12 @@ def test_validation_rows_stack_family_and_per_gpu(catalog) -> None:
     rows = {(r["source"], r["sku"], r["model"], r["isl"], r["kind"]): (n, r)
             for n, r in _bundled("serve_validation.csv")}
     t1 = validation_case(catalog, *rows[("T1", "h200", "llama3.1-70b", "1000", "max_throughput")])
-    assert (t1.stack, t1.family, t1.role) == ("trt", "nvidia-hopper", "validation")
+    assert (t1.stack, t1.family, t1.role) == ("trtllm", "nvidia-hopper", "validation")
     assert t1.measured["tput"] == pytest.approx(5174 / 2)  # the TP2 server's 5,174 output tokens/s, per GPU
     d1 = validation_case(catalog, *next(v for k, v in rows.items() if k[:2] == ("D1", "mi300x")))
     assert (d1.stack, d1.date) == ("sglang", "2025-03-18")
     m1 = validation_case(catalog, *rows[("M1", "mi355x", "llama2-70b", "512", "max_throughput")])
-    assert (m1.stack, m1.family, m1.measured["tput"]) == ("vllm", "amd-cdna4", 11630.7)
+    assert (m1.stack, m1.family, m1.measured["tput"]) == ("rocm-vllm", "amd-cdna4", 11630.7)
 
 
 @pytest.fixture(scope="module")
@@ -138,16 +149,37 @@ def no_loso(catalog):
     return validate_serve(catalog, loso=False)
 
 
-def test_in_sample_statistics_are_the_stored_calibration_errors(no_loso) -> None:
-    """SGLang on CDNA 3 is exactly the amd-cdna3/moe calibration group: its in-sample mean and max |error|
-    are the ones the calibration stores."""
+@pytest.mark.parametrize("group,key", [("sglang amd-cdna3", "amd-cdna3/moe/sglang"),
+                                       ("vllm nvidia-blackwell", "nvidia-blackwell/dense/vllm"),
+                                       ("vllm nvidia-hopper", "nvidia-hopper/dense/vllm")])
+def test_in_sample_statistics_are_the_stored_stack_calibration_errors(no_loso, group: str, key: str) -> None:
+    """Each stack/family group of one class is priced with the stack's own fit, as ``serve --stack`` prices
+    it: its in-sample mean and max |error| are the ones ``STACK_CALIBRATION`` stores (vLLM on Blackwell:
+    6.9 % / 39.9 %, where the family fit over TensorRT-LLM and vLLM leaves it 8.5 % / 41.2 %)."""
     g = {(s.scope, s.by, s.name, s.metric): s for s in no_loso.groups}
-    c = CALIBRATION["amd-cdna3/moe"]
-    tput, tpot = g[("in-sample", "stack/family", "sglang amd-cdna3", "tput")], g[("in-sample", "stack/family",
-                                                                                  "sglang amd-cdna3", "tpot")]
+    c = STACK_CALIBRATION[key]
+    tput, tpot = g[("in-sample", "stack/family", group, "tput")], g[("in-sample", "stack/family", group, "tpot")]
     assert tput.points == c.points
     assert (tput.mean_abs, tput.max_abs, tpot.mean_abs) == pytest.approx((c.tput_mean_err, c.tput_max_err,
                                                                            c.tpot_mean_err), abs=1e-3)
+
+
+def test_cases_are_priced_as_serve_prices_them(catalog) -> None:
+    """An H100 Llama-3.3-70B point measured on vLLM (InferenceX line 558) is priced on vLLM's Hopper fit
+    (HBM efficiency 0.80), not the family's (0.90): the same hardware ``serve --stack vllm`` builds."""
+    from mi400plan.hardware import serve_hardware
+    from mi400plan.serve_calibration import predict
+
+    case = inferencex_cases(catalog, [(n, r) for n, r in _bundled("serve_inferencex.csv") if n == 558])[0]
+    assert (case.spec.sku, case.spec.model, case.spec.conc) == ("h100", "llama3-70b", 4)
+    assert case.stack == "vllm" and STACK_CALIBRATION["nvidia-hopper/dense/vllm"].hbm_efficiency == 0.8
+    hw, _ = serve_hardware(catalog, "h100", case.spec.precision, "nominal", matmul=None, hbm=None,
+                           model_class="dense", stack="vllm")
+    assert hw.hbm_eff == 0.8
+    got = Pricer(catalog).stored(case)
+    assert got["tpot"] == pytest.approx(float(predict(catalog, case.spec, hw)["tpot"]), rel=1e-12)
+    family = Pricer(catalog).price(case, CALIBRATION["nvidia-hopper/dense"])
+    assert family["tpot"] != pytest.approx(got["tpot"], rel=1e-3)
 
 
 def test_validation_figures_are_the_readmes(no_loso) -> None:
@@ -185,6 +217,19 @@ def test_cli_serve_table_shows_the_published_results(cli) -> None:
     assert "M1: MLCommons MLPerf Inference v5.1" in r.output
 
 
+def test_cli_serve_table_fits_80_columns_as_tables(cli, monkeypatch) -> None:
+    """At 80 columns every table prints as a table (no one-record-per-row fallback, whose rows are
+    '<header>  <value>' lines under a rule): one per source, its stacks in the title."""
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli(["validate", "--serve", "--no-loso"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert not any(line.startswith("source ") or line.startswith("group ") and "points" not in line for line in lines)
+    assert "D1 (2025-03-18), stacks sglang (mi300x), trtllm (h200)" in r.stdout
+    assert any(line.split()[:2] == ["trtllm", "nvidia-hopper"] for line in lines)
+
+
 @pytest.mark.slow  # every refit: about 20-40 s
 def test_loso_covers_every_fitted_point(catalog) -> None:
     """11 runs have points inside their group's window: the three 2025-10-16 nightly runs (Llama-3.3-70B and
@@ -198,6 +243,9 @@ def test_loso_covers_every_fitted_point(catalog) -> None:
         assert (r.loso_tput_error is not None) == (r.role in ("fitted", "queued")), r.id
     loso = {(g.by, g.name, g.metric): g for g in res.groups if g.scope == "loso"}
     assert loso[("all", "all", "tput")].points == sum(r.role == "fitted" for r in res.rows)
-    # same generation: all but MI300X's and MI355X's SGLang DeepSeek-R1 (15 + 14 points of run 22469096331)
+    # same generation: all but MI300X's and MI355X's SGLang DeepSeek-R1 (15 + 14 points of run 22469096331) and
+    # the 10 Hopper SGLang DeepSeek-R1 points whose held-out run leaves SGLang too few points for its own fit
+    # (the family's MoE refit over TensorRT-LLM and SGLang stands in: other software)
     same = {(g.by, g.name, g.metric): g for g in res.groups if g.scope == "loso-same-generation"}
-    assert same[("all", "all", "tput")].points == loso[("all", "all", "tput")].points - 29
+    assert same[("all", "all", "tput")].points == loso[("all", "all", "tput")].points - 29 - 10
+    assert same[("stack/family", "sglang nvidia-hopper", "tput")].points == 5

@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING
 from mi400plan.results.serve_validate import (ServeValidateGroup, ServeValidateResult, ServeValidateRow,
                                               ServeValidateSource)
 from mi400plan.serve_validate import (INFERENCEX, VALIDATION, VALIDATION_SOURCES, CaseResult, Pricer, case_results,
-                                      data_text, inferencex_cases, loso_predictions, read_rows, summarize,
-                                      validation_case)
+                                      data_text, inferencex_cases, loso_predictions, own_key, read_rows,
+                                      summarize, validation_case)
 
 if TYPE_CHECKING:
     from mi400plan.profiles import Catalog
 
 SOURCE_DEFINITION = ("one InferenceX GitHub Actions run (run_url without /attempts/N: one nightly's sweep of one "
-                     "input/output length pair, every SKU in it), held out of every family/class it has points in; "
+                     "input/output length pair, every SKU in it), held out of every family/class/stack it has "
+                     "points in; "
                      "validation rows are never fitted (source: the file's source column)")
 
 
@@ -40,10 +41,10 @@ def _row(r: CaseResult, basis: str | None) -> ServeValidateRow:
 
 def _notes(results: list[CaseResult], basis: dict[str, str]) -> list[str]:
     queued = sum(r.case.role == "queued" for r in results)
-    fallback = sorted({f"{c.stack} {c.family}/{c.model_class}: {basis[c.id]}" for c in (r.case for r in results)
-                       if c.id in basis and not basis[c.id].startswith(f"{c.family}/{c.model_class}")})
+    fallback = sorted({basis[c.id] for c in (r.case for r in results)
+                       if c.id in basis and not basis[c.id].startswith(f"{own_key(c)} refit")})
     out = [f"{queued} InferenceX points measured a queue (median TTFT above 2.5 s): listed, in no statistic"]
-    out += [f"held out with no point of their group left, priced by {f}" for f in fallback]
+    out += [f"held out: {f}" for f in fallback]
     return out
 
 

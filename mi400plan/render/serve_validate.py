@@ -11,8 +11,8 @@ from mi400plan.render.table import print_lines, print_table
 SCOPE_TITLES = {
     "in-sample": "InferenceX calibration points at the stored calibration (in-sample)",
     "loso": "InferenceX calibration points, leave-one-source-out (each run held out of the fit)",
-    "loso-same-generation": ("The same, where the refit is of the held-out run's software generation (its own "
-                             "class, newest run within 100 days)"),
+    "loso-same-generation": ("The same, where the refit is of the held-out run's software generation (on its own "
+                             "stack's and class's points only, newest run within 100 days)"),
     "older": "InferenceX runs before the calibration window (older software, never fitted)",
     "validation": "Published results never fitted (MLPerf Inference, vendors' tables)",
 }
@@ -36,27 +36,48 @@ KIND = {"static_batch": "static", "lockstep": "lockstep", "serving": "serving", 
         "slo_throughput": "server"}
 
 
-def _validation_rows(console: Any, rows: list[Any]) -> None:
-    body = [[r.source, r.sku, r.model, r.stack, KIND.get(r.kind, r.kind), f"{r.input_len}/{r.output_len}",
-             r.concurrency or "-", _num(r.measured_tokens_per_s_per_gpu), _num(r.predicted_tokens_per_s_per_gpu),
-             _pct(r.tput_error)] for r in rows]
-    print_table(console, ["source", "sku", "model", "stack", "kind", "in/out", ("conc", "right"),
-                          ("published", "right"), ("model", "right"), ("error", "right")], body,
-                title="Published results never fitted: output tokens/s per GPU, signed error")
-    lat = [r for r in rows if r.measured_ttft_s is not None or r.measured_tpot_s is not None]
-    body = [[r.source, r.sku, r.model, KIND.get(r.kind, r.kind), r.concurrency or "-",
-             f"{_ms(r.measured_ttft_s)} / {_ms(r.predicted_ttft_s)}", _pct(r.ttft_error),
-             f"{_ms(r.measured_tpot_s)} / {_ms(r.predicted_tpot_s)}", _pct(r.tpot_error)] for r in lat]
-    if body:
-        print_table(console, ["source", "sku", "model", "kind", ("conc", "right"), ("TTFT published / model", "right"),
-                              ("error", "right"), ("TPOT published / model", "right"), ("error", "right")], body,
-                    title="The same, mean TTFT and TPOT where published")
+def _stacks(rows: list[Any]) -> str:
+    """The serving stacks of one source's rows, by SKU: "stack trtllm", or "stacks: sglang (mi300x), ..."."""
+    by: dict[str, list[str]] = {}
+    for r in rows:
+        skus = by.setdefault(r.stack or "not named", [])
+        if r.sku not in skus:
+            skus.append(r.sku)
+    if len(by) == 1:
+        return f"stack {next(iter(by))}"
+    return "stacks " + ", ".join(f"{k} ({', '.join(v)})" for k, v in by.items())
+
+
+def _validation_rows(console: Any, rows: list[Any], dates: dict[str, str]) -> None:
+    """The never-fitted published results, one table per source (its date and serving stacks in the title)
+    so the rows fit 80 columns: output tokens/s per GPU, then mean TTFT and TPOT where published."""
+    print_lines(console, ["Published results never fitted, by source: output tokens/s per GPU, published and "
+                          "predicted (model), signed error"])
+    by_source: dict[str, list[Any]] = {}
+    for r in rows:
+        by_source.setdefault(r.source, []).append(r)
+    for src, rs in by_source.items():
+        title = f"{src} ({dates.get(src, '')}), {_stacks(rs)}"
+        body = [[r.sku, r.model, KIND.get(r.kind, r.kind), f"{r.input_len}/{r.output_len}", r.concurrency or "-",
+                 _num(r.measured_tokens_per_s_per_gpu), _num(r.predicted_tokens_per_s_per_gpu), _pct(r.tput_error)]
+                for r in rs]
+        print_table(console, ["sku", "model", "kind", "in/out", ("conc", "right"), ("published", "right"),
+                              ("model", "right"), ("error", "right")], body, title=title)
+        lat = [r for r in rs if r.measured_ttft_s is not None or r.measured_tpot_s is not None]
+        body = [[r.sku, r.model, KIND.get(r.kind, r.kind), r.concurrency or "-", _ms(r.measured_ttft_s),
+                 _ms(r.predicted_ttft_s), _pct(r.ttft_error), _ms(r.measured_tpot_s), _ms(r.predicted_tpot_s),
+                 _pct(r.tpot_error)] for r in lat]
+        if body:
+            print_table(console, ["sku", "model", ("kind", "left", "secondary"), ("conc", "right"),
+                                  ("TTFT pub.", "right"), ("TTFT model", "right"), ("error", "right"),
+                                  ("TPOT pub.", "right"), ("TPOT model", "right"), ("error", "right")], body,
+                        title=f"{src}: mean TTFT and TPOT, published (pub.) and predicted (model), signed error")
 
 
 def _cell(stat: Any, n: int) -> str:
     if stat is None:
         return "-"
-    text = f"{round(stat.mean * 100):+d} / {stat.mean_abs * 100:.0f} / {stat.max_abs * 100:.0f}"
+    text = f"{round(stat.mean * 100):+d}/{stat.mean_abs * 100:.0f}/{stat.max_abs * 100:.0f}"
     return text if stat.points == n else f"{text} ({stat.points})"
 
 
@@ -68,22 +89,24 @@ def _scope(console: Any, scope: str, groups: list[Any], title: str) -> None:
     if not keyed:
         return
     body = []
-    for (by, name), m in keyed.items():
+    for (_, name), m in keyed.items():  # all, then by stack, family, stack and family, source: the names tell
         n = m["tput"].points if "tput" in m else 0
-        body.append([by, name, n, *(_cell(m.get(k), n) for k in ("tput", "ttft", "tpot"))])
-    print_table(console, ["by", "group", ("points", "right"), ("tok/s/GPU %", "right"), ("TTFT %", "right"),
+        body.append([name, n, *(_cell(m.get(k), n) for k in ("tput", "ttft", "tpot"))])
+    print_table(console, ["group", ("points", "right"), ("tok/s/GPU %", "right"), ("TTFT %", "right"),
                           ("TPOT %", "right")], body, title=title)
 
 
 def render_serve_validate(result: Any, console: Any) -> None:
-    _validation_rows(console, [r for r in result.rows if r.dataset == "validation"])
+    _validation_rows(console, [r for r in result.rows if r.dataset == "validation"],
+                     {x.key: x.date for x in result.sources})
     for scope, title in SCOPE_TITLES.items():
         if scope == "loso" and result.loso_sources:
             title = (f"{title}: {result.loso_sources} runs, {result.loso_refits} refits, "
                      f"{result.loso_seconds:.1f} s")
         _scope(console, scope, result.groups, title)
-    lines = ["each cell: signed mean / mean |error| / max |error|, in % (points in brackets where a metric has "
-             "fewer); error = predicted / measured - 1 for tokens/s, 1 - predicted / measured for TTFT and TPOT: "
+    lines = ["each cell: signed mean/mean |error|/max |error|, in % (points in brackets where a metric has "
+             "fewer); groups: all, each serving stack, each SKU family, each stack on each family (validation: "
+             "each source); error = predicted / measured - 1 for tokens/s, 1 - predicted / measured for TTFT and TPOT: "
              "+ = the model is optimistic (more tokens/s, shorter latency than measured)",
              "InferenceX TTFT and TPOT are medians, the published results' means; InferenceX tokens/s are its total "
              "tokens/s per GPU x output/(input + output)",

@@ -25,7 +25,7 @@ class ServeValidateRow(OutModel):
     role: Literal["fitted", "older", "queued", "validation"]
     source: str  # InferenceX: the GitHub Actions run number; validation: the source key (sources lists them)
     date: str  # the run's or the publication's date
-    stack: str  # serving stack: vllm, sglang or trt (TensorRT-LLM)
+    stack: str  # serving stack profile (profiles/serving) it was measured on: rocm-vllm, vllm, sglang, trtllm
     family: str  # calibration family: amd-cdna3, amd-cdna4, nvidia-hopper, nvidia-blackwell
     model_class: Literal["dense", "moe"]
     sku: str
@@ -37,7 +37,7 @@ class ServeValidateRow(OutModel):
     concurrency: int  # requests in flight (0: every request queued at once, or an arrival rate)
     kind: str  # how it was measured: serving (InferenceX) or the validation file's kind
     measured_tokens_per_s_per_gpu: float  # output tokens/s per GPU
-    predicted_tokens_per_s_per_gpu: float  # at the stored calibration
+    predicted_tokens_per_s_per_gpu: float  # at the stored calibration of its stack (serve's)
     measured_ttft_s: float | None = None  # InferenceX: median; validation: mean; None: not published
     predicted_ttft_s: float | None = None
     measured_tpot_s: float | None = None  # InferenceX: median; validation: mean
@@ -49,7 +49,8 @@ class ServeValidateRow(OutModel):
     loso_ttft_error: float | None = None
     loso_tpot_error: float | None = None
     loso_basis: str | None = None  # what priced the held-out row: the refit group and its points, or the fallback
-    # the refit is of the held-out run's software generation: its own class, newest run within 100 days of it
+    # the refit is of the held-out run's software generation: on its own stack's and class's points only, newest
+    # run within 100 days of it
     loso_same_generation: bool | None = None
 
 
