@@ -155,6 +155,7 @@ def deepseek(cat):  # noqa: ANN001, ANN201
     return sizes, dl.Pricer(wl, hw, opts), dl.throughput_bound(hw.peak_flops, terms.flops_model)
 
 
+@pytest.mark.slow  # prices DeepSeek-V3 layouts up to 131,072 GPUs: 5-10 s (the Llama brute-force checks above stay quick)
 def test_deepseek_31_days_is_the_smallest_size(deepseek) -> None:  # noqa: ANN001
     sizes, pricer, bound = deepseek
     out = dl.smallest_meeting(sizes, pricer, 15e12 / (31 * DAY), bound)
@@ -170,6 +171,7 @@ def test_deepseek_31_days_is_the_smallest_size(deepseek) -> None:  # noqa: ANN00
         assert p.tokens_per_s is None or 15e12 / p.tokens_per_s / DAY > 31, smaller
 
 
+@pytest.mark.slow  # prices DeepSeek-V3 layouts up to 32,768 GPUs: about 5 s
 def test_deepseek_budget_12m_is_the_fastest_within(deepseek) -> None:  # noqa: ANN001
     sizes, pricer, bound = deepseek
     usd_h = 1.27  # any price works for the property; the mi355x cost model's is about this
