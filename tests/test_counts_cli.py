@@ -7,6 +7,7 @@ SKUs and refuses them, naming the flag, where it prices one."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -34,6 +35,7 @@ MULTI_SKU = ("fit", "sweep", "serve", "comm")
 ONE_SKU = ("budget", "rack", "calibrate")
 
 
+@functools.cache  # built once: the walk and each parametrised check read the same tree
 def _commands():
     cmd = typer.main.get_command(app)
     return {name: c for name, c in cmd.commands.items() if name in BASE}

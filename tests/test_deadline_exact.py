@@ -129,6 +129,7 @@ def _days_at(cat, model: str, gpus: int) -> float | None:  # noqa: ANN001
     return None if row is None else 15e12 / (512 * 8192 / row["step"]) / DAY
 
 
+@pytest.mark.slow  # the 405B reproducer prices sizes up to 131,072 GPUs: 2-7 s
 def test_405b_in_60_days_is_at_most_8192_gpus(cli, cat) -> None:  # noqa: ANN001
     r = cli(["sweep", "llama3.1-405b", "--sku", "mi355x", "--tokens", "15T", "--deadline", "60d", "--json"])
     assert r.exit_code == 0, r.output
