@@ -61,3 +61,32 @@ def test_a_flag_left_out_reaches_its_callback_as_none(cli):
     shown = cli(["comm", "--help"])
     assert shown.exit_code == 0 and "Usage:" in shown.stdout
 
+
+
+def _run_fit(env_value: str | None) -> str:
+    import os
+
+    code = (
+        "import io, sys, contextlib\n"
+        "from mi400plan.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        main(['fit', 'llama3.1-8b', '--sku', 'mi300x', '--json'])\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, exc.code\n"
+        "from pydantic.plugin._loader import get_plugins\n"
+        "sys.stderr.write(f\"{'importlib.metadata' in sys.modules} {tuple(get_plugins())}\")\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if env_value is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = env_value
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stderr
+
+
+def test_with_plugins_disabled_the_plugin_loader_is_not_imported():
+    """The planner disables pydantic's plugins (unless the user chose otherwise); pydantic's loader, which
+    imports importlib.metadata only to find them disabled, is then stood in for by one that finds none."""
+    assert _run_fit(None).endswith("False ()")
+    assert _run_fit("1").endswith("False ()")
+    # a user's own choice (disabling one plugin by name) keeps pydantic's real loader
+    assert _run_fit("some-plugin").endswith("True ()")
