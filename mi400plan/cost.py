@@ -26,14 +26,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mi400plan.errors import MissingValueError, ProfileError, UnknownNameError, UsageError
 from mi400plan.results.cost import RunEnergy
-from mi400plan.results.rack import FacilityCost, Range
 from mi400plan.specs.common import Estimate
-from mi400plan.specs.cost import CostProfile, SiteCost
 from mi400plan.units import HOUR, KW, MW
+
+if TYPE_CHECKING:  # the rack command's result models (imported where a range or facility cost is built) and the
+    # cost profile models (the catalog imports them with the first cost profile it reads)
+    from mi400plan.results.rack import FacilityCost, Range
+    from mi400plan.specs.cost import CostProfile, SiteCost
 
 HOURS_PER_YEAR = 8760.0  # 365 d x 24 h
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12.0  # 730 h
@@ -383,6 +386,8 @@ def gpu_hour_model(cat: Any, prof: CostProfile, site_prof: CostProfile, site: Si
 
 
 def _rng(a: float, b: float, c: float) -> Range:
+    from mi400plan.results.rack import Range
+
     return Range(low=a, nominal=b, high=c)
 
 
@@ -461,6 +466,8 @@ def facility_cost(cat: Any, rack_name: str, racks_it_w: tuple[float, float, floa
     else:
         per_hour = _total_range(gpu_hour_model(cat, prof, site_prof, site))
         per_day = _rng(*(x * 24.0 * gpus for x in (per_hour.low, per_hour.nominal, per_hour.high)))
+    from mi400plan.results.rack import FacilityCost
+
     return FacilityCost(site=site_prof.name, currency=site_prof.currency, price_year=site_prof.year, facility_capex=capex,
                         system=None if prof is None else prof.name, cost_per_gpu_hour=per_hour, cost_per_day=per_day), warnings
 

@@ -17,16 +17,18 @@ import importlib
 import json
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from mi400plan.cache import ProfileCache, package_dir
 from mi400plan.errors import ProfileError, UnknownNameError, UsageError
 from mi400plan.validation import validation_error  # noqa: F401 - also imported from here
+
+if TYPE_CHECKING:  # parsed on a cache miss only (parse_toml): a cached profile needs no TOML reader
+    import tomllib
 
 Kind = Literal["accelerators", "fabrics", "racks", "models", "costs", "stacks", "serving"]
 KINDS: tuple[Kind, ...] = ("accelerators", "fabrics", "racks", "models", "costs", "stacks", "serving")
@@ -108,6 +110,8 @@ def _read_text(tr: Any) -> str:
 
 
 def parse_toml(path: str, text: str) -> dict[str, Any]:
+    import tomllib
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

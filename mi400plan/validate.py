@@ -17,13 +17,11 @@ URL); ``mi400plan/data/error_bands.json`` is the band table computed from them (
 
 from __future__ import annotations
 
-import csv
 import functools
 import io
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 BUNDLED_RUNS = "train_validation.csv"
@@ -174,7 +172,9 @@ def read_bands(text: str | None = None) -> list[Band]:
 
 @functools.lru_cache(maxsize=1)
 def _bundled_bands() -> str:
-    return resources.files("mi400plan").joinpath("data", BANDS_FILE).read_text(encoding="utf-8")
+    from mi400plan.cache import package_dir  # a plain path where importlib.resources would add a lookup
+
+    return package_dir("data").joinpath(BANDS_FILE).read_text(encoding="utf-8")
 
 
 @functools.lru_cache(maxsize=4)
@@ -197,11 +197,15 @@ def band_for(bands: Sequence[Band], moe: bool, stack: str | None) -> Band | None
 
 
 def bundled_text() -> str:
-    return resources.files("mi400plan").joinpath("data", BUNDLED_RUNS).read_text(encoding="utf-8")
+    from mi400plan.cache import package_dir
+
+    return package_dir("data").joinpath(BUNDLED_RUNS).read_text(encoding="utf-8")
 
 
 def read_rows(text: str) -> list[dict[str, str]]:
     """The rows of a runs CSV in the bundled format (header line, one run a row)."""
+    import csv  # only the validate command reads runs files
+
     return list(csv.DictReader(io.StringIO(text)))
 
 

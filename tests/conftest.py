@@ -42,17 +42,40 @@ def catalog():
     return Catalog.default([])
 
 
-@pytest.fixture()
-def cli():
-    """Invoke the CLI in-process: ``cli(["fit", "llama3.1-8b", "--json"])`` -> click Result."""
-    from typer.testing import CliRunner
+@pytest.fixture(scope="session")
+def cli_command():
+    """The full app as one click command, built once for the session.
+
+    typer's ``CliRunner.invoke`` rebuilds the click command tree of every command (reading each
+    function's signature and evaluating its annotations, a tenth of a second or more) at each call;
+    the tree holds no per-run state, so the in-process tests share one. ``main()`` and the
+    subprocess tests still build it the way the program does.
+    """
+    import typer.main
 
     from mi400plan.cli import app
 
+    return app, typer.main.get_command(app)
+
+
+@pytest.fixture()
+def cli(cli_command):
+    """Invoke the CLI in-process: ``cli(["fit", "llama3.1-8b", "--json"])`` -> click Result."""
+    import typer.testing
+    from typer.testing import CliRunner
+
+    app, command = cli_command
     runner = CliRunner()
 
     def invoke(args: list[str], **kw):
-        return runner.invoke(app, args, catch_exceptions=False, **kw)
+        build = getattr(typer.testing, "_get_command", None)  # what typer's invoke calls to build the tree
+        if build is None:  # a typer whose runner builds differently: build at each call
+            return runner.invoke(app, args, catch_exceptions=False, **kw)
+        typer.testing._get_command = lambda given: command if given is app else build(given)
+        try:
+            return runner.invoke(app, args, catch_exceptions=False, **kw)
+        finally:
+            typer.testing._get_command = build
 
     return invoke
 

@@ -52,6 +52,7 @@ def test_bubble_and_starvation_by_hand() -> None:
     assert idle_warning("x", 32, 16, 7, 128, pinned=True) is None
 
 
+@pytest.mark.slow  # two searches at 65,536 GPUs: about 4 s (the batch rule's hand checks above stay quick)
 def test_moe_2t_at_65536_gpus_default_batch_matches_16mi_within_the_bound(catalog) -> None:
     from mi400plan.api.sweep import SweepReport, sweep
 

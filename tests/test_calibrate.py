@@ -471,6 +471,7 @@ def test_cli_save_then_other_commands_read_it(cli, runs_file, tmp_path) -> None:
     assert tier["latency_s"] == pytest.approx(ALPHA_US * 1e-6, rel=2e-3)
 
 
+@pytest.mark.slow  # three calibration fits: 3-6 s (saving once stays quick below)
 def test_cli_save_never_overwrites_without_force(cli, runs_file, tmp_path) -> None:
     out = tmp_path / "prof"
     assert cli(["calibrate", str(runs_file), "--save", str(out)]).exit_code == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -89,10 +90,31 @@ def test_show_groups_fields_and_puts_long_notes_after_the_table(cli, monkeypatch
     assert len(lines) < 200  # 288 lines at 120 columns before
 
 
+KINDS = ("accelerators", "fabrics", "racks", "models", "costs")
+
+
+def _shows_as_a_table_within_80_columns(cli, kind: str, name: str) -> None:  # noqa: ANN001
+    out = cli(["profiles", "show", name, "--kind", kind]).stdout
+    assert "────" not in out, (kind, name)
+    assert all(len(ln.rstrip()) <= 80 for ln in out.splitlines()), (kind, name)
+
+
+def _widest(kind: str) -> str:
+    """The profile of ``kind`` whose file is longest (the most fields, sources and notes to lay out)."""
+    cat = Catalog.default([])
+    return max(_names(kind), key=lambda n: (len(Path(cat.get(kind, n).path).read_text(encoding="utf-8")), n))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_fullest_profile_of_each_kind_shows_as_records_nowhere_at_80_columns(cli, monkeypatch, kind):
+    monkeypatch.setenv("COLUMNS", "80")
+    for name in sorted({_names(kind)[0], _widest(kind)}):
+        _shows_as_a_table_within_80_columns(cli, kind, name)
+
+
+@pytest.mark.slow  # every bundled profile: 5-10 s (the fullest of each kind is checked above, quickly)
 def test_no_bundled_profile_shows_as_records_at_80_columns(cli, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    for kind in ("accelerators", "fabrics", "racks", "models", "costs"):
+    for kind in KINDS:
         for name in _names(kind):
-            out = cli(["profiles", "show", name, "--kind", kind]).stdout
-            assert "────" not in out, (kind, name)
-            assert all(len(ln.rstrip()) <= 80 for ln in out.splitlines()), (kind, name)
+            _shows_as_a_table_within_80_columns(cli, kind, name)

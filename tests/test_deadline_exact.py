@@ -129,6 +129,7 @@ def _days_at(cat, model: str, gpus: int) -> float | None:  # noqa: ANN001
     return None if row is None else 15e12 / (512 * 8192 / row["step"]) / DAY
 
 
+@pytest.mark.slow  # the 405B reproducer prices sizes up to 131,072 GPUs: 2-7 s
 def test_405b_in_60_days_is_at_most_8192_gpus(cli, cat) -> None:  # noqa: ANN001
     r = cli(["sweep", "llama3.1-405b", "--sku", "mi355x", "--tokens", "15T", "--deadline", "60d", "--json"])
     assert r.exit_code == 0, r.output
@@ -155,6 +156,7 @@ def deepseek(cat):  # noqa: ANN001, ANN201
     return sizes, dl.Pricer(wl, hw, opts), dl.throughput_bound(hw.peak_flops, terms.flops_model)
 
 
+@pytest.mark.slow  # prices DeepSeek-V3 layouts up to 131,072 GPUs: 5-10 s (the Llama brute-force checks above stay quick)
 def test_deepseek_31_days_is_the_smallest_size(deepseek) -> None:  # noqa: ANN001
     sizes, pricer, bound = deepseek
     out = dl.smallest_meeting(sizes, pricer, 15e12 / (31 * DAY), bound)
@@ -170,6 +172,7 @@ def test_deepseek_31_days_is_the_smallest_size(deepseek) -> None:  # noqa: ANN00
         assert p.tokens_per_s is None or 15e12 / p.tokens_per_s / DAY > 31, smaller
 
 
+@pytest.mark.slow  # prices DeepSeek-V3 layouts up to 32,768 GPUs: about 5 s
 def test_deepseek_budget_12m_is_the_fastest_within(deepseek) -> None:  # noqa: ANN001
     sizes, pricer, bound = deepseek
     usd_h = 1.27  # any price works for the property; the mi355x cost model's is about this

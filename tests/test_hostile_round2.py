@@ -261,6 +261,7 @@ def _runs_copies(tmp_path: Path, copies: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # calibrates 5 and 200 runs: 2-6 s
 def test_the_fit_prices_each_workload_once_per_step_whatever_the_run_count(catalog, tmp_path, monkeypatch):
     """1,000 runs (the documented maximum) of a few workloads cost what those workloads cost: the runs of
     one workload are priced in one vectorized step-time call, so 40 copies of a 5-run file make about as
@@ -373,6 +374,7 @@ def test_a_run_beyond_the_model_maximum_context_is_refused_naming_its_line(tmp_p
     assert f"{runs}:2 [seq_len]" in msg and "131,072" in msg, msg
 
 
+@pytest.mark.slow  # two calibration fits pinned at a bound: 3-10 s
 def test_a_fit_that_only_matches_at_a_bound_is_refused_and_nothing_saved(tmp_path, capsys):
     """Step times of 50 ms for runs the model prices at seconds: the fit pins the matmul efficiency at
     its upper bound (1.0) and is still far off. Shown with a warning; --save refuses it (exit 3)."""

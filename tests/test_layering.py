@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
+import json
+import os
 import pkgutil
 import subprocess
 import sys
@@ -29,8 +32,56 @@ def core_modules() -> list[str]:
     return sorted(mods)
 
 
+# One fresh interpreter loads the third-party libraries the core builds on (checking that they bring in
+# none of the interface libraries), then forks once per module: each child imports its module into
+# that clean state, as a fresh interpreter would, and reports which interface libraries came with it.
+# Starting an interpreter (and numpy and pydantic) per module cost a third of a second each.
+_FORK_CHECK = """
+import importlib, json, os, sys
+BAD = ('typer', 'rich', 'click')
+import numpy, pydantic, pydantic_core, pydantic.main
+out = {'preloaded': [m for m in BAD if m in sys.modules], 'modules': {}}
+for module in sys.argv[1:]:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            importlib.import_module(module)
+            msg = ','.join(m for m in BAD if m in sys.modules)
+        except BaseException as exc:
+            msg = 'import failed: ' + repr(exc)
+        os.write(w, msg.encode())
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    while chunk := os.read(r, 65536):
+        chunks.append(chunk)
+    os.close(r)
+    os.waitpid(pid, 0)
+    out['modules'][module] = b''.join(chunks).decode()
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def interface_imports() -> dict[str, str] | None:
+    """Module -> the interface libraries importing it pulls in ('' for none); None without fork."""
+    if not hasattr(os, "fork"):
+        return None
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", _FORK_CHECK, *core_modules()], capture_output=True, text=True,
+                         check=True, env=env)
+    got = json.loads(out.stdout)
+    assert got["preloaded"] == [], f"numpy or pydantic alone pulls in {got['preloaded']}"
+    return got["modules"]
+
+
 @pytest.mark.parametrize("module", core_modules())
-def test_core_module_does_not_import_interface(module: str) -> None:
+def test_core_module_does_not_import_interface(module: str, interface_imports: dict[str, str] | None) -> None:
+    if interface_imports is not None:
+        assert interface_imports[module] == "", f"{module} pulls in {interface_imports[module]}"
+        return
     code = (
         f"import sys, {module}\n"
         "bad = [m for m in ('typer', 'rich', 'click') if m in sys.modules]\n"
@@ -85,6 +136,7 @@ MAX_PARAMS = 15  # outside cli/, where typer builds one parameter per flag
 OVER_LIMIT_ALLOWED: dict[str, str] = {}  # "path:function" -> "lines" / "params"; empty: no exceptions
 
 
+@functools.cache  # the package does not change during a run; each structure test reads it
 def _modules() -> dict[str, Path]:
     """Dotted module name -> file, for every module of the package."""
     out = {}
@@ -122,6 +174,7 @@ def _imports(module: str, tree: ast.Module, *, module_level_only: bool) -> set[s
     return {m for m in found if m in mods and m != module}
 
 
+@functools.cache
 def _trees() -> dict[str, ast.Module]:
     return {m: ast.parse(p.read_text(encoding="utf-8")) for m, p in _modules().items()}
 
@@ -178,6 +231,7 @@ def test_hfconfig_and_profiles_do_not_import_each_other() -> None:
     assert "mi400plan.profiles" not in _imports("mi400plan.hfconfig", trees["mi400plan.hfconfig"], module_level_only=False)
 
 
+@functools.cache
 def _functions() -> list[tuple[str, int, int]]:
     """(``path:Class.function``, lines, parameters) of every function; ``self``/``cls`` not counted."""
     out = []

@@ -44,3 +44,31 @@ def test_ci_prints_the_installed_package_path():
     text = ci.read_text()
     assert "print('installed:', mi400plan.__file__)" in text
     assert 'project["optional-dependencies"]["test"]' in text  # job 2 pins jsonschema's floor too
+
+
+def test_the_cli_fixture_builds_the_command_tree_once(cli, monkeypatch):
+    """typer's runner would rebuild every command's options at each call (0.1-0.3 s); the fixture hands it
+    the tree built once for the session, and the commands still run."""
+    import typer.testing
+
+    if not hasattr(typer.testing, "_get_command"):
+        pytest.skip("this typer's runner builds the command another way")
+    builds = []
+    real = typer.testing._get_command
+    monkeypatch.setattr(typer.testing, "_get_command", lambda app: builds.append(app) or real(app))
+    first = cli(["comm", "all-reduce", "--size", "1MB", "--group", "8", "--sku", "mi300x", "--json"])
+    second = cli(["profiles", "list", "--kind", "models"])
+    assert first.exit_code == 0 and second.exit_code == 0 and "llama3.1-8b" in second.stdout
+    assert builds == []
+
+
+def test_the_quick_loop_leaves_out_the_long_reproducers():
+    marked = {
+        "test_deadline_exact.py": ("test_deepseek_31_days_is_the_smallest_size", "test_405b_in_60_days_is_at_most_8192_gpus"),
+        "test_batch.py": ("test_moe_2t_at_65536_gpus_default_batch_matches_16mi_within_the_bound",),
+        "test_catalog_view.py": ("test_no_bundled_profile_shows_as_records_at_80_columns",),
+    }
+    for name, tests in marked.items():
+        text = (ROOT / "tests" / name).read_text()
+        for test in tests:
+            assert re.search(rf"@pytest.mark.slow.*\n(@.*\n)*def {test}\(", text), (name, test)

@@ -13,6 +13,7 @@ Commands run in-process with COLUMNS=100 and ASCII tables, so the output is stab
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -26,11 +27,31 @@ BLOCK = re.compile(r"```console\n\$ (?P<cmd>[^\n]+)\n(?P<out>.*?)```", re.S)
 WIDTH = "100"
 
 
-def run_example(cmd: str, width: str = WIDTH) -> tuple[int, str]:
-    from typer.testing import CliRunner
+@functools.cache
+def _built():  # noqa: ANN202
+    """The app and its click command, built once (typer's runner rebuilds every command at each call)."""
+    import typer.main
 
     from mi400plan.cli import app
 
+    return app, typer.main.get_command(app)
+
+
+def _invoke(args: list[str]):  # noqa: ANN202
+    import typer.testing
+
+    app, command = _built()
+    build = getattr(typer.testing, "_get_command", None)
+    if build is None:  # a typer whose runner builds differently: build at each call
+        return typer.testing.CliRunner().invoke(app, args, catch_exceptions=False)
+    typer.testing._get_command = lambda given: command if given is app else build(given)
+    try:
+        return typer.testing.CliRunner().invoke(app, args, catch_exceptions=False)
+    finally:
+        typer.testing._get_command = build
+
+
+def run_example(cmd: str, width: str = WIDTH) -> tuple[int, str]:
     args = shlex.split(cmd)
     assert args[0] == "mi400plan", cmd
     env = {"COLUMNS": width, "MI400PLAN_ASCII": "1", "NO_COLOR": "1", "TERM": "dumb"}
@@ -39,7 +60,7 @@ def run_example(cmd: str, width: str = WIDTH) -> tuple[int, str]:
     cwd = os.getcwd()
     os.chdir(README.parent)  # the README's paths are relative to the repository root
     try:
-        result = CliRunner().invoke(app, args[1:], catch_exceptions=False)
+        result = _invoke(args[1:])
     finally:
         os.chdir(cwd)
         for k, v in old.items():

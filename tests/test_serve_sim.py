@@ -413,6 +413,7 @@ SCENARIO_PLAUSIBLE = {
 }
 
 
+@pytest.mark.slow  # a fuzz campaign over the scenario flags: 3-7 s
 def test_fuzz_scenario_flags() -> None:
     from hypothesis import given
     from hypothesis import strategies as st

@@ -139,6 +139,20 @@ def console() -> None:
         gc.freeze()  # nothing left for the collection at interpreter exit to scan
 
 
+def _no_plugin_loader() -> None:
+    """With every pydantic plugin disabled, pydantic's plugin loader finds none, but importing it, which
+    pydantic does when it builds its first validator, imports ``importlib.metadata`` (about 5-8 ms of a
+    start). Stand in for the loader with one that answers what it answers then: no plugins."""
+    name = "pydantic.plugin._loader"
+    if name in sys.modules:
+        return
+    import types
+
+    loader = types.ModuleType(name, "pydantic's plugin loader while every plugin is disabled: none to load")
+    loader.get_plugins = lambda: ()  # type: ignore[attr-defined]
+    sys.modules[name] = loader
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point (the console script calls it through :func:`console`).
 
@@ -149,7 +163,8 @@ def main(argv: list[str] | None = None) -> None:
         _guard_streams()
     # pydantic otherwise scans every installed distribution for plugins on the first model (~10 ms);
     # the planner uses none. A user who sets the variable keeps their choice.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__") in ("__all__", "1", "true"):  # pydantic's own test
+        _no_plugin_loader()
     args = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(args)
     app = _register(command) if command is None else _only(_register(command), command)

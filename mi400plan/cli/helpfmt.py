@@ -182,6 +182,8 @@ def _light_coercion(param: Any) -> None:
                 return None
             if _passes_through(kind, value):
                 return list(value) if kind is list else value
+        if light and kind is bool and value is None:  # a flag left out (--help): typer coerces None to None
+            return param.callback(ctx, param, None)
         return original(ctx, value)
 
     param.process_value = process_value

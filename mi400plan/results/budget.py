@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from mi400plan.factories import new_list
 from mi400plan.results.common import OutModel, Result, flatten
 from mi400plan.results.sweep import SweepLayout
 from mi400plan.results.totals import PlanTotals
@@ -64,7 +65,7 @@ class BudgetResult(Result):
     next_smaller: str | None = None  # neighbouring ladder steps (name and parameters)
     next_larger: str | None = None
     plan: Feasibility | None = None
-    iterations: list[str] = Field(default_factory=list)  # MFU fixed-point steps
+    iterations: list[str] = Field(default_factory=new_list)  # MFU fixed-point steps
     why_not: str | None = None  # when the model has no layout on the cluster
 
     def check_failed(self) -> bool:

@@ -11,6 +11,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, PrivateAttr
 
+from mi400plan.factories import new_list
 from mi400plan.results.common import OutModel, Result
 from mi400plan.results.totals import PlanTotals
 
@@ -89,8 +90,8 @@ class CalibrateResult(Result):
     params: list[FittedParam]
     summaries: list[FitSummary]
     rows: list[PointRow]
-    saved: list[str] = Field(default_factory=list)  # profile files written by --save
-    explain: list[RunExplain] = Field(default_factory=list)  # every training run's step, term by term
+    saved: list[str] = Field(default_factory=new_list)  # profile files written by --save
+    explain: list[RunExplain] = Field(default_factory=new_list)  # every training run's step, term by term
     _show_explain: bool = PrivateAttr(default=False)  # the table prints ``explain`` (calibrate --explain)
 
     def with_explain_table(self, show: bool) -> "CalibrateResult":

@@ -11,6 +11,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from mi400plan.factories import new_list
 from mi400plan.results.common import OutModel, Result
 
 
@@ -24,7 +25,7 @@ class TierOut(OutModel):
     bw_per_dir_bytes_per_s: float  # peak per GPU, one direction
     efficiency: float
     latency_s: float
-    assumed: list[str] = Field(default_factory=list)  # fields resting on assumed/estimated values
+    assumed: list[str] = Field(default_factory=new_list)  # fields resting on assumed/estimated values
 
 
 class SystemOut(OutModel):

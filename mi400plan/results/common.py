@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mi400plan.factories import new_list
+
 SCHEMA_VERSION = 1
 
 
@@ -52,7 +54,7 @@ class Result(OutModel):
     """
 
     command: ClassVar[str] = ""
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=new_list)
 
     def check_failed(self) -> bool:
         return False
@@ -75,7 +77,7 @@ class Envelope(OutModel):
     command: str
     status: Literal["ok", "error"]
     data: dict[str, Any] | None = None
-    errors: list[ErrorItem] = Field(default_factory=list)
+    errors: list[ErrorItem] = Field(default_factory=new_list)
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from mi400plan.factories import new_list, new_dict
 from mi400plan.results.common import OutModel, Range, Result
 
 
@@ -22,7 +23,7 @@ class CostInput(OutModel):
     value: Range
     unit: str
     status: str  # profile status, or "given" for a command-line flag
-    source: list[str] = Field(default_factory=list)
+    source: list[str] = Field(default_factory=new_list)
     origin: str  # profile name or the flag
 
 
@@ -51,15 +52,15 @@ class CostRow(OutModel):
     tdp_w: float | None
     per_gpu_hour: PerGpuHour
     capex_per_gpu_hour: Range  # capex term only (seed 002's "Total Upfront Cluster Capex, per GPU per Hour")
-    dense_tflops: dict[str, float] = Field(default_factory=dict)  # per GPU, by precision
-    tco_per_pflops_hour: dict[str, Range] = Field(default_factory=dict)  # all-in / dense PFLOP/s
-    capex_per_pflops_hour: dict[str, float] = Field(default_factory=dict)  # capex term / dense PFLOP/s (seed's "TCO")
-    tflops_per_w_tdp: dict[str, float] = Field(default_factory=dict)  # dense TFLOP/s / chip TDP
-    tflops_per_w_wall: dict[str, float] = Field(default_factory=dict)  # dense TFLOP/s / provisioned wall W per GPU
+    dense_tflops: dict[str, float] = Field(default_factory=new_dict)  # per GPU, by precision
+    tco_per_pflops_hour: dict[str, Range] = Field(default_factory=new_dict)  # all-in / dense PFLOP/s
+    capex_per_pflops_hour: dict[str, float] = Field(default_factory=new_dict)  # capex term / dense PFLOP/s (seed's "TCO")
+    tflops_per_w_tdp: dict[str, float] = Field(default_factory=new_dict)  # dense TFLOP/s / chip TDP
+    tflops_per_w_wall: dict[str, float] = Field(default_factory=new_dict)  # dense TFLOP/s / provisioned wall W per GPU
     cost_per_mtok: Range | None = None  # with --tokens-per-s: all-in per GPU-hour / tokens per GPU-hour x 1e6
     tokens_per_s_per_mw: float | None = None  # with --tokens-per-s: per MW of facility power (provisioned x PUE)
-    estimates: list[str] = Field(default_factory=list)  # inputs resting on estimates or assumptions
-    inputs: list[CostInput] = Field(default_factory=list)  # the system's own inputs
+    estimates: list[str] = Field(default_factory=new_list)  # inputs resting on estimates or assumptions
+    inputs: list[CostInput] = Field(default_factory=new_list)  # the system's own inputs
 
 
 class CostResult(Result):
@@ -71,11 +72,11 @@ class CostResult(Result):
     gpu_load: float  # nominal average GPU load (fraction of TDP)
     pue: float  # nominal
     tokens_per_s_per_gpu: float | None = None  # serving rate given for cost per Mtok
-    formula: list[str] = Field(default_factory=list)  # the cost model, one line per term
-    site_inputs: list[CostInput] = Field(default_factory=list)
-    rows: list[CostRow] = Field(default_factory=list)
-    ranking_flips: list[str] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    formula: list[str] = Field(default_factory=new_list)  # the cost model, one line per term
+    site_inputs: list[CostInput] = Field(default_factory=new_list)
+    rows: list[CostRow] = Field(default_factory=new_list)
+    ranking_flips: list[str] = Field(default_factory=new_list)
+    notes: list[str] = Field(default_factory=new_list)
 
 
 class RunEnergy(OutModel):

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from mi400plan.factories import new_list, new_dict
 from mi400plan.results.common import OutModel, Result, flatten
 from mi400plan.results.sweep import MemoryBytes, SweepLayout, TimeBreakdown
 from mi400plan.results.totals import PlanTotals
@@ -62,7 +63,7 @@ class SkuAnswer(OutModel):
     meets: bool  # pick exists, meets the deadline and stays within the budget (each when given)
     limit: str | None = None  # why no size qualifies: the term that stops scaling, or the budget
     next_smaller: PricedSize | None = None  # the next smaller candidate size, priced (misses the target)
-    priced: list[PricedSize] = Field(default_factory=list)
+    priced: list[PricedSize] = Field(default_factory=new_list)
 
 
 class DeadlineResult(Result):
@@ -79,10 +80,10 @@ class DeadlineResult(Result):
     budget_usd: float | None = None
     max_gpus: int
     site: str | None = None
-    recipe: dict[str, Any] = Field(default_factory=dict)  # training-recipe switches that differ from the defaults
+    recipe: dict[str, Any] = Field(default_factory=new_dict)  # training-recipe switches that differ from the defaults
     finetune: str | None = None  # LoRA fine-tuning (``finetune.finetune_text``); None: every weight trains
     method: str
-    answers: list[SkuAnswer] = Field(default_factory=list)
+    answers: list[SkuAnswer] = Field(default_factory=new_list)
 
     def check_failed(self) -> bool:
         return not all(a.meets for a in self.answers)

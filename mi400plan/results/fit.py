@@ -10,6 +10,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from mi400plan.factories import new_list, new_dict
 from mi400plan.results.common import OutModel, Result
 
 
@@ -98,10 +99,10 @@ class FitResult(Result):
     mode: Literal["train", "infer"]
     recipe: dict[str, RecipeValue]
     reserve: str  # the runtime reserve rule, e.g. "2.0 GiB + 5% of HBM"
-    rows: list[FitRow] = Field(default_factory=list)
+    rows: list[FitRow] = Field(default_factory=new_list)
     # Several --precision values compared: their order, and each one's recipe (``recipe`` is the first's).
-    precisions: list[str] = Field(default_factory=list)
-    recipes: dict[str, dict[str, RecipeValue]] = Field(default_factory=dict)
+    precisions: list[str] = Field(default_factory=new_list)
+    recipes: dict[str, dict[str, RecipeValue]] = Field(default_factory=new_dict)
 
     def check_failed(self) -> bool:
         return not any(r.fits for r in self.rows)

@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from mi400plan.factories import new_list
 from mi400plan.results.common import OutModel, Result
 
 
@@ -62,7 +63,7 @@ class LargestResult(Result):
     precision: str
     rule: str  # what "fits" means here
     train_tokens: float | None = None  # train mode: --tokens (each row's ``run`` prices it)
-    rows: list[LargestRow] = Field(default_factory=list)
+    rows: list[LargestRow] = Field(default_factory=new_list)
 
     def check_failed(self) -> bool:
         return not any(r.largest is not None for r in self.rows)

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from mi400plan.factories import new_list, new_dict
 from mi400plan.results.common import OutModel, Result
 
 
@@ -49,13 +50,13 @@ class ProfileRow(OutModel):
     name: str
     kind: str
     display_name: str | None = None
-    aliases: list[str] = Field(default_factory=list)
+    aliases: list[str] = Field(default_factory=new_list)
     roadmap: str | None = None  # set for roadmap entries (announced, not shipping)
     origin: str  # "bundled" | "user"
     path: str
     status: StatusCounts = Field(default_factory=StatusCounts)
-    sources: list[str] = Field(default_factory=list)  # keys defined in [sources]
-    notes: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=new_list)  # keys defined in [sources]
+    notes: list[str] = Field(default_factory=new_list)
     error: str | None = None
     # The one-line summary ``profiles list`` prints (None = not disclosed, or not this kind's).
     vendor: str | None = None  # accelerators
@@ -92,7 +93,7 @@ class SpecSheetRow(OutModel):
     scale_up_fabric: str | None = None
     scale_up_domain: int | None = None
     scale_up_bw_bytes_per_s: float | None = None
-    uncertain: list[str] = Field(default_factory=list)
+    uncertain: list[str] = Field(default_factory=new_list)
     error: str | None = None
 
 
@@ -100,7 +101,7 @@ class ProfilesList(Result):
     command = "profiles"
     action: Literal["list"] = "list"
     kind: str | None = None  # the --kind filter, if any
-    rows: list[ProfileRow] = Field(default_factory=list)
+    rows: list[ProfileRow] = Field(default_factory=new_list)
     specs: list[SpecSheetRow] | None = None  # --specs: the accelerator spec sheet instead of rows
 
 
@@ -120,7 +121,7 @@ class FieldRow(OutModel):
     low: float | None = None
     high: float | None = None
     status: str | None = None
-    sources: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=new_list)
     note: str | None = None
 
 
@@ -139,15 +140,15 @@ class ProfileShow(Result):
     kind: str
     name: str
     display_name: str | None = None
-    aliases: list[str] = Field(default_factory=list)
+    aliases: list[str] = Field(default_factory=new_list)
     description: str | None = None
     roadmap: str | None = None  # set for roadmap entries (announced, not shipping)
     origin: str
     path: str
     status: StatusCounts = Field(default_factory=StatusCounts)
-    sources: dict[str, SourceRow] = Field(default_factory=dict)  # key -> dated citation
-    notes: list[str] = Field(default_factory=list)
-    rows: list[FieldRow] = Field(default_factory=list)
+    sources: dict[str, SourceRow] = Field(default_factory=new_dict)  # key -> dated citation
+    notes: list[str] = Field(default_factory=new_list)
+    rows: list[FieldRow] = Field(default_factory=new_list)
 
 
 class ValidationIssue(OutModel):
@@ -165,7 +166,7 @@ class ValidateRow(OutModel):
     path: str
     origin: str  # "bundled" | "user" | "file"
     ok: bool
-    issues: list[ValidationIssue] = Field(default_factory=list)
+    issues: list[ValidationIssue] = Field(default_factory=new_list)
 
 
 class ProfilesValidate(Result):
@@ -176,7 +177,7 @@ class ProfilesValidate(Result):
     action: Literal["validate"] = "validate"
     checked: int = 0
     failed: int = 0
-    rows: list[ValidateRow] = Field(default_factory=list)
+    rows: list[ValidateRow] = Field(default_factory=new_list)
 
     def check_failed(self) -> bool:
         return self.failed > 0

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from mi400plan.factories import new_list
 from mi400plan.results.common import OutModel, Range, Result, flatten_model
 
 
@@ -24,7 +25,7 @@ class ComponentLine(OutModel):
     total_w: Range
     liquid_fraction: float
     status: str
-    source: list[str] = Field(default_factory=list)
+    source: list[str] = Field(default_factory=new_list)
 
 
 class FeedLoading(OutModel):
@@ -59,7 +60,7 @@ class FeedVerdict(OutModel):
     arithmetic: str
     needed: str | None = None  # first of ``alternatives``: the given feeds with the smallest standard rating carrying the high load
     needed_usable_w: float | None = None
-    alternatives: list[str] = Field(default_factory=list)  # every fix, what it keeps first (rack.feed_fixes)
+    alternatives: list[str] = Field(default_factory=new_list)  # every fix, what it keeps first (rack.feed_fixes)
     source_status: str = "assumed"
     loading: FeedLoading | None = None
 

@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from mi400plan.factories import new_list, new_dict
 from mi400plan.results.common import OutModel, Result, flatten_model
 from mi400plan.results.fleet import FleetRow
 
@@ -92,13 +93,13 @@ class ServeRow(OutModel):
     memory_bytes: ServeMemory
     decode_s: DecodeBreakdown
     prefill_s: PrefillBreakdown
-    ranges: dict[str, Span] = Field(default_factory=dict)  # tokens_per_s_per_gpu, tpot_s, ttft_s
+    ranges: dict[str, Span] = Field(default_factory=new_dict)  # tokens_per_s_per_gpu, tpot_s, ttft_s
     meets_sla: bool | None = None
     sla_flips: bool = False  # the SLA verdict differs at a corner of the estimate ranges
     cost_per_mtok_output: float | None = None  # USD per 1e6 output tokens (decode share of GPU time)
     cost_per_mtok_input: float | None = None  # USD per 1e6 input tokens (prefill share)
     output_tokens_per_s_per_mw: float | None = None  # per MW of rack wall power
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=new_list)
 
 
 class Comparison(OutModel):
@@ -107,7 +108,7 @@ class Comparison(OutModel):
 
     interactivity: float
     best: dict[str, float | None]  # sku -> highest output tokens/s/GPU at this level
-    cost_per_mtok_output: dict[str, float | None] = Field(default_factory=dict)  # sku -> lowest US$ per Mtok out
+    cost_per_mtok_output: dict[str, float | None] = Field(default_factory=new_dict)  # sku -> lowest US$ per Mtok out
     low: dict[str, float | None]  # output tokens/s/GPU at the pessimistic / optimistic ends
     high: dict[str, float | None]
     leader: str | None  # best under the result's ``rank_by``
@@ -189,7 +190,7 @@ class ScenarioInfo(OutModel):
     max_num_seqs: int | None
     candidates_per_sku: int
     stack: str | None = None  # --stack as given; None: each SKU's default serving stack (SkuInfo.serving_stack)
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=new_list)
 
 
 class ServeResult(Result):
@@ -200,7 +201,7 @@ class ServeResult(Result):
     precision: str
     kv_dtype: str
     disaggregated: bool
-    sla: dict[str, float] = Field(default_factory=dict)  # tpot_s, ttft_s, interactivity
+    sla: dict[str, float] = Field(default_factory=new_dict)  # tpot_s, ttft_s, interactivity
     order: str
     rank_by: str = "tok-per-gpu"  # tok-per-gpu | cost | ttft: the rows' order under an SLA and the comparison's leader
     rank_rule: str = ""  # why that order (--rank-by, or the default rule)
@@ -209,13 +210,13 @@ class ServeResult(Result):
     rejected: dict[str, int]
     skus: list[SkuInfo]
     rows: list[ServeRow]
-    comparison: list[Comparison] = Field(default_factory=list)
+    comparison: list[Comparison] = Field(default_factory=new_list)
     ranges: bool = True  # the corners of the estimate ranges were evaluated
-    curves: list[Curve] = Field(default_factory=list)  # every SKU's Pareto front over all fitting points (nominal)
-    flips: list[str] = Field(default_factory=list)
-    fleet: list[FleetRow] = Field(default_factory=list)  # --racks / --gpus: fleet tokens/s and users per SKU
+    curves: list[Curve] = Field(default_factory=new_list)  # every SKU's Pareto front over all fitting points (nominal)
+    flips: list[str] = Field(default_factory=new_list)
+    fleet: list[FleetRow] = Field(default_factory=new_list)  # --racks / --gpus: fleet tokens/s and users per SKU
     scenario: ScenarioInfo | None = None  # --scenario: MLPerf Inference scenario, simulated per request
-    scenario_rows: list[ScenarioRow] = Field(default_factory=list)
+    scenario_rows: list[ScenarioRow] = Field(default_factory=new_list)
 
     def check_failed(self) -> bool:
         """``--check``: some SKU has no layout that meets the SLA (or nothing fits at all)."""

@@ -12,6 +12,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from mi400plan.factories import new_list
 from mi400plan.results.common import OutModel, Result
 
 
@@ -89,4 +90,4 @@ class ServeValidateResult(Result):
     loso_refits: int  # distinct calibrations refitted
     loso_seconds: float  # wall time of the cross-validation
     source_definition: str  # what one held-out source is
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=new_list)

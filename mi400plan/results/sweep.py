@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from mi400plan.factories import new_list, new_dict
 from mi400plan.results.common import OutModel, Result, flatten
 from mi400plan.results.cost import RunEnergy
 from mi400plan.results.totals import PlanTotals
@@ -171,7 +172,7 @@ class SkuEfficiency(OutModel):
     stack: str | None = None
     stack_label: str | None = None  # name, framework, version, release date and overridden settings
     stack_basis: str | None = None  # "--stack" or the default rule
-    stack_settings: dict[str, str] = Field(default_factory=dict)
+    stack_settings: dict[str, str] = Field(default_factory=new_dict)
 
 
 class SkuSummary(OutModel):
@@ -294,7 +295,7 @@ class NoLayout(OutModel):
     sku: str
     gpus: int
     why: str  # the rules that rejected most candidates, with counts
-    nearest_gpus: list[int] = Field(default_factory=list)  # closest counts that work, below and/or above
+    nearest_gpus: list[int] = Field(default_factory=new_list)  # closest counts that work, below and/or above
 
 
 class BatchChoice(OutModel):
@@ -327,7 +328,7 @@ class BatchPlan(OutModel):
     bound_tokens: float  # the most the planner uses: bound_factor x b_opt_tokens
     bound_factor: float
     bubble_limit: float  # bubble fraction above which a pipeline counts as starved (GPipe)
-    chosen: list[BatchChoice] = Field(default_factory=list)
+    chosen: list[BatchChoice] = Field(default_factory=new_list)
 
 
 class SweepResult(Result):
@@ -350,30 +351,30 @@ class SweepResult(Result):
     valid: int
     rejected: dict[str, int]
     rejected_rules: dict[str, str]
-    rows: list[SweepRow] = Field(default_factory=list)
-    skus: list[SkuSummary] = Field(default_factory=list)
-    scaling: list[ScalingPoint] = Field(default_factory=list)
-    scaling_below_90_at: dict[str, int | None] = Field(default_factory=dict)  # sku -> first GPU count < 90%
-    efficiencies: list[SkuEfficiency] = Field(default_factory=list)
-    rack_crossing: list[SweepRow] = Field(default_factory=list)  # best layout whose TP or PP leaves the scale-up domain
-    domain_inside: list[SweepRow] = Field(default_factory=list)  # best layout whose TP and replica stay inside it
+    rows: list[SweepRow] = Field(default_factory=new_list)
+    skus: list[SkuSummary] = Field(default_factory=new_list)
+    scaling: list[ScalingPoint] = Field(default_factory=new_list)
+    scaling_below_90_at: dict[str, int | None] = Field(default_factory=new_dict)  # sku -> first GPU count < 90%
+    efficiencies: list[SkuEfficiency] = Field(default_factory=new_list)
+    rack_crossing: list[SweepRow] = Field(default_factory=new_list)  # best layout whose TP or PP leaves the scale-up domain
+    domain_inside: list[SweepRow] = Field(default_factory=new_list)  # best layout whose TP and replica stay inside it
     saved_plan: str | None = None
     ranges_checked: bool = False  # False with --no-ranges
-    ranges: list[SkuRange] = Field(default_factory=list)  # one per SKU and GPU count
-    flips: list[SweepFlip] = Field(default_factory=list)
+    ranges: list[SkuRange] = Field(default_factory=new_list)  # one per SKU and GPU count
+    flips: list[SweepFlip] = Field(default_factory=new_list)
     site: str | None = None  # cost site profile (with --tokens)
-    energy: list[RunEnergy] = Field(default_factory=list)  # with --tokens: energy, emissions, cost per SKU and size
-    scaling_below_90_at_corners: dict[str, dict[str, int | None]] = Field(default_factory=dict)  # sku -> corner -> GPUs
+    energy: list[RunEnergy] = Field(default_factory=new_list)  # with --tokens: energy, emissions, cost per SKU and size
+    scaling_below_90_at_corners: dict[str, dict[str, int | None]] = Field(default_factory=new_dict)  # sku -> corner -> GPUs
     # With --pareto: every fitting layout that no other beats on both step time and memory per GPU,
     # per SKU and GPU count, fastest first (``rank`` 1 = the fastest, the same layout as rows' #1).
     # At a fixed SKU and GPU count cost and energy to train are proportional to step time, so this
     # is also the front on cost vs memory.
-    pareto: list[SweepRow] = Field(default_factory=list)
+    pareto: list[SweepRow] = Field(default_factory=new_list)
     pareto_checked: bool = False  # True with --pareto (an empty list then means no layout fits)
-    no_layout: list[NoLayout] = Field(default_factory=list)  # SKU x GPU counts with nothing valid that fits
+    no_layout: list[NoLayout] = Field(default_factory=new_list)  # SKU x GPU counts with nothing valid that fits
     # The best layout's totals per SKU (single-size sweeps): FLOPs per token split, total training FLOPs
     # (with --tokens) and bytes per GPU per step of each collective (``results.totals``).
-    totals: list[PlanTotals] = Field(default_factory=list)
+    totals: list[PlanTotals] = Field(default_factory=new_list)
     batch: BatchPlan | None = None  # how the global batch was chosen, per SKU and GPU count
 
     def check_failed(self) -> bool:

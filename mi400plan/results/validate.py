@@ -11,6 +11,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from mi400plan.factories import new_list
 from mi400plan.results.common import OutModel, Result
 
 
@@ -40,7 +41,7 @@ class ValidateResult(Result):
     command: ClassVar[str] = "validate"
     inputs: list[str]
     rows: list[ValidateRow]
-    skipped: list[str] = Field(default_factory=list)  # bundled runs with no valid layout at their SKU
+    skipped: list[str] = Field(default_factory=new_list)  # bundled runs with no valid layout at their SKU
     groups: list[GroupRow]  # errors at the profiles' values
     loso_groups: list[GroupRow]  # leave-one-source-out errors (empty with one source or --no-loso)
     loso_sources: int  # sources held out in turn (0: not run)

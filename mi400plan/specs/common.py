@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
 
+from mi400plan.factories import new_list, new_dict
 from mi400plan.errors import MissingValueError
 
 Status = Literal[
@@ -96,7 +97,7 @@ class Estimate(StrictModel):
     low: float | None = None
     high: float | None = None
     status: Status = "disclosed"
-    source: list[str] = Field(default_factory=list)
+    source: list[str] = Field(default_factory=new_list)
     note: str | None = None
     # Peak rates only: the math the figure assumes. Checked against the key (specs/accelerator.py).
     basis: Literal["dense", "sparse", "compressed"] | None = None
@@ -352,11 +353,11 @@ class ProfileBase(StrictModel):
     """Fields every profile kind has. ``sources`` maps a key (``A2``, ``S004``) to a citation."""
 
     name: str = Field(pattern=NAME_PATTERN)
-    aliases: list[str] = Field(default_factory=list)
+    aliases: list[str] = Field(default_factory=new_list)
     display_name: str
     description: str | None = None
-    sources: dict[str, Source] = Field(default_factory=dict)
-    notes: list[str] = Field(default_factory=list)
+    sources: dict[str, Source] = Field(default_factory=new_dict)
+    notes: list[str] = Field(default_factory=new_list)
     # A roadmap entry: announced, not shipping. The text says what was announced, by whom and for
     # when ("NVIDIA roadmap (GTC 2025): H2 2027"); every output that names the profile shows it.
     roadmap: str | None = Field(default=None, min_length=1)

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from mi400plan.factories import new_list
 from mi400plan.specs.common import ND, Est, Estimate, GBps, Latency, PosFraction, ProfileBase, StrictModel
 from mi400plan.units import GB_PER_S, US
 
@@ -58,7 +59,7 @@ class TorusSlice(StrictModel):
 
     shape: list[TorusDim] = Field(min_length=1, max_length=8)
     wrap: list[bool] = Field(max_length=8)
-    source: list[str] = Field(default_factory=list)
+    source: list[str] = Field(default_factory=new_list)
     note: str | None = None
 
     @property
@@ -107,7 +108,7 @@ class Fabric(ProfileBase):
     efficiency: PosFraction = ND  # achievable fraction of the per-direction bandwidth for large transfers
 
     switch: SwitchPlane | None = None
-    conflicts: list[Conflict] = Field(default_factory=list)
+    conflicts: list[Conflict] = Field(default_factory=new_list)
     # The real topology cannot be represented by the model: this text names what stands in for it
     # ("Boardfly modelled as one non-blocking switch ..."); every result that uses the fabric says so
     # (profiles.approximation_warnings).

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from mi400plan.factories import new_list
 from mi400plan.specs.common import ND, Est, Estimate, Fraction, NonNeg, PosFraction, ProfileBase, StrictModel, est_in
 
 ComponentKind = Literal[
@@ -62,7 +63,7 @@ class Tray(StrictModel):
     role: TrayRole = "compute"
     count: int = Field(ge=0, le=10**5)
     height_u: float | None = Field(default=None, gt=0, le=100)  # rack units (OU or U), descriptive
-    components: list[Component] = Field(default_factory=list)
+    components: list[Component] = Field(default_factory=new_list)
 
     @property
     def gpus_per_tray(self) -> int:
@@ -136,7 +137,7 @@ class Feeds(StrictModel):
     power_factor: PosFraction = Field(default_factory=lambda: Estimate.exact(1.0, "assumed"))
     redundancy: FeedRedundancy = "2N"  # A/B feeds: one side must carry the whole rack
     status: str = "assumed"  # where this feed plan comes from
-    source: list[str] = Field(default_factory=list)
+    source: list[str] = Field(default_factory=new_list)
     note: str | None = None
 
     @model_validator(mode="after")

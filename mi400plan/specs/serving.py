@@ -31,6 +31,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from mi400plan.factories import new_list, new_dict
 from mi400plan.specs.common import ProfileBase, Source, Status, StrictModel, _norm_status
 
 _DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
@@ -58,10 +59,10 @@ class SchedulerDefaults(StrictModel):
     prefill_with_decodes: bool  # prompt tokens share an iteration with the running decodes
     max_num_batched_tokens: list[SchedulerTier] = Field(min_length=1)
     max_num_seqs: list[SchedulerTier] | Literal["kv-pool"]
-    small_tier_skus: list[str] = Field(default_factory=list)
-    flags: dict[str, str] = Field(default_factory=dict)  # the stack's own names of the settings
+    small_tier_skus: list[str] = Field(default_factory=new_list)
+    flags: dict[str, str] = Field(default_factory=new_dict)  # the stack's own names of the settings
     status: Status = "disclosed"
-    source: list[str] = Field(default_factory=list)
+    source: list[str] = Field(default_factory=new_list)
     note: str | None = None
 
     @model_validator(mode="before")
@@ -105,7 +106,7 @@ class ServingStack(ProfileBase):
     release_source: list[str] = Field(min_length=1)
     vendors: list[str] = Field(min_length=1)
     vendor_reference: bool = False  # the vendor's own published inference benchmarks run it (default candidate)
-    vendor_reference_source: list[str] = Field(default_factory=list)
+    vendor_reference_source: list[str] = Field(default_factory=new_list)
     scheduler: SchedulerDefaults
     inferencex: InferenceXUse | None = None
 

@@ -41,6 +41,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from mi400plan.factories import new_list, new_dict
 from mi400plan.specs.common import ProfileBase, Source, Status, StrictModel, _norm_status
 
 ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "ck", "triton")
@@ -60,7 +61,7 @@ class _Setting(StrictModel):
     """One setting: its value, where it is stated, and how sure that is."""
 
     status: Status = "disclosed"
-    source: list[str] = Field(default_factory=list)
+    source: list[str] = Field(default_factory=new_list)
     note: str | None = None
 
     @model_validator(mode="before")
@@ -128,7 +129,7 @@ class StackProfile(ProfileBase):
     release_source: list[str] = Field(min_length=1)  # [sources] keys that date the release
     vendors: list[str] = Field(min_length=1)  # accelerator vendors it runs on ("NVIDIA", "AMD")
     vendor_reference: bool = False  # the vendor's own published performance stack (default candidate)
-    components: dict[str, str] = Field(default_factory=dict)  # e.g. megatron_core = "0.15.0"
+    components: dict[str, str] = Field(default_factory=new_dict)  # e.g. megatron_core = "0.15.0"
     settings: StackSettings
 
     @model_validator(mode="after")

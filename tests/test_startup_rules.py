@@ -1,0 +1,92 @@
+"""Rules that keep start-up work off a command's path (benchmarks/bench_startup.py measures the time;
+these check the causes, which do not depend on the machine's speed)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+
+
+def _models() -> list[type]:
+    """Every pydantic model class the spec and result modules define."""
+    from pydantic import BaseModel
+
+    out = []
+    for pkg in ("mi400plan.specs", "mi400plan.results"):
+        for info in pkgutil.walk_packages(importlib.import_module(pkg).__path__, f"{pkg}."):
+            module = importlib.import_module(info.name)
+            out += [v for v in vars(module).values()
+                    if isinstance(v, type) and issubclass(v, BaseModel) and v.__module__ == info.name]
+    return out
+
+
+def test_no_model_field_takes_a_builtin_factory():
+    """pydantic reads each default factory's signature when it builds a model class; a builtin's
+    (``list``, ``dict``) is parsed from text with tokenize at every start, a plain function's is not."""
+    models = _models()
+    assert len(models) > 50  # the walk found the spec and result models
+    builtin = [f"{m.__module__}.{m.__name__}.{name}" for m in models
+               for name, info in m.model_fields.items() if info.default_factory in (list, dict, set, tuple)]
+    assert builtin == []
+    from mi400plan.factories import new_dict, new_list
+
+    a, b = new_list(), new_list()
+    assert a == [] and a is not b and new_dict() == {} and new_dict() is not new_dict()
+
+
+def test_sweep_loads_neither_rack_results_nor_cost_profiles():
+    """A sweep without --tokens or cost flags prices no cost profile and builds no rack result."""
+    code = (
+        "import io, sys, contextlib\n"
+        "from mi400plan.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        main(['sweep', 'gpt3-175b', '--sku', 'a100', '--gpus', '1024', '--json', '--no-ranges'])\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, exc.code\n"
+        "loaded = [m for m in ('mi400plan.results.rack', 'mi400plan.specs.cost') if m in sys.modules]\n"
+        "sys.stderr.write(','.join(loaded) or 'none')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr.endswith("none"), out.stderr[-500:]
+
+
+def test_a_flag_left_out_reaches_its_callback_as_none(cli):
+    """``--help`` left out: its callback sees None (as typer's coercion would hand it) and prints nothing;
+    given, it prints the command's help."""
+    quiet = cli(["comm", "all-reduce", "--size", "1MB", "--group", "8", "--sku", "mi300x", "--json"])
+    assert quiet.exit_code == 0 and quiet.stdout.lstrip().startswith("{")
+    shown = cli(["comm", "--help"])
+    assert shown.exit_code == 0 and "Usage:" in shown.stdout
+
+
+
+def _run_fit(env_value: str | None) -> str:
+    import os
+
+    code = (
+        "import io, sys, contextlib\n"
+        "from mi400plan.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        main(['fit', 'llama3.1-8b', '--sku', 'mi300x', '--json'])\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, exc.code\n"
+        "from pydantic.plugin._loader import get_plugins\n"
+        "sys.stderr.write(f\"{'importlib.metadata' in sys.modules} {tuple(get_plugins())}\")\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if env_value is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = env_value
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stderr
+
+
+def test_with_plugins_disabled_the_plugin_loader_is_not_imported():
+    """The planner disables pydantic's plugins (unless the user chose otherwise); pydantic's loader, which
+    imports importlib.metadata only to find them disabled, is then stood in for by one that finds none."""
+    assert _run_fit(None).endswith("False ()")
+    assert _run_fit("1").endswith("False ()")
+    # a user's own choice (disabling one plugin by name) keeps pydantic's real loader
+    assert _run_fit("some-plugin").endswith("True ()")
