@@ -21,11 +21,11 @@ What a stack changes:
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mi400plan.errors import UnknownNameError, UsageError
+from mi400plan.stacks import newest_vendor_reference
 
 if TYPE_CHECKING:
     from mi400plan.profiles import Catalog
@@ -56,20 +56,9 @@ class ResolvedServing:
         return f"{self.name} ({self.framework} {self.version}, released {self.released})"
 
 
-def _date_key(text: str) -> datetime.date:
-    parts = [int(p) for p in text.split("-")] + [1, 1]
-    return datetime.date(parts[0], parts[1], parts[2])
-
-
 def default_serving_stack(catalog: "Catalog", vendor: str) -> "ServingStack | None":
     """The newest-released ``vendor_reference`` serving stack that runs on ``vendor`` (None: there is none)."""
-    best = None
-    for name in catalog.names("serving"):
-        spec = catalog.get("serving", name).spec
-        if spec.vendor_reference and vendor in spec.vendors:
-            if best is None or _date_key(spec.released) > _date_key(best.released):
-                best = spec
-    return best
+    return newest_vendor_reference(catalog, "serving", vendor)
 
 
 def serving_spec(catalog: "Catalog", name: str) -> "ServingStack":

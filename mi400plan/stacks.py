@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mi400plan.errors import UsageError
 from mi400plan.specs.common import Estimate
@@ -99,15 +99,21 @@ def _date_key(text: str) -> datetime.date:
     return datetime.date(parts[0], parts[1], parts[2])
 
 
-def default_stack(catalog: "Catalog", vendor: str) -> "StackProfile | None":
-    """The newest-released ``vendor_reference`` stack that runs on ``vendor`` (None: there is none)."""
+def newest_vendor_reference(catalog: "Catalog", kind: str, vendor: str) -> Any:
+    """The newest-released ``vendor_reference`` profile of ``kind`` (``stacks`` or ``serving``) that runs on
+    ``vendor``: the stack the vendor's own published results run (None: there is none)."""
     best = None
-    for name in catalog.names("stacks"):
-        spec = catalog.get("stacks", name).spec
+    for name in catalog.names(kind):
+        spec = catalog.get(kind, name).spec
         if spec.vendor_reference and vendor in spec.vendors:
             if best is None or _date_key(spec.released) > _date_key(best.released):
                 best = spec
     return best
+
+
+def default_stack(catalog: "Catalog", vendor: str) -> "StackProfile | None":
+    """The newest-released ``vendor_reference`` training stack that runs on ``vendor`` (None: there is none)."""
+    return newest_vendor_reference(catalog, "stacks", vendor)
 
 
 def resolve_stack(catalog: "Catalog", acc: "Accelerator", request: StackRequest | None = None) -> ResolvedStack | None:

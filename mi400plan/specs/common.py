@@ -373,6 +373,17 @@ class ProfileBase(StrictModel):
         """Keys of ``[sources]`` entries without a publication date (warned about, not rejected)."""
         return [k for k, src in self.sources.items() if src.date is None]
 
+    def require_source_keys(self, used: list[tuple[str, str]]) -> None:
+        """``ValueError`` naming each (where, key) of ``used`` whose key ``[sources]`` does not define."""
+        missing = sorted({f"{k} (in {where})" for where, k in used if k not in self.sources})
+        if missing:
+            raise ValueError("source keys used but not defined in [sources]: " + ", ".join(missing))
+
+    def undated_release_errors(self, release_source: list[str]) -> list[str]:
+        """One error for each source dating a release that carries no date (a release is dated by it)."""
+        return [f"release_source: [sources] {key} has no date; a release is dated by its source"
+                for key in release_source if self.sources[key].date is None]
+
     @model_validator(mode="after")
     def _sources_resolve(self) -> "ProfileBase":
         for alias in self.aliases:

@@ -125,15 +125,9 @@ class ServingStack(ProfileBase):
         used += [("vendor_reference_source", k) for k in self.vendor_reference_source]
         used += [("scheduler", k) for k in self.scheduler.source]
         used += [("inferencex", k) for k in (self.inferencex.source if self.inferencex else [])]
-        missing = sorted({f"{k} (in {where})" for where, k in used if k not in self.sources})
-        if missing:
-            raise ValueError("source keys used but not defined in [sources]: " + ", ".join(missing))
+        self.require_source_keys(used)
         return self
 
     def consistency_errors(self) -> list[str]:
         """The text rules of every profile, and: every source dating the release carries a date."""
-        errs = super().consistency_errors()
-        for key in self.release_source:
-            if self.sources[key].date is None:
-                errs.append(f"release_source: [sources] {key} has no date; a release is dated by its source")
-        return errs
+        return super().consistency_errors() + self.undated_release_errors(self.release_source)

@@ -140,15 +140,9 @@ class StackProfile(ProfileBase):
         used = [("release_source", k) for k in self.release_source]
         used += [(f"settings.{name}", k) for name in StackSettings.model_fields
                  for k in getattr(self.settings, name).source]
-        missing = sorted({f"{k} (in {where})" for where, k in used if k not in self.sources})
-        if missing:
-            raise ValueError("source keys used but not defined in [sources]: " + ", ".join(missing))
+        self.require_source_keys(used)
         return self
 
     def consistency_errors(self) -> list[str]:
         """The text rules of every profile, and: every source a stack cites carries a date."""
-        errs = super().consistency_errors()
-        for key in self.release_source:
-            if self.sources[key].date is None:
-                errs.append(f"release_source: [sources] {key} has no date; a release is dated by its source")
-        return errs
+        return super().consistency_errors() + self.undated_release_errors(self.release_source)
