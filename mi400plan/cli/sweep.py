@@ -10,7 +10,7 @@ from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt,
     Bf16ShareOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt, MoeCapacityOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
-    RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, SplitOpt, UnevenOpt, VocabOpt, train_options,
+    RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, SplitOpt, UnevenOpt, VocabOpt, PpScheduleOpt, train_options,
     AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt, FinetuneOpt, LoraRankOpt, LoraTargetsOpt,
 )
 from mi400plan.cli.counts import count, sku_list
@@ -99,6 +99,7 @@ def cmd(
     vocab_divisible_by: VocabOpt = None,
     offload_layers: OffloadOpt = None,
     uneven_pp: UnevenOpt = None,
+    pp_schedule: PpScheduleOpt = None,
     overlap_dp: OverlapDpOpt = None,
     stack: StackOpt = None,
     moe_dispatcher: MoeDispatcherOpt = None,
@@ -148,7 +149,7 @@ def cmd(
                  moe_capacity_factor=moe_capacity_factor, fp8_weight_copies=fp8_weight_copies,
                  bf16_gemm_share=bf16_gemm_share, recompute_modules=recompute_modules, recompute_layers=recompute_layers,
                  fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
-                 offload_layers=offload_layers, uneven_pp=uneven_pp, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
+                 offload_layers=offload_layers, uneven_pp=uneven_pp, pp_schedule=pp_schedule, overlap_tp=overlap_tp, overlap_ep=overlap_ep,
                  overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
                  split_embedding_loss=split_embedding_loss, stack=stack, moe_dispatcher=moe_dispatcher,
                  cuda_graphs=cuda_graphs, attention_kernel=attention_kernel, finetune=finetune, lora_rank=lora_rank,

@@ -1,0 +1,114 @@
+"""DualPipe (``--pp-schedule dualpipe``), checked against DeepSeek-V3's Table 2 (arXiv 2412.19437, 2024-12) by hand.
+
+Table 2: DualPipe keeps 2x the parameters of 1F1B and PP + 1 micro-batches of activations (1F1B: PP), and
+its bubble is (PP/2 - 1)(F&B + B - 3W) against 1F1B's (PP - 1)(F + B). With F : B : W = 1 : 2 : 1 and F&B =
+F + B (one micro-batch time t = 3F), DualPipe's is (PP/2 - 1) x 2F = (PP/2 - 1) x 2t/3.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+H, LAYERS, PP = 1024, 8, 4
+
+
+def _small_gpt():
+    """A stated small model: GPT shape, hidden 1,024, 16 heads, 8 layers, GELU FFN 4h, biases, LayerNorm:
+    12h^2 + 13h parameters a layer (QKV 3h^2 + 3h, projection h^2 + h, FFN 8h^2 + 5h, two LayerNorms 4h)."""
+    from mi400plan.specs.model import Attention, ModelSpec
+
+    return ModelSpec(
+        name="gpt-small", display_name="GPT small", hidden_size=H, num_layers=LAYERS, vocab_size=51200,
+        ffn_dim=4 * H, ffn_kind="gelu", linear_bias=True, norm="layernorm", position_embedding="learned",
+        max_seq_len=2048, tie_embeddings=True, attention=Attention(num_heads=16),
+    )
+
+
+def _slots(schedule: str, nmb: int = 16) -> dict[int, dict[str, float]]:
+    """Every memory term per pipeline-stage slot (rank under DualPipe), keyed by its stage index."""
+    from mi400plan.memory import _stage_terms
+    from mi400plan.params import count_params
+    from mi400plan.specs.layout import train_recipe
+
+    model = _small_gpt()
+    recipe = train_recipe("megatron").model_copy(update={"pp_schedule": schedule})
+    st = _stage_terms(model, count_params(model), recipe,
+                      dict(pp=PP, dp=1, zero=1, micro_batch=1, seq_len=2048, num_microbatches=nmb))
+    out = {}
+    for j, s in enumerate(st.stage.reshape(-1)):
+        if st.total.reshape(-1)[j] > float("-inf"):
+            out[int(s)] = {k: float(getattr(st, k).reshape(-1)[j]) for k in ("weights", "grads", "optim", "acts")}
+    return out
+
+
+def test_dualpipe_rank_holds_two_stages_of_parameters() -> None:
+    """Rank 1 of PP 4 holds stages 1 and 2 (deepseek-ai/DualPipe's example: modules[rank], modules[PP-1-rank]):
+    4 layers of 12h^2 + 13h parameters, at 2 B (bf16 weights), 4 B (fp32 gradients), 12 B (fp32 master +
+    two fp32 moments; DP 1)."""
+    per_layer = 12 * H * H + 13 * H
+    rank1 = _slots("dualpipe")[1]
+    assert rank1["weights"] == 2 * 4 * per_layer
+    assert rank1["grads"] == 4 * 4 * per_layer
+    assert rank1["optim"] == 12 * 4 * per_layer
+    # 1F1B's stage 1 holds its own 2 layers: DualPipe's middle rank holds twice that (Table 2, "2x")
+    assert _slots("1f1b")[1]["weights"] == 2 * 2 * per_layer
+    assert set(_slots("dualpipe")) == {0, 1}  # PP / 2 distinct ranks (rank i mirrors rank PP - 1 - i)
+
+
+def test_dualpipe_holds_pp_plus_one_microbatches_of_a_stage() -> None:
+    """Stage 1 under 1F1B holds PP - 1 = 3 micro-batches of its 2 layers; DualPipe's rank 1 holds PP + 1 = 5
+    micro-batches of one (2-layer) stage: the ratio is 5 / 3, whatever a layer's activations are."""
+    one, dual = _slots("1f1b")[1]["acts"], _slots("dualpipe")[1]["acts"]
+    assert dual / one == pytest.approx(5 / 3, rel=1e-12)
+    # capped by the step's micro-batches, as 1F1B's in-flight count is: 4 micro-batches < PP + 1
+    assert _slots("dualpipe", nmb=4)[1]["acts"] / one == pytest.approx(4 / 3, rel=1e-12)
+
+
+def _sweep(cli, schedule: str, pp: int, extra: list[str] | None = None) -> dict:  # noqa: ANN001
+    r = cli(["sweep", "llama3.1-8b", "--sku", "mi355x", "--gpus", "64", "--no-ranges", "--pp", str(pp), "--tp", "1",
+             "--vpp", "1", "--cp", "1", "--zero", "1", "--micro-batch", "1", "--recompute", "none",
+             "--global-batch", "512", "--pp-schedule", schedule, *(extra or []), "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["data"]
+
+
+def test_dualpipe_bubble_is_table_2(cli) -> None:  # noqa: ANN001
+    """PP 8, same layout and micro-batch time: 1F1B's bubble is 7 micro-batch times, DualPipe's
+    (8/2 - 1) x 2/3 = 2; the ratio 2/7. Everything else in the step is the same."""
+    one, dual = (_sweep(cli, s, 8)["rows"][0] for s in ("1f1b", "dualpipe"))
+    assert one["layout"] == dual["layout"] and one["microbatches"] == dual["microbatches"] == 64
+    assert dual["time_s"]["bubble"] / one["time_s"]["bubble"] == pytest.approx(2 / 7, rel=1e-9)
+    assert dual["time_s"]["compute"] == one["time_s"]["compute"]
+    assert dual["step_time_s"] < one["step_time_s"]
+
+
+def test_sweep_keeps_only_layouts_dualpipe_runs(cli) -> None:  # noqa: ANN001
+    """Odd PP and VPP > 1 are rejected under the ``dualpipe`` rule; so is a step with fewer than 2 x PP
+    micro-batches (global batch 64 at DP 8 and micro-batch 1: 8 micro-batches < 16 at PP 8)."""
+    r = cli(["sweep", "llama3.1-8b", "--sku", "mi355x", "--gpus", "64", "--no-ranges", "--pp", "8", "--tp", "1",
+             "--cp", "1", "--micro-batch", "1", "--global-batch", "64", "--pp-schedule", "dualpipe", "--json"])
+    data = json.loads(r.stdout)["data"]
+    assert not data["rows"] and data["rejected"]["dualpipe"] > 0, r.output
+    ok = _sweep(cli, "dualpipe", 8)
+    assert all(row["layout"]["pp"] % 2 == 0 and row["layout"]["vpp"] == 1 for row in ok["rows"])
+
+
+@pytest.mark.parametrize("extra,why", [
+    (["--pp", "4", "--vpp", "2"], "no virtual stages"),
+    (["--pp", "1"], "an even PP"),
+    (["--pp", "8", "--global-batch", "64"], "at least 2 x PP = 16 (got 8)"),
+    (["--pp", "4", "--global-batch", "144"], "even number of micro-batches per replica, at least 2 x PP = 8 (got 9)"),
+])
+def test_fit_refuses_what_dualpipe_cannot_run(cli, extra: list[str], why: str) -> None:  # noqa: ANN001
+    r = cli(["fit", "llama3.1-8b", "--sku", "mi355x", "--gpus", "64", "--tp", "1", "--micro-batch", "1",
+             "--pp-schedule", "dualpipe", *extra])
+    assert r.exit_code == 2 and "--pp-schedule dualpipe" in r.output and why in r.output, r.output
+
+
+def test_fit_names_the_schedule(cli) -> None:  # noqa: ANN001
+    r = cli(["fit", "llama3.1-8b", "--sku", "mi355x", "--gpus", "64", "--tp", "1", "--pp", "4", "--micro-batch", "1",
+             "--global-batch", "512", "--pp-schedule", "dualpipe", "--json"])
+    assert r.exit_code in (0, 4), r.output
+    assert json.loads(r.stdout)["data"]["rows"][0]["layout"]["schedule"] == "dualpipe"
