@@ -112,3 +112,40 @@ def test_fit_names_the_schedule(cli) -> None:  # noqa: ANN001
              "--global-batch", "512", "--pp-schedule", "dualpipe", "--json"])
     assert r.exit_code in (0, 4), r.output
     assert json.loads(r.stdout)["data"]["rows"][0]["layout"]["schedule"] == "dualpipe"
+
+
+_RUN = """sku = "mi355x"
+precision = "bf16"
+
+[[run]]
+name = "70b-tp8-pp4"
+model = "llama3.1-70b"
+tp = 8
+pp = 4
+dp = 8
+micro_batch = 1
+seq_len = 8192
+global_batch = 256
+step_time_s = 6.0
+"""
+
+
+@pytest.mark.parametrize("command", ["validate", "calibrate"])
+def test_a_runs_file_carries_the_schedule(cli, tmp_path, command: str) -> None:  # noqa: ANN001
+    """A runs file's ``pp_schedule`` reaches the priced step (validate: 32 micro-batches at PP 4, bubble 3 -> 2/3
+    micro-batch times, so DualPipe predicts a shorter step), and a layout DualPipe cannot run is refused with
+    the field named."""
+    def run(text: str) -> object:
+        f = tmp_path / "runs.toml"
+        f.write_text(text)
+        return cli([command, str(f), "--json"])
+
+    dual = _RUN + 'pp_schedule = "dualpipe"\n'
+    bad = run(dual.replace("pp = 4\n", "pp = 4\nvpp = 5\n"))
+    # validate refuses a layout rule as a usage error (2); calibrate as a file error naming the line (3)
+    assert bad.exit_code == (2 if command == "validate" else 3), bad.output
+    assert "pp_schedule" in bad.output and "no virtual stages" in bad.output, bad.output
+    if command == "calibrate":
+        return
+    one, two = (json.loads(run(t).stdout)["data"]["rows"][0]["predicted_s"] for t in (_RUN, dual))
+    assert two < one
