@@ -149,3 +149,11 @@ def test_a_runs_file_carries_the_schedule(cli, tmp_path, command: str) -> None: 
         return
     one, two = (json.loads(run(t).stdout)["data"]["rows"][0]["predicted_s"] for t in (_RUN, dual))
     assert two < one
+
+
+def test_fit_prints_the_schedule(cli) -> None:  # noqa: ANN001
+    args = ["fit", "llama3.1-8b", "--sku", "mi355x", "--gpus", "64", "--tp", "1", "--pp", "4", "--micro-batch", "1",
+            "--global-batch", "512"]
+    r = cli([*args, "--pp-schedule", "dualpipe"], env={"COLUMNS": "200"})
+    assert "pipeline schedule: DualPipe" in " ".join(r.output.split()), r.output
+    assert "pipeline schedule" not in cli(args, env={"COLUMNS": "200"}).output
