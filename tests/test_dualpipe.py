@@ -157,3 +157,19 @@ def test_fit_prints_the_schedule(cli) -> None:  # noqa: ANN001
     r = cli([*args, "--pp-schedule", "dualpipe"], env={"COLUMNS": "200"})
     assert "pipeline schedule: DualPipe" in " ".join(r.output.split()), r.output
     assert "pipeline schedule" not in cli(args, env={"COLUMNS": "200"}).output
+
+
+def test_a_saved_plan_keeps_the_schedule(cli, tmp_path) -> None:  # noqa: ANN001
+    """``sweep --save`` writes ``pp_schedule`` into the plan's [recipe] table and ``fit --plan`` prices the same
+    bytes with it."""
+    plan = tmp_path / "plan.toml"
+    s = cli(["sweep", "llama3.1-8b", "--sku", "mi355x", "--gpus", "64", "--no-ranges", "--pp", "4", "--tp", "1",
+             "--vpp", "1", "--global-batch", "512", "--pp-schedule", "dualpipe", "--save", str(plan), "--json"])
+    assert s.exit_code == 0, s.output
+    assert 'pp_schedule = "dualpipe"' in plan.read_text()
+    f = cli(["fit", "--plan", str(plan), "--json"])
+    assert f.exit_code in (0, 4), f.output
+    row = json.loads(f.stdout)["data"]["rows"][0]
+    assert row["layout"]["schedule"] == "dualpipe"
+    assert row["memory_bytes"]["total"] == pytest.approx(json.loads(s.stdout)["data"]["rows"][0]["memory_bytes"]["total"],
+                                                         abs=1)
