@@ -330,12 +330,18 @@ def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
     return out
 
 
-def stage_slot_table(counts: ParamCounts, pp: ArrayLike, vpp: ArrayLike, split: ArrayLike) -> dict[str, np.ndarray]:
+def stage_slot_table(counts: ParamCounts, pp: ArrayLike, vpp: ArrayLike, split: ArrayLike,
+                     mirror: bool = False) -> dict[str, np.ndarray]:
     """Each layout's pipeline stages (layers, MoE layers, last-stage flag, validity mask), arrays of
-    shape ``pp.shape + (S,)``: what :func:`stage_imbalance` weighs."""
+    shape ``pp.shape + (S,)``: what :func:`stage_imbalance` weighs. ``mirror`` (DualPipe): each slot is a
+    rank holding stages ``i`` and ``pp - 1 - i``, which runs half the micro-batches through each, so its
+    work per micro-batch is the mean of the two (the sums halved; the mean stage stays ``total / pp``)."""
     pp = np.asarray(pp, dtype=np.int64)
     vpp = np.broadcast_to(np.asarray(vpp, dtype=np.int64), pp.shape)
-    return _gather_slots(counts, pp, vpp, np.broadcast_to(np.asarray(split, dtype=np.int64), pp.shape))
+    sl = _gather_slots(counts, pp, vpp, np.broadcast_to(np.asarray(split, dtype=np.int64), pp.shape), mirror=mirror)
+    if mirror:
+        sl = {k: (v if k in ("stage", "valid") else v / 2.0) for k, v in sl.items()}
+    return sl
 
 
 class StageImbalance(NamedTuple):

@@ -1072,7 +1072,8 @@ def step_time(
     flops_hw_tok = flops_hw_tok + pad_extra * (1.0 + full / 3.0)
     # The pipeline runs at its slowest stage's pace: each per-micro-batch term below is that stage's,
     # the mean stage's scaled by the load ratio of its kind (compute time, layers, MoE layers).
-    slots = stage_slot_table(wl.counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0)
+    slots = stage_slot_table(wl.counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0,
+                             mirror=wl.recipe.pp_schedule == DUALPIPE)
     layer_ratio, moe_ratio = stage_count_ratios(wl.counts, c["pp"], slots)
     stage = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc, full, wl.counts, slots,
                             float(getattr(wl.recipe, "bf16_gemm_share", 0.0)))
