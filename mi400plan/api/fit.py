@@ -764,6 +764,8 @@ def _train_grid(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, se
                         continue
                     nmb = global_batch // per
                 lay = Layout(**{**d, "tp": t, "pp": p, "ep": e, "dp": dp})
+                if recipe.pp_schedule == DUALPIPE and dualpipe_problem(p, lay.vpp, int(nmb) if nmb != math.inf else None):
+                    continue
                 if _valid(lay, model, seq, options):
                     cand.append(lay)
                     nmbs.append(nmb)
