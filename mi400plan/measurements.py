@@ -79,6 +79,7 @@ class MeasuredRun(StrictModel):
     overlap_cp: bool = True
     split_embedding_loss: bool = False
     uneven_pp: bool = True  # uneven first/last stages where the layers need them, as fit and sweep
+    pp_schedule: Literal["1f1b", "dualpipe"] = "1f1b"  # as fit's and sweep's --pp-schedule (``mi400plan.dualpipe``)
     # activation offloading (Megatron-Core --cpu-offloading-num-layers), as sweep's --offload-layers
     offload_layers: int = Field(default=0, ge=0, le=MAX_OFFLOAD_LAYERS)
     # The recipe switches of fit and sweep (``specs.layout.TrainOptions``): memory preset, FP8
@@ -161,7 +162,7 @@ class MeasuredRun(StrictModel):
                 "fused_cross_entropy", "recompute_modules", "recompute_layers", "capacity_factor",
                 "moe_capacity_factor", "overlap_tp",
                 "overlap_ep", "overlap_dp", "overlap_pp", "overlap_cp", "split_embedding_loss", "uneven_pp",
-                "finetune", "lora_rank", "lora_targets")
+                "pp_schedule", "finetune", "lora_rank", "lora_targets")
         return TrainOptions.given(**{k: getattr(self, k) for k in keys})
 
     def label(self) -> str:

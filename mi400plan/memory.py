@@ -17,6 +17,9 @@ Sources
 * In-flight micro-batches: Narayanan et al. 2021 (arXiv 2104.04473), sec. 2.2: 1F1B stage ``i``
   holds ``pp - i`` micro-batches; the interleaved schedule holds ``pp*(1 + (pp-1)/(pp*vpp))`` at
   stage 0 (Megatron's warm-up count ``2*(pp - i - 1) + (vpp - 1)*pp`` chunks, plus the current one).
+  DualPipe (``recipe.pp_schedule``; DeepSeek-V3 report arXiv 2412.19437, Table 2): rank ``i`` holds
+  stages ``i`` and ``pp - 1 - i`` (two stages' parameters) and ``pp + 1`` micro-batches of one stage's
+  activations (``mi400plan.dualpipe``).
 * KV cache: ``params.kv_cache_bytes_per_token`` (GQA: 2*kv_heads*head_dim per layer; MLA latent).
 * Vocabulary padding (memory only; ``params`` counts stay unpadded): training pads the vocabulary to
   a multiple of ``recipe.vocab_divisible_by x tp`` as Megatron-LM does (``_vocab_size_with_padding``,
@@ -85,6 +88,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from mi400plan.dualpipe import DUALPIPE
+from mi400plan.dualpipe import inflight_stage_microbatches as dualpipe_inflight
 from mi400plan.finetune import adapter_saved_elems_per_token, lora_of, stage_adapter_params
 from mi400plan.intmath import key_groups
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
@@ -210,9 +215,9 @@ class _LayerTable:
     max_exp: float
     max_rep: float
     num_layers: int
-    # (pp, vpp, split) -> that pipeline's stage slots, filled by :func:`_stage_slots` (the table is
-    # cached per model, so a search computes each pipeline's slots once)
-    slots: dict[tuple[int, int, int], _StageSlots] = field(default_factory=dict, compare=False, repr=False)
+    # (pp, vpp, split, mirror) -> that pipeline's stage slots, filled by :func:`_stage_slots` (the table
+    # is cached per model, so a search computes each pipeline's slots once)
+    slots: dict[tuple[int, int, int, bool], _StageSlots] = field(default_factory=dict, compare=False, repr=False)
 
 
 @functools.lru_cache(maxsize=64)
@@ -254,15 +259,17 @@ class _StageSlots:
     last: np.ndarray
 
 
-def _stage_slots(t: _LayerTable, pp: int, vpp: int, split: int = 0) -> _StageSlots:
+def _stage_slots(t: _LayerTable, pp: int, vpp: int, split: int = 0, mirror: bool = False) -> _StageSlots:
     """The stage slots of one pipeline (memoized on the layer table ``t``)."""
-    hit = t.slots.get((pp, vpp, split))
+    hit = t.slots.get((pp, vpp, split, mirror))
     if hit is None:
-        hit = t.slots[(pp, vpp, split)] = _compute_stage_slots(t, pp, vpp, split)
+        hit = t.slots[(pp, vpp, split, mirror)] = _compute_stage_slots(t, pp, vpp, split, mirror)
     return hit
 
 
-def _compute_stage_slots(t: _LayerTable, pp: int, vpp: int, split: int) -> _StageSlots:
+def _compute_stage_slots(t: _LayerTable, pp: int, vpp: int, split: int, mirror: bool = False) -> _StageSlots:
+    """Per-stage sums, one slot per run of alike stages. ``mirror`` (DualPipe, ``mi400plan.dualpipe``): rank
+    ``i`` holds stages ``i`` and ``pp - 1 - i``, so each of the first ``pp / 2`` slots sums the two."""
     L = t.num_layers
     # Layers per model chunk under the pipeline split (``pipeline.chunk_layers``: even, embedding and
     # loss counted as layers, or uneven first/last stages), in chunk order.
@@ -278,6 +285,12 @@ def _compute_stage_slots(t: _LayerTable, pp: int, vpp: int, split: int) -> _Stag
     layers = (bounds[chunk_idx + 1] - bounds[chunk_idx]).sum(axis=1).astype(np.float64)
     first = (s == 0).astype(np.float64)
     last = (s == pp - 1).astype(np.float64)
+    if mirror and pp >= 2 and pp % 2 == 0:
+        half = pp // 2
+        s = s[:half]
+        tp, kv, arep, ex, rep, moe, layers, first, last = (
+            x[:half] + x[::-1][:half] for x in (tp, kv, arep, ex, rep, moe, layers, first, last))
+        pp = half
     key = np.stack([tp, kv, arep, ex, rep, moe, layers, first, last], axis=1)
     keep = np.ones(pp, dtype=bool)
     keep[1:] = np.any(key[1:] != key[:-1], axis=1)
@@ -290,8 +303,9 @@ SLOT_FIELDS = ("stage", "tp", "kv", "arep", "exp", "rep", "moe", "layers", "firs
 
 
 def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
-                  split: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Slot tables broadcast to the candidates: arrays of shape ``pp.shape + (S,)`` and a mask."""
+                  split: np.ndarray | None = None, mirror: bool = False) -> dict[str, np.ndarray]:
+    """Slot tables broadcast to the candidates: arrays of shape ``pp.shape + (S,)`` and a mask
+    (``mirror``: DualPipe's two stages per rank, :func:`_compute_stage_slots`)."""
     # Group candidates by (pp, vpp, split) in O(N): small integer keys (``intmath.key_groups``).
     if split is None:
         split = np.zeros_like(pp)
@@ -300,7 +314,8 @@ def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
     codes = N_SPLIT_CODES
     present, inverse = key_groups((pp.ravel() * width + vpp.ravel()) * codes + split.ravel())
     lt = _layer_table(counts)
-    tabs = [_stage_slots(lt, int(k // codes // width), int(k // codes % width), int(k % codes)) for k in present]
+    tabs = [_stage_slots(lt, int(k // codes // width), int(k // codes % width), int(k % codes), mirror)
+            for k in present]
     S = max(len(tb.stage) for tb in tabs)
     F = len(SLOT_FIELDS)
     table = np.zeros((len(tabs), F + 1, S))  # every field, then the validity mask, per group
@@ -315,12 +330,18 @@ def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
     return out
 
 
-def stage_slot_table(counts: ParamCounts, pp: ArrayLike, vpp: ArrayLike, split: ArrayLike) -> dict[str, np.ndarray]:
+def stage_slot_table(counts: ParamCounts, pp: ArrayLike, vpp: ArrayLike, split: ArrayLike,
+                     mirror: bool = False) -> dict[str, np.ndarray]:
     """Each layout's pipeline stages (layers, MoE layers, last-stage flag, validity mask), arrays of
-    shape ``pp.shape + (S,)``: what :func:`stage_imbalance` weighs."""
+    shape ``pp.shape + (S,)``: what :func:`stage_imbalance` weighs. ``mirror`` (DualPipe): each slot is a
+    rank holding stages ``i`` and ``pp - 1 - i``, which runs half the micro-batches through each, so its
+    work per micro-batch is the mean of the two (the sums halved; the mean stage stays ``total / pp``)."""
     pp = np.asarray(pp, dtype=np.int64)
     vpp = np.broadcast_to(np.asarray(vpp, dtype=np.int64), pp.shape)
-    return _gather_slots(counts, pp, vpp, np.broadcast_to(np.asarray(split, dtype=np.int64), pp.shape))
+    sl = _gather_slots(counts, pp, vpp, np.broadcast_to(np.asarray(split, dtype=np.int64), pp.shape), mirror=mirror)
+    if mirror:
+        sl = {k: (v if k in ("stage", "valid") else v / 2.0) for k, v in sl.items()}
+    return sl
 
 
 class StageImbalance(NamedTuple):
@@ -634,7 +655,8 @@ def _stage_terms(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
     tp, pp, vpp, dp, ep, etp, cp, zero, mb, seq, rc, sp, nmb, split = b
     shape = np.broadcast_shapes(*(x.shape for x in b))
     pps, vpps, splits = np.broadcast_arrays(pp.astype(np.int64), vpp.astype(np.int64), split)
-    slots = _gather_slots(counts, pps, vpps, splits)
+    dual = recipe.pp_schedule == DUALPIPE
+    slots = _gather_slots(counts, pps, vpps, splits, mirror=dual)
     weights, grads, optim = _parameter_bytes(model, counts, recipe, slots, tp=tp, pp=pp, dp=dp, ep=ep, etp=etp, cp=cp,
                                              zero=zero)
     acts, offloaded = _activation_bytes(model, recipe, slots, tp=tp, pp=pp, vpp=vpp, etp=etp, cp=cp, mb=mb, seq=seq,
@@ -809,6 +831,8 @@ def _activation_bytes(model: ModelSpec, recipe: TrainRecipe, slots: dict[str, np
     inflight_1f1b = np.minimum(P - s_idx, X(nmb))
     chunks = np.minimum(2.0 * (P - s_idx - 1.0) + (V - 1.0) * P + 1.0, X(nmb) * V)
     inflight = np.where(V > 1, chunks / V, inflight_1f1b)
+    if recipe.pp_schedule == DUALPIPE:  # PP + 1 micro-batches of one stage; the slot sums the rank's two stages
+        inflight = dualpipe_inflight(P, X(nmb)) / 2.0 + 0.0 * s_idx
     tokens = X(seq * mb / cp)
     tsp = X(np.where(sp, tp, 1.0))
     e = recipe.activation_bytes

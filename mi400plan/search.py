@@ -57,7 +57,8 @@ Step-time model (per GPU, one optimizer step; every term is reported):
   transfers (``overlap_pp``, on: Megatron-LM's default ``overlap_p2p_comm``; off: every transfer
   exposed, Megatron-LM 2021); those of the plain 1F1B schedule (VPP 1) are always exposed;
 * pipeline bubble of interleaved 1F1B: ``(pp - 1) / vpp`` micro-batch times, i.e. a fraction
-  ``(p - 1) / (m * v)`` of the ``m`` micro-batches (Narayanan et al. 2021, section 2.2.2).
+  ``(p - 1) / (m * v)`` of the ``m`` micro-batches (Narayanan et al. 2021, section 2.2.2); of DualPipe
+  (``recipe.pp_schedule``): ``(pp/2 - 1) x 2/3`` (DeepSeek-V3 report Table 2, ``mi400plan.dualpipe``).
 
 ``step = (m + (pp-1)/vpp) * t_microbatch + exposed DP + optimizer``, where ``t_microbatch`` is the
 sum of the per-micro-batch terms; hence ``step >= compute-only time`` always, and
@@ -77,6 +78,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mi400plan import gemm
+from mi400plan.dualpipe import DUALPIPE
+from mi400plan.dualpipe import RULE as DUALPIPE_RULE
+from mi400plan.dualpipe import RULE_TEXT as DUALPIPE_RULE_TEXT
+from mi400plan.dualpipe import breaks_rule as dualpipe_breaks
+from mi400plan.dualpipe import bubble_microbatches as dualpipe_bubble
 from mi400plan.finetune import (
     LoraSpec, adapter_kernels_fwd_per_layer, adapter_params, check_lora, lora_gemm_seconds, lora_model_flops_per_token,
     lora_of,
@@ -108,6 +114,7 @@ RULES: dict[str, str] = {
     "sp-needs-tp": "sequence parallel needs TP > 1",
     "batch-dp-mb": "DP x micro-batch does not divide the global batch",
     "vpp-microbatches": "the interleaved schedule needs micro-batches per replica to be a multiple of PP",
+    DUALPIPE_RULE: DUALPIPE_RULE_TEXT,
     OFFLOAD_RULE: OFFLOAD_RULE_TEXT,
     "memory": "does not fit in HBM",
 }
@@ -1065,7 +1072,8 @@ def step_time(
     flops_hw_tok = flops_hw_tok + pad_extra * (1.0 + full / 3.0)
     # The pipeline runs at its slowest stage's pace: each per-micro-batch term below is that stage's,
     # the mean stage's scaled by the load ratio of its kind (compute time, layers, MoE layers).
-    slots = stage_slot_table(wl.counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0)
+    slots = stage_slot_table(wl.counts, c["pp"], c["vpp"], c["split"] if "split" in c else 0,
+                             mirror=wl.recipe.pp_schedule == DUALPIPE)
     layer_ratio, moe_ratio = stage_count_ratios(wl.counts, c["pp"], slots)
     stage = compute_seconds(T, hw, tok_mb, mb, s, c, sp, rc, full, wl.counts, slots,
                             float(getattr(wl.recipe, "bf16_gemm_share", 0.0)))
@@ -1115,6 +1123,8 @@ def step_time(
         off_mb = offload_exposed(c, wl, hw, comp_mb, layers)
         t_mb = t_mb + off_mb
     bubble = (pp - 1.0) / vpp * t_mb
+    if wl.recipe.pp_schedule == DUALPIPE:  # (PP/2 - 1)(F&B + B - 3W), Table 2 (``mi400plan.dualpipe``)
+        bubble = dualpipe_bubble(pp) * t_mb
     pp_fill = np.maximum(0.0, pp_fill)  # fill/drain transfers beyond those already in the bubble
 
     dp_exposed, dp_raw = _dp_seconds(g, dpg, price, opts)
@@ -1532,6 +1542,8 @@ def inner_masks(c: dict[str, np.ndarray], wl: Workload) -> dict[str, np.ndarray]
     out["batch-dp-mb"] = (wl.global_batch % (c["dp"] * c["micro_batch"])) != 0
     m = wl.global_batch // (c["dp"] * c["micro_batch"])
     out["vpp-microbatches"] = (c["vpp"] > 1) & ((m % c["pp"]) != 0)
+    if wl.recipe.pp_schedule == DUALPIPE:
+        out[DUALPIPE_RULE] = dualpipe_breaks(c["pp"], c["vpp"], m)
     if wl.recipe.offload_layers > 0:  # mi400plan.offload: Megatron-Core refuses these with CPU offloading
         out[OFFLOAD_RULE] = (c["pp"] > 1) | (c["recompute"] > 0)
     return out

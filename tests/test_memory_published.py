@@ -230,8 +230,8 @@ PUBLISHED = {
     "Table 4 and sec. 3.3.2: 405B on 8,192 H100, TP8 CP1 PP16 DP64, interleaved (VPP 8, one layer a chunk), "
     "32 sequences of 8,192 per DP rank, no recomputation",
     "deepseek-v3-2048-h800": "DeepSeek-AI, 'DeepSeek-V3 Technical Report', arXiv 2412.19437 (2024-12), sec. 3.2-3.3: "
-    "2,048 H800, PP16 EP64 ZeRO-1, RMSNorm and MLA up-projection recomputed, FP8 activations, MoE SwiGLU input in "
-    "FP8, BF16 AdamW moments",
+    "2,048 H800, PP16 EP64 ZeRO-1 under DualPipe (sec. 3.2.1, Table 2), RMSNorm and MLA up-projection recomputed, "
+    "FP8 activations, MoE SwiGLU input in FP8, BF16 AdamW moments",
     "narayanan-530b-zero3-mb4": "Narayanan et al., arXiv 2104.04473 (2021-04), sec. 5.2: 530B under DeepSpeed "
     "ZeRO-3 on 2,560 A100 80GB, micro-batch 4, full recomputation",
     "amd2512-mi355x-dsv2-lite": "AMD, 'MoE Training Best Practices on AMD GPUs' (ROCm blog, 2025-12-16), "
@@ -266,7 +266,7 @@ def _published_verdict(catalog, name: str) -> str:
     if name == "llama3-405b-8192-h100-interleaved":
         return _llama3_interleaved(catalog).verdict
     if name == "deepseek-v3-2048-h800":
-        m = _deepseek_v3_stated(catalog)[1]
+        m = _deepseek_v3_stated(catalog, "dualpipe")[1]
         return verdict_name(float(m.need), float(m.total), build_sku(catalog, "h800", "fp8").hw.hbm_bytes)
     if name == "narayanan-530b-zero3-mb4":
         m = _narayanan_530b_zero3("deepspeed_limits")
@@ -344,7 +344,8 @@ def _published_request(name: str, models: dict[str, str]) -> dict:
     if name == "deepseek-v3-2048-h800":
         return dict(model="deepseek-v3", sku="h800", gpus=2048, seq=4096, gbs=15360,
                     pins=dict(tp=1, cp=1, pp=16, vpp=1, ep=64, zero=1, micro_batch=1, recompute="selective"),
-                    options=dict(precision="fp8", recompute_modules="layernorm,mla_up_proj,moe_act"))
+                    options=dict(precision="fp8", recompute_modules="layernorm,mla_up_proj,moe_act",
+                                 pp_schedule="dualpipe"))
     if name == "narayanan-530b-zero3-mb4":
         return dict(model=models["gpt-530b"], sku="a100", gpus=2560, seq=2048, gbs=10240,
                     pins=dict(tp=1, cp=1, pp=1, vpp=1, ep=1, zero=3, micro_batch=4, recompute="full"),
@@ -408,13 +409,13 @@ def _deepseek_v3_recipes():
     return base, base.model_copy(update={"moment_bytes": 2.0, "moe_swiglu_input_bytes": 1 + 4 / 128})
 
 
-def _deepseek_v3_stated(catalog):
-    """DeepSeek-V3's layout under 1F1B (``train_memory``) with each of :func:`_deepseek_v3_recipes`."""
+def _deepseek_v3_stated(catalog, schedule: str = "1f1b"):
+    """DeepSeek-V3's layout under ``schedule`` (``train_memory``) with each of :func:`_deepseek_v3_recipes`."""
     from mi400plan.memory import train_memory
     from mi400plan.params import count_params
 
     model = catalog.get("models", "deepseek-v3").spec
-    base, stated = _deepseek_v3_recipes()
+    base, stated = (r.model_copy(update={"pp_schedule": schedule}) for r in _deepseek_v3_recipes())
     lay = dict(tp=1, pp=16, vpp=1, dp=128, ep=64, etp=1, cp=1, zero=1, micro_batch=1, seq_len=4096, recompute=1,
                sequence_parallel=False, num_microbatches=120, pipeline_split=2)  # fit's uneven split: 2 + 14 x 4 + 3
     counts = count_params(model)
@@ -459,6 +460,32 @@ def test_deepseek_v3_with_its_stated_memory_measures_fits(catalog) -> None:
     assert verdict_name(float(after.need), float(after.total), cap) == "fits"
     print(f"\nDeepSeek-V3 stage 1: {float(after.need - after.reserve + after.fragmentation) / GiB:.1f} GiB allocated, "
           f"{float(after.total) / GiB:.1f} GiB with the whole reserve, of {cap / GiB:.1f} GiB")
+
+
+def test_deepseek_v3_under_dualpipe_fits(catalog) -> None:
+    """DeepSeek-V3 ran DualPipe (arXiv 2412.19437, 2024-12, sec. 3.2.1; Table 2: parameters 2x, activations
+    PP + 1 micro-batches). By hand: rank 2 holds stages 2 and 13 (uneven split 2 + 14 x 4 + 3), eight MoE
+    layers, twice the weights of 1F1B's four-MoE-layer stage 2; it keeps PP + 1 = 17 micro-batches of a
+    four-layer stage: 17 x 4,096 x 4 x 177,064 B (the MoE layer's bytes, derived in the test above). Rank 0
+    (stages 0 and 15: five layers, the embedding and the head) and rank 1 (one dense and seven MoE layers)
+    hold less. The verdict at 80 GiB: fits."""
+    from mi400plan.hardware import build_sku
+    from mi400plan.reserve import verdict_name
+
+    one_base = _deepseek_v3_stated(catalog)[0]
+    dual_base, dual = _deepseek_v3_stated(catalog, "dualpipe")
+    assert int(one_base.stage) == 2 and int(dual.stage) == 2 and int(dual_base.stage) == 2
+    assert float(dual.weights) == pytest.approx(2 * float(one_base.weights), rel=1e-12)
+    assert float(dual.gradients) == pytest.approx(2 * float(one_base.gradients), rel=1e-12)
+    assert float(dual_base.optimizer) == pytest.approx(2 * float(one_base.optimizer), rel=1e-12)
+    assert float(dual.activations) == 17 * 4096 * 4 * 177064
+    cap = build_sku(catalog, "h800", "fp8").hw.hbm_bytes
+    assert verdict_name(float(dual.need), float(dual.total), cap) == "fits"
+    # Megatron-Core's FP8 recipe without the report's BF16 moments and FP8 SwiGLU input does not fit DualPipe
+    assert verdict_name(float(dual_base.need), float(dual_base.total), cap) == "does_not_fit"
+    allocated = float(dual.need - dual.reserve + dual.fragmentation)
+    print(f"\nDeepSeek-V3 under DualPipe, rank 2: {allocated / GiB:.2f} GiB allocated, {float(dual.need) / GiB:.2f} "
+          f"GiB with the fixed reserve, {float(dual.total) / GiB:.2f} GiB with fragmentation, of {cap / GiB:.2f} GiB")
 
 
 def _narayanan_530b_zero3(rule):

@@ -101,6 +101,7 @@ FLAGS: list[tuple[list[str], list[str], str]] = [
     (["--offload-layers", "2"], ["--pp", "1", "--vpp", "1", "--recompute", "none"], DENSE),  # Megatron-Core: no PP, no recompute
     (["--no-uneven-pp"], ["--pp", "2", "--vpp", "3"], DENSE),  # 32 layers in 6 chunks: uneven only
     (["--split-embedding-loss"], ["--pp", "2", "--vpp", "17"], DENSE),  # 32 + 2 = 34 = 2 x 17
+    (["--pp-schedule", "dualpipe"], ["--vpp", "1"], DENSE),  # two stages a rank, PP + 1 micro-batches, less bubble
     (["--no-overlap-dp"], [], DENSE),
     (["--overlap-tp"], [], DENSE),
     (["--overlap-ep"], [], MOE),
@@ -206,7 +207,7 @@ def test_each_switch_has_one_spelling(cli) -> None:  # noqa: ANN001
               "moe_capacity_factor",
               "fp8_weight_copies", "fp8_params", "bf16_gemm_share", "fused_cross_entropy", "recompute_modules",
               "recompute_layers",
-              "vocab_divisible_by", "offload_layers", "uneven_pp", "split_embedding_loss", "overlap_tp",
+              "vocab_divisible_by", "offload_layers", "uneven_pp", "pp_schedule", "split_embedding_loss", "overlap_tp",
               "overlap_ep", "overlap_pp", "overlap_cp", "overlap_dp", "finetune", "lora_rank", "lora_targets"}
     for key in shared:
         assert spell["fit"][key] == spell["sweep"][key], key

@@ -192,6 +192,13 @@ def _check_structure(r: Any, spec: Any) -> None:
     lay = Layout(tp=r.tp, pp=r.pp, vpp=r.vpp, dp=r.dp, ep=r.ep, etp=r.etp, cp=r.cp, zero=r.zero,
                  micro_batch=r.micro_batch, recompute=r.recompute, sequence_parallel=r.sequence_parallel)
     check_layout(lay, spec, seq_len=r.seq_len, split_embedding_loss=r.split_embedding_loss, uneven_pp=r.uneven_pp)
+    if r.pp_schedule == "dualpipe":
+        from mi400plan.dualpipe import problem
+        from mi400plan.errors import LayoutError
+
+        why = problem(r.pp, r.vpp, r.global_batch // (r.micro_batch * r.dp))
+        if why is not None:
+            raise LayoutError(f"pp_schedule: {why} [rule: dualpipe]", rule="dualpipe")
 
 
 def _run_fits(cat: Any, runs: list[RunEntry], fabric_specs: dict[str, Any],

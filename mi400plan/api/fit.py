@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mi400plan.dualpipe import DUALPIPE
+from mi400plan.dualpipe import problem as dualpipe_problem
 from mi400plan.errors import LayoutError, PlannerError, ProfileError, UsageError
 from mi400plan.reserve import verdict_name
 from mi400plan.results.fit import FitModel, FitResult, FitRow, MemoryBytes, RecipeValue
@@ -386,7 +388,7 @@ def _valid(layout: Layout, model: Any, seq: int | None, options: TrainOptions | 
         check_layout(layout, model, seq_len=seq, split_embedding_loss=o.split_embedding_loss, uneven_pp=o.uneven_pp)
     except LayoutError:
         return False
-    return True
+    return o.pp_schedule != DUALPIPE or dualpipe_problem(layout.pp, layout.vpp, None) is None
 
 
 # --- scale-up domains --------------------------------------------------------------------------
@@ -617,6 +619,8 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
                 rule="batch-divisible",
             )
         nmb = global_batch // per_step
+    if recipe.pp_schedule == DUALPIPE and (why := dualpipe_problem(layout.pp, layout.vpp, nmb)) is not None:
+        raise UsageError(why)
     if seq_len > model.max_seq_len:
         warnings.append(f"sequence length {seq_len} exceeds {model.name}'s max_seq_len {model.max_seq_len}")
     from mi400plan.finetune import check_lora, finetune_text, lora_of
@@ -626,7 +630,7 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     check_lora(model, lora_of(recipe))
     mem = _train_terms(model, counts, recipe, layout, seq_len, nmb, options).item()
     layout_dict: dict[str, int | str | bool] = dict(layout.model_dump())
-    layout_dict["schedule"] = layout.schedule
+    layout_dict["schedule"] = recipe.pp_schedule if recipe.pp_schedule == DUALPIPE else layout.schedule
     layout_dict["seq_len"] = seq_len
     if global_batch is not None:
         layout_dict["global_batch"] = int(global_batch)
@@ -760,6 +764,8 @@ def _train_grid(model: Any, counts: Any, recipe: TrainRecipe, layout: Layout, se
                         continue
                     nmb = global_batch // per
                 lay = Layout(**{**d, "tp": t, "pp": p, "ep": e, "dp": dp})
+                if recipe.pp_schedule == DUALPIPE and dualpipe_problem(p, lay.vpp, int(nmb) if nmb != math.inf else None):
+                    continue
                 if _valid(lay, model, seq, options):
                     cand.append(lay)
                     nmbs.append(nmb)

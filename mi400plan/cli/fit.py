@@ -12,7 +12,7 @@ from mi400plan.cli.recipe import (
     CapacityFactorOpt, DropoutOpt, FlashOpt, Fp8CopiesOpt, Fp8ParamsOpt,
     Bf16ShareOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt, MoeCapacityOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
-    RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, flag_values, refuse_step_time, train_options,
+    RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, PpScheduleOpt, flag_values, refuse_step_time, train_options,
     AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt, FinetuneOpt, LoraRankOpt, LoraTargetsOpt,
 )
 from mi400plan.cli.counts import count, sku_list
@@ -103,6 +103,7 @@ def fit_cmd(
     offload_layers: OffloadOpt = None,
     split_embedding_loss: SplitOpt = None,
     uneven_pp: UnevenOpt = None,
+    pp_schedule: PpScheduleOpt = None,
     overlap_tp: OverlapTpOpt = None,
     overlap_ep: OverlapEpOpt = None,
     overlap_pp: OverlapPpOpt = None,
@@ -148,7 +149,7 @@ def fit_cmd(
                  fp8_weight_copies=fp8_weight_copies, bf16_gemm_share=bf16_gemm_share,
                  recompute_modules=recompute_modules, recompute_layers=recompute_layers,
                  fused_cross_entropy=fused_cross_entropy, vocab_divisible_by=vocab_divisible_by,
-                 offload_layers=offload_layers, uneven_pp=uneven_pp, split_embedding_loss=split_embedding_loss,
+                 offload_layers=offload_layers, uneven_pp=uneven_pp, pp_schedule=pp_schedule, split_embedding_loss=split_embedding_loss,
                  overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,
                  overlap_dp=overlap_dp, stack=stack, moe_dispatcher=moe_dispatcher, cuda_graphs=cuda_graphs,
                  attention_kernel=attention_kernel, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets)

@@ -111,6 +111,17 @@ UnevenOpt = Annotated[Optional[bool], typer.Option(
          "layers (Megatron-Core --decoder-first/last-pipeline-num-layers; default on): DeepSeek-V3's 61 "
          "layers at PP 16 = 2 + 14 x 4 + 3; with VPP, where that cannot hold, a balanced custom layout "
          "(--pipeline-model-parallel-layout): PP 4 x VPP 4 = 15 + 15 + 16 + 15.")]
+class PpScheduleChoice(str, Enum):
+    f1b = "1f1b"
+    dualpipe = "dualpipe"
+
+
+PpScheduleOpt = Annotated[Optional[PpScheduleChoice], typer.Option(
+    "--pp-schedule",
+    help="Train: pipeline schedule. '1f1b' (default): Megatron's 1F1B, interleaved when --vpp > 1. 'dualpipe': "
+         "DeepSeek-V3's bidirectional schedule (arXiv 2412.19437, Table 2): each rank holds two stages' parameters "
+         "and PP + 1 micro-batches of activations, bubble (PP/2 - 1)(F&B + B - 3W); needs an even PP, no VPP, and an "
+         "even number of micro-batches >= 2 x PP.")]
 OverlapDpOpt = Annotated[Optional[bool], typer.Option(
     "--overlap-dp/--no-overlap-dp",
     help="Gradient reduction and parameter gathers overlap the backward/forward passes (default on); "
@@ -190,7 +201,7 @@ RECIPE_FLAGS = {
     "bf16_gemm_share": "--bf16-gemm-share",
     "recompute_layers": "--recompute-layers", "fused_cross_entropy": "--fused-cross-entropy/--no-fused-cross-entropy",
     "vocab_divisible_by": "--vocab-divisible-by", "offload_layers": "--offload-layers",
-    "uneven_pp": "--uneven-pp/--no-uneven-pp", "split_embedding_loss": "--split-embedding-loss/--no-split-embedding-loss",
+    "uneven_pp": "--uneven-pp/--no-uneven-pp", "pp_schedule": "--pp-schedule", "split_embedding_loss": "--split-embedding-loss/--no-split-embedding-loss",
     "overlap_tp": "--overlap-tp/--no-overlap-tp", "overlap_ep": "--overlap-ep/--no-overlap-ep",
     "overlap_pp": "--overlap-pp/--no-overlap-pp", "overlap_cp": "--overlap-cp/--no-overlap-cp",
     "overlap_dp": "--overlap-dp/--no-overlap-dp",

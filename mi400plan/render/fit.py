@@ -109,6 +109,7 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
         *_fp8_weights_line(result.recipe),
         *_logits_line(result.recipe),
         *_recompute_line(row, result.recipe),
+        *_schedule_line(result.recipe),
         *([f"fine-tuning: {result.recipe['finetune']}"] if result.recipe.get("finetune") else []),
         f"runtime reserve: {result.reserve}{_reserve_split(row)}; GB = 10^9 B, GiB = 2^30 B",
         *([f"software stack: {row.stack}"] if row.stack else []),
@@ -151,6 +152,15 @@ def _recompute_line(row: FitRow, recipe: dict) -> list[str]:
     if row.layout.get("recompute") != "selective" or list(mods) == ["core_attn"]:
         return []
     return [f"selective recomputation of: {', '.join(mods)} (Megatron-Core recompute_modules)"]
+
+
+def _schedule_line(recipe: dict) -> list[str]:
+    """The pipeline schedule when it is DualPipe (``mi400plan.dualpipe``)."""
+    if recipe.get("pp_schedule") != "dualpipe":
+        return []
+    return ["pipeline schedule: DualPipe (DeepSeek-V3 report, arXiv 2412.19437, Table 2): each rank holds stages i and "
+            "PP-1-i (two stages' parameters, gradients and optimizer states) and PP + 1 micro-batches of one stage's "
+            "activations"]
 
 
 def _logits_line(recipe: dict) -> list[str]:

@@ -436,6 +436,9 @@ class TrainRecipe(StrictModel):
     zero3_prefetch_bucket_size: float = Field(default=DEEPSPEED_PREFETCH_BUCKET_SIZE, ge=0)
     zero3_reduce_bucket_size: float = Field(default=DEEPSPEED_REDUCE_BUCKET_SIZE, ge=0)
     reserve: RuntimeReserve = Field(default_factory=RuntimeReserve)
+    # Pipeline schedule (``mi400plan.dualpipe``): "1f1b" is Megatron's 1F1B, interleaved when VPP > 1;
+    # "dualpipe" is DeepSeek-V3's bidirectional schedule (two stages per rank, PP + 1 micro-batches).
+    pp_schedule: Literal["1f1b", "dualpipe"] = "1f1b"
     # LoRA fine-tuning (``mi400plan.finetune``): adapter rank (0: every weight trains) and target layers.
     # With a rank the base weights are frozen: no gradients or optimizer states for them.
     lora_rank: int = Field(default=0, ge=0)
@@ -720,7 +723,7 @@ class TrainOptions(StrictModel):
     ``capacity_factor``, ``moe_capacity_factor`` (token-dropping expert capacity: memory and step time),
     ``vocab_divisible_by``, ``offload_layers`` (activation offloading to host memory,
     memory and step time). Pipeline split (both): ``split_embedding_loss``,
-    ``uneven_pp`` (``mi400plan.pipeline``). Step time (``search.SearchOptions``): ``overlap_tp``,
+    ``uneven_pp`` (``mi400plan.pipeline``), ``pp_schedule`` (1F1B or DualPipe, ``mi400plan.dualpipe``). Step time (``search.SearchOptions``): ``overlap_tp``,
     ``overlap_ep``, ``overlap_pp``, ``overlap_cp``, ``overlap_dp``. A plan saved by ``sweep --save``
     keeps the switches that differ from these defaults in its ``[recipe]`` table and ``fit --plan``
     reads them back, so the same layout gives the same memory in both commands.
@@ -751,6 +754,8 @@ class TrainOptions(StrictModel):
     overlap_dp: bool = True
     split_embedding_loss: bool = False
     uneven_pp: bool = True
+    # Pipeline schedule (``TrainRecipe.pp_schedule``, ``mi400plan.dualpipe``): memory and step time.
+    pp_schedule: Literal["1f1b", "dualpipe"] = "1f1b"
     # Software stack (``mi400plan.stacks``): a ``profiles/stacks`` name (None: the vendor default) and
     # single settings that override the stack's.
     stack: str | None = None
@@ -792,6 +797,8 @@ class TrainOptions(StrictModel):
         )
         recipe = with_expert_capacity(recipe, self.moe_capacity_factor, buffers_given=self.capacity_factor is not None)
         recipe = with_bf16_gemm_share(recipe, self.bf16_gemm_share)
+        if self.pp_schedule != "1f1b":
+            recipe = recipe.model_copy(update={"pp_schedule": self.pp_schedule})
         return with_lora(recipe, self.finetune, self.lora_rank, self.lora_targets)
 
     def search_flags(self) -> dict[str, bool]:
