@@ -330,10 +330,29 @@ def test_cli_scenario_table_and_errors(cli, tmp_path) -> None:
     r = cli(base + ["--scenario", "server", "--max-batched-tokens", "8"])  # 1,024-token prompts in 128 chunks
     assert r.exit_code == 2 and "at least 16" in r.output
     assert cli(base + ["--scenario", "offline", "--tpot-p99", "2s"]).exit_code == 2
+    # One output token per request: TPOT (the interval after the first token) is undefined.
+    r = cli(base + ["--scenario", "server", "--output-len", "1"])
+    assert r.exit_code == 2 and "at least 2 output tokens" in r.output
     bad = tmp_path / "h.csv"
     bad.write_text("length,count\nten,1\n")
     r = cli(base + ["--input-len", str(bad)])
     assert r.exit_code == 3 and "h.csv" in r.output and "2" in r.output
+
+
+def test_scenario_table_reads_at_80_columns(cli) -> None:
+    """At 80 columns (piped) every line fits, each simulated row starts with its SKU's whole name, and the
+    limits' source reads without nested parentheses."""
+    r = cli(["serve", "llama2-70b", "--sku", "mi300x,h200", "--scenario", "server", "--no-ranges"],
+            env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(len(x) for x in lines) <= 80
+    end = next(k for k, x in enumerate(lines) if x.startswith("Simulated per request"))
+    start = max(k for k, x in enumerate(lines[:end]) if x.startswith("SKU "))
+    rows = [x for x in lines[start + 2:end] if not x.startswith(" ")]
+    assert len(rows) == 4 and all(x.split()[0] in ("mi300x", "h200") for x in rows)
+    title = " ".join(lines[max(k for k, x in enumerate(lines[:start]) if x.startswith("Scenario ")):start])
+    assert "MLPerf Inference rules" in title and "))" not in title
 
 
 # --- the steady-state start of a server run -------------------------------------------------------------
