@@ -56,7 +56,7 @@ def _kv_room(res: ServeResult, rows: list[ServeRow]) -> str:
     for r in rows:
         text = _layout(r).split(" +")[0]
         n = r.memory_bytes.max_concurrency
-        seen.setdefault(text, f"{n:,}+" if any("KV room for more" in x for x in r.notes) else f"{n:,}")
+        seen.setdefault(text, f"{n:,}+" if any("KV room for at least" in x for x in r.notes) else f"{n:,}")
     items = "; ".join(f"{k} {v}" for k, v in seen.items())
     return (f"KV-limited concurrency per replica at {res.input_len + res.output_len:,} tokens per sequence "
             f"(the fit model): {items}")
