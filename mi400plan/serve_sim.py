@@ -251,7 +251,8 @@ def benchmark_for(model_name: str) -> Benchmark | None:
                 # Fitted: uniform on 1..2m-1 has the published mean m; within the published maximum.
                 hi = min(int(round(2 * b["output_mean"] - 1)), int(b["output_max"]))
                 out = LengthDist("uniform", (1, hi), source=(
-                    f"fitted to {name}'s published output mean {b['output_mean']:,.2f} tokens (max {b['output_max']:,}); "
+                    f"fitted to {name}'s published output mean {b['output_mean']:,.2f} tokens "
+                    f"(max {b['output_max']:,}); "
                     f"{b['source']}"))
             return Benchmark(name, tuple(b["models"]), lim, out, b.get("input_max"), b.get("input_mean"), b["source"])
     return None

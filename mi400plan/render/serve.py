@@ -247,7 +247,8 @@ def _scenario(res: ServeResult, console: Any) -> None:
         return
     print_table(console, cols, out, title=f"Scenario {sc.name} ({metric}): {limits}",
                 caption=f"Simulated per request: the {sc.candidates_per_sku} layouts per SKU the steady-state search "
-                f"ranks best (--candidates), each SKU's best first; req/s per replica (no: the limit no rate meets); tok/s/GPU = output "
+                f"ranks best (--candidates), each SKU's best first; req/s per replica (no: the limit no rate "
+                f"meets); tok/s/GPU = output "
                 f"tokens at that rate (JSON: the steady-state figure beside it); continuous batching, chunked "
                 f"prefill of {_limit(sc.max_num_batched_tokens, res, 'max_num_batched_tokens')} tokens per "
                 f"iteration, at most {_limit(sc.max_num_seqs, res, 'max_num_seqs')} sequences per replica "
