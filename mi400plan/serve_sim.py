@@ -251,7 +251,8 @@ def benchmark_for(model_name: str) -> Benchmark | None:
                 # Fitted: uniform on 1..2m-1 has the published mean m; within the published maximum.
                 hi = min(int(round(2 * b["output_mean"] - 1)), int(b["output_max"]))
                 out = LengthDist("uniform", (1, hi), source=(
-                    f"fitted to {name}'s published output mean {b['output_mean']:g} tokens (max {b['output_max']:,}); "
+                    f"fitted to {name}'s published output mean {b['output_mean']:,.2f} tokens "
+                    f"(max {b['output_max']:,}); "
                     f"{b['source']}"))
             return Benchmark(name, tuple(b["models"]), lim, out, b.get("input_max"), b.get("input_mean"), b["source"])
     return None
@@ -392,54 +393,60 @@ class _Sim:
 
     def _retire(self) -> None:
         """Requests whose last token came at the end of iteration ``self.it``."""
-        a = self.sm.tokens_per_step
-        while self.heap and self.heap[0][0] <= self.it:
-            _, i, v = heapq.heappop(self.heap)
-            if v != self.ver[i] or i not in self.running:
+        a, heap, it, running, ver, hold, join = (self.sm.tokens_per_step, self.heap, self.it, self.running, self.ver,
+                                                 self.hold, self.join)
+        while heap and heap[0][0] <= it:
+            _, i, v = heapq.heappop(heap)
+            if v != ver[i] or i not in running:
                 continue
-            del self.running[i]
-            self.kv -= self.hold[i] + a * (self.it - self.join[i])
+            del running[i]
+            self.kv -= hold[i] + a * (it - join[i])
             self._finish(i, self.now)
 
     def _join(self, i: int) -> None:
         """Prompt (or recomputation) complete at ``self.now``: the iteration sampled one more token."""
+        now, sm, o = self.now, self.sm, self.out[i]
         if math.isnan(self.first[i]):
-            self.first[i] = self.now + (self.sm.stages - 1) * self.p_full[i]
+            self.first[i] = now + (sm.stages - 1) * self.p_full[i]
         g = self.gen[i] + 1.0
-        if g >= self.out[i]:
+        if g >= o:
             self.kv -= self.hold[i]
-            self._finish(i, self.now)
+            self._finish(i, now)
             return
-        self.gen[i], self.join[i] = g, self.it
+        it = self.it
+        self.gen[i], self.join[i] = g, it
         self.running[i] = self.admit[i]
-        steps = math.ceil((self.out[i] - g) / self.sm.tokens_per_step - 1e-9)
-        heapq.heappush(self.heap, (self.it + steps, i, self.ver[i]))
+        steps = math.ceil((o - g) / sm.tokens_per_step - 1e-9)
+        heapq.heappush(self.heap, (it + steps, i, self.ver[i]))
 
     def _prefill_iteration(self, b: int) -> None:
         """One iteration with prompt chunks: beside the ``b`` decodes (mixed), or alone, the decodes waiting
         (SGLang's default: its mixed chunked prefill is off)."""
-        if not self.lim.mixed:
+        lim, sm = self.lim, self.sm
+        if not lim.mixed:
             b = 0
-        budget = self.lim.max_batched_tokens - b * self.sm.decode_tokens_per_seq
+        budget = lim.max_batched_tokens - b * sm.decode_tokens_per_seq
         cost, done = 0.0, []
+        done_pf, need, inp, p_full = self.done_pf, self.need, self.inp, self.p_full
         for i in self.prefilling:
             if budget <= 0:
                 break
-            s = self.done_pf[i]
-            c = min(self.need[i] - s, budget)
-            if s == 0 and c == self.inp[i]:
-                cost += self.p_full[i]  # the whole prompt in one chunk (the common case)
+            s, n = done_pf[i], need[i]
+            c = min(n - s, budget)
+            if s == 0 and c == inp[i]:
+                cost += p_full[i]  # the whole prompt in one chunk (the common case)
             else:
-                cost += self.sm.prefill(s + c) - self.sm.prefill(s)
-            self.done_pf[i] = s + c
+                cost += sm.prefill(s + c) - sm.prefill(s)
+            done_pf[i] = s + c
             budget -= c
-            if s + c >= self.need[i]:
+            if s + c >= n:
                 done.append(i)
         self.now += self.dec[b] + cost
         if b:
             self.it += 1
             self.kv += b * self.sm.tokens_per_step
-            self._retire()
+            if self.heap and self.heap[0][0] <= self.it:
+                self._retire()
         for i in done:
             self.prefilling.remove(i)
             self._join(i)
@@ -447,37 +454,45 @@ class _Sim:
     def _decode_jump(self, b: int) -> None:
         """Run identical decode iterations up to the next event (a finish, an arrival that can be admitted,
         the KV cache filling up)."""
-        a, t = self.sm.tokens_per_step, self.dec[b]
-        k = self.heap[0][0] - self.it if self.heap else 1
-        if not self.waiting and self.nxt < len(self.arr):
-            k = min(k, max(1, math.ceil((self.arr[self.nxt] - self.now) / t)))
-        room = math.floor((self.lim.kv_tokens - self.kv) / (b * a)) if math.isfinite(self.lim.kv_tokens) else k
+        a, t, heap, nxt = self.sm.tokens_per_step, self.dec[b], self.heap, self.nxt
+        k = heap[0][0] - self.it if heap else 1
+        if not self.waiting and nxt < len(self.arr):
+            k = min(k, max(1, math.ceil((self.arr[nxt] - self.now) / t)))
+        cap = self.lim.kv_tokens
+        room = math.floor((cap - self.kv) / (b * a)) if math.isfinite(cap) else k
         k = max(1, min(k, room))
         self.now += k * t
         self.it += k
         self.kv += k * b * a
-        self._retire()
+        if heap and heap[0][0] <= self.it:
+            self._retire()
 
     def run(self) -> None:
         """Until every measured request has finished."""
         stop = sum(self.measured)
         limit = THRASH_PREEMPTIONS * len(self.arr)
-        while self.measured_done < stop:
+        arr, n_arr, running, waiting = self.arr, len(self.arr), self.running, self.waiting
+        a, cap, per_seq = self.sm.tokens_per_step, self.lim.kv_tokens, self.sm.decode_tokens_per_seq
+        mixed, budget, max_seqs = self.lim.mixed, self.lim.max_batched_tokens, self.lim.max_seqs
+        while self.measured_done < stop:  # each helper is called only when it has something to do
             if self.preempted > limit:
                 self.thrashed = True
                 return
-            self._arrive()
-            while self.running and self.kv + len(self.running) * self.sm.tokens_per_step > self.lim.kv_tokens:
+            if self.nxt < n_arr and arr[self.nxt] <= self.now:
+                self._arrive()
+            while running and self.kv + len(running) * a > cap:
                 self._preempt_newest()
-            self._admit()
-            b = len(self.running)
-            room = not self.lim.mixed or self.lim.max_batched_tokens > b * self.sm.decode_tokens_per_seq
-            if self.prefilling and room:
+            if not running and not self.prefilling:
+                self.kv = 0.0  # an empty replica holds nothing (as _admit)
+            if waiting and len(running) + len(self.prefilling) < max_seqs:
+                self._admit()
+            b = len(running)
+            if self.prefilling and (not mixed or budget > b * per_seq):
                 self._prefill_iteration(b)
             elif b:
                 self._decode_jump(b)
-            elif self.nxt < len(self.arr):
-                self.now = max(self.now, self.arr[self.nxt])
+            elif self.nxt < n_arr:
+                self.now = max(self.now, arr[self.nxt])
             else:
                 raise RuntimeError("serving simulation stalled with requests left")  # pragma: no cover
 

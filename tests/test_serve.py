@@ -322,3 +322,15 @@ def test_curves_are_pareto_fronts(cli) -> None:
         x, y = c["tokens_per_s_per_user"], c["tokens_per_s_per_gpu"]
         assert len(x) == len(y) > 2
         assert x == sorted(x) and y == sorted(y, reverse=True)  # more interactivity costs throughput
+
+
+def test_kv_limited_concurrency_is_a_lower_bound_when_the_largest_searched_fits(cli) -> None:
+    """--concurrency 64 on 8 B200 (192 GB) for Llama 3.1 70B: by hand, the fp8 KV cache takes 80 layers x 8 KV
+    heads x 128 x 2 (K, V) x 1 byte = 163,840 B per token, 2,048 tokens a sequence = 0.34 GB; TP8 keeps about
+    8 x 192 - 70 = 1,466 GB for it, thousands of sequences. The search stops at 64, so the line says 64+
+    (at least), not 64."""
+    r = cli(["serve", "llama3.1-70b", "--sku", "b200", "--concurrency", "64", "--tp", "8", "--no-ranges"],
+            env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if x.startswith("KV-limited concurrency"))
+    assert "TP8 64+" in line

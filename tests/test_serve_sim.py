@@ -162,6 +162,36 @@ def test_kv_cache_limits_admission_and_preempts() -> None:
     assert big.rejected == 1 and len(big.latency) == 1
 
 
+def test_sequence_limit_holds_the_next_request_back_by_hand() -> None:
+    """max_seqs = 1, two requests at t = 0, prompts of 100 tokens at 0.1 ms/token (10 ms), 5 output tokens,
+    decode 10 ms: A's prompt ends at 0.010 (first token), 4 decode steps to 0.050; only then is B admitted:
+    its prompt to 0.060, 4 steps to 0.100. TTFT 0.010 / 0.060, latency 0.050 / 0.100, TPOT 10 ms each."""
+    sm = _linear([0.0, 0.010], 0.0001)
+    r = S.simulate(np.zeros(2), np.full(2, 100), np.full(2, 5), sm, S.Limits(max_seqs=1))
+    assert r.ttft == pytest.approx([0.010, 0.060])
+    assert r.latency == pytest.approx([0.050, 0.100])
+    assert r.tpot == pytest.approx([0.010, 0.010])
+
+
+def test_preemption_and_recomputation_by_hand() -> None:
+    """A 1,000-token KV cache, two requests at t = 0 with 400-token prompts and 150 output tokens; prefill
+    0.1 ms/token, decode 10 ms at any batch.
+
+    Both prompts in one iteration: 80 ms, first tokens at 0.080 (KV 800). The cache fills after
+    (1000 - 800) / 2 = 100 decode steps (t = 1.080, KV 1,000); the next step would overflow it, so B (admitted
+    last) is preempted with 1 + 100 = 101 tokens generated; its 500 tokens are freed and it needs 400 + 101 =
+    501 recomputed, which do not fit beside A (500 + 501 > 1,000). A decodes its last 49 steps alone:
+    finishes at 1.080 + 0.490 = 1.570. B's 501 tokens recompute in 50.1 ms (t = 1.6201, its 102nd token),
+    then 48 steps to 2.1001. A: latency 1.570, TPOT (1.570 - 0.080) / 149 = 0.010; B: TTFT 0.080 (its first
+    token came before the preemption), latency 2.1001, TPOT (2.1001 - 0.080) / 149."""
+    sm = _linear([0.0, 0.010, 0.010], 0.0001)
+    r = S.simulate(np.zeros(2), np.full(2, 400), np.full(2, 150), sm, S.Limits(kv_tokens=1000))
+    assert r.preemptions == 1 and r.rejected == 0
+    assert r.ttft == pytest.approx([0.080, 0.080])
+    assert r.latency == pytest.approx([1.570, 2.1001])
+    assert r.tpot == pytest.approx([1.490 / 149, 2.0201 / 149])
+
+
 # --- lengths and the MLPerf benchmarks ----------------------------------------------------------------
 
 
@@ -300,10 +330,29 @@ def test_cli_scenario_table_and_errors(cli, tmp_path) -> None:
     r = cli(base + ["--scenario", "server", "--max-batched-tokens", "8"])  # 1,024-token prompts in 128 chunks
     assert r.exit_code == 2 and "at least 16" in r.output
     assert cli(base + ["--scenario", "offline", "--tpot-p99", "2s"]).exit_code == 2
+    # One output token per request: TPOT (the interval after the first token) is undefined.
+    r = cli(base + ["--scenario", "server", "--output-len", "1"])
+    assert r.exit_code == 2 and "at least 2 output tokens" in r.output
     bad = tmp_path / "h.csv"
     bad.write_text("length,count\nten,1\n")
     r = cli(base + ["--input-len", str(bad)])
     assert r.exit_code == 3 and "h.csv" in r.output and "2" in r.output
+
+
+def test_scenario_table_reads_at_80_columns(cli) -> None:
+    """At 80 columns (piped) every line fits, each simulated row starts with its SKU's whole name, and the
+    limits' source reads without nested parentheses."""
+    r = cli(["serve", "llama2-70b", "--sku", "mi300x,h200", "--scenario", "server", "--no-ranges"],
+            env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(len(x) for x in lines) <= 80
+    end = next(k for k, x in enumerate(lines) if x.startswith("Simulated per request"))
+    start = max(k for k, x in enumerate(lines[:end]) if x.startswith("SKU "))
+    rows = [x for x in lines[start + 2:end] if not x.startswith(" ")]
+    assert len(rows) == 4 and all(x.split()[0] in ("mi300x", "h200") for x in rows)
+    title = " ".join(lines[max(k for k, x in enumerate(lines[:start]) if x.startswith("Scenario ")):start])
+    assert "MLPerf Inference rules" in title and "))" not in title
 
 
 # --- the steady-state start of a server run -------------------------------------------------------------

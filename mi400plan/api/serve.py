@@ -569,8 +569,8 @@ def _rows(wl: Any, s: _Sku, res: dict[str, Any], top: int, sla: dict[str, float]
                             for c in CORNERS}
                 flips = len(verdicts | {bool(meets)}) > 1
         notes = []
-        if m.max_concurrency >= MAX_CONCURRENCY and m.max_concurrency == int(res["b"].max()):
-            notes.append(f"KV room for more than {m.max_concurrency:,} sequences")
+        if m.max_concurrency == int(res["b"].max()):  # the largest concurrency searched fits: a lower bound
+            notes.append(f"KV room for at least {m.max_concurrency:,} sequences (the largest concurrency searched)")
         rows.append(ServeRow(
             sku=s.name, rank=j + 1, layout=lay, concurrency=int(res["b"][i]), gpus=f["gpus"],
             tokens_per_s_per_gpu=f["out_tps_gpu"], total_tokens_per_s_per_gpu=f["total_tps_gpu"],

@@ -39,7 +39,7 @@ SINGLE_STREAM_REQUESTS = 1000
 # Without a benchmark model, server and interactive take the limits of MLPerf's reference LLM benchmark
 # (Llama2-70B; inference_rules.adoc, table "Benchmarks", 2026-07-23).
 REFERENCE_LIMITS = {"server": (2.0, 0.2), "interactive": (0.45, 0.04)}
-RULES_SOURCE = "MLPerf Inference rules, inference_rules.adoc (mlcommons/inference_policies, 2026-07-23)"
+RULES_SOURCE = "MLPerf Inference rules, inference_rules.adoc, mlcommons/inference_policies, 2026-07-23"
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,9 @@ def prepare(model: ModelSpec, input_len: str | int | None, output_len: str | int
                  stack=r.stack)
     if cfg is not None and disagg:
         raise UsageError("--scenario simulates aggregated replicas; drop --disagg")
+    if cfg is not None and out_d.max < 2:
+        raise UsageError(f"--scenario {cfg.name} with --output-len {out_d.max}: TPOT (the interval between a "
+                         "request's tokens after the first) needs requests of at least 2 output tokens")
     return cfg, int(round(in_d.mean)), int(round(out_d.mean))
 
 
@@ -163,10 +166,10 @@ def config(model_name: str, scenario: str | None, *, ttft_p99: float | None, tpo
         bench = sim.benchmark_for(model_name)
         if bench is not None and name in bench.limits:
             ttft, tpot = bench.limits[name]
-            src = f"MLPerf {bench.name} {name} limits ({RULES_SOURCE})"
+            src = f"MLPerf {bench.name} {name} limits: {RULES_SOURCE}"
         else:
             ttft, tpot = REFERENCE_LIMITS[name]
-            src = f"MLPerf llama2-70b {name} limits, the reference LLM benchmark's ({RULES_SOURCE})"
+            src = f"MLPerf llama2-70b {name} limits, the reference LLM benchmark's: {RULES_SOURCE}"
         if ttft_p99 is not None or tpot_p99 is not None:
             src = "--ttft-p99/--tpot-p99" + (f"; otherwise {src}" if ttft_p99 is None or tpot_p99 is None else "")
         ttft = ttft_p99 if ttft_p99 is not None else ttft

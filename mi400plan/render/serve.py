@@ -56,7 +56,7 @@ def _kv_room(res: ServeResult, rows: list[ServeRow]) -> str:
     for r in rows:
         text = _layout(r).split(" +")[0]
         n = r.memory_bytes.max_concurrency
-        seen.setdefault(text, f"{n:,}+" if any("KV room for more" in x for x in r.notes) else f"{n:,}")
+        seen.setdefault(text, f"{n:,}+" if any("KV room for at least" in x for x in r.notes) else f"{n:,}")
     items = "; ".join(f"{k} {v}" for k, v in seen.items())
     return (f"KV-limited concurrency per replica at {res.input_len + res.output_len:,} tokens per sequence "
             f"(the fit model): {items}")
@@ -201,8 +201,10 @@ def _margin(c: Any, rank_by: str) -> str:
 def _pcts(p: Any, scale: float) -> str:
     """p50/p90/p99 in one cell, in the column's unit (``scale``: 1e3 for ms, 1 for s)."""
     vals = [p.p50 * scale, p.p90 * scale, p.p99 * scale]
+    if any(v != v for v in vals):  # NaN: no samples (every request had one output token)
+        return "-"
     digits = 1 if max(vals) < 100 else 0
-    return "/".join(f"{v:.{digits}f}" for v in vals)
+    return "/".join(f"{v:,.{digits}f}" for v in vals)
 
 
 def _limit(given: int | None, res: ServeResult, key: str) -> str:
@@ -237,7 +239,7 @@ def _scenario(res: ServeResult, console: Any) -> None:
         t = f"TP{lay.tp}" + (f" PP{lay.pp}" if lay.pp > 1 else "") + (f" EP{lay.ep}" if lay.ep > 1 else "") + (
             " DPA" if lay.dp_attention else "")
         rate = f"{r.requests_per_s:,.2f}" if r.meets else f"no: {r.binding}"
-        out.append([f"{r.sku} #{r.rank}", t, rate, f"{r.tokens_per_s_per_gpu:,.0f}",
+        out.append([r.sku, t, rate, f"{r.tokens_per_s_per_gpu:,.0f}",
                     _pcts(r.ttft_s, 1.0 if ttft_s else 1e3), _pcts(r.tpot_s, 1e3), _pcts(r.latency_s, 1.0)])
     if not out:
         console.print(f"Scenario {sc.name} ({metric}): {limits}\n  no layout fits: nothing to simulate",
@@ -245,7 +247,8 @@ def _scenario(res: ServeResult, console: Any) -> None:
         return
     print_table(console, cols, out, title=f"Scenario {sc.name} ({metric}): {limits}",
                 caption=f"Simulated per request: the {sc.candidates_per_sku} layouts per SKU the steady-state search "
-                f"ranks best (--candidates); req/s per replica (no: the limit no rate meets); tok/s/GPU = output "
+                f"ranks best (--candidates), each SKU's best first; req/s per replica (no: the limit no rate "
+                f"meets); tok/s/GPU = output "
                 f"tokens at that rate (JSON: the steady-state figure beside it); continuous batching, chunked "
                 f"prefill of {_limit(sc.max_num_batched_tokens, res, 'max_num_batched_tokens')} tokens per "
                 f"iteration, at most {_limit(sc.max_num_seqs, res, 'max_num_seqs')} sequences per replica "
