@@ -74,6 +74,18 @@ def test_the_quick_loop_leaves_out_the_long_reproducers():
             assert re.search(rf"@pytest.mark.slow.*\n(@.*\n)*def {test}\(", text), (name, test)
 
 
+def test_xdist_is_in_the_test_extra_and_ci_stays_serial():
+    """The quick loop runs on every core (``-n auto``); CI runs the README's serial command, unchanged."""
+    extra = _pyproject()["project"]["optional-dependencies"]["test"]
+    assert "pytest-xdist>=3.0.2" in extra
+    readme = (ROOT / "README.md").read_text()
+    assert 'pytest -m "not slow" -n auto' in readme
+    ci = ROOT / ".ci" / "run"
+    if ci.exists():
+        run = re.search(r"run_suite\(\) \{.*?\n\}", ci.read_text(), re.S).group(0)
+        assert "pytest --rootdir" in run and " -n " not in run and "xdist" not in run
+
+
 def test_each_recipe_flag_keeps_one_priced_case_and_every_refusal_in_the_quick_loop():
     """The recipe flag x command matrix: the quick loop keeps, for each flag, exactly one command that prices it
     (fit, or sweep for the step-time switches fit refuses) and every documented refusal; the rest are slow."""
