@@ -78,3 +78,4 @@ def test_a_sizing_error_prints_list_flags_as_typed(cli, monkeypatch):  # noqa: A
     text = " ".join(r.output.split())
     assert "--sku mi300x,b200" in text and "--concurrency 1,4" in text
     assert "[" not in text.split("numbers given")[1]  # no Python list repr
+    assert "model llama3-70b" not in text  # the positional MODEL is no flag

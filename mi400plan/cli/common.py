@@ -251,7 +251,7 @@ def _unsizable(exc: Exception) -> PlannerError:
     for p in ctx.command.params if ctx is not None else []:
         value = ctx.params.get(p.name or "")
         if (ctx.get_parameter_source(p.name or "") is ParameterSource.COMMANDLINE and p.opts
-                and not isinstance(value, bool) and _numeric(value)):
+                and p.param_type_name == "option" and not isinstance(value, bool) and _numeric(value)):
             given.append(f"{p.opts[0]} {_as_typed(value)}")
     from mi400plan.results.invariants import InvariantError
 
