@@ -79,3 +79,14 @@ def test_a_sizing_error_prints_list_flags_as_typed(cli, monkeypatch):  # noqa: A
     assert "--sku mi300x,b200" in text and "--concurrency 1,4" in text
     assert "[" not in text.split("numbers given")[1]  # no Python list repr
     assert "model llama3-70b" not in text  # the positional MODEL is no flag
+
+
+def test_scenario_limits_read_as_typed_and_no_rate_note_only_with_limits(cli):  # noqa: ANN001
+    base = ["serve", "llama3-70b", "--sku", "b200", "--format", "md", "--candidates", "1"]
+    r = cli([*base, "--scenario", "server", "--ttft-p99", "1.5s", "--tpot-p99", "40ms"])
+    assert r.exit_code == 0, r.output
+    assert "p99 TTFT <= 1.5 s, p99 TPOT <= 40 ms" in r.stdout  # were "1,500 ms" and "40.0 ms"
+    assert "'no: X' where no rate meets the limits" in r.stdout
+    r = cli([*base, "--scenario", "single-stream"])
+    assert r.exit_code == 0, r.output
+    assert "no latency limits" in r.stdout and "no rate meets" not in r.stdout
