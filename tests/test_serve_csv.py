@@ -90,3 +90,10 @@ def test_scenario_limits_read_as_typed_and_no_rate_note_only_with_limits(cli):  
     r = cli([*base, "--scenario", "single-stream"])
     assert r.exit_code == 0, r.output
     assert "no latency limits" in r.stdout and "no rate meets" not in r.stdout
+
+
+def test_fleet_point_names_the_layout_as_the_tables_do(cli):  # noqa: ANN001
+    """The fleet's point reads as the layout column (``TP1 x 227 in flight``): no ``PP1``."""
+    res = json.loads(cli(["serve", "llama3-70b", "--sku", "mi300x", "--racks", "1", "--pp", "1", "--json"]).stdout)
+    (f,) = res["data"]["fleet"]
+    assert "PP" not in f["point"] and f["point"].startswith("TP") and f["point"].endswith(" in flight")
