@@ -144,6 +144,8 @@ def fit_cmd(
     seq_n = seq_tokens(seq)
     mode = alias(mode, MODE_ALIASES, "--mode", "train|infer")
     precisions = [alias(p, PRECISION_ALIASES, "--precision") for t in (precision or []) for p in t.split(",") if p.strip()]
+    if precision and not precisions:  # an empty value is a mistake, not "the default precision"
+        raise typer.BadParameter("an empty value names no precision", param_hint="--precision")
     given = dict(recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash, dropout=dropout,
                  capacity_factor=capacity_factor, moe_capacity_factor=moe_capacity_factor, fp8_params=fp8_params,
                  fp8_weight_copies=fp8_weight_copies, bf16_gemm_share=bf16_gemm_share,
