@@ -81,3 +81,12 @@ def test_bundled_default_stacks_leave_fp8_per_tensor(catalog) -> None:
     accs = [catalog.get("accelerators", s).spec for s in ("b200", "gb200", "h100", "mi355x", "mi300x")]
     assert fp8_as(catalog, accs, "fp8", None) == ("fp8", None)
     assert fp8_as(catalog, accs, "bf16", None) == ("bf16", None)
+
+
+def test_fit_largest_prices_the_stacks_mxfp8_too(cli, stacks) -> None:
+    res = cli(["fit", "--largest", "--sku", "b200", "--gpus", "8", "--profiles", str(stacks), "--stack", "mx",
+               "--precision", "fp8", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)["data"]
+    assert data["precision"] == "mxfp8"
+    assert any("fp8 priced as mxfp8, the stack's recipe" in w for w in data["warnings"])
