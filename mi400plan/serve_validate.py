@@ -70,7 +70,7 @@ METRICS = ("tput", "ttft", "tpot")  # output tokens/s per GPU, time to first tok
 VALIDATION_SOURCES = {
     "O1": ("Oracle Cloud Infrastructure blog, Serving Llama 3.1 405B with AMD MI300X GPUs", "2024"),
     "D1": ("dstack, DeepSeek R1 inference performance: MI300X vs. H200", "2025-03-18"),
-    "T1": ("NVIDIA TensorRT-LLM documentation, Performance Overview (TensorRT-LLM 1.x)", "2025 (read 2026-11-25)"),
+    "T1": ("NVIDIA TensorRT-LLM documentation, Performance Overview (TensorRT-LLM 1.x)", "2025; read 2026-11-25"),
     "A1": ("AMD ROCm performance results, vLLM container rocm7.0.0_vllm_0.10.2", "2025-10-06"),
     "M1": ("MLCommons MLPerf Inference v5.1 Datacenter, Llama 2 70B", "2025-09-09"),
     "M2": ("MLCommons MLPerf Inference v5.1 Datacenter, DeepSeek-R1", "2025-09-09"),

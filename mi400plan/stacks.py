@@ -127,8 +127,9 @@ def resolve_stack(catalog: "Catalog", acc: "Accelerator", request: StackRequest 
     if name:
         spec, basis = catalog.get("stacks", name).spec, "--stack"
         if acc.vendor not in spec.vendors:
-            raise UsageError(f"stack {spec.name} runs on {', '.join(spec.vendors)} accelerators, not on {acc.vendor}'s "
-                             f"{acc.name}", hint="choose a stack for that vendor, or a user stack profile that lists it")
+            raise UsageError(f"stack {spec.name} runs on {', '.join(spec.vendors)} accelerators, not on "
+                             f"{acc.vendor}'s {acc.name} (--stack, or a run's stack field)",
+                             hint="choose a stack for that vendor, or a user stack profile that lists it")
     elif ref is not None:
         spec, basis = ref, f"default for {acc.vendor}: its newest vendor reference stack"
     else:

@@ -240,7 +240,8 @@ DEEPSEEK_V2_COMMON = dict(model_type="deepseek_v2", n_shared_experts=2, num_expe
 RECIPE_DEFAULTS = {"offload_layers": "0", "tp_overlap": "0", "ep_overlap": "0", "grad_dtype": "fp32", "mtp_layers": "0",
                    "recipe": "megatron", "fp8_params": "0", "fp8_weight_copies": "", "recompute_modules": "",
                    "capacity_factor": "", "fused_cross_entropy": "", "moe_capacity_factor": "", "finetune": "none",
-                   "lora_rank": "", "lora_targets": "", "refit": "1", "recompute_layers": ""}
+                   "lora_rank": "", "lora_targets": "", "refit": "1", "recompute_layers": "",
+                   "bf16_gemm_share": ""}
 LAYOUT_KEYS = ("gpus", "seq", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep", "fsdp", "recompute", "offload_layers",
                "tp_overlap", "ep_overlap", "mtp_layers")
 
@@ -270,7 +271,7 @@ def model_spec(catalog: Any, name: str, seq: int) -> Any:
 
 def row_recipe(r: dict[str, str]) -> Any:
     """The run's memory recipe from its columns (``RECIPE_DEFAULTS`` where a file has none)."""
-    from mi400plan.specs.layout import train_recipe, with_expert_capacity, with_lora
+    from mi400plan.specs.layout import train_recipe, with_bf16_gemm_share, with_expert_capacity, with_lora
 
     r = with_defaults(r)
     recipe = train_recipe(
@@ -281,6 +282,8 @@ def row_recipe(r: dict[str, str]) -> Any:
         recompute_layers=int(r["recompute_layers"]) if r["recompute_layers"] else None,
         capacity_factor=float(r["capacity_factor"]) if r["capacity_factor"] else None,
         fused_cross_entropy=r["fused_cross_entropy"] == "1" or None)
+    if r["bf16_gemm_share"]:  # the share of block linear layers a low-precision run kept in BF16 (as --bf16-gemm-share)
+        recipe = with_bf16_gemm_share(recipe, float(r["bf16_gemm_share"]))
     cap = float(r["moe_capacity_factor"]) if r["moe_capacity_factor"] else None
     recipe = with_expert_capacity(recipe, cap, buffers_given=bool(r["capacity_factor"]))
     recipe = with_lora(recipe, r["finetune"], int(r["lora_rank"]) if r["lora_rank"] else None, r["lora_targets"] or None)

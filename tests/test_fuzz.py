@@ -298,7 +298,9 @@ COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
         ["--sku", "--gpus", "--tp", "--pp", "--vpp", "--dp", "--ep", "--etp", "--cp", "--zero", "--micro-batch",
          "--recompute", "--mode", "--seq", "--global-batch", "--recipe", "--precision", "--optimizer",
          "--grad-dtype", "--kv-dtype", "--batch", "--reserve", "--capacity-factor", "--fp8-weight-copies",
-         "--vocab-divisible-by", "--family", "--experts", "--top-k", "--offload-layers"],
+         "--vocab-divisible-by", "--family", "--experts", "--top-k", "--offload-layers",
+         "--pp-schedule", "--moe-capacity-factor", "--bf16-gemm-share", "--finetune", "--lora-rank",
+         "--lora-targets", "--stack", "--moe-dispatcher", "--cuda-graphs", "--attention-kernel"],
         ["--largest", "--check", "--sp", "--no-flash", "--dropout", "--uneven-pp"],
     ),
     "sweep": (
@@ -307,7 +309,9 @@ COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
          "--recompute", "--global-batch", "--seq", "--precision", "--tokens", "--grad-dtype", "--recipe",
          "--optimizer", "--reserve", "--capacity-factor", "--matmul-efficiency", "--hbm-efficiency",
          "--gemm-overhead-us", "--deadline", "--budget", "--max-gpus", "--gpu-hour-cost", "--site",
-         "--electricity-price", "--pue", "--gpu-load", "--grid-intensity", "--top", "--offload-layers"],
+         "--electricity-price", "--pue", "--gpu-load", "--grid-intensity", "--top", "--offload-layers",
+         "--pp-schedule", "--moe-capacity-factor", "--bf16-gemm-share", "--finetune", "--lora-rank",
+         "--lora-targets", "--stack", "--moe-dispatcher", "--cuda-graphs", "--attention-kernel"],
         ["--check", "--pareto", "--overlap-tp", "--no-overlap-pp"],
     ),
     "serve": (
@@ -339,7 +343,7 @@ COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "budget": (
         ["budget", "--sku", "mi300x", "--gpus", "64", "--days", "30d"],
         ["--sku", "--gpus", "--days", "--flops", "--law", "--family", "--experts", "--top-k", "--mfu", "--seq",
-         "--global-batch", "--precision"],
+         "--global-batch", "--precision", "--finetune", "--lora-rank", "--lora-targets"],
         ["--check"],
     ),
     "calibrate": (
@@ -363,7 +367,7 @@ PLAUSIBLE: dict[str, list[str]] = {
     "--vpp": ["1", "2"], "--dp": _COUNT, "--ep": _COUNT, "--etp": ["1", "2"], "--cp": ["1", "2"],
     "--zero": ["0", "1", "2", "3"], "--micro-batch": _COUNT, "--recompute": ["none", "selective", "full"],
     "--mode": ["train", "infer"], "--seq": ["2048", "8k", "128k", "1M"], "--global-batch": ["1", "64", "512", "4Mi"],
-    "--recipe": ["megatron", "zero", "fp32"], "--precision": ["bf16", "fp8", "fp4", "fp32"],
+    "--recipe": ["megatron", "zero", "fp32"], "--precision": ["bf16", "fp8", "fp4", "fp32", "mxfp8", "nvfp4", "mxfp4"],
     "--optimizer": ["adamw", "sgd", "adafactor"], "--grad-dtype": ["fp32", "bf16"], "--kv-dtype": ["bf16", "fp8"],
     "--batch": ["1", "8", "256"], "--reserve": ["0", "2GiB", "10GB"], "--capacity-factor": ["1", "1.25", "2"],
     "--fp8-weight-copies": ["0", "1", "2"], "--vocab-divisible-by": ["1", "128"], "--family": ["dense", "moe"],
@@ -391,6 +395,13 @@ PLAUSIBLE: dict[str, list[str]] = {
     "--mfu": ["0.01", "0.4", "1"], "--op": ["allreduce", "allgather", "alltoall"],
     "--offload-layers": ["0", "1", "8", "40"], "--rank-by": ["tok-per-gpu", "cost", "ttft"],
     "--kind": ["accelerators", "fabrics", "racks", "models", "costs"],
+    "--pp-schedule": ["1f1b", "dualpipe"], "--moe-capacity-factor": ["0.5", "1", "1.25", "4"],
+    "--bf16-gemm-share": ["0", "0.15", "1"], "--finetune": ["none", "lora", "lora"],
+    "--lora-rank": ["1", "8", "16", "64"], "--lora-targets": ["qkv", "qkv,proj", "qkv,proj,fc1,fc2", "linear_fc1"],
+    "--stack": ["megatron-bridge-25.11", "megatron-bridge-25.09", "primus-megatron-1.0", "torchtitan", "deepspeed",
+                "llm-foundry"],
+    "--moe-dispatcher": ["alltoall", "allgather", "deepep", "hybridep", "none"],
+    "--cuda-graphs": ["none", "partial", "full"], "--attention-kernel": ["fa2", "fa3", "cudnn", "ck", "triton"],
 }
 
 NAMES = ["mi300x", "mi455x", "b200", "tpu7x", "helios", "llama3.1-8b", "xgmi-mi300", "us-2025", "nope",
@@ -617,6 +628,15 @@ NEW_COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
                  "--family", "--experts", "--top-k", "--kv-dtype", "--zero", "--micro-batch", "--recompute"],
                 ["--check"]),
     "calibrate": COMMANDS["calibrate"],
+    # the training recipe and layout flags, one to three at a time on a MoE model under a low precision
+    "recipe": (["fit", "mixtral-8x7b", "--sku", "b200", "--gpus", "16", "--ep", "8", "--precision", "nvfp4"],
+               ["--pp-schedule", "--moe-capacity-factor", "--bf16-gemm-share", "--finetune", "--lora-rank",
+                "--lora-targets", "--precision", "--stack", "--moe-dispatcher", "--cuda-graphs",
+                "--attention-kernel"], ["--check"]),
+    "recipe-sweep": (["sweep", "llama3.1-8b", "--sku", "mi355x", "--gpus", "8", "--no-ranges", "--top", "1",
+                      "--finetune", "lora"],
+                     ["--pp-schedule", "--bf16-gemm-share", "--lora-rank", "--lora-targets", "--precision",
+                      "--stack", "--attention-kernel"], []),
 }
 
 
@@ -715,3 +735,25 @@ def test_fuzz_save():
                 assert os.lstat(target).st_mode == before, f"{kind} at --save was replaced"
 
     run()
+
+
+# A hostile value in one of the training recipe/layout flags: exit 2, and the message names that flag.
+RECIPE_HOSTILE = {
+    "--pp-schedule": ["zb-v", "", "1F1B"], "--moe-capacity-factor": ["0", "-1", "nan", "inf", "1e308", "x"],
+    "--bf16-gemm-share": ["-0.1", "1.5", "nan", "inf", "x"], "--finetune": ["qlora", ""],
+    "--lora-rank": ["-1", "1.5", "1e999", "x"], "--lora-targets": ["bogus", ",", "qkv,bogus"],
+    "--precision": ["fp6", "mxfp16", "nvfp8", ""], "--stack": ["nope", "../../etc/passwd"],
+    "--moe-dispatcher": ["nccl", ""], "--cuda-graphs": ["some"], "--attention-kernel": ["fa9"],
+}
+
+
+@pytest.mark.parametrize("flag", list(RECIPE_HOSTILE))
+def test_recipe_flags_hostile_values_name_the_flag(flag):
+    for value in RECIPE_HOSTILE[flag]:
+        for base in (["fit", "mixtral-8x7b", "--sku", "b200", "--gpus", "16", "--ep", "8", "--finetune", "lora"],
+                     ["sweep", "llama3.1-8b", "--sku", "mi355x", "--gpus", "8", "--no-ranges", "--top", "1"]):
+            argv = [*base, flag, value, "--json"] if flag != "--finetune" else [*base[:-2], flag, value, "--json"]
+            code, env = check(argv)
+            assert code in (2, 3), (argv, code)
+            message = " ".join(e["message"] + " " + (e.get("hint") or "") for e in env["errors"])
+            assert flag in message or (flag == "--stack" and "stack" in message), (argv, message)

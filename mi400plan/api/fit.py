@@ -245,6 +245,7 @@ def fit(
             warnings.append(f"--{key.replace('_', '-')} applies to MoE models; {model.name} is dense")
     if mode == "train":
         opts = _train_options(plan_options, options, given, recipe_kw)
+        opts = _stack_fp8(catalog, accels, opts, warnings)
         accels = _runnable(accels, opts.precision, warnings)
         recompute = _recompute_level(recompute, recipe_kw["recompute_modules"], recipe_kw["recompute_layers"])
         return _fit_train(
@@ -261,6 +262,17 @@ def fit(
         ep=ep, gpus=gpus, batch=batch, context=seq,
         recipe=infer_recipe(precision, kv_dtype=kv_dtype, reserve=res),
     )
+
+
+def _stack_fp8(catalog: Any, accels: list[Any], opts: TrainOptions, warnings: list[str]) -> TrainOptions:
+    """``opts`` with ``--precision fp8`` priced as the stack's FP8 recipe (``stack_precision.fp8_as``), the
+    note that says so added to ``warnings``."""
+    from mi400plan.stack_precision import fp8_as
+
+    precision, note = fp8_as(catalog, [a.spec for a in accels], opts.precision, opts.stack_request())
+    if note:
+        warnings.append(note)
+    return opts if precision == opts.precision else opts.model_copy(update={"precision": precision})
 
 
 def _runnable(accels: list[Any], precision: str, warnings: list[str]) -> list[Any]:

@@ -42,8 +42,8 @@ def fleet_rows(cat: Any, result: Any, *, racks: int | None, gpus: int | None) ->
         n = int(fleet // r.gpus)
         used = n * r.gpus
         lay = r.layout
-        point = (f"TP{lay.tp} PP{lay.pp}" + (f" EP{lay.ep}" if lay.ep > 1 else "") + (" DPA" if lay.dp_attention else "")
-                 + f" x {r.concurrency} in flight")
+        point = (f"TP{lay.tp}" + (f" PP{lay.pp}" if lay.pp > 1 else "") + (f" EP{lay.ep}" if lay.ep > 1 else "")
+                 + (" DPA" if lay.dp_attention else "") + f" x {r.concurrency} in flight")  # as the layout column reads
         out.append(FleetRow(
             sku=info.sku, fleet_gpus=fleet, racks=racks, gpus_per_rack=per_rack, point=point, basis=basis,
             meets_sla=r.meets_sla, gpus_per_replica=r.gpus, replicas=n, gpus_in_replicas=used,

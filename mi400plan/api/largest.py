@@ -49,15 +49,27 @@ def largest(cat: Any, skus: list[str], *, mode: str = "train", gpus: int | None 
     train_tokens = _tokens(mode, tokens)
     if mode == "train":
         topts = (options or TrainOptions()).merged(precision=precision)
+        topts, note = _stack_fp8(cat, skus, topts)
+        notes = [note] if note else []
         rows, seq, b, prec = _train(cat, skus, template, gpus, seq_len, global_batch, topts, pins)
         if train_tokens:
             rows = [_with_run(cat, r, template, gpus, seq, global_batch, topts, pins, train_tokens) for r in rows]
         rule = TRAIN_RULE
     else:
         rows, seq, b, prec = _infer(cat, skus, template, gpus, seq_len, batch, precision, kv_dtype, ipins)
-        rule = INFER_RULE
+        rule, notes = INFER_RULE, []
     return LargestResult(mode=mode, family=template.label(), gpus=gpus, seq_len=seq, batch=b, precision=prec,
-                         rule=rule, rows=rows, train_tokens=train_tokens)
+                         rule=rule, rows=rows, train_tokens=train_tokens, warnings=notes)
+
+
+def _stack_fp8(cat: Any, skus: list[str], topts: TrainOptions) -> tuple[TrainOptions, str | None]:
+    """``topts`` with ``--precision fp8`` priced as the stacks' FP8 recipe on ``skus`` (``stack_precision``)."""
+    from mi400plan.stack_precision import fp8_as
+
+    if topts.precision != "fp8":
+        return topts, None
+    precision, note = fp8_as(cat, [cat.get("accelerators", s).spec for s in skus], "fp8", topts.stack_request())
+    return (topts if precision == "fp8" else topts.model_copy(update={"precision": precision})), note
 
 
 TRAIN_PINS = ("tp", "pp", "vpp", "cp", "ep", "etp", "zero", "micro_batch")

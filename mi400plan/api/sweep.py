@@ -857,6 +857,7 @@ def sweep(
     ``pricing.gpu_hour_cost`` is given.
     """
     rep, ov = report or SweepReport(), sku_overrides or SkuOverrides()
+    options, fp8_note = _stack_fp8(cat, skus, options)
     ctx = _context(cat, model, skus, gpus, racks, global_batch, seq_len, tokens, options, pins,
                    pricing or Pricing(), rep, progress)
     precision, offload = ctx.topts.precision, ctx.topts.offload_layers > 0
@@ -878,7 +879,7 @@ def sweep(
     acc.warnings = [
         f"{s} is a roadmap entry (announced, not shipping): {r}"
         for s in skus if (r := cat.get("accelerators", s).spec.roadmap)
-    ] + approximation_warnings(cat, skus)
+    ] + approximation_warnings(cat, skus) + ([fp8_note] if fp8_note else [])
     if ctx.topts.reserve is not None:
         from mi400plan.reserve_check import oversized_reserve
 
@@ -888,6 +889,18 @@ def sweep(
     for sku in built:
         _sweep_sku(ctx, acc, sku, corners_of[sku.name], gpus, racks)
     return _result(ctx, acc, skus, built, missing, gpus)
+
+
+def _stack_fp8(cat: Any, skus: list[str], options: Any) -> tuple[Any, str | None]:
+    """``options`` with ``--precision fp8`` priced as the stacks' FP8 recipe on ``skus``
+    (``stack_precision.fp8_as``), and the note that says so."""
+    from mi400plan.stack_precision import fp8_as
+
+    if options is None or options.precision != "fp8":
+        return options, None
+    accs = [cat.get("accelerators", s).spec for s in expand_all(cat, skus)]
+    precision, note = fp8_as(cat, accs, options.precision, options.stack_request())
+    return (options if precision == options.precision else options.model_copy(update={"precision": precision})), note
 
 
 def capacity_warnings(recipe: Any, moe: bool) -> list[str]:

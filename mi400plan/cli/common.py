@@ -251,8 +251,8 @@ def _unsizable(exc: Exception) -> PlannerError:
     for p in ctx.command.params if ctx is not None else []:
         value = ctx.params.get(p.name or "")
         if (ctx.get_parameter_source(p.name or "") is ParameterSource.COMMANDLINE and p.opts
-                and not isinstance(value, bool) and _numeric(value)):
-            given.append(f"{p.opts[0]} {value}")
+                and p.param_type_name == "option" and not isinstance(value, bool) and _numeric(value)):
+            given.append(f"{p.opts[0]} {_as_typed(value)}")
     from mi400plan.results.invariants import InvariantError
 
     what = f"cannot be sized ({type(exc).__name__}: {exc})" if not isinstance(exc, InvariantError) else str(exc)
@@ -261,6 +261,13 @@ def _unsizable(exc: Exception) -> PlannerError:
                           hint="use values within the documented ranges of these flags")
     return ProfileError(f"{what}; a figure of the profiles used is outside what the model can size",
                         hint="check the profiles' numbers (mi400plan profiles validate FILE)")
+
+
+def _as_typed(value: object) -> str:
+    """A flag's value as it is typed: a repeated or comma-separated flag reads ``mi300x,b200``, not a list."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(_as_typed(v) for v in value)
+    return str(value)
 
 
 def _numeric(value: object) -> bool:

@@ -143,7 +143,7 @@ def fit_cmd(
     f = pick_format(json_, fmt)
     seq_n = seq_tokens(seq)
     mode = alias(mode, MODE_ALIASES, "--mode", "train|infer")
-    precisions = [alias(p, PRECISION_ALIASES, "--precision") for t in (precision or []) for p in t.split(",") if p.strip()]
+    precisions = _precisions(precision)
     given = dict(recipe=recipe, optimizer=optimizer, grad_dtype=grad_dtype, flash_attention=flash, dropout=dropout,
                  capacity_factor=capacity_factor, moe_capacity_factor=moe_capacity_factor, fp8_params=fp8_params,
                  fp8_weight_copies=fp8_weight_copies, bf16_gemm_share=bf16_gemm_share,
@@ -179,6 +179,14 @@ def fit_cmd(
     run("fit", f, lambda: _fit(profiles, model, sku, mode, precisions, options() if mode == "train" else None, kw),
         check=check, ascii=ascii_, wide=wide, plot=plot, force=force)
 
+
+
+def _precisions(precision: list[str] | None) -> list[str]:
+    """The ``--precision`` values (repeated or comma-separated); an empty value is a usage error, not the default."""
+    out = [alias(p, PRECISION_ALIASES, "--precision") for t in (precision or []) for p in t.split(",") if p.strip()]
+    if precision and not out:
+        raise typer.BadParameter("an empty value names no precision", param_hint="--precision")
+    return [p for p in out if p]
 
 def _run_largest(f: str, profiles: Optional[list[Path]], sku: Optional[list[str]], named: tuple[object, object],
                  precisions: list[str], options: object, layout: dict[str, object], search: dict,

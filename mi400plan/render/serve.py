@@ -141,6 +141,13 @@ def _scheduler_whose(res: ServeResult) -> str:
     return f"the serving stack's defaults: {', '.join(names)}" if names != ["vLLM's"] else "vLLM's defaults"
 
 
+def _no_rate(sc: Any) -> str:
+    """What a req/s cell reading ``no: ...`` means, where the scenario has latency limits to miss."""
+    if sc.ttft_p99_s is None and sc.tpot_p99_s is None:
+        return ""
+    return " ('no: X' where no rate meets the limits; X fails first)"
+
+
 def _fleet(res: ServeResult, console: Any) -> None:
     """``--racks`` / ``--gpus``: whole replicas of each SKU's chosen point over the fleet."""
     if not res.fleet:
@@ -198,6 +205,11 @@ def _margin(c: Any, rank_by: str) -> str:
     return f" {ratio:.2f}x" + (" cheaper" if rank_by == "cost" else "")
 
 
+def _limit_s(x: float) -> str:
+    """A latency limit as it would be typed: ``2 s``, ``450 ms``, ``40 ms`` (not ``2,000 ms``, ``40.0 ms``)."""
+    return f"{x:.6g} s" if x >= 1 else f"{x * 1e3:.6g} ms"
+
+
 def _pcts(p: Any, scale: float) -> str:
     """p50/p90/p99 in one cell, in the column's unit (``scale``: 1e3 for ms, 1 for s)."""
     vals = [p.p50 * scale, p.p90 * scale, p.p99 * scale]
@@ -223,7 +235,7 @@ def _scenario(res: ServeResult, console: Any) -> None:
     sc = res.scenario
     if sc is None:
         return
-    limits = (f"p99 TTFT <= {_ms(sc.ttft_p99_s)}, p99 TPOT <= {_ms(sc.tpot_p99_s)} ({sc.limits_source})"
+    limits = (f"p99 TTFT <= {_limit_s(sc.ttft_p99_s)}, p99 TPOT <= {_limit_s(sc.tpot_p99_s)} ({sc.limits_source})"
               if sc.ttft_p99_s is not None and sc.tpot_p99_s is not None else "no latency limits")
     metric = {"offline": "requests/s with all requests queued at the start",
               "server": "the largest Poisson rate meeting the limits",
@@ -247,8 +259,7 @@ def _scenario(res: ServeResult, console: Any) -> None:
         return
     print_table(console, cols, out, title=f"Scenario {sc.name} ({metric}): {limits}",
                 caption=f"Simulated per request: the {sc.candidates_per_sku} layouts per SKU the steady-state search "
-                f"ranks best (--candidates), each SKU's best first; req/s per replica (no: the limit no rate "
-                f"meets); tok/s/GPU = output "
+                f"ranks best (--candidates), each SKU's best first; req/s per replica{_no_rate(sc)}; tok/s/GPU = output "
                 f"tokens at that rate (JSON: the steady-state figure beside it); continuous batching, chunked "
                 f"prefill of {_limit(sc.max_num_batched_tokens, res, 'max_num_batched_tokens')} tokens per "
                 f"iteration, at most {_limit(sc.max_num_seqs, res, 'max_num_seqs')} sequences per replica "

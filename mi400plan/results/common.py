@@ -14,13 +14,24 @@ from __future__ import annotations
 
 import json
 import types
-from typing import Any, ClassVar, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from mi400plan.factories import new_list
 
 SCHEMA_VERSION = 1
+
+
+def _whole(value: float) -> int | float:
+    """A count that is a whole number as an integer (``8``, not ``8.0``); a fractional one as it is."""
+    return int(value) if float(value).is_integer() and abs(value) < 2**53 else value
+
+
+# GPUs (or replicas) that are whole in an aggregated deployment but may be fractional where a pool is
+# sized to a rate (a disaggregated deployment's prefill GPUs per decode replica): JSON and CSV write
+# the whole ones as integers.
+Count = Annotated[float, PlainSerializer(_whole, return_type=Union[int, float])]
 
 
 class OutModel(BaseModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mi400plan.results.common import OutModel
+from mi400plan.results.common import Count, OutModel
 
 
 class FleetRow(OutModel):
@@ -19,9 +19,9 @@ class FleetRow(OutModel):
     point: str  # the serving point: layout and concurrency
     basis: str  # why this point: best meeting the SLA, or the highest throughput without one
     meets_sla: bool | None = None
-    gpus_per_replica: float
+    gpus_per_replica: Count  # fractional when disaggregated (prefill pool sized to the rate)
     replicas: int
-    gpus_in_replicas: float
+    gpus_in_replicas: Count
     users: int
     tokens_per_s_per_user: float
     output_tokens_per_s: float

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from mi400plan.factories import new_list, new_dict
-from mi400plan.results.common import OutModel, Result, flatten_model
+from mi400plan.results.common import Count, OutModel, Result, flatten_model
 from mi400plan.results.fleet import FleetRow
 
 
@@ -19,7 +19,7 @@ class ServeLayout(OutModel):
     gpus_per_replica: int  # TP x PP (decode replica when disaggregated)
     replicas: int  # replicas in the GPUs given (aggregated); decode replicas when disaggregated
     disaggregated: bool
-    prefill_gpus_per_decode_replica: float = 0.0  # disaggregated: prefill GPUs sized to one decode replica
+    prefill_gpus_per_decode_replica: Count = 0  # disaggregated: prefill GPUs sized to one decode replica (may be fractional)
 
 
 class ServeMemory(OutModel):
@@ -80,7 +80,7 @@ class ServeRow(OutModel):
     rank: int
     layout: ServeLayout
     concurrency: int  # sequences in flight per replica
-    gpus: float  # GPUs per replica (both pools when disaggregated)
+    gpus: Count  # GPUs per replica (both pools when disaggregated; may be fractional then)
     tokens_per_s_per_gpu: float  # output tokens
     total_tokens_per_s_per_gpu: float  # input + output tokens (InferenceX's throughput per GPU)
     tokens_per_s_per_user: float
@@ -226,9 +226,22 @@ class ServeResult(Result):
 
     def csv_rows(self) -> list[dict[str, Any]]:
         """``--format csv``: with ``--scenario`` the scenario rows (the answer asked for; rate, p50/p90/p99 TTFT,
-        TPOT and latency, each led by the scenario and its p99 limits), else the steady-state rows."""
+        TPOT and latency, each led by the scenario and its p99 limits), else the steady-state rows; each row
+        names the serving stack that priced it after its SKU."""
         if self.scenario is None:
-            return super().csv_rows()
+            return [self._with_stack(r) for r in super().csv_rows()]
         lead = {"scenario": self.scenario.name, "ttft_p99_limit_s": self.scenario.ttft_p99_s,
                 "tpot_p99_limit_s": self.scenario.tpot_p99_s}
-        return [{**lead, **flatten_model(ScenarioRow, r.model_dump(mode="json"))} for r in self.scenario_rows]
+        return [self._with_stack({**lead, **flatten_model(ScenarioRow, r.model_dump(mode="json"))})
+                for r in self.scenario_rows]
+
+    def _with_stack(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The row with ``serving_stack`` (its SKU's ``skus[].serving_stack``, empty: none) after ``sku``, so
+        each CSV row says which stack priced it."""
+        stacks = {s.sku: s.serving_stack for s in self.skus}
+        out: dict[str, Any] = {}
+        for k, v in row.items():
+            out[k] = v
+            if k == "sku":
+                out["serving_stack"] = stacks.get(v)
+        return out

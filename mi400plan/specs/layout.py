@@ -554,7 +554,7 @@ def train_recipe(
     low = precision in LOW_PRECISIONS
     if precision is not None:
         if precision not in TRAIN_PRECISIONS:
-            raise UsageError(f"unknown training precision {precision!r}; known: {', '.join(TRAIN_PRECISIONS)}")
+            raise UsageError(f"unknown training precision {precision!r} (--precision); known: {', '.join(TRAIN_PRECISIONS)}")
         if precision == "fp32":
             fields.update(TRAIN_PRESETS["fp32"])
         elif low:
@@ -847,7 +847,9 @@ class TrainOptions(StrictModel):
                         new["lora_rank"] if isinstance(new["lora_rank"], int) else None, None)
             e = exc.errors()[0]
             msg = str(e['msg']).removeprefix('Value error, ')
-            raise UsageError(f"invalid training option {'.'.join(str(x) for x in e['loc'])}: {msg}") from None
+            field = '.'.join(str(x) for x in e['loc'])
+            # the flag that sets the field (--lora-targets sets lora_targets), and the field for plan files
+            raise UsageError(f"invalid --{field.replace('_', '-')} (training option {field}): {msg}") from None
 
 
 # --- inference recipe --------------------------------------------------------------------------
