@@ -72,3 +72,41 @@ def test_the_quick_loop_leaves_out_the_long_reproducers():
         text = (ROOT / "tests" / name).read_text()
         for test in tests:
             assert re.search(rf"@pytest.mark.slow.*\n(@.*\n)*def {test}\(", text), (name, test)
+
+
+def test_xdist_is_in_the_test_extra_and_ci_stays_serial():
+    """The quick loop runs on every core (``-n auto``); CI runs the README's serial command, unchanged."""
+    extra = _pyproject()["project"]["optional-dependencies"]["test"]
+    assert "pytest-xdist>=3.0.2" in extra
+    readme = (ROOT / "README.md").read_text()
+    assert 'pytest -m "not slow" -n auto' in readme
+    ci = ROOT / ".ci" / "run"
+    if ci.exists():
+        run = re.search(r"run_suite\(\) \{.*?\n\}", ci.read_text(), re.S).group(0)
+        assert "pytest --rootdir" in run and " -n " not in run and "xdist" not in run
+
+
+def test_each_recipe_flag_keeps_one_priced_case_and_every_refusal_in_the_quick_loop():
+    """The recipe flag x command matrix: the quick loop keeps, for each flag, exactly one command that prices it
+    (fit, or sweep for the step-time switches fit refuses) and every documented refusal; the rest are slow."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("recipe_flags", ROOT / "tests" / "test_recipe_flags.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cases = mod._matrix()
+    assert len(cases) == len(mod.FLAGS) * len(mod.COMMANDS) == 32 * 6  # nothing leaves the full suite
+    assert len({c.id for c in cases}) == len(cases)
+    quick = [c for c in cases if not any(m.name == "slow" for m in c.marks)]
+    for flag, _, _ in mod.FLAGS:
+        priced = [c.values[0] for c in quick if c.values[1] == flag and (c.values[0], flag[0]) not in mod.REFUSED
+                  and mod.REFUSED_VALUES.get(flag[1] if len(flag) > 1 else "") is None]
+        if flag == ["--precision", "nvfp4"]:  # refused on the base SKU by every command
+            assert priced == [], priced
+        else:
+            assert priced == (["sweep"] if flag[0].startswith(("--overlap", "--no-overlap")) else ["fit"]), flag
+    refusals = [c for c in cases if (c.values[0], c.values[1][0]) in mod.REFUSED]
+    assert refusals and all(c in quick for c in refusals)
+    # 31 flags priced once + 5 fit refusals of the step-time switches + 28 budget refusals of the flags other
+    # than --precision + nvfp4 refused by all 6 commands
+    assert len(quick) == 31 + 5 + 28 + 6

@@ -145,8 +145,34 @@ def _run(cli, args: list[str]) -> tuple[int, dict | None, str]:  # noqa: ANN001
 _defaults: dict[tuple[str, ...], tuple[int, dict | None, str]] = {}
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-@pytest.mark.parametrize("flag,extra,model", FLAGS, ids=[f[0][0] for f in FLAGS])
+def _flag_ids() -> list[str]:
+    """The flags' ids as pytest names them: a flag listed more than once gets its index among its namesakes."""
+    names = [f[0][0] for f in FLAGS]
+    seen: dict[str, int] = {}
+    ids = []
+    for name in names:
+        ids.append(f"{name}{seen.get(name, 0)}" if names.count(name) > 1 else name)
+        seen[name] = seen.get(name, 0) + 1
+    return ids
+
+
+def _matrix() -> list:
+    """Every (flag, command) case; the quick loop (``-m "not slow"``) keeps, for each flag, one command that
+    prices it (``fit``, or ``sweep`` for the step-time switches fit refuses) and every documented refusal (a
+    refusal is its own behaviour and costs no pricing). The other commands run the same flag through the same
+    recipe code behind a costlier search (``--deadline``/``--budget`` sweep sizes, ``--largest``'s ladder), so
+    they are marked slow: the full suite (CI) runs every case."""
+    cases = []
+    for command in COMMANDS:
+        for (flag, extra, model), ident in zip(FLAGS, _flag_ids()):
+            refused = (command, flag[0]) in REFUSED or (flag[0] == "--precision" and flag[1] in REFUSED_VALUES)
+            quick = "sweep" if ("fit", flag[0]) in REFUSED else "fit"
+            slow = () if refused or command == quick else (pytest.mark.slow,)
+            cases.append(pytest.param(command, flag, extra, model, marks=slow, id=f"{ident}-{command}"))
+    return cases
+
+
+@pytest.mark.parametrize("command,flag,extra,model", _matrix())
 def test_flag_changes_the_priced_workload_or_is_refused(cli, command: str, flag: list[str], extra: list[str],  # noqa: ANN001
                                                        model: str) -> None:
     flag, extra = VARIANTS.get((command, flag[0]), (flag, extra))
