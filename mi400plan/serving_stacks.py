@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mi400plan.errors import UnknownNameError, UsageError
+from mi400plan.errors import ProfileError, UnknownNameError, UsageError
 from mi400plan.stacks import newest_vendor_reference
 
 if TYPE_CHECKING:
@@ -75,6 +75,9 @@ def serving_spec(catalog: "Catalog", name: str) -> "ServingStack":
             raise UsageError(f"--stack {name!r} is a training stack ({training}); serve takes a serving stack",
                              hint=f"serving stacks: {known} (mi400plan profiles list --kind serving)") from None
         raise UsageError(f"--stack: {exc.message}", hint=f"serving stacks: {known}") from None
+    except ProfileError as exc:  # a path given to --stack that is no serving stack profile
+        exc.hint = exc.hint or f"read as the serving stack profile given to --stack ({name})"
+        raise
 
 
 def resolve_serving_stack(catalog: "Catalog", acc: "Accelerator", name: str | None) -> ResolvedServing | None:

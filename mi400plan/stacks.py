@@ -31,7 +31,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mi400plan.errors import UsageError
+from mi400plan.errors import ProfileError, UsageError
 from mi400plan.specs.common import Estimate
 
 if TYPE_CHECKING:
@@ -125,7 +125,11 @@ def resolve_stack(catalog: "Catalog", acc: "Accelerator", request: StackRequest 
     given = {k: v for k, v in request.overrides.items() if v is not None}
     ref = default_stack(catalog, acc.vendor)
     if name:
-        spec, basis = catalog.get("stacks", name).spec, "--stack"
+        try:
+            spec, basis = catalog.get("stacks", name).spec, "--stack"
+        except ProfileError as exc:  # a path given to --stack that is no stack profile: say where it came from
+            exc.hint = exc.hint or f"read as the training stack profile given to --stack ({name})"
+            raise
         if acc.vendor not in spec.vendors:
             raise UsageError(f"stack {spec.name} runs on {', '.join(spec.vendors)} accelerators, not on "
                              f"{acc.vendor}'s {acc.name} (--stack, or a run's stack field)",

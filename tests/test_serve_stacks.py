@@ -178,18 +178,19 @@ def test_profiles_cli_lists_the_serving_kind(cli) -> None:
 
 # --- the scheduler reaches the simulation -----------------------------------------------------------------
 
-def _scenario_rows(catalog, stack: str | None, sku: str = "h100"):
+def _scenario_rows(catalog, stack: str | None, sku: str = "h100", scenario: str = "offline"):
     from mi400plan.api.serve import ServeRequest, serve
     from mi400plan.api.serve_scenario import ScenarioRequest
 
     return serve(catalog, "llama3.1-8b", [sku], ServeRequest(
-        concurrency="1,16", ranges=False, scenario=ScenarioRequest("offline", candidates=1), stack=stack)).scenario_rows
+        concurrency="1,16", ranges=False, scenario=ScenarioRequest(scenario, candidates=1), stack=stack)).scenario_rows
 
 
 def test_scheduler_defaults_reach_the_simulation(catalog) -> None:
-    trt = _scenario_rows(catalog, None)[0]  # H100's default: TensorRT-LLM, 8,192 tokens, 2,048 requests
+    # Server: the stack's limits as they are (offline also runs the limits that keep the KV in the cache)
+    trt = _scenario_rows(catalog, None, scenario="server")[0]  # H100's default: TensorRT-LLM, 8,192 tokens, 2,048
     assert (trt.max_num_batched_tokens, trt.max_num_seqs) == (8192, 2048)
-    vllm = _scenario_rows(catalog, "vllm")[0]
+    vllm = _scenario_rows(catalog, "vllm", scenario="server")[0]
     assert (vllm.max_num_batched_tokens, vllm.max_num_seqs) == (8192, 1024)
     sgl = _scenario_rows(catalog, "sglang", "mi300x")[0]  # 191.7 GiB: SGLang's 16,384-token chunk
     assert sgl.max_num_batched_tokens == 16384 and sgl.max_num_seqs <= 4096
