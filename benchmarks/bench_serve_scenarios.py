@@ -16,12 +16,12 @@ on a shared machine, compare figures taken at similar load.
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import time
+
+from _timing import timed_runs  # benchmarks/_timing.py, beside this script
 
 SKUS4 = "mi355x,b200,h200,mi325x"
 CASES: tuple[tuple[str, list[str]], ...] = (
@@ -46,16 +46,7 @@ def _subprocess(args: list[str], runs: int) -> tuple[float, float, float]:
     """(median wall, minimum wall, median CPU) seconds of ``runs`` runs of ``serve args --json``."""
     cmd = [*_exe(), "serve", *args, "--json"]
     env = {**os.environ, "COLUMNS": "80"}
-    wall, cpu = [], []
-    for _ in range(runs):
-        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=os.sep)
-        wall.append(time.perf_counter() - t0)
-        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
-        if p.returncode not in (0, 4):
-            raise SystemExit(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr[-400:]}")
+    wall, cpu = timed_runs(cmd, runs, env)
     return statistics.median(wall), min(wall), statistics.median(cpu)
 
 

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import time
+
+from _timing import timed_runs  # benchmarks/_timing.py, beside this script
 
 COMMANDS: tuple[tuple[str, list[str], float], ...] = (
     ("--help", ["--help"], 0.12),
@@ -42,16 +43,7 @@ IMPORTS = ("numpy", "pydantic", "typer", "rich.console", "tomllib")
 
 def _times(cmd: list[str], runs: int, env: dict[str, str]) -> tuple[float, float]:
     """(minimum wall time, minimum CPU time) of ``runs`` runs, seconds."""
-    wall, cpu = [], []
-    for _ in range(runs):
-        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=os.sep)
-        wall.append(time.perf_counter() - t0)
-        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
-        if proc.returncode not in (0, 4):
-            sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()[:400]}")
+    wall, cpu = timed_runs(cmd, runs, env)
     return min(wall), min(cpu)
 
 
