@@ -90,6 +90,15 @@ def _norm_status(v: Any) -> Any:
     return v
 
 
+CITED_STATUSES = ("disclosed", "derived", "measured")  # statuses that claim a source
+
+
+def require_source(status: str, source: list[str], what: str) -> None:
+    """``ValueError`` when a setting whose ``status`` claims a source cites none (``what`` names it)."""
+    if status in CITED_STATUSES and not source:
+        raise ValueError(f"{what} needs 'source' (keys of [sources]); without one write status = \"unverified\"")
+
+
 class Estimate(StrictModel):
     """A number with its range, status and sources. Units are those of the field holding it."""
 

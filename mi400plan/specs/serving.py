@@ -32,7 +32,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from mi400plan.factories import new_list, new_dict
-from mi400plan.specs.common import ProfileBase, Source, Status, StrictModel, _norm_status
+from mi400plan.specs.common import ProfileBase, Source, Status, StrictModel, _norm_status, require_source
 
 _DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
@@ -78,9 +78,7 @@ class SchedulerDefaults(StrictModel):
         _check_tiers("max_num_batched_tokens", self.max_num_batched_tokens)
         if isinstance(self.max_num_seqs, list):
             _check_tiers("max_num_seqs", self.max_num_seqs)
-        if self.status in ("disclosed", "derived", "measured") and not self.source:
-            raise ValueError(f"scheduler: a {self.status} default needs 'source' (keys of [sources]); "
-                             "without one write status = \"unverified\"")
+        require_source(self.status, self.source, f"scheduler: a {self.status} default")
         return self
 
     def tier(self, tiers: list[SchedulerTier], sku_name: str, hbm_gib: float) -> int:

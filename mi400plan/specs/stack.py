@@ -42,7 +42,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from mi400plan.factories import new_list, new_dict
-from mi400plan.specs.common import ProfileBase, Source, Status, StrictModel, _norm_status
+from mi400plan.specs.common import ProfileBase, Source, Status, StrictModel, _norm_status, require_source
 
 ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "ck", "triton")
 MOE_DISPATCHERS = ("alltoall", "allgather", "deepep", "hybridep", "none")
@@ -79,9 +79,7 @@ class _Setting(StrictModel):
 
     @model_validator(mode="after")
     def _cited(self) -> "_Setting":
-        if self.status in ("disclosed", "derived", "measured") and not self.source:
-            raise ValueError(f"a {self.status} setting needs 'source' (keys of [sources]); "
-                             "without one write status = \"unverified\"")
+        require_source(self.status, self.source, f"a {self.status} setting")
         return self
 
 
