@@ -24,9 +24,11 @@ What the paper states about the runs, and how the search is pinned to it:
   Megatron-Core's interleaved warm-up keeps ``2 (P - 1 - i) + (V - 1) P + 1`` chunk-micro-batches in
   flight on stage ``i`` (141 one-layer chunks on stage 1 at VPP 8): 79.7 GiB allocated by Korthikanti's
   accounting, more than the 79.6 GiB an H100 reports before any runtime reserve. Llama 3 runs its own
-  schedule and frees tensors early (sec. 3.3.2), which that accounting does not see. The row is searched
-  at the real capacity like every other (no capacity check is lifted), so it falls back to VPP 1 and
-  fails its tolerance: an expected failure until the activation accounting sees that schedule;
+  schedule (sec. 3.3.2, Figure 6); PyTorch's flexible interleaved 1F1B (pytorch/pytorch PR 129597,
+  2024-06-26) holds the same 141 chunks at 32 micro-batches, and the stage inputs and outputs the paper
+  frees early are not in that count (``tests/test_memory_published.py``). The row is searched at the real
+  capacity like every other (no capacity check is lifted), so it falls back to VPP 1 and fails its
+  tolerance: an expected failure until a source states what else that run kept out of HBM;
 * one transformer layer fewer on the first and the last pipeline stage (126 + 2 = 128 = 16 x 8):
   ``split_embedding_loss``;
 * interleaved schedule (virtual stages searched) with asynchronous point-to-point: ``overlap_pp``;
@@ -124,8 +126,9 @@ def test_126_layers_split_over_16_stages_needs_the_embedding_loss_split(catalog)
 
 # The 8,192-GPU row ran interleaved; the memory model counts that layout over the H100's capacity
 # (``test_interleaved_8k_row_is_over_capacity``), so the search at the real capacity falls back to VPP 1
-# and the row comes out about 29 % slow. It stays a failing calibration point until the activation
-# accounting sees what Llama 3's schedule frees (sec. 3.3.2); the capacity check is not lifted for it.
+# and the row comes out about 29 % slow. It stays a failing calibration point until a source states what
+# else Llama 3's run kept out of HBM (sec. 3.3.2 names nothing the count holds); the capacity check is not
+# lifted for it.
 OVER_CAPACITY = pytest.mark.xfail(strict=True, reason="interleaved 8K row over capacity in the memory model")
 ROWS = [pytest.param(r, marks=OVER_CAPACITY) if r[6] > r[3] else r for r in TABLE_4]
 
