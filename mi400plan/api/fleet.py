@@ -35,7 +35,8 @@ class Demand:
     unit: str  # "req/s" or "tok/s" (output tokens)
 
     def text(self) -> str:
-        return f"{self.value:,.6g} {self.unit}" + (" (output tokens)" if self.unit == "tok/s" else "")
+        v = f"{int(self.value):,}" if self.value == int(self.value) else f"{self.value:,.6g}"
+        return f"{v} {self.unit}" + (" (output tokens)" if self.unit == "tok/s" else "")
 
 
 def parse_demand(text: str | None) -> Demand | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from mi400plan.render import table_renderer
-from mi400plan.render.table import print_table
+from mi400plan.render.table import KEEP, print_table
 from mi400plan.results.serve import ServeResult, ServeRow
 from mi400plan.units import fmt_bytes, fmt_count
 
@@ -153,20 +153,23 @@ def _fleet(res: ServeResult, console: Any) -> None:
     ``--scenario``, the scenario's answer, named in the title)."""
     if not res.fleet:
         return
-    priced = any(f.cost_per_mtok_output is not None for f in res.fleet)
+    sc = res.fleet[0].scenario
+    # The scenario's $/Mtok is the answer's (the steady state's is in its table above); tok/s/user gives way
+    # first at a narrow width (in JSON as tokens_per_s_per_user).
+    priced = sc is not None and any(f.cost_per_mtok_output is not None for f in res.fleet)
     cols = ["SKU", ("GPUs", "right"), ("racks", "right"), "point", ("replicas", "right"), ("users", "right"),
-            ("tok/s/user", "right"), ("output tok/s", "right"), ("requests/s", "right")]
+            ("tok/s/user", "right", "secondary"), ("output tok/s", "right"), ("requests/s", "right")]
     if priced:
         cols.append(("$/Mtok out", "right"))
     out = []
     for f in res.fleet:
-        line = [f.sku, f"{f.fleet_gpus:,}", "-" if f.racks is None else f"{f.racks:,}", f.point, f"{f.replicas:,}",
+        point = f.point.replace(" req/s", KEEP + "req/s")  # a rate wraps whole, with its unit
+        line = [f.sku, f"{f.fleet_gpus:,}", "-" if f.racks is None else f"{f.racks:,}", point, f"{f.replicas:,}",
                 f"{f.users:,}", f"{f.tokens_per_s_per_user:,.1f}", fmt_count(f.output_tokens_per_s),
                 f"{f.requests_per_s:,.1f}"]
         if priced:
             line.append(_money(f.cost_per_mtok_output))
         out.append(line)
-    sc = res.fleet[0].scenario
     what = f"{sc} scenario answer" if sc else "point"
     title = (f"Fleet for --demand {res.fleet[0].demand}: replicas of each SKU's {what}" if res.fleet[0].demand
              else f"Fleet: whole replicas of each SKU's {what}")
