@@ -721,6 +721,8 @@ def _search_rate(run: Callable[[float], tuple[SimResult, int, str | None]], rate
         hi *= 2.0
         r, n, why = run(hi)
     else:
+        if why is None:  # the last doubling met the limits too: it is the largest rate run that did
+            best = (hi, r, n)
         return Outcome(scenario, best[0], best[1], True, requests=best[2])
     if hi > rate_hi:
         lo, best = hi / 2.0, best
