@@ -19,7 +19,7 @@ from typing import Any
 
 from mi400plan.errors import UsageError
 from mi400plan.results.fleet import FleetRow
-from mi400plan.results.serve import ScenarioRow, ServeResult, ServeRow
+from mi400plan.results.serve import ScenarioRow, ServeLayout, ServeResult, ServeRow
 
 _DEMAND = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmg]?)\s*(req/s|tok/s)\s*$", re.IGNORECASE)
 _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
@@ -90,7 +90,7 @@ class _Point:
     scenario: str | None = None
 
 
-def _layout_text(lay: Any) -> str:
+def _layout_text(lay: ServeLayout) -> str:
     return (f"TP{lay.tp}" + (f" PP{lay.pp}" if lay.pp > 1 else "") + (f" EP{lay.ep}" if lay.ep > 1 else "")
             + (" DPA" if lay.dp_attention else ""))  # as the layout column reads
 

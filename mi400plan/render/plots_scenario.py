@@ -11,13 +11,14 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mi400plan.render.plot import footer
 
 Head = tuple[str, str]  # the title's first line (model, scenario) and its second (the lengths)
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
     from mi400plan.results.serve import ScenarioRow, ServeResult
@@ -62,7 +63,7 @@ def _title(head: Head, what: str) -> str:
     return f"{head[0]}: {what}\n{head[1]}"
 
 
-def _log_if_wide(ax: Any, values: list[float]) -> None:
+def _log_if_wide(ax: Axes, values: list[float]) -> None:
     vals = [v for v in values if v > 0 and math.isfinite(v)]
     if vals and max(vals) / min(vals) > LOG_SPAN:
         ax.set_yscale("log")
