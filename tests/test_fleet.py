@@ -117,6 +117,12 @@ def test_demand_without_a_scenario_uses_the_steady_state_point(cli) -> None:
     assert f["scenario"] is None and f["replicas"] == n and f["fleet_gpus"] == n * best["gpus"]
 
 
+def test_a_tiny_demand_still_needs_one_replica(cli) -> None:
+    d, f, best = _scenario_fleet(cli, "--demand", "1e-300req/s")
+    g = best["layout"]["tp"] * best["layout"]["pp"]
+    assert f["replicas"] == 1 and f["fleet_gpus"] == g and f["racks"] == 1
+
+
 def test_ceiling_counts_a_whole_ratio_as_whole() -> None:
     from mi400plan.api.fleet import ceil_count
 

@@ -151,7 +151,7 @@ def _size(p: _Point, demand: Demand | None, fleet: int | None, per_rack: int | N
     per = p.requests_per_s if demand.unit == "req/s" else p.output_tokens_per_s
     if per <= 0:
         raise UsageError(f"--demand {demand.text()}: the chosen point serves nothing per replica")
-    n = ceil_count(demand.value / per)
+    n = max(1, ceil_count(demand.value / per))  # any positive demand needs a replica
     gpus = ceil_count(n * p.gpus)
     if gpus > MAX_FLEET_GPUS:
         raise UsageError(f"--demand {demand.text()} needs {gpus:,.0f} GPUs, more than {MAX_FLEET_GPUS:,}; "
