@@ -47,7 +47,7 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -584,10 +584,28 @@ def kv_token_capacity(wl: Workload, hw: ServeHardware, lay: Layout, *, max_seqs:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """One run of a scenario's search: the rate it ran at (requests/s per replica; offline: achieved), the
+    scheduler's ``max_seqs``, p50 / p90 / p99 of TTFT and TPOT (seconds), and what failed (None: it met the
+    limits)."""
+
+    rate: float
+    max_seqs: int
+    ttft: dict[str, float]
+    tpot: dict[str, float]
+    failed: str | None = None
+
+
+def probe(rate: float, max_seqs: int, r: SimResult, failed: str | None) -> Probe:
+    return Probe(rate, max_seqs, percentiles(r.ttft), percentiles(r.tpot), failed)
+
+
+@dataclass(frozen=True)
 class Outcome:
     """A scenario's answer for one layout: the request rate per replica (server: the largest that meets
     the limits; offline: achieved; single-stream: 1 / mean latency), the run at that rate, and whether it
-    meets the limits (``binding``: the percentile that fails first, when none does)."""
+    meets the limits (``binding``: the percentile that fails first, when none does). ``trace``: every run
+    the search made, by rate (server / interactive) or ``max_seqs`` (offline)."""
 
     scenario: str
     rate: float
@@ -595,6 +613,20 @@ class Outcome:
     meets: bool
     binding: str | None = None
     requests: int = 0  # simulated in the deciding run
+    trace: tuple[Probe, ...] = ()
+
+
+def mean_prefill_s(sm: StepModel, inp: LengthDist) -> float:
+    """The mean over the prompt distribution of ``P(n)``, the busiest stage's prefill seconds of an ``n``-token
+    prompt (exact: ``P`` is linear between its tabulated points, so the mean is over every length drawn)."""
+    if inp.kind == "uniform":
+        n = np.arange(inp.values[0], inp.values[1] + 1, dtype=np.float64)
+        return float(np.interp(n, sm.prefill_tokens, sm.prefill_s).mean())
+    p = np.interp(np.asarray(inp.values, dtype=np.float64), sm.prefill_tokens, sm.prefill_s)
+    if inp.kind == "histogram":
+        w = np.asarray(inp.weights, dtype=np.float64)
+        return float(np.dot(p, w) / w.sum())
+    return float(p[0])
 
 
 def sample_lengths(inp: LengthDist, out: LengthDist, n: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
@@ -659,6 +691,7 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
     rng = np.random.default_rng(SEED + 1)
     gaps = rng.exponential(1.0, n_max)
     li, lo_ = sample_lengths(inp, out, n_max)
+    probes: list[Probe] = []
 
     def run(rate: float) -> tuple[SimResult, int, str | None]:
         w = min(int(math.ceil(rate * warm_s)), cap)
@@ -668,8 +701,17 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
         arr = np.concatenate([np.zeros(k), np.cumsum(gaps[:n]) / rate])
         r = simulate(arr, np.concatenate([pi, li[:n]]), np.concatenate([po, lo_[:n]]), sm, lim,
                      measure=slice(k + w, k + w + measured), preload=pg)
-        return r, n + k, _verdict(r, ttft_s, tpot_s)
+        why = _verdict(r, ttft_s, tpot_s)
+        probes.append(probe(rate, lim.max_seqs, r, why))
+        return r, n + k, why
 
+    o = _search_rate(run, rate_hi, tolerance, scenario)
+    return replace(o, trace=tuple(sorted(probes, key=lambda p: p.rate)))
+
+
+def _search_rate(run: Callable[[float], tuple[SimResult, int, str | None]], rate_hi: float, tolerance: float,
+                 scenario: str) -> Outcome:
+    """:func:`server`'s bracketing search and bisection over ``run(rate)``."""
     hi = rate_hi
     r, n, why = run(hi)
     for _ in range(4):  # the upper end meets the limits: widen (doubling) until a rate does not
@@ -679,6 +721,8 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
         hi *= 2.0
         r, n, why = run(hi)
     else:
+        if why is None:  # the last doubling met the limits too: it is the largest rate run that did
+            best = (hi, r, n)
         return Outcome(scenario, best[0], best[1], True, requests=best[2])
     if hi > rate_hi:
         lo, best = hi / 2.0, best

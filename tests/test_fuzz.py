@@ -319,7 +319,7 @@ COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
         ["--sku", "--gpus", "--racks", "--tp", "--pp", "--ep", "--input-len", "--output-len", "--precision",
          "--kv-dtype", "--concurrency", "--tpot", "--ttft", "--interactivity", "--spec-tokens",
          "--spec-acceptance", "--reserve", "--matmul-efficiency", "--hbm-efficiency", "--gpu-hour-cost",
-         "--site", "--electricity-price", "--pue", "--gpu-load", "--top", "--rank-by"],
+         "--site", "--electricity-price", "--pue", "--gpu-load", "--top", "--rank-by", "--demand"],
         ["--check", "--disagg", "--dp-attention"],
     ),
     "comm": (
@@ -394,6 +394,7 @@ PLAUSIBLE: dict[str, list[str]] = {
     "--flops": ["1e20", "3.8e25", "1e30"], "--law": ["chinchilla", "chinchilla-refit", "chinchilla-20"],
     "--mfu": ["0.01", "0.4", "1"], "--op": ["allreduce", "allgather", "alltoall"],
     "--offload-layers": ["0", "1", "8", "40"], "--rank-by": ["tok-per-gpu", "cost", "ttft"],
+    "--demand": ["100req/s", "2.5Mtok/s", "1e12req/s"],
     "--kind": ["accelerators", "fabrics", "racks", "models", "costs"],
     "--pp-schedule": ["1f1b", "dualpipe"], "--moe-capacity-factor": ["0.5", "1", "1.25", "4"],
     "--bf16-gemm-share": ["0", "0.15", "1"], "--finetune": ["none", "lora", "lora"],

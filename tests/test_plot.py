@@ -30,6 +30,10 @@ CASES = {
                        ["mi300x", "mi300x HBM capacity"]),
     "serve": (["serve", "llama3.1-8b", "--sku", "mi300x", "--sku", "h100", "--no-ranges", "--interactivity", "50"],
               ["mi300x", "h100", "SLA: 50 tok/s/user"]),
+    "serve-scenario": (["serve", "llama3.1-8b", "--sku", "mi300x", "--scenario", "server", "--output-len", "256",
+                        "--no-ranges"], ["p99 TTFT limit 2 s", "p99 TPOT limit 200 ms", "mi300x answer", "solid: p99"]),
+    "serve-offline": (["serve", "llama3.1-8b", "--sku", "mi300x", "--scenario", "offline", "--output-len", "256",
+                       "--no-ranges"], ["mi300x answer", "steady-state model"]),
     "comm": (["comm", "all-reduce", "--size", "1MiB..64MiB", "--group", "8", "--sku", "mi300x", "--sku", "h100"],
              ["mi300x", "h100", "mi300x estimate range"]),
     "rack": (["rack", "gb200-nvl72", "helios"],
@@ -242,3 +246,61 @@ def test_readme_lists_every_plotting_command():
     text = readme.read_text()
     for command in ("fit", "sweep", "serve", "comm", "rack"):
         assert f"| `{command}` |" in text.split("## Examples")[0], command
+
+
+def _scenario_result(name: str):  # noqa: ANN202
+    from mi400plan.api.serve import ServeRequest, serve
+    from mi400plan.api.serve_scenario import ScenarioRequest
+    from mi400plan.profiles import Catalog
+
+    req = ServeRequest(output_len="256", ranges=False, scenario=ScenarioRequest(name))
+    return serve(Catalog.default([]), "llama3.1-8b", ["mi300x"], req)
+
+
+def test_server_scenario_plot_draws_percentiles_against_the_searched_rates():
+    """Two panels sharing the rate axis: TTFT in s and TPOT in ms (p99 solid, p50 dashed) at every rate the
+    search ran, the MLPerf llama2-70b server limits (2 s, 200 ms: the reference for a model MLPerf does not
+    run) as horizontal lines, and the answer starred at its rate and p99."""
+    pytest.importorskip("matplotlib")
+    from mi400plan.render.plot import figure_for
+
+    result = _scenario_result("server")
+    row = next(r for r in result.scenario_rows if r.rank == 1)
+    assert row.meets and len(row.search) >= 3
+    ttft_ax, tpot_ax = figure_for(result).axes[:2]
+    assert ttft_ax.get_ylabel() == "TTFT (s)" and tpot_ax.get_ylabel() == "TPOT (ms)"
+    assert tpot_ax.get_xlabel() == "Poisson arrival rate (requests/s per replica)"
+    lines = {ax: {ln.get_label(): ln for ln in ax.get_lines()} for ax in (ttft_ax, tpot_ax)}
+    assert list(lines[ttft_ax]["p99 TTFT limit 2 s"].get_ydata()) == [2.0, 2.0]
+    assert list(lines[tpot_ax]["p99 TPOT limit 200 ms"].get_ydata()) == [200.0, 200.0]
+    curve = next(ln for k, ln in lines[ttft_ax].items() if k.startswith("mi300x TP"))
+    rates = sorted(p.requests_per_s for p in row.search)
+    assert list(curve.get_xdata()) == rates
+    star = next(ln for k, ln in lines[tpot_ax].items() if k.startswith("mi300x answer"))
+    assert list(star.get_xdata()) == [row.requests_per_s]
+    assert list(star.get_ydata()) == pytest.approx([row.tpot_s.p99 * 1e3])
+    # the answer is the largest rate run that met both p99 limits; every faster run missed one
+    for p in row.search:
+        ok = p.ttft_s.p99 <= 2.0 and p.tpot_s.p99 <= 0.2
+        assert p.meets == (ok and p.failed is None), p
+        assert p.requests_per_s <= row.requests_per_s or not p.meets
+    assert any(p.requests_per_s == row.requests_per_s and p.meets for p in row.search)
+
+
+def test_offline_scenario_plot_draws_throughput_against_the_sequence_limits_tried():
+    pytest.importorskip("matplotlib")
+    from mi400plan.render.plot import figure_for
+
+    result = _scenario_result("offline")
+    row = next(r for r in result.scenario_rows if r.rank == 1)
+    ax = figure_for(result).axes[0]
+    assert ax.get_xlabel() == "scheduler limit: sequences in flight per replica (max_num_seqs)"
+    assert ax.get_ylabel() == "output tokens/s per GPU" and ax.get_ylim()[0] == 0
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    star = next(ln for k, ln in lines.items() if k.startswith("mi300x answer"))
+    assert list(star.get_xdata()) == [row.max_num_seqs]
+    assert list(star.get_ydata()) == pytest.approx([row.tokens_per_s_per_gpu])
+    # offline keeps the highest throughput of the limits tried: rate x 256 output tokens / GPUs per replica
+    g = row.layout.tp * row.layout.pp
+    assert row.tokens_per_s_per_gpu == pytest.approx(max(p.requests_per_s for p in row.search if p.meets) * 256 / g)
+    assert row.max_num_seqs in {p.max_num_seqs for p in row.search}

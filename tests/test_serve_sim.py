@@ -144,6 +144,20 @@ def test_server_reports_the_binding_limit_when_no_rate_meets_it() -> None:
     assert not o.meets and o.binding == "TPOT"
 
 
+def test_server_search_keeps_its_runs_and_the_last_doubling_that_meets() -> None:
+    """A replica far faster than the upper end: decode 1 ms at any batch up to 64, prefill 1 us per token,
+    2 requests/s asked first. Every doubling meets the limits (2 s, 50 ms), so after the 4 doublings the answer
+    is 2 x 2^4 = 32 requests/s, the last one run; the trace holds the 5 runs, slowest first, each with its
+    percentiles, and at 32 requests/s of 20-token outputs TPOT is the 1 ms step."""
+    sm = _linear([0.0] + [0.001] * 64, 1e-6)
+    o = S.server(sm, S.Limits(max_seqs=64), S.LengthDist("fixed", (100,)), S.LengthDist("fixed", (20,)),
+                 ttft_s=2.0, tpot_s=0.05, rate_hi=2.0)
+    assert o.meets and o.rate == 32.0
+    assert [p.rate for p in o.trace] == [2.0, 4.0, 8.0, 16.0, 32.0]
+    assert all(p.failed is None and p.max_seqs == 64 for p in o.trace)
+    assert o.trace[-1].tpot["p99"] == pytest.approx(0.001, rel=0.05)
+
+
 # --- KV admission and preemption -----------------------------------------------------------------------
 
 
@@ -286,6 +300,36 @@ def test_cli_server_scenario_json(cli) -> None:
             assert p["p50"] <= p["p90"] <= p["p99"]
         if row["meets"]:
             assert row["ttft_s"]["p99"] <= 2.0 and row["tpot_s"]["p99"] <= 0.2
+    _search_brackets_the_answer(rows[0], 2.0, 0.2)
+
+
+def _search_brackets_the_answer(row: dict, ttft: float, tpot: float) -> None:
+    """JSON ``search``: every rate the search ran, with its p50/p90/p99 TTFT and TPOT; a run meets when both
+    p99s are within the limits; the answer is the fastest run that met them, and the slowest run faster than
+    it missed them within 3 % above it (the bisection's tolerance, README)."""
+    runs = row["search"]
+    assert len(runs) >= 3
+    for p in runs:
+        assert p["meets"] == (p["ttft_s"]["p99"] <= ttft and p["tpot_s"]["p99"] <= tpot and p["failed"] is None)
+        assert p["ttft_s"]["p50"] <= p["ttft_s"]["p90"] <= p["ttft_s"]["p99"]
+    met = [p["requests_per_s"] for p in runs if p["meets"]]
+    assert max(met) == row["requests_per_s"]
+    above = [p["requests_per_s"] for p in runs if p["requests_per_s"] > row["requests_per_s"]]
+    assert above and not any(p["meets"] for p in runs if p["requests_per_s"] > row["requests_per_s"])
+    assert min(above) - row["requests_per_s"] <= 0.03 * min(above)
+
+
+def test_cli_interactive_json_carries_the_limits_and_the_search(cli) -> None:
+    r = cli(["serve", "llama3.1-8b", "--sku", "h100", "--scenario", "interactive", "--ttft-p99", "500ms",
+             "--tpot-p99", "30ms", "--output-len", "256", "--candidates", "1", "--no-ranges", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)["data"]
+    assert (d["scenario"]["name"], d["scenario"]["ttft_p99_s"], d["scenario"]["tpot_p99_s"]) == ("interactive", 0.5,
+                                                                                                0.03)
+    assert d["scenario"]["limits_source"] == "--ttft-p99/--tpot-p99"
+    (row,) = d["scenario_rows"]
+    assert row["meets"]
+    _search_brackets_the_answer(row, 0.5, 0.03)
 
 
 def test_cli_scenario_csv_and_markdown_carry_the_scenario_rows(cli) -> None:

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mi400plan.errors import UsageError
-from mi400plan.results.serve import Percentiles, ScenarioInfo, ScenarioRow, ServeLayout
+from mi400plan.results.serve import Percentiles, ScenarioInfo, ScenarioProbe, ScenarioRow, ServeLayout
 
 if TYPE_CHECKING:
     from mi400plan.serve import ServeHardware, Workload
-    from mi400plan.serve_sim import Layout, LengthDist, Limits, Outcome
+    from mi400plan.serve_sim import Layout, LengthDist, Limits, Outcome, StepModel
     from mi400plan.serving_stacks import ResolvedServing
     from mi400plan.specs.model import ModelSpec
 
@@ -254,7 +254,8 @@ def _seq_cap(sku_name: str, hw: ServeHardware, stack: ResolvedServing | None) ->
     return sched.tier(sched.max_num_seqs, sku_name, hw.hbm_bytes / 2**30)
 
 
-def _offline(wl: Workload, hw: ServeHardware, lay: Layout, lim: Limits, cfg: ScenarioConfig) -> tuple[Limits, Outcome]:
+def _offline(wl: Workload, hw: ServeHardware, lay: Layout, lim: Limits,
+             cfg: ScenarioConfig) -> tuple[Limits, Outcome, StepModel]:
     """MLPerf Offline at the stack's sequence limit, and, unless ``--max-seqs`` pins it, at the limits that keep
     the requests' KV in the cache (a request's mean occupancy, input + half its output, its whole mean length, and
     the longest input + output): offline is the highest throughput
@@ -271,30 +272,36 @@ def _offline(wl: Workload, hw: ServeHardware, lay: Layout, lim: Limits, cfg: Sce
             n = int(lim.kv_tokens // per)
             if 1 <= n < lim.max_seqs:
                 seqs.add(n)
-    best: tuple[Limits, Outcome] | None = None
+    best: tuple[Limits, Outcome, StepModel] | None = None
+    probes = []
     for n in sorted(seqs, reverse=True):
         trial = replace(lim, max_seqs=n)
         sm = sim.step_model(wl, hw, lay, max_seqs=n, context=cfg.inp.mean + cfg.out.mean / 2.0,
                             max_prompt=cfg.inp.max + cfg.out.max, exact=_prompt_lengths(cfg.inp))
         o = sim.offline(sm, trial, cfg.inp, cfg.out, sim.OFFLINE_REQUESTS)
+        probes.append(sim.probe(o.rate, n, o.run, o.binding))
         if best is None or (o.meets, o.rate) > (best[1].meets, best[1].rate):
-            best = (trial, o)
+            best = (trial, o, sm)
     assert best is not None
-    return best
+    return best[0], replace(best[1], trace=tuple(sorted(probes, key=lambda p: p.max_seqs))), best[2]
 
 
 def _simulate_one(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str, Any], i: int,
-                  cfg: ScenarioConfig) -> tuple[Layout, Limits, Outcome]:
+                  cfg: ScenarioConfig) -> tuple[Layout, Limits, Outcome, float]:
+    """The scenario on layout ``i``: its limits, outcome and the mean prefill seconds of a prompt (for the
+    prefill share of the GPU time)."""
     from mi400plan import serve_sim as sim
 
     lay = sim.Layout(int(res["tp"][i]), int(res["pp"][i]), int(res["ep"][i]), bool(res["dpa"][i]))
     lim = _limits(wl, sku_name, hw, lay, cfg, res.get("stack"))
     if cfg.name == "offline":
-        return (lay, *_offline(wl, hw, lay, lim, cfg))
+        lim, o, sm = _offline(wl, hw, lay, lim, cfg)
+        return lay, lim, o, sim.mean_prefill_s(sm, cfg.inp)
     sm = sim.step_model(wl, hw, lay, max_seqs=lim.max_seqs, context=cfg.inp.mean + cfg.out.mean / 2.0,
                         max_prompt=cfg.inp.max + cfg.out.max, exact=_prompt_lengths(cfg.inp))
+    pf = sim.mean_prefill_s(sm, cfg.inp)
     if cfg.name == "single-stream":
-        return lay, lim, sim.single_stream(sm, cfg.inp, cfg.out, SINGLE_STREAM_REQUESTS)
+        return lay, lim, sim.single_stream(sm, cfg.inp, cfg.out, SINGLE_STREAM_REQUESTS), pf
     # The steady-state model's rate at the layout's largest fitting concurrency (within max_seqs), with a
     # margin: the simulation's answer lies below it unless the steady state is pessimistic.
     same = ((res["tp"] == lay.tp) & (res["pp"] == lay.pp) & (res["ep"] == lay.ep) & (res["dpa"] == lay.dpa)
@@ -303,7 +310,7 @@ def _simulate_one(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str,
         same = (res["tp"] == lay.tp) & (res["pp"] == lay.pp) & (res["ep"] == lay.ep) & (res["dpa"] == lay.dpa)
     hi = 1.25 * float(res["ev"]["requests_per_s"][same].max())
     return lay, lim, sim.server(sm, lim, cfg.inp, cfg.out, ttft_s=cfg.ttft_s, tpot_s=cfg.tpot_s, rate_hi=hi,
-                                scenario=cfg.name)
+                                scenario=cfg.name), pf
 
 
 def scenario_rows(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str, Any], cfg: ScenarioConfig,
@@ -323,23 +330,50 @@ def scenario_rows(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str,
     for n, i in enumerate(todo):
         if n >= cfg.candidates and n % cfg.candidates == 0 and any(r.meets for r in rows):
             break
-        lay, lim, o = _simulate_one(wl, sku_name, hw, res, i, cfg)
-        g = lay.tp * lay.pp
-        r = o.run
-        rows.append(ScenarioRow(
-            sku=sku_name, rank=0, scenario=cfg.name,
-            layout=ServeLayout(tp=lay.tp, pp=lay.pp, ep=lay.ep, dp_attention=lay.dpa, gpus_per_replica=g,
-                               replicas=gpus // g, disaggregated=False),
-            requests_per_s=o.rate, tokens_per_s_per_gpu=o.rate * cfg.out.mean / g if o.meets else 0.0,
-            steady_state_tokens_per_s_per_gpu=float(res["ev"]["out_tps_gpu"][i]),
-            ttft_s=_pct(r.ttft), tpot_s=_pct(r.tpot), latency_s=_pct(r.latency), meets=o.meets, binding=o.binding,
-            simulated_requests=o.requests, preemptions=r.preemptions, kv_cache_tokens=int(lim.kv_tokens),
-            max_num_batched_tokens=int(lim.max_batched_tokens), max_num_seqs=int(lim.max_seqs)))
+        lay, lim, o, pf = _simulate_one(wl, sku_name, hw, res, i, cfg)
+        price = res["info"].gpu_hour_cost if res.get("info") is not None else None
+        rows.append(_row(sku_name, (lay, lim, o), cfg, gpus, float(res["ev"]["out_tps_gpu"][i]),
+                         _cost_out(price, o.rate * pf, o.rate * cfg.out.mean / (lay.tp * lay.pp) if o.meets else 0.0)))
     if cfg.name == "single-stream":
         rows.sort(key=lambda x: x.latency_s.p90)
     else:
         rows.sort(key=lambda x: (not x.meets, -x.tokens_per_s_per_gpu))
     return [r.model_copy(update={"rank": k + 1}) for k, r in enumerate(rows[:cfg.candidates])]
+
+
+def _cost_out(price: float | None, prefill_share: float, tps_gpu: float) -> float | None:
+    """US$ per 1e6 output tokens as the steady state prices them (``api.serve._economics``): the decode share
+    ``1 - rho`` of a GPU-hour at ``price`` over the output tokens/s per GPU; ``rho`` = rate x mean prefill
+    seconds per replica, the prefill share of its time (``serve.evaluate``'s ``rho = X t_prefill``)."""
+    if price is None or tps_gpu <= 0:
+        return None
+    return price / 3600.0 * (1.0 - min(prefill_share, 1.0)) / tps_gpu * 1e6
+
+
+def _row(sku_name: str, sim_out: tuple[Layout, Limits, Outcome], cfg: ScenarioConfig, gpus: int, steady: float,
+         cost: float | None) -> ScenarioRow:
+    """One simulated layout's row: the answer's rate (requests/s per replica) and output tokens/s per GPU
+    (rate x mean output / GPUs per replica), the sequences in flight at it (Little's law, L = rate x mean
+    latency; offline: the scheduler's ``max_seqs``, all of them queued), $/Mtok out and every run of the
+    search."""
+    lay, lim, o = sim_out
+    g = lay.tp * lay.pp
+    r = o.run
+    tps = o.rate * cfg.out.mean / g if o.meets else 0.0
+    in_flight = float(lim.max_seqs) if cfg.name == "offline" else (o.rate * float(np.mean(r.latency))
+                                                                   if len(r.latency) else 0.0)
+    search = [ScenarioProbe(requests_per_s=p.rate, tokens_per_s_per_gpu=p.rate * cfg.out.mean / g,
+                            max_num_seqs=p.max_seqs, ttft_s=Percentiles(**p.ttft), tpot_s=Percentiles(**p.tpot),
+                            meets=p.failed is None, failed=p.failed) for p in o.trace]
+    return ScenarioRow(
+        sku=sku_name, rank=0, scenario=cfg.name,
+        layout=ServeLayout(tp=lay.tp, pp=lay.pp, ep=lay.ep, dp_attention=lay.dpa, gpus_per_replica=g,
+                           replicas=gpus // g, disaggregated=False),
+        requests_per_s=o.rate, tokens_per_s_per_gpu=tps, steady_state_tokens_per_s_per_gpu=steady,
+        ttft_s=_pct(r.ttft), tpot_s=_pct(r.tpot), latency_s=_pct(r.latency), meets=o.meets, binding=o.binding,
+        simulated_requests=o.requests, preemptions=r.preemptions, kv_cache_tokens=int(lim.kv_tokens),
+        max_num_batched_tokens=int(lim.max_batched_tokens), max_num_seqs=int(lim.max_seqs), in_flight=in_flight,
+        cost_per_mtok_output=cost, search=search)
 
 
 def info(cfg: ScenarioConfig) -> ScenarioInfo:

@@ -20,7 +20,8 @@ def cmd(
     model: Annotated[str, typer.Argument(help="Model profile name or alias (llama3-70b, deepseek-r1), or a TOML path.")],
     sku: Annotated[list[str], typer.Option("--sku", callback=sku_list, help="Accelerator profile; repeat or comma-separate (mi355x,b200) to compare SKUs; 'all' compares every SKU (one lacking a value is left out, with a warning).")],
     gpus: Annotated[Optional[int], typer.Option("--gpus", parser=count, metavar="N", help="GPUs available (default 8: one node); a replica's TP x PP divides it.")] = None,
-    racks: Annotated[Optional[int], typer.Option("--racks", parser=count, metavar="N", help="Fleet of this many racks of each SKU's rack profile: its tokens/s and users at the SLA (replicas from --gpus).")] = None,
+    racks: Annotated[Optional[int], typer.Option("--racks", parser=count, metavar="N", help="Fleet of this many racks of each SKU's rack profile: its tokens/s and users at the SLA, or with --scenario at the scenario's answer (replicas from --gpus).")] = None,
+    demand: Annotated[Optional[str], typer.Option("--demand", metavar="RATE", help="Size a fleet of each SKU to carry this rate: 2000req/s or 1.5Mtok/s (output tokens/s): ceil(demand / per-replica rate) replicas, their GPUs and racks. With --scenario the per-replica rate is the scenario's answer.")] = None,
     input_len: Annotated[Optional[str], typer.Option("--input-len", help="Prompt tokens: 1024 (1k = 1,024), uniform:A-B, or a CSV histogram file of length,count rows (default 1k).")] = None,
     output_len: Annotated[Optional[str], typer.Option("--output-len", help="Output tokens per request, as --input-len (default 1k; with --scenario on an MLPerf benchmark model, the benchmark's published lengths).")] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="Weights: bf16|fp8|mxfp8|mxfp6|mxfp4|nvfp4|int4 (default fp8).")] = None,
@@ -89,6 +90,6 @@ def cmd(
             cost_overrides=site_overrides(electricity_price, pue, None, None, gpu_load, None, None), rank_by=rank_by,
             scenario=ScenarioRequest(scenario, ttft_p99, tpot_p99, max_batched_tokens, max_seqs, candidates, stack),
             stack=stack,
-        ), racks=racks)
+        ), racks=racks, demand=demand)
 
     run("serve", f, compute, check=check, ascii=ascii_, wide=wide, plot=plot, force=force)

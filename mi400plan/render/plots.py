@@ -352,7 +352,13 @@ def draw_rack(result: RackResult, fig: Figure) -> None:
 @plotter("serve")
 def draw_serve(result: ServeResult, fig: Figure) -> None:
     """Output tokens/s per GPU against tokens/s per user: each SKU's whole Pareto front (``curves``), the
-    listed points marked, the SLA's interactivity floor as a vertical line."""
+    listed points marked, the SLA's interactivity floor as a vertical line. With ``--scenario``: what the
+    scenario's simulation computed (``plots_scenario``)."""
+    if result.scenario is not None:
+        from mi400plan.render.plots_scenario import draw_scenario
+
+        draw_scenario(result, fig)
+        return
     ax = fig.add_subplot()
     for c in result.curves:
         if not c.tokens_per_s_per_user:

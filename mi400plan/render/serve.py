@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from mi400plan.render import table_renderer
-from mi400plan.render.table import print_table
+from mi400plan.render.table import KEEP, print_table
 from mi400plan.results.serve import ServeResult, ServeRow
 from mi400plan.units import fmt_bytes, fmt_count
 
@@ -149,17 +149,43 @@ def _no_rate(sc: Any) -> str:
 
 
 def _fleet(res: ServeResult, console: Any) -> None:
-    """``--racks`` / ``--gpus``: whole replicas of each SKU's chosen point over the fleet."""
+    """``--racks`` / ``--gpus`` / ``--demand``: whole replicas of each SKU's chosen point over the fleet (with
+    ``--scenario``, the scenario's answer, named in the title)."""
     if not res.fleet:
         return
+    sc = res.fleet[0].scenario
+    # The scenario's $/Mtok is the answer's (the steady state's is in its table above); tok/s/user gives way
+    # first at a narrow width (in JSON as tokens_per_s_per_user).
+    priced = sc is not None and any(f.cost_per_mtok_output is not None for f in res.fleet)
     cols = ["SKU", ("GPUs", "right"), ("racks", "right"), "point", ("replicas", "right"), ("users", "right"),
-            ("tok/s/user", "right"), ("output tok/s", "right"), ("requests/s", "right")]
-    out = [[f.sku, f"{f.fleet_gpus:,}", "-" if f.racks is None else f"{f.racks:,}", f.point, f"{f.replicas:,}",
-            f"{f.users:,}", f"{f.tokens_per_s_per_user:,.1f}", fmt_count(f.output_tokens_per_s),
-            f"{f.requests_per_s:,.1f}"] for f in res.fleet]
-    print_table(console, cols, out, title="Fleet: whole replicas of each SKU's point",
-                caption=f"Point: {res.fleet[0].basis}. users = replicas x sequences in flight; output tok/s = "
-                "tok/s/GPU x GPUs in replicas.")
+            ("tok/s/user", "right", "secondary"), ("output tok/s", "right"), ("requests/s", "right")]
+    if priced:
+        cols.append(("$/Mtok out", "right"))
+    out = []
+    for f in res.fleet:
+        point = f.point.replace(" req/s", KEEP + "req/s")  # a rate wraps whole, with its unit
+        line = [f.sku, f"{f.fleet_gpus:,}", "-" if f.racks is None else f"{f.racks:,}", point, f"{f.replicas:,}",
+                f"{f.users:,}", f"{f.tokens_per_s_per_user:,.1f}", fmt_count(f.output_tokens_per_s),
+                f"{f.requests_per_s:,.1f}"]
+        if priced:
+            line.append(_money(f.cost_per_mtok_output))
+        out.append(line)
+    what = f"{sc} scenario answer" if sc else "point"
+    title = (f"Fleet for --demand {res.fleet[0].demand}: replicas of each SKU's {what}" if res.fleet[0].demand
+             else f"Fleet: whole replicas of each SKU's {what}")
+    if sc:
+        how = ("users = replicas x sequences in flight (Little's law: rate x mean latency"
+               + ("; offline: --max-seqs" if sc == "offline" else "") + "); tok/s/user = 1 / median TPOT; "
+               "output tok/s = replicas x rate x mean output; $/Mtok out = the decode share of GPU time at that rate.")
+    else:
+        how = "users = replicas x sequences in flight; output tok/s = tok/s/GPU x GPUs in replicas."
+    size = (" replicas = ceil(demand / one replica's rate); racks = ceil(GPUs / GPUs per rack)."
+            if res.fleet[0].demand else "")
+    print_table(console, cols, out, title=title, caption=f"Point: {res.fleet[0].basis}. {how}{size}")
+    missing = [s.sku for s in res.skus if s.sku not in {f.sku for f in res.fleet}]
+    if sc and missing:
+        console.print(f"No fleet for {', '.join(missing)}: no simulated layout meets the {sc} limits.",
+                      markup=False, highlight=False)
 
 
 def _comparison(res: ServeResult, console: Any) -> None:

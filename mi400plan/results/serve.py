@@ -155,6 +155,19 @@ class Percentiles(OutModel):
     p99: float
 
 
+class ScenarioProbe(OutModel):
+    """One simulated run of the scenario's search: server / interactive, one Poisson rate of the bracketing
+    search and bisection; offline, one ``max_num_seqs`` tried (its achieved rate)."""
+
+    requests_per_s: float  # per replica
+    tokens_per_s_per_gpu: float  # output tokens at that rate
+    max_num_seqs: int
+    ttft_s: Percentiles
+    tpot_s: Percentiles
+    meets: bool  # server / interactive: p99 TTFT and p99 TPOT within the limits; offline: no KV thrash
+    failed: str | None = None  # TTFT, TPOT, KV cache or KV thrash: what failed at this run
+
+
 class ScenarioRow(OutModel):
     """One layout under an MLPerf Inference scenario, from the request-level simulation (``serve_sim``)."""
 
@@ -175,6 +188,9 @@ class ScenarioRow(OutModel):
     kv_cache_tokens: int  # tokens the replica's KV cache holds
     max_num_batched_tokens: int  # the scheduler's limits this SKU ran with
     max_num_seqs: int
+    in_flight: float = 0.0  # mean sequences in the replica at the answer's rate (Little's law; offline: max_num_seqs)
+    cost_per_mtok_output: float | None = None  # USD per 1e6 output tokens: all the replica's GPU time at the answer
+    search: list[ScenarioProbe] = Field(default_factory=new_list)  # every run of the search (JSON; the --plot chart)
 
 
 class ScenarioInfo(OutModel):
@@ -232,8 +248,10 @@ class ServeResult(Result):
             return [self._with_stack(r) for r in super().csv_rows()]
         lead = {"scenario": self.scenario.name, "ttft_p99_limit_s": self.scenario.ttft_p99_s,
                 "tpot_p99_limit_s": self.scenario.tpot_p99_s}
-        return [self._with_stack({**lead, **flatten_model(ScenarioRow, r.model_dump(mode="json"))})
-                for r in self.scenario_rows]
+        rows = [{**lead, **flatten_model(ScenarioRow, r.model_dump(mode="json"))} for r in self.scenario_rows]
+        for row in rows:
+            row.pop("search", None)  # the search's runs are nested rows: JSON and --plot carry them
+        return [self._with_stack(row) for row in rows]
 
     def _with_stack(self, row: dict[str, Any]) -> dict[str, Any]:
         """The row with ``serving_stack`` (its SKU's ``skus[].serving_stack``, empty: none) after ``sku``, so
