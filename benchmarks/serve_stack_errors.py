@@ -30,10 +30,9 @@ def rows(name: str) -> list[dict[str, str]]:
 
 
 def measured(r: dict[str, str]) -> Measured:
-    opt = lambda k: float(r[k]) if r[k] else None  # noqa: E731
-    return Measured(r["source"], r["sku"], r["model"], r["precision"], r["kv"], int(r["tp"]), r["kind"], int(r["isl"]),
-                    int(r["osl"]), int(r["conc"]), float(r["output_tps"]), opt("tpot_s"), opt("ttft_s"), r["dpa"] == "1",
-                    opt("tpot_slo_s"), opt("ttft_slo_s"))
+    from mi400plan.serve_validate import measured_from_row
+
+    return measured_from_row(r)
 
 
 def _stats(e: list[float] | np.ndarray) -> str:

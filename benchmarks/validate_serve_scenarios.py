@@ -25,17 +25,15 @@ def rows() -> list[dict[str, str]]:
 def main() -> int:
     from mi400plan.hardware import serve_hardware as _hardware
     from mi400plan.profiles import Catalog
-    from mi400plan.serve_calibration import Measured, model_class, predict_measured
+    from mi400plan.serve_calibration import model_class, predict_measured
+    from mi400plan.serve_validate import measured_from_row
     from mi400plan.serve_sim import predict_mlperf
 
     cat = Catalog.default([])
     print("| source | SKU | scenario | measured tok/s | simulated | error | steady state | error | TTFT error | TPOT error |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows():
-        opt = lambda k: float(r[k]) if r[k] else None  # noqa: E731
-        m = Measured(r["source"], r["sku"], r["model"], r["precision"], r["kv"], int(r["tp"]), r["kind"],
-                     int(r["isl"]), int(r["osl"]), int(r["conc"]), float(r["output_tps"]), opt("tpot_s"),
-                     opt("ttft_s"), r["dpa"] == "1", opt("tpot_slo_s"), opt("ttft_slo_s"))
+        m = measured_from_row(r)
         cls = model_class(cat.get("models", m.model).spec)
         hw, _ = _hardware(cat, m.sku, m.precision, "nominal", matmul=None, hbm=None, model_class=cls)
         sim = predict_mlperf(cat, m, hw)

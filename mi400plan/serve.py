@@ -348,7 +348,9 @@ def attention_core(T: Terms, wl: Workload, *, tp: np.ndarray, dpa: np.ndarray, t
     Projections TP-split (GQA K/V by ``min(tp, kv_heads)``, MLA down-projections whole) or, with
     DP-attention, whole on every rank that runs its own ``1/tp`` of the tokens. Core: every context
     token's KV of each sequence on this GPU; FLOP per (query, context) pair from ``Terms`` (decode: MLA
-    absorbed; prefill: decompressed heads, causal mean context ``ctx + t / 2``)."""
+    absorbed; prefill: decompressed heads). Causal: ``t`` prompt tokens split evenly over the ``s``
+    sequences, each of its ``t / s`` tokens attending to the ``ctx`` cached tokens and its own prefix
+    (mean context ``ctx + t / (2 s)``), each sequence's new KV written and read back once."""
     kv_split = np.minimum(tp, float(T.kv_heads)) if not T.mla else tp
     attn_tp = (T.attn - T.attn_kv - T.attn_rep) / tp + T.attn_kv / kv_split + T.attn_rep
     attn_w = np.where(dpa, T.attn, attn_tp)
@@ -358,9 +360,10 @@ def attention_core(T: Terms, wl: Workload, *, tp: np.ndarray, dpa: np.ndarray, t
     seqs_rank = np.where(dpa, s / tp, s)
     heads_frac = np.where(dpa, 1.0, 1.0 / tp)
     if causal:
-        core_flops = T.prefill_pair_flops * heads_frac * t_attn * (ctx + t / 2.0)
-        core_bytes = kv_rank * seqs_rank * (ctx + t) * 2.0  # write the new KV, read it back once
-        items = seqs_rank * T.shapes.heads * heads_frac * np.ceil(t / np.maximum(s, 1.0) / ATTN_BLOCK_Q)
+        per_seq = t / np.maximum(s, 1.0)  # prompt tokens of each sequence
+        core_flops = T.prefill_pair_flops * heads_frac * t_attn * (ctx + per_seq / 2.0)
+        core_bytes = kv_rank * seqs_rank * (ctx + per_seq) * 2.0  # write the new KV, read it back once
+        items = seqs_rank * T.shapes.heads * heads_frac * np.ceil(per_seq / ATTN_BLOCK_Q)
     else:
         core_flops = T.decode_pair_flops * heads_frac * t_attn * ctx
         core_bytes = kv_rank * seqs_rank * ctx
@@ -390,7 +393,7 @@ def stage_collectives(T: Terms, hw: ServeHardware, *, tp: np.ndarray, pp: np.nda
 def forward_stage(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any,
                   tokens: Any, seqs: Any, context: Any, causal: bool) -> StepParts:
     """One forward pass of ``tokens`` tokens (``seqs`` sequences, each attending to ``context`` tokens;
-    ``causal``: the tokens are one prompt attending to its prefix, mean context ``tokens / 2``) through
+    ``causal``: the tokens are ``seqs`` prompts of ``tokens / seqs`` tokens, each attending to its prefix) through
     one pipeline stage (``layers / pp`` layers; the LM head counted on every stage as the slowest one
     carries it), per GPU of a ``tp``-wide stage. Arrays broadcast."""
     tp, pp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, ep))
@@ -551,9 +554,25 @@ def decode_step(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, 
     return d, draft, pp * d.total + draft
 
 
+def prompts_per_prefill(input_len: float, prefill_tokens: int) -> int:
+    """Prompts one full prefill pass runs: ``floor(prefill_tokens / input_len)``, at least 1.
+
+    A scheduler whose queue always holds prompts (MLPerf Offline: every request queued at the start)
+    fills each iteration to its token budget (vLLM ``max_num_batched_tokens``, TensorRT-LLM
+    ``max_num_tokens``), so that many prompts' rows run as one GEMM and share the pass's kernel launches."""
+    return max(1, int(prefill_tokens // max(float(input_len), 1.0)))
+
+
 def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any, batch: Any,
-             disagg: bool = False) -> dict[str, np.ndarray]:
+             disagg: bool = False, prefill_prompts: int = 1) -> dict[str, np.ndarray]:
     """Steady-state serving metrics of replicas at concurrency ``batch`` (arrays broadcast).
+
+    ``prefill_prompts``: prompts per prefill pass (default 1, a prompt runs alone). With ``k > 1`` the
+    ``k`` prompts run as one pass (their rows one GEMM, the kernel launches shared): each costs the
+    pass's GPU time over ``k``, its first token comes at the end of the whole pass, and a prompt
+    arriving at random at the replica's request rate ``X`` first waits for the pass to fill: the
+    ``i``-th of ``k`` waits ``(k - i) / X``, ``(k - 1) / (2 X)`` on average (added to TTFT as
+    ``batch_wait``). Set it from the scheduler's configuration (:func:`prompts_per_prefill`).
 
     Returns seconds (``tpot``, ``ttft``, ``t_step``, ``t_prefill``, ``queue``, ``kv_transfer``), token rates
     (``out_tps_gpu``, ``total_tps_gpu``, ``tps_user``), ``rho`` (prefill share of the GPU time), GPUs per
@@ -566,8 +585,9 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
     n = int(wl.spec_tokens)
     a = tokens_per_step(n, wl.spec_acceptance)
     d, draft, t_step = decode_step(T, wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, batch=b, context=I + O / 2.0)
-    p = forward_stage(T, wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, tokens=I, seqs=1.0, context=0.0, causal=True)
-    pf_busy = p.total  # GPU time per prompt on the busiest stage (prompts pipeline through stages)
+    kp = float(max(int(prefill_prompts), 1))
+    p = forward_stage(T, wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, tokens=I * kp, seqs=kp, context=0.0, causal=True)
+    pf_busy = p.total / kp  # GPU time per prompt on the busiest stage (prompts pipeline through stages)
     pf_lat = pp * p.total
     G = tp * pp
     out: dict[str, np.ndarray] = {}
@@ -590,9 +610,10 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
         bw = hw.scale_out.bw_per_dir * hw.scale_out.efficiency
         kv_tx = kv_total / (G * bw) + hw.scale_out.latency
         gpus = G * (1.0 + n_pf)
-    ttft = pf_lat + queue + kv_tx + hw.request_overhead_s
+    batch_wait = (kp - 1.0) / (2.0 * X)
+    ttft = pf_lat + queue + batch_wait + kv_tx + hw.request_overhead_s
     out.update(tpot=tpot, ttft=ttft, request_overhead=hw.request_overhead_s + 0.0 * tpot,
-               t_step=t_step, t_prefill=pf_lat, queue=queue, kv_transfer=kv_tx, rho=rho,
+               t_step=t_step, t_prefill=pf_lat, queue=queue, batch_wait=batch_wait, kv_transfer=kv_tx, rho=rho,
                requests_per_s=X, out_tps_gpu=X * O / gpus, total_tps_gpu=X * (I + O) / gpus, tps_user=1.0 / tpot,
                gpus=gpus + 0.0 * tpot, prefill_replicas=n_pf + 0.0 * tpot, tokens_per_step=np.full(tpot.shape, a),
                draft=draft, compute_bound_step=pp * d.compute_s, memory_bound_step=pp * d.memory_s,

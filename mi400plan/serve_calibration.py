@@ -433,6 +433,18 @@ class Measured:
     dpa: bool = False  # attention data parallel over the tp GPUs, experts spread over them (EP = tp)
     tpot_slo_s: float | None = None  # slo_throughput: the TPOT limit (seconds)
     ttft_slo_s: float | None = None  # slo_throughput: the TTFT limit (seconds)
+    prefill_tokens: int | None = None  # the submission's token budget per iteration, every pass full (Offline)
+    prefill_prompts: int | None = None  # the submission's minimum prompts per prefill pass (its scheduler's)
+
+    def prompts_per_pass(self) -> int:
+        """Prompts per prefill pass the source's configuration gives (``serve.evaluate``'s
+        ``prefill_prompts``): a full budget's (:func:`serve.prompts_per_prefill`), else its scheduler's
+        minimum, else 1."""
+        from mi400plan.serve import prompts_per_prefill
+
+        if self.prefill_tokens:
+            return prompts_per_prefill(self.isl, self.prefill_tokens)
+        return max(self.prefill_prompts or 1, 1)
 
 
 def best_within(out_tps: np.ndarray, fits: np.ndarray, tpot: np.ndarray, ttft: np.ndarray,
@@ -452,7 +464,8 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
     serving: :func:`serve.evaluate` at ``conc`` requests in flight; lockstep: :func:`serve.lockstep_rounds`
     with one prompt's prefill and the decode step at ``conc`` sequences (plus the per-request overhead on TTFT);
     max_throughput: :func:`serve.evaluate` at the concurrency of ``MAX_THROUGHPUT_GRID`` with the most output
-    tokens/s among those whose KV cache fits (:func:`serve.memory`, the ``fit`` model); slo_throughput: the
+    tokens/s among those whose KV cache fits (:func:`serve.memory`, the ``fit`` model), with the prompts per
+    prefill pass the source's configuration gives (``Measured.prompts_per_pass``); slo_throughput: the
     same among those whose mean TPOT and TTFT also keep ``m.tpot_slo_s`` and ``m.ttft_slo_s``
     (:func:`best_within`)."""
     from mi400plan import serve as core
@@ -473,7 +486,8 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
     ep = m.tp if m.dpa else 1
     if m.kind in ("max_throughput", "slo_throughput"):
         grid = MAX_THROUGHPUT_GRID
-        ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=grid)
+        ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=grid,
+                            prefill_prompts=m.prompts_per_pass())
         fits = core.memory(wl, hw, tp=m.tp, pp=1, dpa=m.dpa, batch=grid)["kv_fit"]
         slo = (m.tpot_slo_s or np.inf, m.ttft_slo_s or np.inf) if m.kind == "slo_throughput" else (np.inf, np.inf)
         i = best_within(ev["out_tps_gpu"], fits, ev["tpot"], ev["ttft"], *slo)

@@ -229,6 +229,7 @@ class Benchmark:
     input_max: int | None
     input_mean: float | None
     source: str
+    input: LengthDist | None = None  # the dataset's prompt lengths (histogram); None where none are published
 
 
 def _benchmarks_raw() -> dict[str, Any]:
@@ -254,7 +255,12 @@ def benchmark_for(model_name: str) -> Benchmark | None:
                     f"fitted to {name}'s published output mean {b['output_mean']:,.2f} tokens "
                     f"(max {b['output_max']:,}); "
                     f"{b['source']}"))
-            return Benchmark(name, tuple(b["models"]), lim, out, b.get("input_max"), b.get("input_mean"), b["source"])
+            inp = None
+            if "input_histogram" in b:
+                v, c = zip(*((int(x[0]), float(x[1])) for x in b["input_histogram"]))
+                inp = LengthDist("histogram", tuple(v), tuple(c), source=f"{name}: {b['input_source']}")
+            return Benchmark(name, tuple(b["models"]), lim, out, b.get("input_max"), b.get("input_mean"), b["source"],
+                             inp)
     return None
 
 

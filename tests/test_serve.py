@@ -4,6 +4,7 @@ the command's contract (exit codes, JSON, CSV)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -334,3 +335,58 @@ def test_kv_limited_concurrency_is_a_lower_bound_when_the_largest_searched_fits(
     assert r.exit_code == 0, r.output
     line = next(x for x in r.output.splitlines() if x.startswith("KV-limited concurrency"))
     assert "TP8 64+" in line
+
+
+# --- prompts batched into one prefill pass ----------------------------------------------------------------
+
+
+def test_causal_attention_of_k_prompts_is_k_times_one_prompt(catalog) -> None:
+    """Llama 2 70B, TP1: 64 heads of 128, 8 KV heads. One 222-token prompt attends to its own prefix, mean
+    context 111: 4 x 64 x 128 = 32,768 FLOP per (query, key) pair per layer, x 222 x 111 = 807,469,056 FLOP;
+    its KV (2 x 8 x 128 = 2,048 elements per token per layer, FP8) written and read back once: 2,048 x 222 x 2
+    = 909,312 B. Eight such prompts in one pass (1,776 tokens, 8 sequences) cost exactly eight times that,
+    not one 1,776-token prompt's 32,768 x 1,776 x 888 = 51,678,019,584 FLOP."""
+    wl, _ = _setup(catalog, "llama2-70b", "mi300x", i=222, o=300)
+    T = core.terms(wl.model, wl.counts, wl.recipe)
+    one = core.attention_core(T, wl, tp=np.float64(1), dpa=np.bool_(False), t=np.float64(222), s=np.float64(1),
+                              ctx=np.float64(0), causal=True)
+    eight = core.attention_core(T, wl, tp=np.float64(1), dpa=np.bool_(False), t=np.float64(1776), s=np.float64(8),
+                                ctx=np.float64(0), causal=True)
+    assert float(one.core_flops) == pytest.approx(807_469_056)
+    assert float(one.kv_bytes) == pytest.approx(909_312)
+    assert float(eight.core_flops) == pytest.approx(8 * 807_469_056)
+    assert float(eight.kv_bytes) == pytest.approx(8 * 909_312)
+
+
+def test_prompts_per_prefill_from_a_token_budget() -> None:
+    """MLPerf Offline fills each pass to the budget: AMD's vLLM 40,960 tokens / 222-token prompts = 184
+    (184 x 222 = 40,848; 185 x 222 = 41,070 is over); TensorRT-LLM's 3,584 -> 16 (3,552), 1,536 -> 6 (1,332);
+    a prompt longer than the budget still runs, alone."""
+    from mi400plan.serve_calibration import Measured
+
+    assert [core.prompts_per_prefill(222, b) for b in (40960, 65536, 3584, 1536, 100)] == [184, 295, 16, 6, 1]
+    m = Measured("M1", "mi300x", "llama2-70b", "fp8", "fp8", 1, "max_throughput", 222, 302, 0, 3475.5)
+    assert m.prompts_per_pass() == 1
+    assert replace(m, prefill_tokens=40960).prompts_per_pass() == 184
+    assert replace(m, prefill_prompts=8).prompts_per_pass() == 8
+
+
+def test_prefill_pass_of_k_prompts_shares_its_time_and_waits_to_fill(catalog) -> None:
+    """k prompts per pass: each prompt's GPU time is the pass's over k, so the request rate is
+    X = 1 / (t_pass / k + O t_step / B); the first token comes after the whole pass, and a prompt arriving at
+    random first waits (k - 1) / (2 X) for the pass to fill (the i-th of k waits (k - i) / X). One prompt
+    per pass is the default and waits for nothing."""
+    wl, hw = _setup(catalog, "llama2-70b", "mi300x", i=222, o=300)
+    T = core.terms(wl.model, wl.counts, wl.recipe)
+    b, k = 400.0, 8
+    one = core.evaluate(wl, hw, tp=1, pp=1, ep=1, dpa=False, batch=b)
+    assert float(one["batch_wait"]) == 0.0
+    ev = core.evaluate(wl, hw, tp=1, pp=1, ep=1, dpa=False, batch=b, prefill_prompts=k)
+    t_pass = float(core.forward_stage(T, wl, hw, tp=1, pp=1, ep=1, dpa=False, tokens=222 * k, seqs=k, context=0.0,
+                                      causal=True).total)
+    assert float(ev["t_prefill"]) == pytest.approx(t_pass)
+    x = 1.0 / (t_pass / k + 300 * float(ev["t_step"]) / b)
+    assert float(ev["requests_per_s"]) == pytest.approx(x)
+    assert float(ev["batch_wait"]) == pytest.approx((k - 1) / (2 * x))
+    # Sharing the pass's launches and filling its GEMMs makes each prompt cheaper than one alone.
+    assert t_pass / k < float(one["t_prefill"])

@@ -101,24 +101,23 @@ def test_corners_bracket_the_calibration(catalog) -> None:
 # |relative error| of TPOT, mean |relative error| of TTFT; None where the source publishes no latency).
 VALIDATION_REPORTED = {
     ("A1", "amd-cdna3"): (0.12, 0.20, None, None),
-    ("O1", "amd-cdna3"): (0.23, 0.35, None, None),
+    ("O1", "amd-cdna3"): (0.26, 0.38, None, None),
     ("D1", "amd-cdna3"): (0.57, 0.98, 0.33, 0.53),
     ("D1", "nvidia-hopper"): (1.87, 3.13, 0.61, 0.50),
     ("T1", "nvidia-hopper"): (0.13, 0.46, None, None),
     ("T1", "nvidia-blackwell"): (0.15, 0.34, None, None),
-    ("M1", "amd-cdna3"): (0.51, 0.54, 0.34, 0.73),
-    ("M1", "amd-cdna4"): (0.44, 0.44, None, None),
-    ("M1", "nvidia-hopper"): (0.44, 0.48, 0.15, 0.63),
-    ("M1", "nvidia-blackwell"): (0.41, 0.44, 0.21, 0.52),
-    ("M2", "nvidia-blackwell"): (1.13, 1.94, 0.18, 0.69),
+    ("M1", "amd-cdna3"): (0.13, 0.17, 0.36, 0.09),
+    ("M1", "amd-cdna4"): (0.12, 0.12, None, None),
+    ("M1", "nvidia-hopper"): (0.13, 0.23, 0.18, 0.74),
+    ("M1", "nvidia-blackwell"): (0.10, 0.15, 0.30, 0.58),
+    ("M2", "nvidia-blackwell"): (1.45, 2.35, 0.18, 0.70),
 }
 
 
 def _measured(r: dict[str, str]) -> Measured:
-    opt = lambda k: float(r[k]) if r[k] else None  # noqa: E731
-    return Measured(r["source"], r["sku"], r["model"], r["precision"], r["kv"], int(r["tp"]), r["kind"], int(r["isl"]),
-                    int(r["osl"]), int(r["conc"]), float(r["output_tps"]), opt("tpot_s"), opt("ttft_s"), r["dpa"] == "1",
-                    opt("tpot_slo_s"), opt("ttft_slo_s"))
+    from mi400plan.serve_validate import measured_from_row
+
+    return measured_from_row(r)
 
 
 def validation_errors(catalog, key: tuple[str, str]) -> dict[str, list[float]]:

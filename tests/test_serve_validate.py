@@ -138,7 +138,7 @@ def test_validation_rows_stack_family_and_per_gpu(catalog) -> None:
     assert t1.measured["tput"] == pytest.approx(5174 / 2)  # the TP2 server's 5,174 output tokens/s, per GPU
     d1 = validation_case(catalog, *next(v for k, v in rows.items() if k[:2] == ("D1", "mi300x")))
     assert (d1.stack, d1.date) == ("sglang", "2025-03-18")
-    m1 = validation_case(catalog, *rows[("M1", "mi355x", "llama2-70b", "512", "max_throughput")])
+    m1 = validation_case(catalog, *rows[("M1", "mi355x", "llama2-70b", "222", "max_throughput")])
     assert (m1.stack, m1.family, m1.measured["tput"]) == ("rocm-vllm", "amd-cdna4", 11630.7)
 
 
@@ -184,12 +184,12 @@ def test_cases_are_priced_as_serve_prices_them(catalog) -> None:
 
 def test_validation_figures_are_the_readmes(no_loso) -> None:
     """The README's validation table: A1 (AMD's vLLM latency table) 12 % mean, 20 % max, every point predicted
-    too slow (signed mean -12 %); O1 (OCI) 23 % mean, 35 % max, every point predicted too fast (+23 %)."""
+    too slow (signed mean -12 %); O1 (OCI) 26 % mean, 38 % max, every point predicted too fast (+26 %)."""
     g = {(s.scope, s.by, s.name, s.metric): s for s in no_loso.groups}
     a1, o1 = g[("validation", "source", "A1", "tput")], g[("validation", "source", "O1", "tput")]
     assert a1.points == 3 and o1.points == 5
     assert (a1.mean, a1.mean_abs, a1.max_abs) == pytest.approx((-0.12, 0.12, 0.20), abs=0.01)
-    assert (o1.mean, o1.mean_abs, o1.max_abs) == pytest.approx((0.23, 0.23, 0.35), abs=0.01)
+    assert (o1.mean, o1.mean_abs, o1.max_abs) == pytest.approx((0.26, 0.26, 0.38), abs=0.01)
 
 
 def test_every_bundled_row_is_reported_once(no_loso) -> None:

@@ -110,8 +110,9 @@ def run(wl: Workload, skus: list[tuple[str, ServeHardware]], per_sku: dict[str, 
 def _lengths(model_name: str, input_len: str | int | None, output_len: str | int | None,
              scenario: str | None) -> tuple[LengthDist, LengthDist, list[str]]:
     """Prompt and output length distributions (``serve_sim.parse_length_dist``). Not given: 1,024 tokens
-    (InferenceX's 1k1k), except the output lengths of a model an MLPerf Inference benchmark runs when a
-    scenario is named: the benchmark's published statistics (``profiles/workloads``). Notes say which."""
+    (InferenceX's 1k1k), except for a model an MLPerf Inference benchmark runs when a scenario is named: the
+    benchmark's published statistics (``profiles/workloads``: outputs fitted to the published mean, prompts
+    the dataset's histogram where one is recorded). Notes say which."""
     from mi400plan import serve_sim as sim
     from mi400plan.api.serve import DEFAULT_LEN
 
@@ -122,6 +123,9 @@ def _lengths(model_name: str, input_len: str | int | None, output_len: str | int
         notes.append(f"output lengths: the {bench.name} benchmark's (--output-len overrides)")
     else:
         out_d = sim.parse_length_dist(str(output_len if output_len is not None else DEFAULT_LEN), "--output-len")
+    if input_len is None and bench is not None and bench.input is not None:
+        notes.append(f"input lengths: the {bench.name} dataset's prompts (--input-len overrides)")
+        return bench.input, out_d, notes
     in_d = sim.parse_length_dist(str(input_len if input_len is not None else DEFAULT_LEN), "--input-len")
     if input_len is None and bench is not None:
         cap = f" (published maximum {bench.input_max:,})" if bench.input_max else ""
