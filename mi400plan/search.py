@@ -97,6 +97,7 @@ from mi400plan.params import (
 )
 from mi400plan.offload import RULE as OFFLOAD_RULE
 from mi400plan.offload import RULE_TEXT as OFFLOAD_RULE_TEXT
+from mi400plan.packing import PackedDocs, attention_span
 from mi400plan.specs.layout import DEFAULT_RECOMPUTE_MODULES
 from mi400plan.specs.model import ModelSpec
 
@@ -548,6 +549,8 @@ class ModelTerms:
     lora_model: Any = None
     adapter_params: float = 0.0
     adapter_expert_params: float = 0.0
+    # packed sequences (``mi400plan.packing``): the documents in each row (None: one sequence a row)
+    packed_docs: PackedDocs | None = None
 
 
 def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any = None) -> ModelTerms:
@@ -631,6 +634,7 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         lora_model=model if lora is not None else None,
         adapter_params=adapters[0],
         adapter_expert_params=adapters[1],
+        packed_docs=None if recipe is None else recipe.packed_docs,
     )
 
 
@@ -813,7 +817,8 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
         rd, rm = gemm.recompute_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, g, mods)
         dense_gemm = dense_gemm + np.where(rc == 1, rd, 0.0)
         moe_gemm = moe_gemm + np.where(rc == 1, rm, 0.0)
-    af, ab = gemm.attention_seconds(T.shapes, mb, s, cp, tp, T.flash, g, hw.attn_sku())
+    span = attention_span(T.packed_docs, int(s)) if T.packed_docs is not None else None  # per document
+    af, ab = gemm.attention_seconds(T.shapes, mb, s, cp, tp, T.flash, g, hw.attn_sku(), span)
     attn = af * (1.0 + forward_again(rc, share, mods, "core_attn")) + ab  # one layer's
     moe = T.n_moe_layers / pp
     dense = T.n_layers / pp - moe
