@@ -109,10 +109,8 @@ def fit_cmd(
     overlap_pp: OverlapPpOpt = None,
     overlap_cp: OverlapCpOpt = None,
     overlap_dp: OverlapDpOpt = None,
-    stack: StackOpt = None,
-    moe_dispatcher: MoeDispatcherOpt = None,
-    cuda_graphs: CudaGraphsOpt = None,
-    attention_kernel: AttentionKernelOpt = None,
+    stack: StackOpt = None, moe_dispatcher: MoeDispatcherOpt = None,
+    cuda_graphs: CudaGraphsOpt = None, attention_kernel: AttentionKernelOpt = None,
     finetune: FinetuneOpt = None, lora_rank: LoraRankOpt = None, lora_targets: LoraTargetsOpt = None,
     doc_length: DocLengthOpt = None, pack_efficiency: PackEfficiencyOpt = None,
     largest: Annotated[bool, typer.Option(
