@@ -165,3 +165,11 @@ def test_runs_file_histogram_is_read_beside_it_and_a_bad_one_names_the_line(cli,
     f.write_text(RUNS.format(extra="doc_length = 1024\nflash_attention = false"))
     r = cli(["validate", str(f), "--no-loso"])
     assert r.exit_code == 3 and "runs.toml" in r.output and "doc_length" in r.output, r.output
+
+
+def test_largest_names_the_packing_it_priced(cli) -> None:  # noqa: ANN001
+    r = cli(["fit", "--largest", "--sku", "mi355x", "--gpus", "8", "--seq", "8k", "--doc-length", "1k", "--json"])
+    assert r.exit_code == 0, r.output
+    text = json.loads(r.stdout)["data"]["packing"]
+    # 8,192 / 1,024 = 8 documents a row, 1/8 of the row's causal work
+    assert "8.0 per 8,192-token row" in text and "12.5% of the full row's causal work" in text
