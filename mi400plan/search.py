@@ -554,10 +554,15 @@ class ModelTerms:
 
 
 def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any = None) -> ModelTerms:
-    """Scalars from ``params`` (the single source of parameter and FLOP counts)."""
+    """Scalars from ``params`` (the single source of parameter and FLOP counts). With packed sequences
+    (``recipe.packed_docs``) the attention FLOPs are each document's: the per-token context is the mean key
+    span of ``packing.attention_span`` instead of the row (Megatron-Bridge counts its packed LoRA runs so:
+    ``12 L h sum_i d_i^2`` a row, ``flop_utils.py``, 2026)."""
     h = model.hidden_size
-    f_model = model_flops_per_token(model, seq_len)
-    f_attn = attention_flops_per_token(model, seq_len)
+    packed = None if recipe is None else getattr(recipe, "packed_docs", None)
+    ctx = attention_span(packed, seq_len)  # the context attention FLOPs are counted over, per token
+    f_model = model_flops_per_token(model, ctx)  # type: ignore[arg-type]
+    f_attn = attention_flops_per_token(model, ctx)  # type: ignore[arg-type]
     f_head = 6.0 * model.vocab_size * h  # LM head matmul, fwd + bwd (params.matmul_params_per_token)
     f_layers = f_model - f_head
     modules = DEFAULT_RECOMPUTE_MODULES if recipe is None else tuple(recipe.recompute_modules)
@@ -604,14 +609,14 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
     check_lora(model, lora)
     adapters = adapter_params(model, counts, lora) if lora is not None else (0.0, 0.0)
     if lora is not None:  # frozen base: no weight gradients (4N), adapters trained in full (6 N_adapter)
-        f_model = lora_model_flops_per_token(model, counts, seq_len, lora)
+        f_model = lora_model_flops_per_token(model, counts, ctx, lora)  # type: ignore[arg-type]
     scores = 0.0 if flash else a.num_heads * seq_len * (SCORE_PASSES + (SCORE_DROPOUT_PASSES if dropout else 0.0))
     drop_h = DROPOUT_ELEMS_PER_H * h if dropout else 0.0
     return ModelTerms(
         flops_model=f_model + mtp * mtp_extra_flops_per_token(h, model.vocab_size),
         flops_layers=f_layers,
         flops_attn_fwd=f_attn,
-        flops_sel_fwd=selective_recompute_flops_per_token(model, seq_len, modules),
+        flops_sel_fwd=selective_recompute_flops_per_token(model, ctx, modules),  # type: ignore[arg-type]
         flops_expert_frac=(expert_w / f_layers) if f_layers > 0 else 0.0,
         dense_params=dense,
         replicated_params=replicated,

@@ -173,3 +173,19 @@ def test_largest_names_the_packing_it_priced(cli) -> None:  # noqa: ANN001
     text = json.loads(r.stdout)["data"]["packing"]
     # 8,192 / 1,024 = 8 documents a row, 1/8 of the row's causal work
     assert "8.0 per 8,192-token row" in text and "12.5% of the full row's causal work" in text
+
+
+def test_model_flops_count_each_documents_attention(catalog) -> None:  # noqa: ANN001
+    """Llama 3.1 8B (32 layers, 32 heads x 128 = 4,096 wide): attention model FLOPs per token are
+    3 x 4 x context x 4,096 x 32 (PaLM's 12 L H Q T); 512-token documents in 4,096-token rows cut the context
+    from 4,096 to 512: 3 x 4 x 3,584 x 4,096 x 32 = 5,637,144,576 FLOP a token fewer."""
+    from mi400plan.params import count_params
+    from mi400plan.search import model_terms
+    from mi400plan.specs.layout import TrainOptions
+
+    model = catalog.get("models", "llama3.1-8b").spec
+    counts = count_params(model)
+    full = model_terms(model, counts, 4096, TrainOptions().train_recipe())
+    packed = model_terms(model, counts, 4096, TrainOptions(doc_length="512").train_recipe())
+    assert full.flops_model - packed.flops_model == pytest.approx(3 * 4 * 3584 * 4096 * 32, rel=1e-12)
+    assert full.flops_attn_fwd - packed.flops_attn_fwd == pytest.approx(4 * 3584 * 4096 * 32, rel=1e-12)
