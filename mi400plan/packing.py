@@ -19,8 +19,8 @@ packed_sequence.py``, 2026-06). What that changes in a step:
 * ``eta``, when not given, is what the packer Megatron-Bridge runs by default reaches on these lengths:
   ``first_fit_shuffle`` (``packing_utils.py``, 2026-06: first fit over the shuffled documents), simulated
   on ``PACK_SAMPLE`` documents drawn from the distribution (seeded, so the same input gives the same
-  number). The first-fit packer never leaves room for the next document in an earlier row, so ``eta`` is
-  high for short documents (about 0.99 for 200-token documents in 4,096-token rows).
+  number). First fit opens a new row only for a document that fits in no open row, so ``eta`` is high
+  for short documents (0.99 for documents of 100-300 tokens, uniform, in 4,096-token rows).
 * Memory is unchanged: flash attention keeps per-token statistics only, and the varlen kernels need it
   (``--no-flash`` with packing is refused).
 
