@@ -314,19 +314,22 @@ def head_gemm_seconds(sh: LayerShapes, tok: Any, tp: Any, sku: GemmSku) -> tuple
 
 
 def attention_seconds(sh: LayerShapes, mb: Any, seq: float, cp: Any, tp: Any, flash: bool,
-                      gsku: GemmSku, asku: AttnSku) -> tuple[Any, Any]:
+                      gsku: GemmSku, asku: AttnSku, span: float | None = None) -> tuple[Any, Any]:
     """Forward/backward seconds of one layer's attention core for ``mb`` sequences on one GPU.
 
     Flash (causal): half of the ``2 s^2 heads (qk + v)`` score/context FLOPs per sequence are done
     (the masked blocks are skipped), split over CP ranks (load-balanced) and TP (heads), at the
-    attention efficiency. Without flash: the two batched GEMMs ``Q K^T`` (s x s, inner qk) and
-    ``P V`` (s x v, inner s) over ``mb x heads / TP`` copies, the full (unmasked) matrix, at the GEMM
-    model (Megatron-LM 2021's unfused path).
+    attention efficiency. Packed sequences (``span``, ``packing.attention_span``): each of a row's
+    ``s`` queries attends within its own document, ``span`` keys on average instead of ``s``, so the
+    work is ``s x span`` (``span`` = ``s``: one sequence a row). Without flash: the two batched GEMMs
+    ``Q K^T`` (s x s, inner qk) and ``P V`` (s x v, inner s) over ``mb x heads / TP`` copies, the full
+    (unmasked) matrix, at the GEMM model (Megatron-LM 2021's unfused path).
     """
     heads = sh.heads / tp
     q_len = seq / cp
     if flash:
-        flops = mb * heads * q_len * seq * (sh.qk_dim + sh.v_dim)  # 2 s_q s (qk + v) / 2 (causal)
+        keys = seq if span is None else span
+        flops = mb * heads * q_len * keys * (sh.qk_dim + sh.v_dim)  # 2 s_q s (qk + v) / 2 (causal)
         items = mb * heads * np.ceil(q_len / ATTN_BLOCK_Q)
         return flash_attention_seconds(flops, items, asku)
     batch = mb * heads

@@ -91,6 +91,11 @@ class MeasuredRun(StrictModel):
     finetune: Literal["none", "lora"] = "none"
     lora_rank: int | None = Field(default=None, ge=1, le=2**20)
     lora_targets: tuple[str, ...] | None = None
+    # Packed sequences (``mi400plan.packing``), as fit's and sweep's --doc-length / --pack-efficiency: the
+    # document lengths packed into each row ("512", "uniform:A-B", or a length,count CSV; a relative path is
+    # read from the runs file's folder) and the share of each row they fill (empty: the packer's).
+    doc_length: str | None = None
+    pack_efficiency: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
     fp8_params: bool = False
     fused_cross_entropy: bool = False
     recompute_modules: tuple[str, ...] | None = None
@@ -132,6 +137,11 @@ class MeasuredRun(StrictModel):
 
         return lora_targets_value(v)
 
+    @field_validator("doc_length", mode="before")
+    @classmethod
+    def _doc_length(cls, v: object) -> object:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
     @model_validator(mode="after")
     def _one_measurement(self) -> "MeasuredRun":
         if (self.step_time_s is None) == (self.tflops_per_gpu is None):
@@ -162,7 +172,7 @@ class MeasuredRun(StrictModel):
                 "fused_cross_entropy", "recompute_modules", "recompute_layers", "capacity_factor",
                 "moe_capacity_factor", "overlap_tp",
                 "overlap_ep", "overlap_dp", "overlap_pp", "overlap_cp", "split_embedding_loss", "uneven_pp",
-                "pp_schedule", "finetune", "lora_rank", "lora_targets")
+                "pp_schedule", "finetune", "lora_rank", "lora_targets", "doc_length", "pack_efficiency")
         return TrainOptions.given(**{k: getattr(self, k) for k in keys})
 
     def label(self) -> str:

@@ -46,7 +46,12 @@ What the frameworks hold, and what they free early
   sent (Megatron-Core ``deallocate_output_tensor``; Llama 3 frees the stage inputs and outputs it no
   longer needs): the next stage's first layer holds it as its input, counted once. The last stage
   holds one micro-batch's fp32 logits (1F1B runs its backward at once; 16-bit under Transformer
-  Engine's fused cross entropy, ``TrainRecipe.logit_bytes``).
+  Engine's fused cross entropy, ``TrainRecipe.logit_bytes``), and as many again per multi-token-prediction
+  module (``TrainRecipe.mtp_layers``): each runs the shared output layer on its own hidden states and keeps
+  its own vocabulary logits for its loss's backward (Megatron-Core ``process_mtp_loss``,
+  ``megatron/core/transformer/multi_token_prediction.py``, 2025-2026: ``mtp_logits = output_layer(...)``,
+  ``compute_language_model_loss(mtp_labels, mtp_logits)``, every module's loss backpropagated with the main
+  one; DeepSeek-V3, arXiv 2412.19437, sec. 2.2: each MTP module's output head shares the main model's).
 * Allocator fragmentation: the PyTorch caching allocator rounds blocks up and cannot always reuse
   freed segments, so ``reserved`` exceeds ``allocated``; the planner counts it as the fragmentation
   share of the runtime reserve (``RuntimeReserve.fragmentation``, 3 % of the allocated bytes), with
@@ -631,7 +636,8 @@ def _stage_terms(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
     Activations: ``tokens x (in_flight x stage layers x per-layer bytes)`` plus the first stage's token
     ids (and embedding-dropout mask when ``recipe.dropout``), the last stage's logits
     ``recipe.logit_bytes*Vp/t`` per token (``Vp`` the padded vocabulary; an fp32 copy, 4 B, or 16-bit
-    under a fused cross entropy) and output-layer input, and under full recompute one
+    under a fused cross entropy) and output-layer input, ``1 + recipe.mtp_layers`` times (each
+    multi-token-prediction module keeps its own), and under full recompute one
     layer's full activations while it is recomputed.
     """
     unknown = set(layout) - set(LAYOUT_DEFAULTS)
@@ -836,7 +842,8 @@ def _activation_bytes(model: ModelSpec, recipe: TrainRecipe, slots: dict[str, np
     tokens = X(seq * mb / cp)
     tsp = X(np.where(sp, tp, 1.0))
     e = recipe.activation_bytes
-    last_extra = recipe.logit_bytes * vp / X(tp) + 2.0 * e * h / tsp  # padded logits + final norm/head input
+    # padded logits + final norm/head input, once for the main loss and once per multi-token-prediction module
+    last_extra = (1.0 + recipe.mtp_layers) * (recipe.logit_bytes * vp / X(tp) + 2.0 * e * h / tsp)
     # First stage: int64 token ids, and with dropout the embedding-dropout mask (1 byte per element;
     # Megatron-LM theoretical_memory_usage "Dropout in embedding layer", pp micro-batches in flight).
     first_extra = TOKEN_ID_BYTES + (MASK_BYTES * h / tsp if recipe.dropout else 0.0)

@@ -97,6 +97,7 @@ from mi400plan.params import (
 )
 from mi400plan.offload import RULE as OFFLOAD_RULE
 from mi400plan.offload import RULE_TEXT as OFFLOAD_RULE_TEXT
+from mi400plan.packing import PackedDocs, attention_span
 from mi400plan.specs.layout import DEFAULT_RECOMPUTE_MODULES
 from mi400plan.specs.model import ModelSpec
 
@@ -548,13 +549,20 @@ class ModelTerms:
     lora_model: Any = None
     adapter_params: float = 0.0
     adapter_expert_params: float = 0.0
+    # packed sequences (``mi400plan.packing``): the documents in each row (None: one sequence a row)
+    packed_docs: PackedDocs | None = None
 
 
 def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any = None) -> ModelTerms:
-    """Scalars from ``params`` (the single source of parameter and FLOP counts)."""
+    """Scalars from ``params`` (the single source of parameter and FLOP counts). With packed sequences
+    (``recipe.packed_docs``) the attention FLOPs are each document's: the per-token context is the mean key
+    span of ``packing.attention_span`` instead of the row (Megatron-Bridge counts its packed LoRA runs so:
+    ``12 L h sum_i d_i^2`` a row, ``flop_utils.py``, 2026)."""
     h = model.hidden_size
-    f_model = model_flops_per_token(model, seq_len)
-    f_attn = attention_flops_per_token(model, seq_len)
+    packed = None if recipe is None else getattr(recipe, "packed_docs", None)
+    ctx = attention_span(packed, seq_len)  # the context attention FLOPs are counted over, per token
+    f_model = model_flops_per_token(model, ctx)  # type: ignore[arg-type]
+    f_attn = attention_flops_per_token(model, ctx)  # type: ignore[arg-type]
     f_head = 6.0 * model.vocab_size * h  # LM head matmul, fwd + bwd (params.matmul_params_per_token)
     f_layers = f_model - f_head
     modules = DEFAULT_RECOMPUTE_MODULES if recipe is None else tuple(recipe.recompute_modules)
@@ -601,14 +609,14 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
     check_lora(model, lora)
     adapters = adapter_params(model, counts, lora) if lora is not None else (0.0, 0.0)
     if lora is not None:  # frozen base: no weight gradients (4N), adapters trained in full (6 N_adapter)
-        f_model = lora_model_flops_per_token(model, counts, seq_len, lora)
+        f_model = lora_model_flops_per_token(model, counts, ctx, lora)  # type: ignore[arg-type]
     scores = 0.0 if flash else a.num_heads * seq_len * (SCORE_PASSES + (SCORE_DROPOUT_PASSES if dropout else 0.0))
     drop_h = DROPOUT_ELEMS_PER_H * h if dropout else 0.0
     return ModelTerms(
         flops_model=f_model + mtp * mtp_extra_flops_per_token(h, model.vocab_size),
         flops_layers=f_layers,
         flops_attn_fwd=f_attn,
-        flops_sel_fwd=selective_recompute_flops_per_token(model, seq_len, modules),
+        flops_sel_fwd=selective_recompute_flops_per_token(model, ctx, modules),  # type: ignore[arg-type]
         flops_expert_frac=(expert_w / f_layers) if f_layers > 0 else 0.0,
         dense_params=dense,
         replicated_params=replicated,
@@ -631,6 +639,7 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         lora_model=model if lora is not None else None,
         adapter_params=adapters[0],
         adapter_expert_params=adapters[1],
+        packed_docs=None if recipe is None else recipe.packed_docs,
     )
 
 
@@ -813,7 +822,8 @@ def compute_seconds(T: ModelTerms, hw: Hardware, tok_mb: Any, mb: Any, s: float,
         rd, rm = gemm.recompute_gemm_seconds(T.shapes, tok_mb, tp, ep, etp, sp, g, mods)
         dense_gemm = dense_gemm + np.where(rc == 1, rd, 0.0)
         moe_gemm = moe_gemm + np.where(rc == 1, rm, 0.0)
-    af, ab = gemm.attention_seconds(T.shapes, mb, s, cp, tp, T.flash, g, hw.attn_sku())
+    span = attention_span(T.packed_docs, int(s)) if T.packed_docs is not None else None  # per document
+    af, ab = gemm.attention_seconds(T.shapes, mb, s, cp, tp, T.flash, g, hw.attn_sku(), span)
     attn = af * (1.0 + forward_again(rc, share, mods, "core_attn")) + ab  # one layer's
     moe = T.n_moe_layers / pp
     dense = T.n_layers / pp - moe

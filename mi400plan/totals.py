@@ -53,9 +53,14 @@ def flops_per_token(model: Any, seq_len: int, recompute: str | int = "none", rec
     (``params.selective_recompute_flops_per_token``; core attention without a recipe), under full
     recomputation a third of the layers' FLOPs times the share of layers recomputed
     (``memory.recompute_share`` of ``recipe.recompute_layers`` over the layers of a ``pp x vpp`` chunk;
-    all without a recipe)."""
+    all without a recipe). With packed sequences (``recipe.packed_docs``) attention is each document's: the
+    context is ``packing.attention_span``, not the row."""
+    from mi400plan.packing import attention_span
+
     rc = RECOMPUTE[recompute] if isinstance(recompute, str) else int(recompute)
     dense = 6.0 * matmul_params_per_token(model)
+    # packed sequences: attention over each document, the mean key span a query sees (``packing``)
+    seq_len = attention_span(getattr(recipe, "packed_docs", None), seq_len)  # type: ignore[assignment]
     attn_fwd = attention_flops_per_token(model, seq_len)
     head = 6.0 * model.vocab_size * model.hidden_size
     layers = dense + 3.0 * attn_fwd - head

@@ -241,7 +241,7 @@ RECIPE_DEFAULTS = {"offload_layers": "0", "tp_overlap": "0", "ep_overlap": "0", 
                    "recipe": "megatron", "fp8_params": "0", "fp8_weight_copies": "", "recompute_modules": "",
                    "capacity_factor": "", "fused_cross_entropy": "", "moe_capacity_factor": "", "finetune": "none",
                    "lora_rank": "", "lora_targets": "", "refit": "1", "recompute_layers": "",
-                   "bf16_gemm_share": ""}
+                   "bf16_gemm_share": "", "doc_length": "", "pack_efficiency": ""}
 LAYOUT_KEYS = ("gpus", "seq", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep", "fsdp", "recompute", "offload_layers",
                "tp_overlap", "ep_overlap", "mtp_layers")
 
@@ -271,7 +271,7 @@ def model_spec(catalog: Any, name: str, seq: int) -> Any:
 
 def row_recipe(r: dict[str, str]) -> Any:
     """The run's memory recipe from its columns (``RECIPE_DEFAULTS`` where a file has none)."""
-    from mi400plan.specs.layout import train_recipe, with_bf16_gemm_share, with_expert_capacity, with_lora
+    from mi400plan.specs.layout import train_recipe, with_bf16_gemm_share, with_expert_capacity, with_lora, with_packing
 
     r = with_defaults(r)
     recipe = train_recipe(
@@ -287,6 +287,8 @@ def row_recipe(r: dict[str, str]) -> Any:
     cap = float(r["moe_capacity_factor"]) if r["moe_capacity_factor"] else None
     recipe = with_expert_capacity(recipe, cap, buffers_given=bool(r["capacity_factor"]))
     recipe = with_lora(recipe, r["finetune"], int(r["lora_rank"]) if r["lora_rank"] else None, r["lora_targets"] or None)
+    # packed sequences (``mi400plan.packing``): the documents the run's dataset packs into each row
+    recipe = with_packing(recipe, r["doc_length"] or None, float(r["pack_efficiency"]) if r["pack_efficiency"] else None)
     return recipe.model_copy(update={"mtp_layers": int(r["mtp_layers"])}) if int(r["mtp_layers"]) else recipe
 
 

@@ -311,7 +311,8 @@ COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
          "--gemm-overhead-us", "--deadline", "--budget", "--max-gpus", "--gpu-hour-cost", "--site",
          "--electricity-price", "--pue", "--gpu-load", "--grid-intensity", "--top", "--offload-layers",
          "--pp-schedule", "--moe-capacity-factor", "--bf16-gemm-share", "--finetune", "--lora-rank",
-         "--lora-targets", "--stack", "--moe-dispatcher", "--cuda-graphs", "--attention-kernel"],
+         "--lora-targets", "--stack", "--moe-dispatcher", "--cuda-graphs", "--attention-kernel", "--doc-length",
+         "--pack-efficiency"],
         ["--check", "--pareto", "--overlap-tp", "--no-overlap-pp"],
     ),
     "serve": (
@@ -403,6 +404,7 @@ PLAUSIBLE: dict[str, list[str]] = {
                 "llm-foundry"],
     "--moe-dispatcher": ["alltoall", "allgather", "deepep", "hybridep", "none"],
     "--cuda-graphs": ["none", "partial", "full"], "--attention-kernel": ["fa2", "fa3", "cudnn", "ck", "triton"],
+    "--doc-length": ["128", "512", "uniform:64-2048", "8k"], "--pack-efficiency": ["0.5", "0.95", "1"],
 }
 
 NAMES = ["mi300x", "mi455x", "b200", "tpu7x", "helios", "llama3.1-8b", "xgmi-mi300", "us-2025", "nope",
@@ -637,7 +639,7 @@ NEW_COMMANDS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "recipe-sweep": (["sweep", "llama3.1-8b", "--sku", "mi355x", "--gpus", "8", "--no-ranges", "--top", "1",
                       "--finetune", "lora"],
                      ["--pp-schedule", "--bf16-gemm-share", "--lora-rank", "--lora-targets", "--precision",
-                      "--stack", "--attention-kernel"], []),
+                      "--stack", "--attention-kernel", "--doc-length", "--pack-efficiency"], []),
 }
 
 
@@ -745,6 +747,8 @@ RECIPE_HOSTILE = {
     "--lora-rank": ["-1", "1.5", "1e999", "x"], "--lora-targets": ["bogus", ",", "qkv,bogus"],
     "--precision": ["fp6", "mxfp16", "nvfp8", ""], "--stack": ["nope", "../../etc/passwd"],
     "--moe-dispatcher": ["nccl", ""], "--cuda-graphs": ["some"], "--attention-kernel": ["fa9"],
+    "--doc-length": ["0", "-5", "x", "1e999", "uniform:9-3", "uniform:", "1,024", "/nonexistent/lengths.csv"],
+    "--pack-efficiency": ["0", "-1", "nan", "inf", "2", "x"],
 }
 
 

@@ -95,7 +95,7 @@ def test_each_recipe_flag_keeps_one_priced_case_and_every_refusal_in_the_quick_l
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     cases = mod._matrix()
-    assert len(cases) == len(mod.FLAGS) * len(mod.COMMANDS) == 32 * 6  # nothing leaves the full suite
+    assert len(cases) == len(mod.FLAGS) * len(mod.COMMANDS) == 34 * 6  # nothing leaves the full suite
     assert len({c.id for c in cases}) == len(cases)
     quick = [c for c in cases if not any(m.name == "slow" for m in c.marks)]
     for flag, _, _ in mod.FLAGS:
@@ -104,9 +104,11 @@ def test_each_recipe_flag_keeps_one_priced_case_and_every_refusal_in_the_quick_l
         if flag == ["--precision", "nvfp4"]:  # refused on the base SKU by every command
             assert priced == [], priced
         else:
-            assert priced == (["sweep"] if flag[0].startswith(("--overlap", "--no-overlap")) else ["fit"]), flag
+            step_only = flag[0].startswith(("--overlap", "--no-overlap")) or flag[0] in ("--doc-length",
+                                                                                         "--pack-efficiency")
+            assert priced == (["sweep"] if step_only else ["fit"]), flag
     refusals = [c for c in cases if (c.values[0], c.values[1][0]) in mod.REFUSED]
     assert refusals and all(c in quick for c in refusals)
-    # 31 flags priced once + 5 fit refusals of the step-time switches + 28 budget refusals of the flags other
-    # than --precision + nvfp4 refused by all 6 commands
-    assert len(quick) == 31 + 5 + 28 + 6
+    # 33 flags priced once + 7 fit refusals of the step-time switches (the overlap flags and packing's two) + 30
+    # budget refusals of the flags other than --precision + nvfp4 refused by all 6 commands
+    assert len(quick) == 33 + 7 + 30 + 6

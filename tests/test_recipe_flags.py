@@ -7,7 +7,8 @@ layout with TP, PP x VPP and CP > 1; an MoE model for the MoE switches; ``--prec
 FP8 switches); the priced workload (memory per GPU, step time, days, the answer) must differ, or the
 command must refuse the flag with exit 2 where that refusal is documented:
 
-* ``fit`` prices memory only: the step-time switches (``--overlap-*``) are refused;
+* ``fit`` prices memory only: the step-time switches (``--overlap-*``, the packed-sequence ``--doc-length`` and
+  ``--pack-efficiency``) are refused;
 * ``budget`` has no recipe flags but ``--precision``: click refuses the others (no such option), and the
   LoRA flags are refused with the reason (its scaling law sizes a pre-training run);
 * ``--fp8-params`` without ``--precision fp8`` is refused by every command;
@@ -111,6 +112,8 @@ FLAGS: list[tuple[list[str], list[str], str]] = [
     (["--finetune", "lora"], [], DENSE),
     (["--lora-rank", "64"], ["--finetune", "lora"], DENSE),
     (["--lora-targets", "qkv,proj,fc1,fc2"], ["--finetune", "lora"], DENSE),
+    (["--doc-length", "512"], [], DENSE),  # packed sequences: per-document attention (step time only)
+    (["--pack-efficiency", "0.5"], ["--doc-length", "512"], DENSE),  # half as many documents a row
 ]
 # fit --largest answers a ladder model (layer counts multiples of 8), whose best layout recomputes fully
 VARIANTS: dict[tuple[str, str], tuple[list[str], list[str]]] = {
@@ -120,7 +123,8 @@ VARIANTS: dict[tuple[str, str], tuple[list[str], list[str]]] = {
 }
 REFUSED: dict[tuple[str, str], str] = {
     **{("fit", f): "a step-time switch" for f in ("--no-overlap-dp", "--overlap-tp", "--overlap-ep",
-                                                   "--no-overlap-pp", "--no-overlap-cp")},
+                                                   "--no-overlap-pp", "--no-overlap-cp", "--doc-length",
+                                                   "--pack-efficiency")},
     **{("budget", flag[0]): "No such option" for flag, _, _ in FLAGS if flag[0] != "--precision"},
     # budget's scaling law sizes a pre-training run: it takes the LoRA flags only to say so
     **{("budget", f): "budget sizes a pre-training run by a scaling law" for f in
@@ -234,7 +238,8 @@ def test_each_switch_has_one_spelling(cli) -> None:  # noqa: ANN001
               "fp8_weight_copies", "fp8_params", "bf16_gemm_share", "fused_cross_entropy", "recompute_modules",
               "recompute_layers",
               "vocab_divisible_by", "offload_layers", "uneven_pp", "pp_schedule", "split_embedding_loss", "overlap_tp",
-              "overlap_ep", "overlap_pp", "overlap_cp", "overlap_dp", "finetune", "lora_rank", "lora_targets"}
+              "overlap_ep", "overlap_pp", "overlap_cp", "overlap_dp", "finetune", "lora_rank", "lora_targets",
+              "doc_length", "pack_efficiency"}
     for key in shared:
         assert spell["fit"][key] == spell["sweep"][key], key
     assert spell["sweep"]["overlap_tp"][1] == ("--no-overlap-tp",)  # the old sweep spelling still works

@@ -149,12 +149,16 @@ def _prepare(cat: Any, entry: RunEntry, memo: dict[tuple[Any, ...], Any],
     request = r.stack_request(known_stack(cat, r.stack) or stack)
     base_hw = _memo(memo, ("hw", sku, r.precision, r.offload_layers > 0, request.key()),
                     lambda: build_sku(cat, sku, r.precision, offload=r.offload_layers > 0, stack=request).hw)
-    topts = r.train_options()
-    try:  # a LoRA rank without finetune = "lora", or adapters the model cannot have, name the run
+    doc = r.doc_length
+    if doc and ("/" in doc or doc.lower().endswith(".csv")) and not Path(doc).is_absolute():
+        doc = str(Path(entry.path).parent / doc)  # a histogram file is read from the runs file's folder
+    topts = r.train_options().merged(doc_length=doc)
+    try:  # a LoRA rank without finetune = "lora", adapters the model cannot have, or bad packing name the run
         recipe = topts.train_recipe()
         check_lora(spec, lora_of(recipe))
     except UsageError as exc:
-        raise ProfileError(exc.message, path=entry.path, line=entry.line, field="finetune") from None
+        field = "doc_length" if "doc-length" in exc.message or "pack-efficiency" in exc.message else "finetune"
+        raise ProfileError(exc.message, path=entry.path, line=entry.line, field=field) from None
     spec, counts = _memo(memo, ("model", id(spec), r.mtp_layers), lambda: _with_mtp(spec, r.mtp_layers))
     if r.mtp_layers:
         recipe = recipe.model_copy(update={"mtp_layers": r.mtp_layers})

@@ -10,6 +10,7 @@ from typing import Any
 
 from mi400plan.errors import UsageError
 from mi400plan.finetune import finetune_text
+from mi400plan.packing import options_packing_text
 from mi400plan.hardware import SkuOverrides
 from mi400plan.results.deadline import ClusterPick, DeadlineResult, PricedSize, SkuAnswer
 from mi400plan.specs.layout import TrainOptions
@@ -111,6 +112,7 @@ def sweep_deadline(cat: Any, model: str, skus: list[str], *, tokens: str | None,
         seq_len=wl.seq_len, global_batch_seqs=wl.global_batch, global_batch_rule=batch_rule, train_tokens=train_tokens,
         deadline_days=days_target,
         budget_usd=usd, max_gpus=cap, site=site_prof.name, recipe=topts.changed(), finetune=finetune_text(topts),
+        packing=options_packing_text(topts, wl.seq_len),
         method=dl.__doc__.split("\n\n")[2].replace("\n", " ") if dl.__doc__ else "", answers=answers, warnings=[],
     )
 

@@ -174,7 +174,8 @@ _RECIPE_KEYS = ("recipe", "optimizer", "grad_dtype", "flash_attention", "dropout
                 "bf16_gemm_share",
                 "recompute_modules", "recompute_layers", "fused_cross_entropy", "capacity_factor",
                 "moe_capacity_factor", "vocab_divisible_by", "offload_layers", "overlap_tp", "overlap_ep", "overlap_pp",
-                "overlap_cp", "overlap_dp", "split_embedding_loss", "uneven_pp", "finetune", "lora_rank", "lora_targets")
+                "overlap_cp", "overlap_dp", "split_embedding_loss", "uneven_pp", "finetune", "lora_rank", "lora_targets",
+                "doc_length", "pack_efficiency")
 
 
 def fit(
@@ -666,7 +667,7 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     _suggest_other_skus(rows, catalog, recipe.reserve)
     rdict: dict[str, RecipeValue] = {
         k: (list(v) if isinstance(v, tuple) else v) for k, v in recipe.model_dump().items()
-        if k != "reserve" and not (k in ("expert_capacity_factor", "mtp_layers") and not v)  # listed when set
+        if k not in ("reserve", "packed_docs") and not (k in ("expert_capacity_factor", "mtp_layers") and not v)
     }
     rdict["bytes_per_param"] = recipe.bytes_per_param(model.hidden_size)
     from mi400plan.pipeline import pipeline_split, split_text
@@ -679,6 +680,10 @@ def _fit_train(catalog: Any, model: Any, counts: Any, accels: list[Any], fm: Fit
     ft = finetune_text(options)
     if ft:
         rdict["finetune"] = ft
+    if recipe.packed_docs is not None:  # a plan's [recipe] table may carry it (fit --plan); memory is unchanged
+        from mi400plan.packing import packing_text
+
+        rdict["packing"] = packing_text(recipe.packed_docs, seq_len)
     return FitResult(model=fm, mode="train", recipe=rdict, reserve=recipe.reserve.text(), rows=rows,
                      warnings=warnings)
 

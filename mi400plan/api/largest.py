@@ -55,11 +55,14 @@ def largest(cat: Any, skus: list[str], *, mode: str = "train", gpus: int | None 
         if train_tokens:
             rows = [_with_run(cat, r, template, gpus, seq, global_batch, topts, pins, train_tokens) for r in rows]
         rule = TRAIN_RULE
+        from mi400plan.packing import options_packing_text
+
+        packing = options_packing_text(topts, seq)
     else:
         rows, seq, b, prec = _infer(cat, skus, template, gpus, seq_len, batch, precision, kv_dtype, ipins)
-        rule, notes = INFER_RULE, []
+        rule, notes, packing = INFER_RULE, [], None
     return LargestResult(mode=mode, family=template.label(), gpus=gpus, seq_len=seq, batch=b, precision=prec,
-                         rule=rule, rows=rows, train_tokens=train_tokens, warnings=notes)
+                         rule=rule, rows=rows, train_tokens=train_tokens, packing=packing, warnings=notes)
 
 
 def _stack_fp8(cat: Any, skus: list[str], topts: TrainOptions) -> tuple[TrainOptions, str | None]:

@@ -20,6 +20,7 @@ from mi400plan import hardware
 from mi400plan.cost import Pricing
 from mi400plan.errors import UsageError
 from mi400plan.finetune import finetune_text
+from mi400plan.packing import options_packing_text
 # Re-exported: the hardware model lives in the core ``mi400plan.hardware``.
 from mi400plan.hardware import CORNERS, Sku, SkuOverrides, expand_all  # noqa: F401
 from mi400plan.hardware import build_all as _build_all
@@ -793,6 +794,7 @@ def _result(ctx: _Ctx, acc: _Acc, skus: list[str], built: list[Sku], missing: li
         overlap={"tp": topts.overlap_tp, "ep": topts.overlap_ep, "pp": topts.overlap_pp, "cp": topts.overlap_cp,
                  "dp": topts.overlap_dp},
         split_embedding_loss=topts.split_embedding_loss, finetune=finetune_text(topts),
+        packing=options_packing_text(topts, seq),
         evaluated=acc.evaluated, valid=acc.valid, rejected=acc.rejected, rejected_rules=dict(RULES), rows=rows,
         skus=summaries if len(skus) > 1 else [], scaling=scaling if multi else [],
         scaling_below_90_at=acc.below if multi else {},

@@ -13,7 +13,7 @@ from mi400plan.cli.recipe import (
     Bf16ShareOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt, MoeCapacityOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
     RecomputeLayersOpt, RecomputeModulesOpt, SplitOpt, UnevenOpt, VocabOpt, PpScheduleOpt, flag_values, refuse_step_time, train_options,
-    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt, FinetuneOpt, LoraRankOpt, LoraTargetsOpt,
+    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt, FinetuneOpt, LoraRankOpt, LoraTargetsOpt, DocLengthOpt, PackEfficiencyOpt,
 )
 from mi400plan.cli.counts import count, sku_list
 from mi400plan.cli.common import WidthOpt
@@ -109,11 +109,10 @@ def fit_cmd(
     overlap_pp: OverlapPpOpt = None,
     overlap_cp: OverlapCpOpt = None,
     overlap_dp: OverlapDpOpt = None,
-    stack: StackOpt = None,
-    moe_dispatcher: MoeDispatcherOpt = None,
-    cuda_graphs: CudaGraphsOpt = None,
-    attention_kernel: AttentionKernelOpt = None,
+    stack: StackOpt = None, moe_dispatcher: MoeDispatcherOpt = None,
+    cuda_graphs: CudaGraphsOpt = None, attention_kernel: AttentionKernelOpt = None,
     finetune: FinetuneOpt = None, lora_rank: LoraRankOpt = None, lora_targets: LoraTargetsOpt = None,
+    doc_length: DocLengthOpt = None, pack_efficiency: PackEfficiencyOpt = None,
     largest: Annotated[bool, typer.Option(
         "--largest",
         help="Instead of a model: the largest model of a family (--family) that fits --gpus GPUs of each --sku "
@@ -152,7 +151,8 @@ def fit_cmd(
                  offload_layers=offload_layers, uneven_pp=uneven_pp, pp_schedule=pp_schedule, split_embedding_loss=split_embedding_loss,
                  overlap_tp=overlap_tp, overlap_ep=overlap_ep, overlap_pp=overlap_pp, overlap_cp=overlap_cp,
                  overlap_dp=overlap_dp, stack=stack, moe_dispatcher=moe_dispatcher, cuda_graphs=cuda_graphs,
-                 attention_kernel=attention_kernel, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets)
+                 attention_kernel=attention_kernel, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets,
+                 doc_length=doc_length, pack_efficiency=pack_efficiency)
     _refuse_other_mode(mode, {"--vpp": vpp, "--dp": dp, "--etp": etp, "--cp": cp, "--zero": zero,
                               "--micro-batch": micro_batch, "--recompute": recompute, "--sp/--no-sp": sp,
                               "--global-batch": global_batch, **flag_values(given)},
@@ -170,7 +170,7 @@ def fit_cmd(
                             layout, search, dict(check=check, ascii=ascii_, wide=wide))
 
     if mode == "train":
-        refuse_step_time(flag_values({k: v for k, v in given.items() if k.startswith("overlap_") or k in STACK_SWITCHES}))
+        refuse_step_time(flag_values({k: v for k, v in given.items() if k.startswith("overlap_") or k in STACK_SWITCHES or k in PACKING}))
 
     kw = dict(tp=tp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, cp=cp, zero=zero, micro_batch=micro_batch, seq=seq_n,
               recompute=recompute.value if recompute else None, sequence_parallel=sp, gpus=gpus,
@@ -231,6 +231,8 @@ def _largest(profiles: Optional[list[Path]], sku: Optional[list[str]], options: 
 # The stack's single switches change step time only: fit refuses them as it does the overlap switches
 # (fit --largest, which prices step time, takes them); --stack itself is named in fit's answer.
 STACK_SWITCHES = ("moe_dispatcher", "cuda_graphs", "attention_kernel")
+# packed sequences change the attention core's work, not memory (``mi400plan.packing``): step-time switches
+PACKING = ("doc_length", "pack_efficiency")
 _PIN_KEYS = {"--tp": "tp", "--pp": "pp", "--vpp": "vpp", "--cp": "cp", "--ep": "ep", "--etp": "etp", "--zero": "zero",
              "--micro-batch": "micro_batch", "--recompute": "recompute", "--sp/--no-sp": "sequence_parallel"}
 

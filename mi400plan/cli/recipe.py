@@ -164,6 +164,19 @@ LoraTargetsOpt = Annotated[Optional[str], typer.Option(
          "Training Llama 2 70B LoRA reference's.")]
 
 
+DocLengthOpt = Annotated[Optional[str], typer.Option(
+    "--doc-length", metavar="DIST",
+    help="Train: packed sequences. The token lengths of the documents (fine-tuning samples) packed into each "
+         "--seq row, attention kept inside each document (Transformer Engine / flash-attn variable-length "
+         "kernels): 512, uniform:A-B or a CSV of length,count rows, as serve's --input-len. The attention core "
+         "then does the per-document causal work, efficiency x E[d^2] / E[d] keys a query instead of the row. "
+         "Default: none (one sequence a row).")]
+PackEfficiencyOpt = Annotated[Optional[float], typer.Option(
+    "--pack-efficiency", metavar="F",
+    help="With --doc-length: the share of each packed row that documents fill (the rest is padding). Default: "
+         "what first-fit packing of the shuffled documents reaches (Megatron-Bridge's default packer), simulated.")]
+
+
 def recipe_flags(**flags: Any) -> dict[str, Any]:
     """The flags as ``TrainOptions`` keyword arguments (enum choices as their values, ``None`` kept)."""
     return {k: (v.value if isinstance(v, Enum) else v) for k, v in flags.items()}
@@ -208,6 +221,7 @@ RECIPE_FLAGS = {
     "stack": "--stack", "moe_dispatcher": "--moe-dispatcher", "cuda_graphs": "--cuda-graphs",
     "attention_kernel": "--attention-kernel",
     "finetune": "--finetune", "lora_rank": "--lora-rank", "lora_targets": "--lora-targets",
+    "doc_length": "--doc-length", "pack_efficiency": "--pack-efficiency",
 }
 
 

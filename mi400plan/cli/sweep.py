@@ -11,7 +11,7 @@ from mi400plan.cli.recipe import (
     Bf16ShareOpt, FusedCeOpt, GradDtypeOpt, OffloadOpt, MoeCapacityOpt,
     OptimizerOpt, OverlapCpOpt, OverlapDpOpt, OverlapEpOpt, OverlapPpOpt, OverlapTpOpt, RecipeOpt,
     RecomputeLayersOpt, RecomputeModulesOpt, ReserveOpt, SplitOpt, UnevenOpt, VocabOpt, PpScheduleOpt, train_options,
-    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt, FinetuneOpt, LoraRankOpt, LoraTargetsOpt,
+    AttentionKernelOpt, CudaGraphsOpt, MoeDispatcherOpt, StackOpt, FinetuneOpt, LoraRankOpt, LoraTargetsOpt, DocLengthOpt, PackEfficiencyOpt,
 )
 from mi400plan.cli.counts import count, sku_list
 from mi400plan.cli.common import WidthOpt
@@ -106,6 +106,7 @@ def cmd(
     cuda_graphs: CudaGraphsOpt = None,
     attention_kernel: AttentionKernelOpt = None,
     finetune: FinetuneOpt = None, lora_rank: LoraRankOpt = None, lora_targets: LoraTargetsOpt = None,
+    doc_length: DocLengthOpt = None, pack_efficiency: PackEfficiencyOpt = None,
     tp: Annotated[Optional[str], typer.Option("--tp", help="Only these TP sizes (comma-separated).")] = None,
     pp: Annotated[Optional[str], typer.Option("--pp", help="Only these PP sizes.")] = None,
     vpp: Annotated[Optional[str], typer.Option("--vpp", help="Only these virtual-stage counts.")] = None,
@@ -151,7 +152,7 @@ def cmd(
                  overlap_pp=overlap_pp, overlap_cp=overlap_cp, overlap_dp=overlap_dp,
                  split_embedding_loss=split_embedding_loss, stack=stack, moe_dispatcher=moe_dispatcher,
                  cuda_graphs=cuda_graphs, attention_kernel=attention_kernel, finetune=finetune, lora_rank=lora_rank,
-                 lora_targets=lora_targets)
+                 lora_targets=lora_targets, doc_length=doc_length, pack_efficiency=pack_efficiency)
     shared = dict(tokens=tokens, global_batch=global_batch, seq_len=seq_n, pins=pins, gpu_hour_cost=gpu_hour_cost,
                   site=site)
     costs, effs = (electricity_price, pue, gpu_load, grid_intensity), (matmul_efficiency, hbm_efficiency, gemm_overhead_us)

@@ -54,6 +54,8 @@ def render_deadline(res: DeadlineResult, console: Any) -> None:
             console.print(f"{a.sku}: {a.limit}.", markup=False, highlight=False)
     if res.finetune:
         console.print(f"Fine-tuning: {res.finetune}.", markup=False, highlight=False)
+    if res.packing:
+        console.print(f"Packed sequences: {res.packing.removeprefix('packed sequences: ')}.", markup=False, highlight=False)
     from mi400plan.render.totals import render_totals
 
     render_totals([a.pick.totals for a in res.answers if a.pick is not None and a.pick.totals is not None], console)

@@ -111,6 +111,7 @@ def _breakdown(result: FitResult, row: FitRow, console: Any) -> None:
         *_recompute_line(row, result.recipe),
         *_schedule_line(result.recipe),
         *([f"fine-tuning: {result.recipe['finetune']}"] if result.recipe.get("finetune") else []),
+        *([str(result.recipe["packing"])] if result.recipe.get("packing") else []),
         f"runtime reserve: {result.reserve}{_reserve_split(row)}; GB = 10^9 B, GiB = 2^30 B",
         *([f"software stack: {row.stack}"] if row.stack else []),
         f"profiles: {short_path(result.model.profile)}, {short_path(row.profile)}",

@@ -34,6 +34,9 @@ def render_largest(res: LargestResult, console: Any) -> None:
     print_table(console, cols, out, title=f"Largest {res.family} model, {res.precision}, {what}",
                 caption=f"Fits: {res.rule}. Family: d_model in steps of 1,024, 128 per layer, Llama-3 heads and FFN.")
     _runs(res, console)
+    if res.packing:
+        console.print(f"Packed sequences: {res.packing.removeprefix('packed sequences: ')}.", markup=False,
+                      highlight=False)
 
 
 def _runs(res: LargestResult, console: Any) -> None:

@@ -181,6 +181,8 @@ def render(res: SweepResult, console: Any) -> None:
     console.print(_switches(res), markup=False, highlight=False)
     if res.finetune:
         console.print(f"Fine-tuning: {res.finetune}.", markup=False, highlight=False)
+    if res.packing:
+        console.print(f"Packed sequences: {res.packing.removeprefix('packed sequences: ')}.", markup=False, highlight=False)
     if res.saved_plan:
         console.print(f"Saved the best layout to {res.saved_plan}", markup=False, highlight=False)
 

@@ -82,6 +82,7 @@ class DeadlineResult(Result):
     site: str | None = None
     recipe: dict[str, Any] = Field(default_factory=new_dict)  # training-recipe switches that differ from the defaults
     finetune: str | None = None  # LoRA fine-tuning (``finetune.finetune_text``); None: every weight trains
+    packing: str | None = None  # packed sequences (``packing.packing_text``); None: one sequence a row
     method: str
     answers: list[SkuAnswer] = Field(default_factory=new_list)
 

@@ -63,6 +63,7 @@ class LargestResult(Result):
     precision: str
     rule: str  # what "fits" means here
     train_tokens: float | None = None  # train mode: --tokens (each row's ``run`` prices it)
+    packing: str | None = None  # train mode: packed sequences (``packing.packing_text``); None: one sequence a row
     rows: list[LargestRow] = Field(default_factory=new_list)
 
     def check_failed(self) -> bool:

@@ -347,6 +347,7 @@ class SweepResult(Result):
     overlap: dict[str, bool]
     split_embedding_loss: bool = False  # PP x VPP may divide layers + 2 (embedding and loss count as layers)
     finetune: str | None = None  # LoRA fine-tuning (``finetune.finetune_text``); None: every weight trains
+    packing: str | None = None  # packed sequences (``packing.packing_text``); None: one sequence a row
     evaluated: int
     valid: int
     rejected: dict[str, int]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, field_validator, model_validator
 
 from mi400plan.errors import LayoutError, UsageError
+from mi400plan.packing import PackedDocs
 from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
 from mi400plan.specs.common import StrictModel
 from mi400plan.specs.model import ModelSpec
@@ -443,6 +444,9 @@ class TrainRecipe(StrictModel):
     # With a rank the base weights are frozen: no gradients or optimizer states for them.
     lora_rank: int = Field(default=0, ge=0)
     lora_targets: tuple[str, ...] = ()
+    # Packed sequences (``mi400plan.packing``): the documents packed into each row (None: one sequence a row);
+    # the attention core then runs per document.
+    packed_docs: PackedDocs | None = None
 
     @property
     def fp8_weight_bytes(self) -> float:
@@ -636,6 +640,23 @@ def with_lora(recipe: TrainRecipe, finetune: str | None, rank: int | None,
     return recipe.model_copy(update=lora_fields(finetune, rank, targets))
 
 
+def with_packing(recipe: TrainRecipe, doc_length: str | None, pack_efficiency: float | None) -> TrainRecipe:
+    """``recipe`` with the packed documents of ``--doc-length`` / ``--pack-efficiency``
+    (``packing.parse_doc_length``): an efficiency without document lengths, and packing without flash
+    attention (the variable-length kernels that keep attention inside each document are flash kernels),
+    are usage errors."""
+    from mi400plan.packing import parse_doc_length
+
+    if doc_length is None:
+        if pack_efficiency is not None:
+            raise UsageError("--pack-efficiency is the share of packed rows that documents fill; add --doc-length")
+        return recipe
+    if not recipe.flash_attention:
+        raise UsageError("--doc-length packs documents into rows with attention kept inside each document, which "
+                         "the variable-length flash kernels do (Transformer Engine, flash-attn varlen); drop --no-flash")
+    return recipe.model_copy(update={"packed_docs": parse_doc_length(doc_length, pack_efficiency)})
+
+
 def lora_fields(finetune: str | None, rank: int | None, targets: tuple[str, ...] | list[str] | str | None
                 ) -> dict[str, object]:
     """``TrainRecipe`` fields of ``--finetune lora --lora-rank R --lora-targets T`` (``mi400plan.finetune``:
@@ -767,6 +788,10 @@ class TrainOptions(StrictModel):
     finetune: Literal["none", "lora"] = "none"
     lora_rank: int | None = Field(default=None, ge=1)
     lora_targets: tuple[str, ...] | None = None  # a comma-separated string is accepted too
+    # Packed sequences (``mi400plan.packing``): the document lengths packed into each row (``512``,
+    # ``uniform:A-B`` or a ``length,count`` CSV) and the share of each row they fill (None: the packer's).
+    doc_length: str | None = None
+    pack_efficiency: float | None = Field(default=None, gt=0.0, le=1.0)
 
     @field_validator("recompute_modules", mode="before")
     @classmethod
@@ -799,6 +824,7 @@ class TrainOptions(StrictModel):
         recipe = with_bf16_gemm_share(recipe, self.bf16_gemm_share)
         if self.pp_schedule != "1f1b":
             recipe = recipe.model_copy(update={"pp_schedule": self.pp_schedule})
+        recipe = with_packing(recipe, self.doc_length, self.pack_efficiency)
         return with_lora(recipe, self.finetune, self.lora_rank, self.lora_targets)
 
     def search_flags(self) -> dict[str, bool]:
