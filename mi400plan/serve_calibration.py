@@ -60,8 +60,9 @@ PRIOR = {"hbm": 0.80, "matmul": 1.0, "overhead_us": 5.0}  # the profiles' assume
 RECENT_DAYS = 100
 PREFILL_HEAVY_TOKENS = 8192  # the matmul efficiency is fitted only on families with prompts this long
 # A point whose median TTFT exceeds this measured a server queueing requests it could not hold (a closed
-# loop of more sequences than its KV cache keeps in flight): outside the steady state the model describes,
-# so it is not fitted (:func:`queued`).
+# loop of more sequences than its KV cache keeps in flight): :func:`predict` runs it at the batch its stack's
+# KV admission allows and adds the admission wait (``serve_admission``), but it is not fitted: its TTFT is the
+# wait, which a finite run's start-up skews from the steady state (:func:`queued`).
 QUEUED_TTFT_S = 2.5
 # A serving stack is fitted on its own points of a family and class only with at least this many points
 # per fitted figure (:func:`fitted_parameters`); else it is served with the family's fit and a wider range.
@@ -263,7 +264,8 @@ def queued(p: Point) -> bool:
     390 s) keeps 32-128 sequences in flight on one or two GPUs, 0.8 to 2.9 times what the planner's
     memory model says their KV cache holds at the full context (and one H200 DeepSeek-R1 point, 64
     sequences of 8k-token prompts: 3.4 s); the slowest prefill kept is 2.3 s (an 8k-token prompt on
-    one MI300X)."""
+    one MI300X). No fitted point has more clients than its stack's KV admission runs (``serve_admission``),
+    so the admission limit changes only these points' predictions."""
     return p.ttft_s > QUEUED_TTFT_S
 
 
