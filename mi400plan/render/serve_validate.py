@@ -1,5 +1,5 @@
 """Table rendering of ``mi400plan validate --serve``: the never-fitted published results side by side with
-the model, then the signed-error statistics per scope (in-sample, leave-one-source-out, older runs,
+the model, then the signed-error statistics per scope (in-sample, leave-one-source-out, older runs, queued points,
 validation) by stack and SKU family."""
 
 from __future__ import annotations
