@@ -60,8 +60,9 @@ PRIOR = {"hbm": 0.80, "matmul": 1.0, "overhead_us": 5.0}  # the profiles' assume
 RECENT_DAYS = 100
 PREFILL_HEAVY_TOKENS = 8192  # the matmul efficiency is fitted only on families with prompts this long
 # A point whose median TTFT exceeds this measured a server queueing requests it could not hold (a closed
-# loop of more sequences than its KV cache keeps in flight): outside the steady state the model describes,
-# so it is not fitted (:func:`queued`).
+# loop of more sequences than its KV cache keeps in flight): :func:`predict` runs it at the batch its stack's
+# KV admission allows and adds the admission wait (``serve_admission``), but it is not fitted: its TTFT is the
+# wait, which a finite run's start-up skews from the steady state (:func:`queued`).
 QUEUED_TTFT_S = 2.5
 # A serving stack is fitted on its own points of a family and class only with at least this many points
 # per fitted figure (:func:`fitted_parameters`); else it is served with the family's fit and a wider range.
@@ -253,6 +254,7 @@ class Point:
     tput_per_gpu: float  # input + output tokens/s per GPU
     tpot_s: float
     ttft_s: float
+    stack: str = ""  # the serving stack profile it was measured on (``row_stack``); "": none known
 
 
 def queued(p: Point) -> bool:
@@ -262,15 +264,17 @@ def queued(p: Point) -> bool:
     390 s) keeps 32-128 sequences in flight on one or two GPUs, 0.8 to 2.9 times what the planner's
     memory model says their KV cache holds at the full context (and one H200 DeepSeek-R1 point, 64
     sequences of 8k-token prompts: 3.4 s); the slowest prefill kept is 2.3 s (an 8k-token prompt on
-    one MI300X)."""
+    one MI300X). No fitted point has more clients than its stack's KV admission runs (``serve_admission``),
+    so the admission limit changes only these points' predictions."""
     return p.ttft_s > QUEUED_TTFT_S
 
 
-def point_from_row(r: dict[str, str]) -> Point:
-    """One row of ``tests/data/serve_inferencex.csv`` (strings, as ``csv.DictReader`` gives them)."""
+def point_from_row(r: dict[str, str], stack: str = "") -> Point:
+    """One row of ``tests/data/serve_inferencex.csv`` (strings, as ``csv.DictReader`` gives them), measured on
+    serving stack ``stack`` (:func:`row_stack`)."""
     return Point(r["sku"], r["model"], r["precision"], int(r["tp"]), int(r["ep"]), bool(int(r["dpa"])),
                  int(r["isl"]), int(r["osl"]), int(r["conc"]), float(r["tput_per_gpu"]), float(r["median_tpot_s"]),
-                 float(r["median_ttft_s"]))
+                 float(r["median_ttft_s"]), stack)
 
 
 @dataclass(frozen=True)
@@ -303,7 +307,7 @@ def calibration_groups(cat: Any, rows: list[dict[str, str]], *, by_stack: bool =
         key = f"{r['family']}/{model_class(cat.get('models', r['model']).spec)}"
         if by_stack:
             key += f"/{row_stack(cat, r)}"
-        grouped.setdefault(key, []).append((point_from_row(r), date.fromisoformat(r["date"])))
+        grouped.setdefault(key, []).append((point_from_row(r, row_stack(cat, r)), date.fromisoformat(r["date"])))
     out: dict[str, PointGroup] = {}
     for key, items in grouped.items():
         family, cls = key.split("/")[:2]
@@ -316,16 +320,30 @@ def calibration_groups(cat: Any, rows: list[dict[str, str]], *, by_stack: bool =
     return out
 
 
+def admission_policy(cat: Any, stack: str) -> str | None:
+    """The KV admission policy (``serve_admission``) of serving stack profile ``stack``; None for a point
+    with no stack profile (it is evaluated at its concurrency, no admission limit)."""
+    if not stack or stack not in cat.names("serving"):
+        return None
+    return str(cat.get("serving", stack).spec.kv_admission.policy)
+
+
 def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     """The model's total tokens/s per GPU, TPOT and TTFT for point ``p`` on hardware ``hw`` (whose
-    efficiency fields may be arrays: one prediction per element)."""
+    efficiency fields may be arrays: one prediction per element): a closed loop of ``p.conc`` clients on a
+    server that runs as many as its KV cache admits under its stack's policy
+    (``serve_admission.closed_loop``; the weights' room is the nominal HBM's)."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
+    from mi400plan.serve_admission import admission_context, closed_loop, kv_capacity
     from mi400plan.specs.layout import infer_recipe
 
     m = cat.get("models", p.model).spec
     wl = core.Workload(m, count_params(m), infer_recipe(p.precision, kv_dtype="fp8"), p.isl, p.osl)
-    ev = core.evaluate(wl, hw, tp=p.tp, pp=1, ep=p.ep, dpa=p.dpa, batch=float(p.conc))
+    policy = admission_policy(cat, p.stack)
+    cap = np.inf if policy is None else kv_capacity(
+        wl, hw, tp=p.tp, pp=1, dpa=p.dpa, batch=float(p.conc), context=admission_context(policy, p.isl, p.osl))
+    ev = closed_loop(wl, hw, tp=p.tp, pp=1, ep=p.ep, dpa=p.dpa, clients=float(p.conc), capacity=cap)
     return {"tput": ev["total_tps_gpu"], "tpot": ev["tpot"], "ttft": ev["ttft"]}
 
 

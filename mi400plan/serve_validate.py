@@ -18,8 +18,8 @@ Data (bundled in the wheel as ``mi400plan/data/``; in a source checkout ``tests/
   (``serve_calibration.row_stack``: ``trt`` -> ``trtllm``, ``vllm`` on AMD -> ``rocm-vllm``). Each is a
   role: ``fitted`` (inside its family/class's window and steady state: what ``fit_family`` fits),
   ``older`` (runs before the window: older software, never fitted) or ``queued`` (a measured queue,
-  ``serve_calibration.queued``: outside the steady state the model describes; listed, left out of every
-  statistic). InferenceX publishes total (input + output) tokens/s per GPU; the rows' output tokens/s per
+  ``serve_calibration.queued``: more clients than the KV cache admits; never fitted, predicted with the
+  admission wait of ``serve_admission.closed_loop`` and summarised in a scope of their own). InferenceX publishes total (input + output) tokens/s per GPU; the rows' output tokens/s per
   GPU is that times ``osl / (isl + osl)``, the output share at the run's lengths, which is also the model's
   (``serve.evaluate``), so its relative error is the calibration's.
 * ``serve_validation.csv``: MLPerf Inference, vendors' tables and other published results, never fitted:
@@ -162,7 +162,7 @@ def inferencex_cases(cat: Catalog, rows: Sequence[tuple[int, dict[str, str]]]) -
     groups = calibration_groups(cat, [r for _, r in rows])
     out = []
     for line, r in rows:
-        p = point_from_row(r)
+        p = point_from_row(r, row_stack(cat, r))
         cls = model_class(cat.get("models", p.model).spec)
         role = ("older" if date.fromisoformat(r["date"]) < groups[f"{r['family']}/{cls}"].cut
                 else "queued" if queued(p) else "fitted")
@@ -370,11 +370,11 @@ class Stat:
     max_abs: float
 
 
-SCOPES = ("in-sample", "loso", "loso-same-generation", "older", "validation")
+SCOPES = ("in-sample", "loso", "loso-same-generation", "older", "queued", "validation")
 
 
 def _scope_errors(scope: str, r: CaseResult) -> dict[str, float | None] | None:
-    """The errors a case contributes to ``scope`` (None: none); queued points contribute to no scope."""
+    """The errors a case contributes to ``scope`` (None: none); queued points (never fitted) only to their own."""
     role = r.case.role
     if scope == "in-sample":
         return r.error if role == "fitted" else None
@@ -382,7 +382,7 @@ def _scope_errors(scope: str, r: CaseResult) -> dict[str, float | None] | None:
         return r.loso_error if role == "fitted" else None
     if scope == "loso-same-generation":
         return r.loso_error if role == "fitted" and r.loso_same_generation else None
-    return r.error if role == ("older" if scope == "older" else "validation") else None
+    return r.error if role == (scope if scope in ("older", "queued") else "validation") else None
 
 
 GROUPINGS: tuple[tuple[str, Callable[[Case], str]], ...] = (

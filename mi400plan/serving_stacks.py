@@ -16,7 +16,9 @@ What a stack changes:
   family's fit over every stack with a wider range (the status says which);
 * the scheduler of ``--scenario`` (:func:`scheduler_limits`): the stack's defaults for
   ``max_num_batched_tokens`` / ``max_num_seqs`` and whether prompt chunks share an iteration with the
-  decodes (``specs/serving.py``).
+  decodes (``specs/serving.py``);
+* the KV admission policy (``[kv_admission]``, ``serve_admission``): how many of a closed loop's clients
+  run at once in the InferenceX calibration's evaluation (``serve_calibration.predict``).
 """
 
 from __future__ import annotations

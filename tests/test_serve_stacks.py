@@ -61,7 +61,8 @@ def _raw(**over: object) -> dict:
            "sources": {"S": {"title": "release notes", "date": "2025-01"}},
            "scheduler": {"chunked_prefill": True, "prefill_with_decodes": True,
                          "max_num_batched_tokens": [{"value": 4096}],
-                         "max_num_seqs": [{"value": 128}], "status": "unverified"}}
+                         "max_num_seqs": [{"value": 128}], "status": "unverified"},
+           "kv_admission": {"policy": "current", "status": "unverified"}}
     raw.update(over)
     return raw
 

@@ -67,7 +67,7 @@ def test_two_row_file_cases_errors_and_statistics(catalog) -> None:
 
 
 def test_queued_and_older_points_are_roles_not_fitted(catalog) -> None:
-    """Median TTFT above 2.5 s: queued (in no statistic); a run more than 100 days before the group's newest:
+    """Median TTFT above 2.5 s: queued (never fitted, in its own statistic only); a run more than 100 days before the group's newest:
     older (never fitted, its own scope)."""
     text = TWO_ROWS.replace("0.020,0.200", "0.020,3.000") + \
         f"amd-cdna3,mi300x,vllm,llama3-70b,fp8,1,1,0,1024,2048,8,500.0,0.025,0.250,2025-06-01,{RUNS}333\n"
@@ -76,7 +76,7 @@ def test_queued_and_older_points_are_roles_not_fitted(catalog) -> None:
     assert loso_sources([q, b, old]) == ["111", "222"]  # the older run is never held out: it was never fitted
     p = {"tput": 100.0, "ttft": 0.1, "tpot": 0.01}
     stats = summarize(case_results([q, b, old], [p, p, p], None))
-    assert {(s.scope, s.points) for s in stats if s.by == "all"} == {("in-sample", 1), ("older", 1)}
+    assert {(s.scope, s.points) for s in stats if s.by == "all"} == {("in-sample", 1), ("older", 1), ("queued", 1)}
 
 
 def test_run_id_is_the_actions_run() -> None:

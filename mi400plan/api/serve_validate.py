@@ -43,7 +43,7 @@ def _notes(results: list[CaseResult], basis: dict[str, str]) -> list[str]:
     queued = sum(r.case.role == "queued" for r in results)
     fallback = sorted({basis[c.id] for c in (r.case for r in results)
                        if c.id in basis and not basis[c.id].startswith(f"{own_key(c)} refit")})
-    out = [f"{queued} InferenceX points measured a queue (median TTFT above 2.5 s): listed, in no statistic"]
+    out = [f"{queued} InferenceX points measured a queue (median TTFT above 2.5 s): never fitted, their own statistic"]
     out += [f"held out: {f}" for f in fallback]
     return out
 

@@ -1,5 +1,5 @@
 """Table rendering of ``mi400plan validate --serve``: the never-fitted published results side by side with
-the model, then the signed-error statistics per scope (in-sample, leave-one-source-out, older runs,
+the model, then the signed-error statistics per scope (in-sample, leave-one-source-out, older runs, queued points,
 validation) by stack and SKU family."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ SCOPE_TITLES = {
     "loso-same-generation": ("The same, where the refit is of the held-out run's software generation (on its own "
                              "stack's and class's points only, newest run within 100 days)"),
     "older": "InferenceX runs before the calibration window (older software, never fitted)",
+    "queued": ("InferenceX points that measured a queue (more clients than the KV cache admits; never fitted): "
+               "the running batch at the stack's KV admission and the admission wait in TTFT"),
     "validation": "Published results never fitted (MLPerf Inference, vendors' tables)",
 }
 

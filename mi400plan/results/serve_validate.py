@@ -22,7 +22,7 @@ class ServeValidateRow(OutModel):
     id: str  # "<bundled file>:<line>"
     dataset: Literal["inferencex", "validation"]  # calibration data (InferenceX) or never-fitted validation data
     # fitted: calibration point; older: run before the calibration window (never fitted); queued: a measured
-    # queue (never fitted, in no statistic); validation: never fitted
+    # queue (never fitted, its own statistic); validation: never fitted
     role: Literal["fitted", "older", "queued", "validation"]
     source: str  # InferenceX: the GitHub Actions run number; validation: the source key (sources lists them)
     date: str  # the run's or the publication's date
@@ -61,7 +61,7 @@ class ServeValidateGroup(OutModel):
     # in-sample: fitted InferenceX points at the stored calibration; loso: the same points at the refit without
     # their run; loso-same-generation: those whose refit is of their software generation; older: InferenceX runs
     # before the window; validation: the never-fitted published results
-    scope: Literal["in-sample", "loso", "loso-same-generation", "older", "validation"]
+    scope: Literal["in-sample", "loso", "loso-same-generation", "older", "queued", "validation"]
     by: Literal["all", "stack", "family", "stack/family", "source"]
     name: str
     metric: Literal["tput", "ttft", "tpot"]  # output tokens/s per GPU, time to first token, time per output token

@@ -18,6 +18,13 @@ the tier applies to GPUs with less HBM than this; the last tier has no bound), r
 pool (SGLang's rule, ``serve_sim.sglang_limits``). ``small_tier_skus`` lists SKU name fragments that
 take the first tier whatever their HBM (vLLM: A100).
 
+``[kv_admission]``: how the server admits a request against its KV cache, which bounds the sequences it
+runs at once (``serve_admission``): ``policy = "reserve-full"`` admits a request only when its whole
+prompt + output KV can be reserved and never evicts a started one (TensorRT-LLM's default capacity
+scheduler policy ``GUARANTEED_NO_EVICT``); ``policy = "current"`` admits on the blocks the request needs
+now and preempts (recomputes) running requests when the cache runs out (vLLM, SGLang), so the running
+batch is what the cache holds at the sequences' mean context.
+
 ``vendor_reference = true`` marks the stack a vendor's own published inference performance tables are
 measured with (NVIDIA: TensorRT-LLM, "Performance Overview"; AMD: ROCm vLLM, "Performance results"):
 the default serving stack of a vendor is the newest-released of those
@@ -97,6 +104,28 @@ class InferenceXUse(StrictModel):
     note: str | None = None
 
 
+class KvAdmission(StrictModel):
+    """How the server admits requests against its KV cache (module docstring), and where that is stated."""
+
+    policy: Literal["reserve-full", "current"]
+    status: Status = "disclosed"
+    source: list[str] = Field(default_factory=new_list)
+    note: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _status(cls, data: object) -> object:
+        if isinstance(data, dict) and "status" in data:
+            data = dict(data)
+            data["status"] = _norm_status(data["status"])
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> "KvAdmission":
+        require_source(self.status, self.source, f"kv_admission: a {self.status} policy")
+        return self
+
+
 class ServingStack(ProfileBase):
     framework: str = Field(min_length=1)  # "vLLM", "SGLang", "TensorRT-LLM"
     version: str = Field(min_length=1)  # the release as its project names it
@@ -106,6 +135,7 @@ class ServingStack(ProfileBase):
     vendor_reference: bool = False  # the vendor's own published inference benchmarks run it (default candidate)
     vendor_reference_source: list[str] = Field(default_factory=new_list)
     scheduler: SchedulerDefaults
+    kv_admission: KvAdmission
     inferencex: InferenceXUse | None = None
 
     @model_validator(mode="after")
@@ -122,6 +152,7 @@ class ServingStack(ProfileBase):
         used = [("release_source", k) for k in self.release_source]
         used += [("vendor_reference_source", k) for k in self.vendor_reference_source]
         used += [("scheduler", k) for k in self.scheduler.source]
+        used += [("kv_admission", k) for k in self.kv_admission.source]
         used += [("inferencex", k) for k in (self.inferencex.source if self.inferencex else [])]
         self.require_source_keys(used)
         return self
