@@ -23,6 +23,10 @@ Flash attention (Dao et al. 2022, "FlashAttention"; Dao 2023, "FlashAttention-2"
 kernel per layer and pass whose matmul FLOPs run at its own measured fraction of the BF16 peak
 (``attention`` efficiency, lower than the GEMM ceiling: softmax and masking share the CUs), with
 the same wave quantization over (batch x heads x query blocks of ``ATTN_BLOCK_Q``) work items.
+That fraction is the kernel's long-sequence rate; a query block's fixed work (its diagonal block run
+masked, loading Q, rescaling and writing O) is amortized over the keys it loops over, so the rate on
+``keys`` keys is ``keys / (keys + s_half)`` of it, ``s_half`` per kernel generation fitted on its
+published kernel benchmark (:func:`attention_length_factor`).
 """
 
 from __future__ import annotations
@@ -56,6 +60,24 @@ MIN_UNITS_FOR_WAVES = 32
 # FLOPs of flash attention's backward pass relative to its forward: 5 matmuls (recompute QK^T, dV,
 # dP, dQ, dK) against 2 (QK^T, PV) = 2.5 (Dao 2023, FlashAttention-2, section 3.1.2).
 ATTN_BWD_OVER_FWD = 2.5
+# Causal flash-attention forward rate, TFLOP/s (causal FLOPs), BF16, head dim 128, on one H100 80GB SXM5
+# at sequence lengths ATTN_BENCH_SEQ (batch x sequence = 16k tokens, hidden 2,048): Shah et al.,
+# "FlashAttention-3", arXiv 2407.08608, 2024-07-11, Figure 5 (forward, causal mask, head dim 128), per
+# kernel generation of ``stacks`` (fa2 = FlashAttention-2, cudnn = cuDNN fused attention, fa3).
+ATTN_BENCH_SEQ = (512, 1024, 2048, 4096, 8192, 16384)
+ATTN_BENCH_TFLOPS = {
+    "fa2": (191.0, 260.0, 298.0, 319.0, 333.0, 335.0),
+    "cudnn": (315.0, 410.0, 484.0, 518.0, 529.0, 539.0),
+    "fa3": (292.0, 423.0, 521.0, 579.0, 602.0, 616.0),
+}
+# Keys at which each generation runs at half its long-sequence rate: ``rate(s) = r_inf s / (s + s_half)``
+# fitted (r_inf and s_half, six points, least relative squares) on ATTN_BENCH_TFLOPS by
+# ``benchmarks/fit_attention_length.py``: fa2 r_inf 351 TFLOP/s, cudnn 561, fa3 655; every point within
+# 3.3 %. The Triton kernel of the same figure (146 to 378 TFLOP/s) misses by up to 17 % on this form and
+# is not fitted: ``triton`` and ``ck`` (no kernel benchmark in the catalog) and a vendor with no stack
+# take FlashAttention-2's value, the algorithm those kernels implement (a rule).
+ATTN_HALF_KEYS = {"fa2": 402.0, "cudnn": 387.0, "fa3": 602.0}
+ATTN_HALF_KEYS_RULE = ATTN_HALF_KEYS["fa2"]
 
 
 @dataclass(frozen=True)
@@ -172,6 +194,20 @@ class AttnSku:
     peak_flops: float  # dense BF16 peak, FLOP/s (attention runs in BF16 also in FP8 recipes)
     efficiency: float  # measured fraction of that peak on long causal sequences
     units: int  # compute units; 0 = unknown
+    half_keys: float = 0.0  # keys at which the kernel runs at half its long-sequence rate; 0 = no length factor
+
+
+def attention_half_keys(kernel: str | None) -> float:
+    """``s_half`` of an attention kernel generation (``ATTN_HALF_KEYS``; other kernels and none: the rule)."""
+    return ATTN_HALF_KEYS.get(kernel or "", ATTN_HALF_KEYS_RULE)
+
+
+def attention_length_factor(keys: Any, half_keys: float) -> Any:
+    """Fraction of its long-sequence rate a flash-attention kernel reaches when each query loops over
+    ``keys`` keys: ``keys / (keys + s_half)`` (module docstring; FA3 paper Figure 5, ``ATTN_BENCH_TFLOPS``).
+    FlashAttention-2 (s_half 402): 0.836 at 2,048 keys, 0.953 at 8,192, 0.997 at 131,072."""
+    k = np.maximum(np.asarray(keys, dtype=np.float64), 1.0)
+    return k / (k + half_keys) if half_keys > 0.0 else np.ones_like(k)
 
 
 def attention_fill(items: Any, units: int) -> Any:
@@ -182,13 +218,18 @@ def attention_fill(items: Any, units: int) -> Any:
     return items / (np.ceil(items / units) * units)
 
 
-def flash_attention_seconds(flops_fwd: Any, items: Any, sku: AttnSku) -> tuple[Any, Any]:
+def flash_attention_seconds(flops_fwd: Any, items: Any, sku: AttnSku, keys: Any = None) -> tuple[Any, Any]:
     """Forward and backward time of flash attention doing ``flops_fwd`` forward matmul FLOPs, seconds.
 
     ``items`` = sequences x heads x query blocks on this GPU (the kernel's grid). Backward does
-    ``ATTN_BWD_OVER_FWD`` times the forward FLOPs (FlashAttention-2, section 3.1.2).
+    ``ATTN_BWD_OVER_FWD`` times the forward FLOPs (FlashAttention-2, section 3.1.2). ``keys``: the keys
+    each query loops over, which set the kernel's rate (:func:`attention_length_factor`); None: the
+    long-sequence rate.
     """
-    t = np.asarray(flops_fwd, dtype=np.float64) / (sku.peak_flops * sku.efficiency * attention_fill(items, sku.units))
+    eff = sku.efficiency * attention_fill(items, sku.units)
+    if keys is not None:
+        eff = eff * attention_length_factor(keys, sku.half_keys)
+    t = np.asarray(flops_fwd, dtype=np.float64) / (sku.peak_flops * eff)
     return t, ATTN_BWD_OVER_FWD * t
 
 
@@ -321,7 +362,9 @@ def attention_seconds(sh: LayerShapes, mb: Any, seq: float, cp: Any, tp: Any, fl
     (the masked blocks are skipped), split over CP ranks (load-balanced) and TP (heads), at the
     attention efficiency. Packed sequences (``span``, ``packing.attention_span``): each of a row's
     ``s`` queries attends within its own document, ``span`` keys on average instead of ``s``, so the
-    work is ``s x span`` (``span`` = ``s``: one sequence a row). Without flash: the two batched GEMMs
+    work is ``s x span`` (``span`` = ``s``: one sequence a row); the kernel's rate is that of ``span`` keys
+    (:func:`attention_length_factor`; with CP the keys of the whole sequence, as a load-balanced
+    all-gather kernel loops over them). Without flash: the two batched GEMMs
     ``Q K^T`` (s x s, inner qk) and ``P V`` (s x v, inner s) over ``mb x heads / TP`` copies, the full
     (unmasked) matrix, at the GEMM model (Megatron-LM 2021's unfused path).
     """
@@ -331,7 +374,7 @@ def attention_seconds(sh: LayerShapes, mb: Any, seq: float, cp: Any, tp: Any, fl
         keys = seq if span is None else span
         flops = mb * heads * q_len * keys * (sh.qk_dim + sh.v_dim)  # 2 s_q s (qk + v) / 2 (causal)
         items = mb * heads * np.ceil(q_len / ATTN_BLOCK_Q)
-        return flash_attention_seconds(flops, items, asku)
+        return flash_attention_seconds(flops, items, asku, keys)
     batch = mb * heads
     sf, sb = train_gemm_seconds(q_len, seq, sh.qk_dim, gsku, batch)
     cf, cb = train_gemm_seconds(q_len, sh.v_dim, seq, gsku, batch)

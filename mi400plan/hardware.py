@@ -233,10 +233,11 @@ def build_sku(
 
 def _stack_fields(resolved: Any) -> dict[str, str]:
     """The stack settings the MoE terms read (``moe_dispatch``): token dispatcher, graph scope and FP8 recipe
-    (alltoall, eager and none where no stack is named, Megatron-Core's defaults)."""
+    (alltoall, eager and none where no stack is named, Megatron-Core's defaults), and the attention kernel
+    generation that sets flash attention's rate by sequence length (``gemm.attention_half_keys``)."""
     if resolved is None:
         return {}
-    return {k: resolved.settings[k] for k in ("moe_dispatcher", "cuda_graphs", "fp8_recipe")}
+    return {k: resolved.settings[k] for k in ("moe_dispatcher", "cuda_graphs", "fp8_recipe", "attention_kernel")}
 
 
 def _host_bw(acc: Any, offload: bool) -> float:

@@ -235,6 +235,7 @@ class Hardware:
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher of the stack (``moe_dispatch.DISPATCHERS``)
     cuda_graphs: str = "none"  # CUDA/HIP graph scope of the stack: none, partial, full
     fp8_recipe: str = "none"  # FP8 scaling recipe of the stack (blockwise: FP8 token dispatch, ``moe_dispatch``)
+    attention_kernel: str = ""  # attention kernel generation of the stack (``gemm.attention_half_keys``); "": none named
 
     def gemm_sku(self) -> "gemm.GemmSku":
         """The GEMM model's view of this SKU (``mi400plan.gemm``)."""
@@ -256,7 +257,7 @@ class Hardware:
         """The flash-attention model's view of this SKU (``mi400plan.gemm``)."""
         peak = self.peak_bf16_flops or self.peak_flops
         eff = self.attn_eff or ATTN_OVER_MATMUL * self.matmul_eff * self.peak_flops / peak
-        return gemm.AttnSku(peak, min(eff, 1.0), self.units)
+        return gemm.AttnSku(peak, min(eff, 1.0), self.units, gemm.attention_half_keys(self.attention_kernel))
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,11 @@ them by these rules; a stack equal to the default leaves them exactly as they ar
   inverse. Any other change of kernel (CK vs Triton, FA2 vs Triton, ...) has no kernel benchmark
   in the catalog: the nominal stays and the range widens to -25 %/+25 % (status ``assumed``).
   Where the profile has no measured attention (the ``search.ATTN_OVER_MATMUL`` rule) nothing moves.
+  The kernel generation also sets how fast the rate falls on short sequences, on every SKU
+  (``gemm.attention_length_factor``: ``keys / (keys + s_half)``, ``s_half`` fitted per generation on
+  the same paper's Figure 5), so a profile's ``attention`` is its long-sequence rate. Which generation
+  the H100 value (Llama 3 405B pre-training, early 2024) ran is not established: it is read as the
+  default stack's, an assumption its note states.
 * CUDA/HIP graph scope and MoE dispatcher: carried to ``search.Hardware`` and priced per MoE layer
   by ``mi400plan.moe_dispatch`` (a graph removes the host-bound expert term only where it captures
   the MoE layer: full scope with expert inputs padded to a capacity factor; the dispatcher sets the

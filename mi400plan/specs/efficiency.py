@@ -14,7 +14,8 @@ How ``sweep`` uses them (``mi400plan/search.py``):
 * ``gemm_overhead_us``: fixed time (microseconds) each GEMM kernel costs on top of its FLOPs
   (launch, prologue/epilogue).
 * ``attention``: fraction of the dense BF16 peak that flash attention reaches on the causal work it
-  does (masked blocks skipped). Where it is not given, ``search.ATTN_OVER_MATMUL`` x the BF16
+  does (masked blocks skipped) on long sequences; shorter ones run at ``keys / (keys + s_half)`` of it,
+  ``s_half`` by the stack's kernel generation (``gemm.attention_length_factor``). Where it is not given, ``search.ATTN_OVER_MATMUL`` x the BF16
   ceiling is used (documented rule).
 * ``expert_host_us``: host (CPU) time, microseconds, to issue one local expert's GEMM in MoE training
   (PyTorch eager frameworks prepare every expert on the host); a micro-batch whose experts take the
