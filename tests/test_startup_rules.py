@@ -36,21 +36,43 @@ def test_no_model_field_takes_a_builtin_factory():
     assert a == [] and a is not b and new_dict() == {} and new_dict() is not new_dict()
 
 
-def test_sweep_loads_neither_rack_results_nor_cost_profiles():
-    """A sweep without --tokens or cost flags prices no cost profile and builds no rack result."""
+def _loaded_after(args: list[str], modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has imported after running the command line ``args``."""
     code = (
         "import io, sys, contextlib\n"
         "from mi400plan.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n"
-        "        main(['sweep', 'gpt3-175b', '--sku', 'a100', '--gpus', '1024', '--json', '--no-ranges'])\n"
+        f"        main({args!r})\n"
         "    except SystemExit as exc:\n"
         "        assert exc.code == 0, exc.code\n"
-        "loaded = [m for m in ('mi400plan.results.rack', 'mi400plan.specs.cost') if m in sys.modules]\n"
-        "sys.stderr.write(','.join(loaded) or 'none')\n"
+        f"loaded = [m for m in {modules!r} if m in sys.modules]\n"
+        "sys.stderr.write('\\nloaded:' + ','.join(loaded))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stderr.endswith("none"), out.stderr[-500:]
+    tail = out.stderr.rsplit("\nloaded:", 1)[-1]
+    return [m for m in tail.split(",") if m]
+
+
+# Modules no training command needs unless a flag asks: the cost model and cost profiles (--tokens, site
+# flags), the measured-run validation (``validate``; the error band is ``bands``), the FP8 recipe of the
+# stacks (--precision fp8), rack results, serving, calibration, plotting and the table renderer (--json).
+_NOT_ON_THE_JSON_PATH = ("mi400plan.results.rack", "mi400plan.specs.cost", "mi400plan.cost", "mi400plan.validate",
+                         "mi400plan.stack_precision", "mi400plan.serve", "mi400plan.serve_sim", "mi400plan.calibrate",
+                         "matplotlib", "rich")
+
+
+def test_sweep_loads_neither_rack_results_nor_cost_profiles():
+    """A sweep without --tokens or cost flags prices no cost profile and builds no rack result; with
+    --json it reads the error band without the validation module and renders no table."""
+    args = ["sweep", "gpt3-175b", "--sku", "a100", "--gpus", "1024", "--json", "--no-ranges"]
+    assert _loaded_after(args, _NOT_ON_THE_JSON_PATH + ("mi400plan.api.sweep",)) == ["mi400plan.api.sweep"]
+
+
+def test_fit_json_loads_no_search_cost_or_validation():
+    """``fit --json`` (bf16) imports neither the layout search nor the modules a sweep leaves out."""
+    args = ["fit", "llama3-70b", "--sku", "mi300x", "--json"]
+    assert _loaded_after(args, _NOT_ON_THE_JSON_PATH + ("mi400plan.search", "mi400plan.api.sweep")) == []
 
 
 def test_a_flag_left_out_reaches_its_callback_as_none(cli):
