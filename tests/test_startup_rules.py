@@ -78,6 +78,31 @@ def test_fit_json_loads_no_search_cost_or_validation():
     assert _loaded_after(args, _NOT_ON_THE_JSON_PATH + ("mi400plan.search", "mi400plan.api.sweep")) == []
 
 
+def _program_loads(argv: list[str], modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` the program (``console()``, as the ``mi400plan`` script runs it) has imported
+    by the time it exits, for the command line ``argv``."""
+    code = (
+        "import sys, atexit\n"
+        f"atexit.register(lambda: sys.stderr.write('\\nloaded:' + ','.join(m for m in {modules!r} if m in sys.modules)))\n"
+        f"sys.argv = ['mi400plan'] + {argv!r}\n"
+        "from mi400plan.cli import console\n"
+        "console()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-500:]
+    return [m for m in out.stderr.rsplit("\nloaded:", 1)[-1].split(",") if m]
+
+
+def test_help_loads_no_computing_module():
+    """``--help`` (and the root help) imports neither numpy nor pydantic, nor ctypes, which the program
+    loads only to tune the allocator for a command that computes (``cli._keep_freed_memory``)."""
+    heavy = ("numpy", "pydantic", "ctypes", "mi400plan.search")
+    assert _program_loads(["--help"], heavy) == []
+    assert _program_loads(["sweep", "--help"], heavy) == []
+    assert _program_loads(["comm", "all-reduce", "--size", "1MB", "--group", "8", "--sku", "mi300x", "--json"],
+                          ("ctypes", "numpy")) == ["ctypes", "numpy"]
+
+
 def test_values_typer_would_not_change_skip_its_coercion_but_keep_its_checks(cli):
     """A required argument left out is still a usage error naming it; a count flag's default reaches the
     command as the int it is and one given on the command line still goes through its parser."""

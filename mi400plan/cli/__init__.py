@@ -140,7 +140,7 @@ def _keep_freed_memory() -> None:
             k in os.environ for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")):
         return
     try:
-        import ctypes  # numpy, which every computing command loads, imports it too
+        import ctypes  # numpy, which every computing command loads, imports it anyway
 
         mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on
     except (ImportError, OSError, AttributeError):  # not glibc (musl has no mallopt): nothing to tune
@@ -158,10 +158,13 @@ def console() -> None:
     interpreter exit, a short command takes about a tenth longer. Code that calls :func:`main` in a
     process of its own keeps its collector. numpy's bundled OpenBLAS starts a thread per core when it
     loads; the planner's only linear algebra is a few parameters wide (``calibrate``), so it runs on
-    one thread unless ``OPENBLAS_NUM_THREADS`` is already set.
+    one thread unless ``OPENBLAS_NUM_THREADS`` is already set. A command that computes (not help or
+    completion) lets freed heap memory serve the next arrays (:func:`_keep_freed_memory`).
     """
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    _keep_freed_memory()
+    args = sys.argv[1:]
+    if args and not {"-h", "--help"} & set(args) and not any(k.endswith("_COMPLETE") for k in os.environ):
+        _keep_freed_memory()  # a command that computes: help and completion import neither numpy nor ctypes
     gc.disable()
     try:
         main()
