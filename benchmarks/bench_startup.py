@@ -7,12 +7,13 @@ shares the CPU) are printed next to its target, with the physical floor: the int
 interpreter importing numpy, pydantic and typer, which every computing command needs. Then, per
 command, the same run split in one interpreter: the third-party floor (with a pydantic model in use),
 the package's imports, the first run and a second, warm run. Then the parts: bare interpreter start-up, each
-heavy third-party import on its own, the package modules a command imports (``python -X
-importtime``, top entries by cumulative time), and catalog loading in process.
+heavy third-party import on its own, the package modules a command imports once the third-party floor
+is loaded (``python -X importtime``, top entries by cumulative time), and catalog loading in process.
 
 Each command is also run alternately with the third-party floor, and the median of (command - floor)
 is printed: the package's own share, which does not move with the machine's speed drifting between
-runs the way the minimum wall time does.
+runs the way the minimum wall time does, in wall and CPU seconds and in minor page faults (a count that
+does not depend on the machine's load at all).
 
 Targets (2-core machine, quiet): ``--help`` <= 0.12 s, ``fit ... --json`` <= 0.2 s,
 ``sweep ... --no-ranges --json`` <= 0.25 s, ``fit llama3-70b --sku all`` <= 0.3 s.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -52,12 +54,16 @@ def _wall(cmd: list[str], runs: int, env: dict[str, str]) -> float:
 
 
 def _importtime(args: list[str], env: dict[str, str], top: int = 8) -> list[tuple[int, str]]:
-    """Cumulative import time (microseconds) of the slowest top-level imports of one command."""
-    code = "import sys; from mi400plan.cli import main; sys.argv[0]='mi400plan'; main(sys.argv[1:])"
+    """Cumulative import time (microseconds) of the slowest top-level imports of one command, after the
+    third-party floor (``_FLOOR``) is loaded: otherwise the first package module to import numpy or
+    pydantic (or typer's pydantic adapter, ``typer._adapters``, that typer >= 0.29 builds its parameter
+    coercion on) is charged the floor's time."""
+    code = (_FLOOR + "import sys; sys.stderr.write('\\n--- floor loaded ---\\n')\n"
+            "from mi400plan.cli import main; sys.argv[0]='mi400plan'; main(sys.argv[1:])")
     proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code, *args],
                           capture_output=True, text=True, env=env, cwd=os.sep)
     rows = []
-    for line in proc.stderr.splitlines():
+    for line in proc.stderr.split("--- floor loaded ---", 1)[-1].splitlines():
         m = re.match(r"import time:\s+\d+ \|\s+(\d+) \|( *)(\S+)", line)
         if m and len(m.group(2)) <= 2:  # top-level and first-level imports only
             rows.append((int(m.group(1)), m.group(2) + m.group(3)))
@@ -122,20 +128,28 @@ def _phases(args: list[str], runs: int, env: dict[str, str]) -> list[float]:
     return best or [0.0] * 4
 
 
-def _paired(cmd: list[str], runs: int, env: dict[str, str]) -> tuple[float, float]:
-    """(median wall of the command, median of command minus the third-party floor run just before it):
-    floor and command alternate, so a machine whose speed drifts during the measurement moves both
-    and the difference is what the package itself costs."""
-    walls, own = [], []
+def _paired(cmd: list[str], runs: int, env: dict[str, str]) -> tuple[float, float, float, float]:
+    """(median wall of the command, then the medians of command minus the third-party floor run just before
+    it: wall seconds, CPU seconds (user + system) and minor page faults): floor and command alternate, so a
+    machine whose speed drifts during the measurement moves both and the difference is what the package
+    itself costs. Page faults (memory the kernel maps and zeroes for the process) do not depend on the
+    machine's load at all."""
+    walls, own, cpu, faults = [], [], [], []
+
+    def child(argv: list[str]) -> tuple[float, float, int]:
+        r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        subprocess.run(argv, capture_output=True, env=env, cwd=os.sep)
+        t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (t1 - t0, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime, r1.ru_minflt - r0.ru_minflt)
+
     for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", _FLOOR], capture_output=True, env=env, cwd=os.sep)
-        t1 = time.perf_counter()
-        subprocess.run(cmd, capture_output=True, env=env, cwd=os.sep)
-        t2 = time.perf_counter()
-        walls.append(t2 - t1)
-        own.append((t2 - t1) - (t1 - t0))
-    return statistics.median(walls), statistics.median(own)
+        f_wall, f_cpu, f_faults = child([sys.executable, "-c", _FLOOR])
+        c_wall, c_cpu, c_faults = child(cmd)
+        walls.append(c_wall)
+        own.append(c_wall - f_wall)
+        cpu.append(c_cpu - f_cpu)
+        faults.append(c_faults - f_faults)
+    return statistics.median(walls), statistics.median(own), statistics.median(cpu), statistics.median(faults)
 
 
 def main() -> None:
@@ -161,8 +175,9 @@ def main() -> None:
         verdict = "ok" if t <= target else "over"
         print(f"mi400plan {label:32s}: {t:.3f} s / cpu {c:.3f} s (target {target:.2f} s: {verdict})")
         if args != ["--help"]:  # --help needs neither numpy nor pydantic: no floor to pair it with
-            med, own_share = _paired(base + args, runs, env)
-            print(f"    paired with the floor: median {med:.3f} s, of which the package {own_share:.3f} s (median)")
+            med, own_share, own_cpu, own_faults = _paired(base + args, runs, env)
+            print(f"    paired with the floor: median {med:.3f} s, of which the package {own_share:.3f} s (median;"
+                  f" CPU {own_cpu:.3f} s, {own_faults:,.0f} more page faults)")
         floor, own, first, warm = _phases(args, runs, env)
         print(f"    in one process: third-party floor {floor:.3f} s + package imports {own:.3f} s + first run"
               f" {first:.3f} s; the same command again {warm:.3f} s")

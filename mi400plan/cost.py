@@ -25,10 +25,12 @@ system at one site), ``run_energy``, ``facility_cost``, ``serving_economics`` an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mi400plan.errors import MissingValueError, ProfileError, UnknownNameError, UsageError
+# Re-exported: the values a command carries to this model live in ``mi400plan.pricing``.
+from mi400plan.pricing import CostOverrides, Pricing  # noqa: F401
 from mi400plan.results.cost import RunEnergy
 from mi400plan.specs.common import Estimate
 from mi400plan.units import HOUR, KW, MW
@@ -191,25 +193,6 @@ SITE_FLAGS: dict[str, tuple[str, str, bool]] = {
     "gpu_load": ("--gpu-load", "fraction of TDP", False),
     "grid_kg_co2e_per_kwh": ("--grid-intensity", "kg CO2e/kWh", True),
 }
-
-
-@dataclass
-class CostOverrides:
-    """Command-line replacements for profile values (None: keep the profile's)."""
-
-    site: dict[str, float] = field(default_factory=dict)  # SiteCost field -> value
-    facility: str | None = None  # owned | colocation
-    capex_per_gpu: float | None = None  # replaces server + network capex of the (single) system
-
-
-@dataclass(frozen=True)
-class Pricing:
-    """How a run is priced: a flat cost per GPU-hour (US dollars; None: the cost model's all-in figure for
-    the SKU's system) at ``site`` (None: ``DEFAULT_SITE``) with command-line ``overrides``."""
-
-    gpu_hour_cost: float | None = None
-    site: str | None = None
-    overrides: CostOverrides | None = None
 
 
 def _check_flag(flag: str, value: float, zero_ok: bool) -> None:

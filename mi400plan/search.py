@@ -1411,10 +1411,12 @@ def evaluate_structures(
     if idx.size == 0:
         return ChunkResult(rejected, 0, empty, empty, empty, empty)
     with np.errstate(all="ignore"):  # rule-breaking grid points may divide by zero; they are dropped
-        t = step_time(g, wl, hw, terms, opts, coll)
         # The memory total runs on the broadcast grid too (each term at the shape of the dimensions it
-        # depends on); the terms of the peak stage are computed again only for the rows gathered.
+        # depends on); the terms of the peak stage are computed again only for the rows gathered. It runs
+        # first: its temporaries are freed before the step-time model's, whose terms stay for the gather,
+        # so the two never hold their working arrays at once (fewer fresh pages).
         peak = memory_peak(g, wl)
+        t = step_time(g, wl, hw, terms, opts, coll)
     ok = _Passing(g, shape, idx)
     total, step = ok.at(peak), ok.at(t["step"])
     keys = MEM_KEYS + (("offloaded",) if wl.recipe.offload_layers > 0 else ())

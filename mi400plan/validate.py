@@ -17,15 +17,16 @@ URL); ``mi400plan/data/error_bands.json`` is the band table computed from them (
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# Re-exported: the band table itself lives in ``mi400plan.bands`` (sweep reads it without this module).
+from mi400plan.bands import BANDS_FILE, Band, band_for, read_bands  # noqa: F401
+
 BUNDLED_RUNS = "train_validation.csv"
-BANDS_FILE = "error_bands.json"
 MIN_BAND_RUNS = 3  # a group with fewer runs gives no band (the next wider group does)
 
 
@@ -126,22 +127,6 @@ def loso_errors(metas: Sequence[RunMeta], refit: Refit) -> tuple[list[float | No
 # --- error bands ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Band:
-    """An empirical error band: the mean |error| of the runs of a group (``kind``: dense or MoE; ``stack``:
-    None for every stack), and how many runs it rests on."""
-
-    kind: str
-    stack: str | None
-    runs: int
-    mean_abs: float
-    max_abs: float
-
-    def text(self) -> str:
-        where = f"{self.kind}, {self.stack}" if self.stack else f"{self.kind}, all stacks"
-        return f"+-{self.mean_abs * 100:.0f} % ({where}, {self.runs} runs)"
-
-
 def bands_from(points: Iterable[tuple[RunMeta, float]]) -> list[Band]:
     """Bands per (dense/MoE, stack) and per dense/MoE over every stack, from ``(run, LOSO error)`` pairs;
     groups with fewer than ``MIN_BAND_RUNS`` runs are left out."""
@@ -163,34 +148,6 @@ def bands_json(bands: Sequence[Band]) -> str:
     head = ("error bands of the step-time model: mean |error| of the bundled measured runs under "
             "leave-one-source-out cross-validation (mi400plan validate --write-bands)")
     return json.dumps({"note": head, "runs_file": BUNDLED_RUNS, "bands": rows}, indent=2) + "\n"
-
-
-def read_bands(text: str | None = None) -> list[Band]:
-    """The bundled band table (``BANDS_FILE``), or ``text`` in its format."""
-    return list(_parse_bands(text if text is not None else _bundled_bands()))
-
-
-@functools.lru_cache(maxsize=1)
-def _bundled_bands() -> str:
-    from mi400plan.cache import package_dir  # a plain path where importlib.resources would add a lookup
-
-    return package_dir("data").joinpath(BANDS_FILE).read_text(encoding="utf-8")
-
-
-@functools.lru_cache(maxsize=4)
-def _parse_bands(text: str) -> tuple[Band, ...]:
-    data = json.loads(text)
-    return tuple(Band(r["kind"], r["stack"], int(r["runs"]), float(r["mean_abs"]), float(r["max_abs"]))
-                 for r in data["bands"])
-
-
-def band_for(bands: Sequence[Band], moe: bool, stack: str | None) -> Band | None:
-    """The band of a prediction: its (dense/MoE, stack) group when the table has it, else dense/MoE over
-    every stack."""
-    kind = "MoE" if moe else "dense"
-    exact = [b for b in bands if b.kind == kind and stack is not None and b.stack == stack]
-    wide = [b for b in bands if b.kind == kind and b.stack is None]
-    return (exact or wide or [None])[0]
 
 
 # --- the bundled runs file -----------------------------------------------------------------------

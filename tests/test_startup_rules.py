@@ -4,6 +4,7 @@ these check the causes, which do not depend on the machine's speed)."""
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 import subprocess
 import sys
@@ -36,21 +37,83 @@ def test_no_model_field_takes_a_builtin_factory():
     assert a == [] and a is not b and new_dict() == {} and new_dict() is not new_dict()
 
 
-def test_sweep_loads_neither_rack_results_nor_cost_profiles():
-    """A sweep without --tokens or cost flags prices no cost profile and builds no rack result."""
+def _loaded_after(args: list[str], modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has imported after running the command line ``args``."""
     code = (
         "import io, sys, contextlib\n"
         "from mi400plan.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n"
-        "        main(['sweep', 'gpt3-175b', '--sku', 'a100', '--gpus', '1024', '--json', '--no-ranges'])\n"
+        f"        main({args!r})\n"
         "    except SystemExit as exc:\n"
         "        assert exc.code == 0, exc.code\n"
-        "loaded = [m for m in ('mi400plan.results.rack', 'mi400plan.specs.cost') if m in sys.modules]\n"
-        "sys.stderr.write(','.join(loaded) or 'none')\n"
+        f"loaded = [m for m in {modules!r} if m in sys.modules]\n"
+        "sys.stderr.write('\\nloaded:' + ','.join(loaded))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stderr.endswith("none"), out.stderr[-500:]
+    tail = out.stderr.rsplit("\nloaded:", 1)[-1]
+    return [m for m in tail.split(",") if m]
+
+
+# Modules no training command needs unless a flag asks: the cost model and cost profiles (--tokens, site
+# flags), the measured-run validation (``validate``; the error band is ``bands``), the FP8 recipe of the
+# stacks (--precision fp8), rack results, serving, calibration, plotting and the table renderer (--json);
+# and typer's pydantic adapters, which it builds only for a value it has to convert (``helpfmt._light_coercion``:
+# here every value is text given as text, a default or left out).
+_NOT_ON_THE_JSON_PATH = ("mi400plan.results.rack", "mi400plan.specs.cost", "mi400plan.cost", "mi400plan.validate",
+                         "mi400plan.stack_precision", "mi400plan.serve", "mi400plan.serve_sim", "mi400plan.calibrate",
+                         "matplotlib", "rich", "typer._adapters")
+
+
+def test_sweep_loads_neither_rack_results_nor_cost_profiles():
+    """A sweep without --tokens or cost flags prices no cost profile and builds no rack result; with
+    --json it reads the error band without the validation module and renders no table."""
+    args = ["sweep", "gpt3-175b", "--sku", "a100", "--gpus", "1024", "--json", "--no-ranges"]
+    assert _loaded_after(args, _NOT_ON_THE_JSON_PATH + ("mi400plan.api.sweep",)) == ["mi400plan.api.sweep"]
+
+
+def test_fit_json_loads_no_search_cost_or_validation():
+    """``fit --json`` (bf16) imports neither the layout search nor the modules a sweep leaves out."""
+    args = ["fit", "llama3-70b", "--sku", "mi300x", "--json"]
+    assert _loaded_after(args, _NOT_ON_THE_JSON_PATH + ("mi400plan.search", "mi400plan.api.sweep")) == []
+
+
+def _program_loads(argv: list[str], modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` the program (``console()``, as the ``mi400plan`` script runs it) has imported
+    by the time it exits, for the command line ``argv``."""
+    code = (
+        "import sys, atexit\n"
+        f"atexit.register(lambda: sys.stderr.write('\\nloaded:' + ','.join(m for m in {modules!r} if m in sys.modules)))\n"
+        f"sys.argv = ['mi400plan'] + {argv!r}\n"
+        "from mi400plan.cli import console\n"
+        "console()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-500:]
+    return [m for m in out.stderr.rsplit("\nloaded:", 1)[-1].split(",") if m]
+
+
+def test_help_loads_no_computing_module():
+    """``--help`` (and the root help) imports neither numpy nor pydantic, nor ctypes, which the program
+    loads only to tune the allocator for a command that computes (``cli._keep_freed_memory``)."""
+    heavy = ("numpy", "pydantic", "ctypes", "mi400plan.search")
+    assert _program_loads(["--help"], heavy) == []
+    assert _program_loads(["sweep", "--help"], heavy) == []
+    assert _program_loads(["comm", "all-reduce", "--size", "1MB", "--group", "8", "--sku", "mi300x", "--json"],
+                          ("ctypes", "numpy")) == ["ctypes", "numpy"]
+
+
+def test_values_typer_would_not_change_skip_its_coercion_but_keep_its_checks(cli):
+    """A required argument left out is still a usage error naming it; a count flag's default reaches the
+    command as the int it is and one given on the command line still goes through its parser."""
+    missing = cli(["sweep", "--sku", "a100", "--json"])
+    assert missing.exit_code == 2 and "Missing argument 'MODEL'" in missing.stderr
+    bad = cli(["sweep", "gpt3-175b", "--sku", "a100", "--gpus", "1024", "--top", "x", "--json"])
+    assert bad.exit_code == 2 and "Invalid value for '--top': cannot read count 'x'" in bad.stderr
+    one = cli(["sweep", "gpt3-175b", "--sku", "a100", "--gpus", "1024", "--top", "1", "--no-ranges", "--json"])
+    assert one.exit_code == 0 and len(json.loads(one.stdout)["data"]["rows"]) == 1
+    default = cli(["sweep", "gpt3-175b", "--sku", "a100", "--gpus", "1024", "--no-ranges", "--json"])
+    assert len(json.loads(default.stdout)["data"]["rows"]) == 5  # --top's default
 
 
 def test_a_flag_left_out_reaches_its_callback_as_none(cli):

@@ -268,6 +268,8 @@ def fit(
 def _stack_fp8(catalog: Any, accels: list[Any], opts: TrainOptions, warnings: list[str]) -> TrainOptions:
     """``opts`` with ``--precision fp8`` priced as the stack's FP8 recipe (``stack_precision.fp8_as``), the
     note that says so added to ``warnings``."""
+    if opts.precision != "fp8":  # fp8_as leaves every other precision as it is
+        return opts
     from mi400plan.stack_precision import fp8_as
 
     precision, note = fp8_as(catalog, [a.spec for a in accels], opts.precision, opts.stack_request())

@@ -17,7 +17,7 @@ from typing import Any
 
 from mi400plan.batch import BatchLaw
 from mi400plan import hardware
-from mi400plan.cost import Pricing
+from mi400plan.pricing import Pricing
 from mi400plan.errors import UsageError
 from mi400plan.finetune import finetune_text
 from mi400plan.packing import options_packing_text
@@ -110,8 +110,8 @@ def parse_global_batch(text: str, seq_len: int) -> int:
 
 
 def _error_band(wl: Any) -> Any:
-    """The bundled step-time error band for the workload's kind (``validate.band_for``; no stack input yet)."""
-    from mi400plan.validate import band_for, read_bands
+    """The bundled step-time error band for the workload's kind (``bands.band_for``; no stack input yet)."""
+    from mi400plan.bands import band_for, read_bands
 
     return band_for(read_bands(), wl.model.moe is not None, None)
 
@@ -896,10 +896,10 @@ def sweep(
 def _stack_fp8(cat: Any, skus: list[str], options: Any) -> tuple[Any, str | None]:
     """``options`` with ``--precision fp8`` priced as the stacks' FP8 recipe on ``skus``
     (``stack_precision.fp8_as``), and the note that says so."""
-    from mi400plan.stack_precision import fp8_as
-
     if options is None or options.precision != "fp8":
         return options, None
+    from mi400plan.stack_precision import fp8_as
+
     accs = [cat.get("accelerators", s).spec for s in expand_all(cat, skus)]
     precision, note = fp8_as(cat, accs, options.precision, options.stack_request())
     return (options if precision == options.precision else options.model_copy(update={"precision": precision})), note

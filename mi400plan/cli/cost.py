@@ -33,7 +33,7 @@ def site_overrides(price: float | None, pue: float | None, rate: float | None, l
                    load: float | None, grid: float | None, facility: Facility | None, colo: float | None = None,
                    fac_capex: float | None = None, network: float | None = None, capex: float | None = None):  # noqa: ANN201
     """The flags as ``cost.CostOverrides`` (None: keep the site profile's value)."""
-    from mi400plan.cost import CostOverrides
+    from mi400plan.pricing import CostOverrides
 
     given = {
         "electricity_price_per_kwh": price, "pue": pue, "cost_of_capital": rate, "depreciation_years": life,

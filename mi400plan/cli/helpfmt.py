@@ -70,7 +70,7 @@ class PlannerCommand(TyperCommand):
         super().__init__(*args, **kwargs)
         for param in self.params:
             _plain_metavar(param)
-            _light_coercion(param)
+            _light_once(param)
             completer = _completer_for(self.name or "", param)
             if completer is not None:
                 param._custom_shell_complete = completer  # click's hook for a parameter's completions
@@ -125,7 +125,13 @@ def _simple_type(param: Any) -> Any:
         args = [a for a in typing.get_args(ann) if a is not type(None)]
         ann = args[0] if len(args) == 1 else ann
     info = desc.parameter_info
-    if getattr(info, "parser", None) is not None or getattr(info, "click_type", None) is not None:
+    if getattr(info, "parser", None) is not None:
+        # ``counts.count`` (every single-count flag's parser) hands an int back as it is, so a default
+        # int passes through like an int option's; text from the command line still goes to it
+        from mi400plan.cli.counts import count
+
+        return int if info.parser is count and ann is int else None
+    if getattr(info, "click_type", None) is not None:
         return None
     if getattr(desc, "file_annotation", None) is not None or getattr(desc, "is_choice", False):
         return None
@@ -152,39 +158,51 @@ def _passes_through(kind: Any, value: Any) -> bool:
     return False
 
 
+def _light_once(param: Any) -> Any:
+    """``param`` with :func:`_light_coercion` applied, once."""
+    if param is not None and not getattr(param, "_planner_light", False):
+        _light_coercion(param)
+        param._planner_light = True
+    return param
+
+
 def _light_help(opt: Any) -> Any:
     """The --help option with :func:`_light_coercion` applied once."""
-    if opt is not None and not getattr(opt, "_planner_light", False):
-        _light_coercion(opt)
-        opt._planner_light = True
-    return opt
+    return _light_once(opt)
 
 
 def _light_coercion(param: Any) -> None:
-    """Options left out stay None, and values typer would hand back unchanged pass straight through
-    (text options' strings, a default already of its type): typer >= 0.29 builds a pydantic
-    TypeAdapter for every parameter it coerces, at every start, and the first one imports its adapter
-    module (about 0.04 s). Command-line numbers still go through typer's parsing and bounds, and every
+    """Values typer would hand back unchanged skip its coercion (an option left out, text options'
+    strings, a default already of its type): typer >= 0.29 builds a pydantic TypeAdapter for every
+    parameter it coerces, at every start, even to turn None into None, and the first one imports its
+    adapter module. What typer does after coercing still runs: a required parameter's missing check
+    and the callback. Command-line numbers still go through typer's parsing and bounds, and every
     value is checked against its domain by the command (``cli/flags.py``). An empty path is refused:
     typer would read ``""`` as the current directory."""
     desc = getattr(param, "type_descriptor", None)  # typer >= 0.29
     original = param.process_value
-    light = desc is not None and not param.required
+    light = desc is not None
     kind = _simple_type(param) if light else None
     is_path = ("Path" in repr(desc.annotation)) if desc is not None else getattr(param.type, "name", "") == "path"
+    multi = bool(getattr(param, "multiple", False)) or getattr(param, "nargs", 1) == -1
 
     def process_value(ctx: Any, value: Any) -> Any:
         if is_path and (value == "" or (isinstance(value, (list, tuple)) and "" in value)):
             # typer would read "" as Path("") = the current directory
             raise typer.BadParameter("an empty path names no file or directory", ctx=ctx, param=param)
-        if light and param.callback is None:
-            if value is None:
-                return None
-            if _passes_through(kind, value):
-                return list(value) if kind is list else value
-        if light and kind is bool and value is None:  # a flag left out (--help): typer coerces None to None
-            return param.callback(ctx, param, None)
-        return original(ctx, value)
+        if not light:
+            return original(ctx, value)
+        if value is None:
+            value = () if multi else None  # what typer's coercion makes of a value left out
+        elif _passes_through(kind, value):
+            value = list(value) if kind is list else value
+        else:
+            return original(ctx, value)
+        if param.required and param.value_is_missing(value):
+            from typer._click.exceptions import MissingParameter
+
+            raise MissingParameter(ctx=ctx, param=param)
+        return value if param.callback is None else param.callback(ctx, param, value)
 
     param.process_value = process_value
 
@@ -216,10 +234,11 @@ def _plain_metavar(param: Any) -> None:
 class PlannerGroup(TyperGroup):
     """The command group: plain help (click's formatter), commands listed, an example."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for param in self.params:  # --install-completion, --show-completion
-            _light_coercion(param)
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # --install-completion and --show-completion: typer adds them after building the group
+        for param in self.params:
+            _light_once(param)
+        return super().parse_args(ctx, args)
 
     def get_help_option(self, ctx: Any) -> Any:
         return _light_help(super().get_help_option(ctx))

@@ -182,7 +182,7 @@ def _forward(profiles: Optional[list[Path]], model: str, sku: list[str], gpus: O
     ``SweepReport`` fields)."""
     from mi400plan.api.sweep import SkuOverrides, SweepReport, sweep
     from mi400plan.cli.cost import site_overrides
-    from mi400plan.cost import Pricing
+    from mi400plan.pricing import Pricing
 
     report = SweepReport(**out)
     _distinct_outputs(Path(report.save) if report.save else None, plot)
