@@ -569,10 +569,13 @@ class BatchWait:
     ``max_num_tokens``; both 0, off, by default): context requests are held while generation requests run,
     until ``iters`` iterations have passed or the scheduled tokens (prompts + one per decode) reach
     ``tokens`` (``tensorrt_llm/_torch/pyexecutor/py_executor.py`` ``_schedule`` / ``_waiting_requests``,
-    TensorRT-LLM 1.1, 2025)."""
+    TensorRT-LLM 1.1, 2025). ``prompts`` > 0: the hold ends when that many prompts are held instead of at a
+    token count (attention-DP balancing, ``attention_dp_config.enable_balance``: context requests wait until
+    every attention rank has one or ``timeout_iters`` pass; ``_balance_adp_requests``, same file)."""
 
     iters: int
     tokens: float
+    prompts: float = 0.0
 
 
 def md1_wait_median(wait_mean: Any, rho: Any) -> np.ndarray:
@@ -593,7 +596,7 @@ def batch_hold(bw: BatchWait | None, t_step: Any, X: Any, batch: Any, input_len:
 
     A window opens when a prompt finds no other held and lasts ``W = min(iters x t_step, (k - 1) / X)``, ``k``
     the prompts whose tokens with the decodes' reach the threshold, ``ceil((tokens - batch x decode_tokens) /
-    input_len)`` (``k <= 1``: the first prompt releases itself, no hold). The ``n = X W`` prompts arriving
+    input_len)``, or ``BatchWait.prompts`` (``k <= 1``: the first prompt releases itself, no hold). The ``n = X W`` prompts arriving
     during it (Poisson) wait the rest of it, uniform on ``(0, W)``, and all ``1 + n`` are prefilled in one pass
     that lasts ``(1 + n)`` single prefills (``pf_lat``), each getting its first token at its end. Mean:
     ``W (1 + n / 2) / (1 + n) + n pf_lat``; median: the ``1 / (1 + n)`` that wait all of ``W`` hold the median
@@ -601,7 +604,10 @@ def batch_hold(bw: BatchWait | None, t_step: Any, X: Any, batch: Any, input_len:
     z = np.zeros_like(np.asarray(t_step, dtype=np.float64) * np.asarray(X, dtype=np.float64))
     if bw is None or bw.iters <= 0:
         return z, z
-    k = np.ceil(np.maximum(bw.tokens - np.asarray(batch, dtype=np.float64) * decode_tokens, 0.0) / input_len)
+    if bw.prompts > 0:
+        k = np.full(z.shape, float(bw.prompts))
+    else:
+        k = np.ceil(np.maximum(bw.tokens - np.asarray(batch, dtype=np.float64) * decode_tokens, 0.0) / input_len)
     on = k > 1.0
     w = np.where(on, np.minimum(bw.iters * np.asarray(t_step), np.maximum(k - 1.0, 0.0) / X), 0.0)
     n = X * w

@@ -25,7 +25,7 @@ model is served with its own class's calibration, or the family's other one wher
   model (DeepSeek-R1's small expert GEMMs, MLA attention, FP4 formats) fall short of, or beat, the
   large-GEMM ceiling measured for training. It stays a fitted figure because it is far from 1 for MoE
   models on the AMD families (CDNA 3 0.35, CDNA 4 0.30 at FP4; dense models on CDNA 3: 0.90) and above it
-  on Blackwell (1.25: TensorRT-LLM beats the 0.507 at-scale FP8 ceiling derived from vLLM's GEMM). It is
+  on Hopper with TensorRT-LLM (dense: 1.35). It is
   fitted only when the family's points include 8k-token prompts (else 1, the prior), and applied only at
   the compute precisions of the points it was fitted on (other precisions keep the profile's ceiling);
 * ``request_overhead_ms``: per-request time before the first token outside the GPU model
@@ -108,8 +108,8 @@ CALIBRATION: dict[str, FamilyCalibration] = {
                                        0.1183, '2026-02-27..2026-02-27', ('fp8',)),
     'amd-cdna4/moe': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592, 0.1028,
                                        0.0795, '2026-02-27..2026-02-27', ('fp4',)),
-    'nvidia-blackwell/moe': FamilyCalibration('nvidia-blackwell', 'moe', 0.65, 6.0, 1.25, 180.0, 12, 0.1137, 0.329,
-                                              0.1134, 0.2273, 0.7792, '2025-11-02..2026-02-03', ('fp4', 'fp8')),
+    'nvidia-blackwell/moe': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 90.0, 12, 0.0795, 0.2454,
+                                              0.0953, 0.1755, 0.2211, '2025-11-02..2026-02-03', ('fp4', 'fp8')),
     'nvidia-hopper/moe': FamilyCalibration('nvidia-hopper', 'moe', 0.8, 8.0, 0.75, 60.0, 39, 0.0474, 0.1108, 0.0414,
                                            0.108, 0.0906, '2025-10-16..2025-11-02', ('fp8',)),
     'amd-cdna3/dense': FamilyCalibration('amd-cdna3', 'dense', 0.8, 10.0, 0.8, 40.0, 119, 0.0804, 0.2519, 0.0815,
@@ -130,9 +130,9 @@ STACK_CALIBRATION: dict[str, FamilyCalibration] = {
     'amd-cdna4/moe/sglang': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592,
                                               0.1028, 0.0795, '2026-02-27..2026-02-27', ('fp4',), stack='sglang',
                                               status='stack fit'),
-    'nvidia-blackwell/moe/trtllm': FamilyCalibration('nvidia-blackwell', 'moe', 0.65, 6.0, 1.25, 180.0, 12, 0.1137,
-                                                     0.329, 0.1134, 0.2273, 0.7792, '2025-11-02..2026-02-03', ('fp4',
-                                                     'fp8'), stack='trtllm', status='stack fit'),
+    'nvidia-blackwell/moe/trtllm': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 90.0, 12, 0.0795, 0.2454,
+                                                     0.0953, 0.1755, 0.2211, '2025-11-02..2026-02-03', ('fp4', 'fp8'),
+                                                     stack='trtllm', status='stack fit'),
     'nvidia-hopper/moe/trtllm': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 10.0, 0.85, 60.0, 24, 0.028, 0.0576,
                                                   0.0382, 0.073, 0.0737, '2025-10-16..2025-11-02', ('fp8',),
                                                   stack='trtllm', status='stack fit'),
@@ -336,13 +336,32 @@ def admission_policy(cat: Any, stack: str) -> str | None:
 INFERENCEX_TRT_BATCH_WAIT = (20, 0.9 * 16384)
 
 
+# Its TensorRT-LLM DeepSeek-R1 scripts (``dsr1_fp8_h200_trt_slurm.sh`` at b13bcafec, 2025-10-15;
+# ``dsr1_fp4_b200_trt_slurm.sh`` at e06929c, 2025-11-01) run attention data parallel with
+# ``attention_dp_config: {batching_wait_iters: 0, enable_balance: true, timeout_iters: 60}``: context requests
+# wait until every attention rank holds one, or 60 iterations.
+INFERENCEX_TRT_ADP_TIMEOUT_ITERS = 60
+
+
+def adp_balance_prompts(ranks: int) -> float:
+    """Prompts that arrive, on average, before each of ``ranks`` attention-DP ranks holds one: TensorRT-LLM
+    gives a new request to a rank below the expected count per rank (``executor_request_queue.py``
+    ``_balance_requests_across_ranks``, 1.1, 2025), which in a full closed loop is the rank the finishing
+    request left, a uniformly random one; so the coupon collector's ``R H_R = R (1 + 1/2 + ... + 1/R)``."""
+    return float(ranks) * sum(1.0 / i for i in range(1, int(ranks) + 1))
+
+
 def launch_batch_wait(p: Point) -> Any:
     """The TensorRT-LLM batch waiting (``serve.BatchWait``) the InferenceX launch script of point ``p`` sets
-    (``INFERENCEX_TRT_BATCH_WAIT``: TensorRT-LLM, Llama 70B, 1,024 in / 1,024 out, TP below 8); else None."""
+    (``INFERENCEX_TRT_BATCH_WAIT``: TensorRT-LLM, Llama 70B, 1,024 in / 1,024 out, TP below 8; attention-DP
+    balancing on TensorRT-LLM DeepSeek-R1 points with attention data parallel: :func:`adp_balance_prompts`
+    over the TP ranks, ``INFERENCEX_TRT_ADP_TIMEOUT_ITERS``); else None."""
     from mi400plan.serve import BatchWait
 
     if p.stack == "trtllm" and p.model == "llama3-70b" and p.isl == 1024 and p.osl == 1024 and p.tp < 8:
         return BatchWait(*INFERENCEX_TRT_BATCH_WAIT)
+    if p.stack == "trtllm" and p.model == "deepseek-r1" and p.dpa and p.tp > 1:
+        return BatchWait(INFERENCEX_TRT_ADP_TIMEOUT_ITERS, np.inf, adp_balance_prompts(p.tp))
     return None
 
 

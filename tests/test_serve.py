@@ -210,6 +210,10 @@ def test_batch_hold_by_hand() -> None:
     # One prompt reaches the threshold (k = ceil(996 / 1,024) = 1), or the waiting is off: no hold.
     assert float(core.batch_hold(core.BatchWait(20, 1000.0), 0.03, 20.0, 4.0, 1024.0, 1.0, 0.06)[1]) == 0.0
     assert float(core.batch_hold(None, 0.03, 20.0, 4.0, 1024.0, 1.0, 0.06)[0]) == 0.0
+    # A prompt count instead (attention-DP balancing): 21.74 prompts at 1.2/s, 60 steps of 50 ms: W = min(3.0,
+    # 20.74 / 1.2 = 17.3) = 3.0 s, n = 3.6: median 3.0 x 4.6 / 7.2 = 1.916667 s, mean 3.0 x 2.8 / 4.6 = 1.826087 s.
+    mean, median = core.batch_hold(core.BatchWait(60, np.inf, 21.74), 0.05, 1.2, 64.0, 8192.0, 1.0, 0.0)
+    assert (float(mean), float(median)) == pytest.approx((1.826087, 1.916667), rel=1e-6)
 
 
 def test_batch_hold_matches_a_simulated_window() -> None:
