@@ -148,9 +148,10 @@ def test_m2_rows_carry_nvidias_configuration(catalog) -> None:
     min(5,120, 8 x 512) everywhere but GB300 Offline, 10,240 = min(10,240, 8 x 1,536); Offline token budget
     per rank 4,608 (B200, GB200) and 6,656 (GB300); no speculative decoding."""
     rows = {(r["sku"], r["kind"]): (n, r) for n, r in _bundled("serve_validation.csv") if r["source"] == "M2"}
-    want = {("b200", "max_throughput"): (min(5120, 8 * 512), 4608), ("gb200", "max_throughput"): (min(5120, 8 * 512), 4608),
-            ("gb300", "max_throughput"): (min(10240, 8 * 1536), 6656), ("b200", "slo_throughput"): (min(5120, 8 * 512), None),
-            ("gb200", "slo_throughput"): (min(5120, 8 * 512), None), ("gb300", "slo_throughput"): (min(5120, 8 * 512), None)}
+    cap = min(5120, 8 * 512)
+    want = {("b200", "max_throughput"): (cap, 4608), ("gb200", "max_throughput"): (cap, 4608),
+            ("gb300", "max_throughput"): (min(10240, 8 * 1536), 6656), ("b200", "slo_throughput"): (cap, None),
+            ("gb200", "slo_throughput"): (cap, None), ("gb300", "slo_throughput"): (cap, None)}
     assert set(rows) == set(want)
     for key, (seqs, budget) in want.items():
         m = validation_case(catalog, *rows[key]).spec
