@@ -110,7 +110,7 @@ VALIDATION_REPORTED = {
     ("M1", "amd-cdna4"): (0.12, 0.12, None, None),
     ("M1", "nvidia-hopper"): (0.13, 0.23, 0.18, 0.74),
     ("M1", "nvidia-blackwell"): (0.10, 0.15, 0.30, 0.58),
-    ("M2", "nvidia-blackwell"): (1.45, 2.35, 0.18, 0.70),
+    ("M2", "nvidia-blackwell"): (1.67, 2.23, 0.05, 0.70),
 }
 
 
