@@ -492,16 +492,30 @@ class Measured:
     ttft_slo_s: float | None = None  # slo_throughput: the TTFT limit (seconds)
     prefill_tokens: int | None = None  # the submission's token budget per iteration, every pass full (Offline)
     prefill_prompts: int | None = None  # the submission's minimum prompts per prefill pass (its scheduler's)
+    max_seqs: int | None = None  # the submission's cap on sequences in flight per replica (its configuration's)
 
     def prompts_per_pass(self) -> int:
         """Prompts per prefill pass the source's configuration gives (``serve.evaluate``'s
         ``prefill_prompts``): a full budget's (:func:`serve.prompts_per_prefill`), else its scheduler's
-        minimum, else 1."""
+        minimum, else 1. With attention data parallel (``dpa``) the budget is each attention rank's own
+        and the replica's pass holds ``tp`` ranks' prompts: TensorRT-LLM runs one scheduler per
+        attention-DP rank and its ADP balance strategy starts the ranks' prompts in the same iteration
+        (TensorRT-LLM tech blog 10, "ADP Balance Strategy", 2025); NVIDIA's MLPerf Inference v5.1 harness,
+        closed/NVIDIA/code/llmlib/config.py (2025-09-09): "max-bs applies per attention-rank"."""
         from mi400plan.serve import prompts_per_prefill
 
         if self.prefill_tokens:
-            return prompts_per_prefill(self.isl, self.prefill_tokens)
+            return prompts_per_prefill(self.isl, self.prefill_tokens) * (self.tp if self.dpa else 1)
         return max(self.prefill_prompts or 1, 1)
+
+    def concurrency_grid(self) -> np.ndarray:
+        """The concurrencies a max_throughput / slo_throughput measurement is priced at:
+        ``MAX_THROUGHPUT_GRID`` up to the submission's ``max_seqs`` (the cap itself included), all of it
+        without a cap."""
+        if not self.max_seqs:
+            return MAX_THROUGHPUT_GRID
+        cap = float(self.max_seqs)
+        return np.unique(np.append(MAX_THROUGHPUT_GRID[MAX_THROUGHPUT_GRID <= cap], cap))
 
 
 def best_within(out_tps: np.ndarray, fits: np.ndarray, tpot: np.ndarray, ttft: np.ndarray,
@@ -521,8 +535,9 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
     serving: :func:`serve.evaluate` at ``conc`` requests in flight; lockstep: :func:`serve.lockstep_rounds`
     with one prompt's prefill and the decode step at ``conc`` sequences (plus the per-request overhead on TTFT);
     max_throughput: :func:`serve.evaluate` at the concurrency of ``MAX_THROUGHPUT_GRID`` with the most output
-    tokens/s among those whose KV cache fits (:func:`serve.memory`, the ``fit`` model), with the prompts per
-    prefill pass the source's configuration gives (``Measured.prompts_per_pass``); slo_throughput: the
+    tokens/s among those whose KV cache fits (:func:`serve.memory`, the ``fit`` model) and that the
+    source's configuration admits (``Measured.concurrency_grid``), with the prompts per prefill pass the
+    source's configuration gives (``Measured.prompts_per_pass``); slo_throughput: the
     same among those whose mean TPOT and TTFT also keep ``m.tpot_slo_s`` and ``m.ttft_slo_s``
     (:func:`best_within`)."""
     from mi400plan import serve as core
@@ -542,7 +557,7 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
         return {"output_tps": b * m.osl / t, "tpot": float(st.total), "ttft": float(pf.total)}
     ep = m.tp if m.dpa else 1
     if m.kind in ("max_throughput", "slo_throughput"):
-        grid = MAX_THROUGHPUT_GRID
+        grid = m.concurrency_grid()
         ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=grid,
                             prefill_prompts=m.prompts_per_pass())
         fits = core.memory(wl, hw, tp=m.tp, pp=1, dpa=m.dpa, batch=grid)["kv_fit"]

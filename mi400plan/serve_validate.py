@@ -182,7 +182,8 @@ def measured_from_row(r: dict[str, str]) -> Measured:
                     int(r["osl"]), int(r["conc"]), float(r["output_tps"]), opt("tpot_s"), opt("ttft_s"),
                     r["dpa"] == "1", opt("tpot_slo_s"), opt("ttft_slo_s"),
                     int(r["prefill_tokens"]) if r.get("prefill_tokens") else None,
-                    int(r["prefill_prompts"]) if r.get("prefill_prompts") else None)
+                    int(r["prefill_prompts"]) if r.get("prefill_prompts") else None,
+                    int(r["max_seqs"]) if r.get("max_seqs") else None)
 
 
 def validation_case(cat: Catalog, line: int, r: dict[str, str]) -> Case:

@@ -265,8 +265,9 @@ def _runs_copies(tmp_path: Path, copies: int) -> Path:
 def test_the_fit_prices_each_workload_once_per_step_whatever_the_run_count(catalog, tmp_path, monkeypatch):
     """1,000 runs (the documented maximum) of a few workloads cost what those workloads cost: the runs of
     one workload are priced in one vectorized step-time call, so 40 copies of a 5-run file make about as
-    many calls as the file itself (the solver may take an iteration or two more on the larger sum of
-    squares), with the same fitted values."""
+    many calls as the file itself or fewer (the solver's path to the same minimum may take more or fewer
+    iterations on the larger sum of squares: the 5 runs take 360 calls, their 40 copies 200), with the
+    same fitted values."""
     from mi400plan import search
     from mi400plan.api.calibrate import calibrate
 
@@ -282,7 +283,7 @@ def test_the_fit_prices_each_workload_once_per_step_whatever_the_run_count(catal
     n_one, calls["n"] = calls["n"], 0
     many = calibrate(catalog, [str(_runs_copies(tmp_path, 40))])
     assert len(many.rows) == 40 * len(one.rows)
-    assert n_one <= calls["n"] <= 1.25 * n_one, (calls["n"], n_one)  # run by run it was 40 x
+    assert calls["n"] <= 1.25 * n_one, (calls["n"], n_one)  # run by run it was 40 x
     fitted = [(p.key, p.value) for p in one.params if p.value is not None]
     assert fitted and [(p.key, p.value) for p in many.params if p.value is not None] == [
         (k, pytest.approx(v, rel=1e-4)) for k, v in fitted]

@@ -435,6 +435,34 @@ def test_prompts_per_prefill_from_a_token_budget() -> None:
     assert replace(m, prefill_prompts=8).prompts_per_pass() == 8
 
 
+def test_prefill_budget_is_per_attention_rank() -> None:
+    """With attention data parallel the budget is each rank's: NVIDIA's MLPerf v5.1 DeepSeek-R1 Offline
+    configurations give TensorRT-LLM max_num_tokens 4,608 (B200, GB200) and 6,656 (GB300); 804-token prompts:
+    4,608 // 804 = 5 (4,020; 6 x 804 = 4,824 is over) per rank, x 8 ranks = 40 per pass; 6,656 // 804 = 8
+    (6,432) x 8 = 64. Without attention DP the same row's budget is the replica's: 5."""
+    from mi400plan.serve_calibration import Measured
+
+    m = Measured("M2", "b200", "deepseek-r1", "nvfp4", "fp8", 8, "max_throughput", 804, 3736, 0, 33379.0,
+                 dpa=True, prefill_tokens=4608)
+    assert m.prompts_per_pass() == 40
+    assert replace(m, prefill_tokens=6656).prompts_per_pass() == 64
+    assert replace(m, dpa=False).prompts_per_pass() == 5
+
+
+def test_concurrency_grid_stops_at_the_submissions_cap() -> None:
+    """A cap of 4,096 sequences (NVIDIA's DeepSeek-R1 configurations: 512 per attention rank x 8) keeps the
+    grid's points up to it and adds 4,096 itself; without a cap the grid reaches 16,384."""
+    from mi400plan.serve_calibration import MAX_THROUGHPUT_GRID, Measured
+
+    m = Measured("M2", "gb300", "deepseek-r1", "nvfp4", "fp8", 8, "slo_throughput", 804, 3676, 0, 23258.6,
+                 dpa=True)
+    assert float(m.concurrency_grid().max()) == 16384.0
+    g = replace(m, max_seqs=4096).concurrency_grid()
+    assert float(g.max()) == 4096.0
+    assert 4096.0 in g and 4096.0 not in MAX_THROUGHPUT_GRID
+    assert len(g) == int(np.sum(MAX_THROUGHPUT_GRID < 4096)) + 1
+
+
 def test_prefill_pass_of_k_prompts_shares_its_time_and_waits_to_fill(catalog) -> None:
     """k prompts per pass: each prompt's GPU time is the pass's over k, so the request rate is
     X = 1 / (t_pass / k + O t_step / B); the first token comes after the whole pass, and a prompt arriving at

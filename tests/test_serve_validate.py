@@ -142,6 +142,39 @@ def test_validation_rows_stack_family_and_per_gpu(catalog) -> None:
     assert (m1.stack, m1.family, m1.measured["tput"]) == ("rocm-vllm", "amd-cdna4", 11630.7)
 
 
+def test_m2_rows_carry_nvidias_configuration(catalog) -> None:
+    """MLPerf v5.1 DeepSeek-R1 rows, from closed/NVIDIA/configs/<system>/<scenario>/deepseek-r1.py: sequences
+    in flight per 8-GPU replica = min(max_concurrency, 8 x the per-attention-rank batch): 4,096 =
+    min(5,120, 8 x 512) everywhere but GB300 Offline, 10,240 = min(10,240, 8 x 1,536); Offline token budget
+    per rank 4,608 (B200, GB200) and 6,656 (GB300); no speculative decoding."""
+    rows = {(r["sku"], r["kind"]): (n, r) for n, r in _bundled("serve_validation.csv") if r["source"] == "M2"}
+    cap = min(5120, 8 * 512)
+    want = {("b200", "max_throughput"): (cap, 4608), ("gb200", "max_throughput"): (cap, 4608),
+            ("gb300", "max_throughput"): (min(10240, 8 * 1536), 6656), ("b200", "slo_throughput"): (cap, None),
+            ("gb200", "slo_throughput"): (cap, None), ("gb300", "slo_throughput"): (cap, None)}
+    assert set(rows) == set(want)
+    for key, (seqs, budget) in want.items():
+        m = validation_case(catalog, *rows[key]).spec
+        assert (m.max_seqs, m.prefill_tokens, m.dpa, m.tp) == (seqs, budget, True, 8)
+
+
+def test_priced_concurrency_keeps_the_submissions_cap(catalog) -> None:
+    """GB300 Server: uncapped, the best rate within the limits runs more than 4,096 sequences; priced with
+    NVIDIA's cap it runs 4,096 (the grid's top), at no more output tokens/s."""
+    from dataclasses import replace
+
+    from mi400plan.serve_calibration import predict_measured
+
+    n, r = next((n, r) for n, r in _bundled("serve_validation.csv")
+                if (r["source"], r["sku"], r["kind"]) == ("M2", "gb300", "slo_throughput"))
+    case = validation_case(catalog, n, r)
+    hw = Pricer(catalog).hardware(case.spec.sku, case.spec.precision)
+    capped = predict_measured(catalog, case.spec, hw)
+    free = predict_measured(catalog, replace(case.spec, max_seqs=None), hw)
+    assert free["concurrency"] > 4096 and capped["concurrency"] == 4096
+    assert capped["output_tps"] <= free["output_tps"]
+
+
 @pytest.fixture(scope="module")
 def no_loso(catalog):
     from mi400plan.api.serve_validate import validate_serve

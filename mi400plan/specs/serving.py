@@ -59,15 +59,9 @@ def _check_tiers(name: str, tiers: list[SchedulerTier]) -> None:
         raise ValueError(f"scheduler.{name}: tiers must be in increasing below_hbm_gib")
 
 
-class SchedulerDefaults(StrictModel):
-    """The scheduler settings the server starts with (its documented defaults), and where they are stated."""
+class _SourcedBlock(StrictModel):
+    """A profile block stated by sources: its status (aliases normalised) and the [sources] keys."""
 
-    chunked_prefill: bool  # a prompt may be split over iterations
-    prefill_with_decodes: bool  # prompt tokens share an iteration with the running decodes
-    max_num_batched_tokens: list[SchedulerTier] = Field(min_length=1)
-    max_num_seqs: list[SchedulerTier] | Literal["kv-pool"]
-    small_tier_skus: list[str] = Field(default_factory=new_list)
-    flags: dict[str, str] = Field(default_factory=new_dict)  # the stack's own names of the settings
     status: Status = "disclosed"
     source: list[str] = Field(default_factory=new_list)
     note: str | None = None
@@ -79,6 +73,17 @@ class SchedulerDefaults(StrictModel):
             data = dict(data)
             data["status"] = _norm_status(data["status"])
         return data
+
+
+class SchedulerDefaults(_SourcedBlock):
+    """The scheduler settings the server starts with (its documented defaults), and where they are stated."""
+
+    chunked_prefill: bool  # a prompt may be split over iterations
+    prefill_with_decodes: bool  # prompt tokens share an iteration with the running decodes
+    max_num_batched_tokens: list[SchedulerTier] = Field(min_length=1)
+    max_num_seqs: list[SchedulerTier] | Literal["kv-pool"]
+    small_tier_skus: list[str] = Field(default_factory=new_list)
+    flags: dict[str, str] = Field(default_factory=new_dict)  # the stack's own names of the settings
 
     @model_validator(mode="after")
     def _check(self) -> "SchedulerDefaults":
@@ -104,21 +109,10 @@ class InferenceXUse(StrictModel):
     note: str | None = None
 
 
-class KvAdmission(StrictModel):
+class KvAdmission(_SourcedBlock):
     """How the server admits requests against its KV cache (module docstring), and where that is stated."""
 
     policy: Literal["reserve-full", "current"]
-    status: Status = "disclosed"
-    source: list[str] = Field(default_factory=new_list)
-    note: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _status(cls, data: object) -> object:
-        if isinstance(data, dict) and "status" in data:
-            data = dict(data)
-            data["status"] = _norm_status(data["status"])
-        return data
 
     @model_validator(mode="after")
     def _check(self) -> "KvAdmission":
