@@ -563,8 +563,63 @@ def prompts_per_prefill(input_len: float, prefill_tokens: int) -> int:
     return max(1, int(prefill_tokens // max(float(input_len), 1.0)))
 
 
+@dataclass(frozen=True)
+class BatchWait:
+    """TensorRT-LLM's batch waiting (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio`` x
+    ``max_num_tokens``; both 0, off, by default): context requests are held while generation requests run,
+    until ``iters`` iterations have passed or the scheduled tokens (prompts + one per decode) reach
+    ``tokens`` (``tensorrt_llm/_torch/pyexecutor/py_executor.py`` ``_schedule`` / ``_waiting_requests``,
+    TensorRT-LLM 1.1, 2025). ``prompts`` > 0: the hold ends when that many prompts are held instead of at a
+    token count (attention-DP balancing, ``attention_dp_config.enable_balance``: context requests wait until
+    every attention rank has one or ``timeout_iters`` pass; ``_balance_adp_requests``, same file)."""
+
+    iters: int
+    tokens: float
+    prompts: float = 0.0
+
+
+def md1_wait_median(wait_mean: Any, rho: Any) -> np.ndarray:
+    """Median of a single-server queue's wait with mean ``wait_mean`` at utilisation ``rho``: an arrival finds
+    the server idle with probability ``1 - rho`` (wait 0), else waits an exponential of mean ``wait_mean /
+    rho``, the M/M/1 waiting-time law ``P(W > w) = rho exp(-w rho / E[W])`` (Kleinrock 1975, Queueing Systems
+    I, sec. 3.2) with the queue's own mean (for M/D/1 Pollaczek-Khinchine's); so 0 when ``rho <= 1/2``, else
+    ``E[W] / rho x ln(2 rho)``. Seconds. ``tests/test_serve_sim.py`` checks it against the simulation."""
+    w, r = np.asarray(wait_mean, dtype=np.float64), np.asarray(rho, dtype=np.float64)
+    safe = np.maximum(r, 1e-12)
+    return np.where(r > 0.5, w / safe * np.log(np.maximum(2.0 * safe, 1.0)), 0.0)
+
+
+def batch_hold(bw: BatchWait | None, t_step: Any, X: Any, batch: Any, input_len: float, decode_tokens: float,
+               pf_lat: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and median seconds a prompt's first token is delayed by TensorRT-LLM's batch waiting
+    (:class:`BatchWait`) at ``X`` prompts per second on a replica decoding ``batch`` sequences.
+
+    A window opens when a prompt finds no other held and lasts ``W = min(iters x t_step, (k - 1) / X)``, ``k``
+    the prompts whose tokens with the decodes' reach the threshold, ``ceil((tokens - batch x decode_tokens) /
+    input_len)``, or ``BatchWait.prompts`` (``k <= 1``: the first prompt releases itself, no hold). The ``n = X W`` prompts arriving
+    during it (Poisson) wait the rest of it, uniform on ``(0, W)``, and all ``1 + n`` are prefilled in one pass
+    that lasts ``(1 + n)`` single prefills (``pf_lat``), each getting its first token at its end. Mean:
+    ``W (1 + n / 2) / (1 + n) + n pf_lat``; median: the ``1 / (1 + n)`` that wait all of ``W`` hold the median
+    while ``n <= 1`` (``W``), else ``W (1 + n) / (2 n)``; plus ``n pf_lat``."""
+    z = np.zeros_like(np.asarray(t_step, dtype=np.float64) * np.asarray(X, dtype=np.float64))
+    if bw is None or bw.iters <= 0:
+        return z, z
+    if bw.prompts > 0:
+        k = np.full(z.shape, float(bw.prompts))
+    else:
+        k = np.ceil(np.maximum(bw.tokens - np.asarray(batch, dtype=np.float64) * decode_tokens, 0.0) / input_len)
+    on = k > 1.0
+    w = np.where(on, np.minimum(bw.iters * np.asarray(t_step), np.maximum(k - 1.0, 0.0) / X), 0.0)
+    n = X * w
+    group = n * pf_lat
+    mean = w * (1.0 + n / 2.0) / (1.0 + n) + group
+    median = np.where(n <= 1.0, w, w * (1.0 + n) / (2.0 * np.maximum(n, 1e-12))) + group
+    return mean + z, median + z
+
+
 def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any, batch: Any,
-             disagg: bool = False, prefill_prompts: int = 1) -> dict[str, np.ndarray]:
+             disagg: bool = False, prefill_prompts: int = 1, batch_waiting: BatchWait | None = None
+             ) -> dict[str, np.ndarray]:
     """Steady-state serving metrics of replicas at concurrency ``batch`` (arrays broadcast).
 
     ``prefill_prompts``: prompts per prefill pass (default 1, a prompt runs alone). With ``k > 1`` the
@@ -573,6 +628,11 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
     arriving at random at the replica's request rate ``X`` first waits for the pass to fill: the
     ``i``-th of ``k`` waits ``(k - i) / X``, ``(k - 1) / (2 X)`` on average (added to TTFT as
     ``batch_wait``). Set it from the scheduler's configuration (:func:`prompts_per_prefill`).
+    ``batch_waiting``: TensorRT-LLM's batch waiting where a launch configuration turns it on (:func:`batch_hold`,
+    added to TTFT as ``batch_hold``).
+
+    ``ttft`` is the mean; ``ttft_median`` the same terms with the queue's and the batch hold's medians
+    (:func:`md1_wait_median`), the statistic benchmarks such as InferenceX publish.
 
     Returns seconds (``tpot``, ``ttft``, ``t_step``, ``t_prefill``, ``queue``, ``kv_transfer``), token rates
     (``out_tps_gpu``, ``total_tps_gpu``, ``tps_user``), ``rho`` (prefill share of the GPU time), GPUs per
@@ -595,7 +655,10 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
         X = 1.0 / (pf_busy + O * t_step / (b * a))  # requests per second per replica
         rho = X * pf_busy
         tpot = t_step / (a * (1.0 - rho))
-        queue = rho * pf_busy / (2.0 * (1.0 - rho)) + (1.0 - rho) * t_step / 2.0
+        wq = rho * pf_busy / (2.0 * (1.0 - rho))
+        residual = (1.0 - rho) * t_step / 2.0
+        queue = wq + residual
+        queue_median = md1_wait_median(wq, rho) + residual
         kv_tx = np.zeros_like(tpot)
         gpus = G
         n_pf = np.zeros_like(tpot)
@@ -606,14 +669,18 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
         n_pf = X * pf_busy / U  # prefill replicas (same layout) per decode replica, fractional
         rho = n_pf * G / (G + n_pf * G)  # share of GPUs in the prefill pool
         queue = U * pf_busy / (2.0 * (1.0 - U))
+        queue_median = md1_wait_median(queue, U)
         kv_total = kv_cache_bytes_per_token(wl.model, wl.recipe.kv_bytes) * I
         bw = hw.scale_out.bw_per_dir * hw.scale_out.efficiency
         kv_tx = kv_total / (G * bw) + hw.scale_out.latency
         gpus = G * (1.0 + n_pf)
-    batch_wait = (kp - 1.0) / (2.0 * X)
-    ttft = pf_lat + queue + batch_wait + kv_tx + hw.request_overhead_s
-    out.update(tpot=tpot, ttft=ttft, request_overhead=hw.request_overhead_s + 0.0 * tpot,
-               t_step=t_step, t_prefill=pf_lat, queue=queue, batch_wait=batch_wait, kv_transfer=kv_tx, rho=rho,
+    fill_wait = (kp - 1.0) / (2.0 * X)
+    hold, hold_median = batch_hold(batch_waiting, t_step, X, b, I, 1.0 + n, pf_lat)
+    ttft = pf_lat + queue + fill_wait + hold + kv_tx + hw.request_overhead_s
+    ttft_median = pf_lat + queue_median + fill_wait + hold_median + kv_tx + hw.request_overhead_s
+    out.update(tpot=tpot, ttft=ttft, ttft_median=ttft_median, request_overhead=hw.request_overhead_s + 0.0 * tpot,
+               t_step=t_step, t_prefill=pf_lat, queue=queue, batch_wait=fill_wait, batch_hold=hold,
+               kv_transfer=kv_tx, rho=rho,
                requests_per_s=X, out_tps_gpu=X * O / gpus, total_tps_gpu=X * (I + O) / gpus, tps_user=1.0 / tpot,
                gpus=gpus + 0.0 * tpot, prefill_replicas=n_pf + 0.0 * tpot, tokens_per_step=np.full(tpot.shape, a),
                draft=draft, compute_bound_step=pp * d.compute_s, memory_bound_step=pp * d.memory_s,

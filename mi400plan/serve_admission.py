@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from mi400plan.serve import ServeHardware, Workload, evaluate, terms
+from mi400plan.serve import BatchWait, ServeHardware, Workload, evaluate, terms
 
 POLICIES = ("reserve-full", "current")
 
@@ -70,16 +70,16 @@ def kv_capacity(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, dpa: Any, 
 
 
 def closed_loop(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any, clients: Any,
-                capacity: Any) -> dict[str, np.ndarray]:
+                capacity: Any, batch_waiting: BatchWait | None = None) -> dict[str, np.ndarray]:
     """``serve.evaluate`` of ``clients`` closed-loop clients on a replica running at most ``capacity``
     sequences (module docstring): the steady state at ``K = min(clients, capacity)`` (at least 1), its
-    TTFT plus the wait ``admission_wait = (clients - K) / K x K / X`` of the requests that find every slot
-    taken; ``running`` is ``K``."""
+    TTFT (mean and median, ``batch_waiting`` as ``serve.evaluate`` takes it) plus the wait ``admission_wait =
+    (clients - K) / K x K / X`` of the requests that find every slot taken; ``running`` is ``K``."""
     c = np.asarray(clients, dtype=np.float64)
     k = np.maximum(np.minimum(c, np.asarray(capacity, dtype=np.float64)), 1.0)
-    ev = evaluate(wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, batch=k)
+    ev = evaluate(wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, batch=k, batch_waiting=batch_waiting)
     service = k / ev["requests_per_s"]  # seconds a request holds its slot (Little's law over the slots)
     wait = np.maximum(c - k, 0.0) / k * service
     out = dict(ev)
-    out.update(ttft=ev["ttft"] + wait, admission_wait=wait, running=k)
+    out.update(ttft=ev["ttft"] + wait, ttft_median=ev["ttft_median"] + wait, admission_wait=wait, running=k)
     return out

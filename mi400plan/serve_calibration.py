@@ -25,7 +25,7 @@ model is served with its own class's calibration, or the family's other one wher
   model (DeepSeek-R1's small expert GEMMs, MLA attention, FP4 formats) fall short of, or beat, the
   large-GEMM ceiling measured for training. It stays a fitted figure because it is far from 1 for MoE
   models on the AMD families (CDNA 3 0.35, CDNA 4 0.30 at FP4; dense models on CDNA 3: 0.90) and above it
-  on Blackwell (1.25: TensorRT-LLM beats the 0.507 at-scale FP8 ceiling derived from vLLM's GEMM). It is
+  on Hopper with TensorRT-LLM (dense: 1.35). It is
   fitted only when the family's points include 8k-token prompts (else 1, the prior), and applied only at
   the compute precisions of the points it was fitted on (other precisions keep the profile's ceiling);
 * ``request_overhead_ms``: per-request time before the first token outside the GPU model
@@ -104,22 +104,22 @@ class FamilyCalibration:
 # Output of benchmarks/calibrate_serve.py on tests/data/serve_inferencex.csv (checked by
 # tests/test_serve_calibration.py), keyed ``family/class``.
 CALIBRATION: dict[str, FamilyCalibration] = {
-    "amd-cdna3/moe": FamilyCalibration("amd-cdna3", "moe", 0.9, 20.0, 0.3, 15.0, 15, 0.0347, 0.1572, 0.0517, 0.1183,
-                                       0.1749, "2026-02-27..2026-02-27", ("fp8",)),
-    "amd-cdna4/moe": FamilyCalibration("amd-cdna4", "moe", 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592, 0.1028,
-                                       0.0703, "2026-02-27..2026-02-27", ("fp4",)),
-    "nvidia-blackwell/moe": FamilyCalibration("nvidia-blackwell", "moe", 0.65, 6.0, 1.25, 175.0, 12, 0.1137, 0.329,
-                                              0.1134, 0.2273, 0.7504, "2025-11-02..2026-02-03", ("fp4", "fp8")),
-    "nvidia-hopper/moe": FamilyCalibration("nvidia-hopper", "moe", 0.8, 8.0, 0.75, 60.0, 39, 0.0474, 0.1108, 0.0414,
-                                           0.108, 0.1005, "2025-10-16..2025-11-02", ("fp8",)),
-    "amd-cdna3/dense": FamilyCalibration("amd-cdna3", "dense", 0.8, 10.0, 0.8, 35.0, 119, 0.0804, 0.2519, 0.0815,
-                                         0.2334, 0.2383, "2025-10-16..2025-10-16", ("fp8",)),
-    "amd-cdna4/dense": FamilyCalibration("amd-cdna4", "dense", 0.7, 10.0, 0.95, 65.0, 120, 0.1345, 0.6128, 0.1216,
-                                         0.3401, 0.3896, "2025-10-16..2025-10-16", ("fp4", "fp8")),
-    "nvidia-blackwell/dense": FamilyCalibration("nvidia-blackwell", "dense", 0.9, 8.0, 1.0, 60.0, 240, 0.082, 0.4118,
-                                                0.0822, 0.3694, 0.3121, "2025-10-16..2025-10-16", ("fp4", "fp8")),
-    "nvidia-hopper/dense": FamilyCalibration("nvidia-hopper", "dense", 0.9, 8.0, 1.2, 35.0, 169, 0.1, 0.5022, 0.113,
-                                             0.342, 0.3237, "2025-10-16..2025-10-16", ("fp8",)),
+    'amd-cdna3/moe': FamilyCalibration('amd-cdna3', 'moe', 0.9, 20.0, 0.3, 15.0, 15, 0.0347, 0.1572, 0.0517, 0.1183,
+                                       0.1183, '2026-02-27..2026-02-27', ('fp8',)),
+    'amd-cdna4/moe': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592, 0.1028,
+                                       0.0795, '2026-02-27..2026-02-27', ('fp4',)),
+    'nvidia-blackwell/moe': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 90.0, 12, 0.0795, 0.2454,
+                                              0.0953, 0.1755, 0.2211, '2025-11-02..2026-02-03', ('fp4', 'fp8')),
+    'nvidia-hopper/moe': FamilyCalibration('nvidia-hopper', 'moe', 0.8, 8.0, 0.75, 60.0, 39, 0.0474, 0.1108, 0.0414,
+                                           0.108, 0.0906, '2025-10-16..2025-11-02', ('fp8',)),
+    'amd-cdna3/dense': FamilyCalibration('amd-cdna3', 'dense', 0.8, 10.0, 0.8, 40.0, 119, 0.0804, 0.2519, 0.0815,
+                                         0.2334, 0.171, '2025-10-16..2025-10-16', ('fp8',)),
+    'amd-cdna4/dense': FamilyCalibration('amd-cdna4', 'dense', 0.7, 10.0, 0.95, 65.0, 120, 0.1345, 0.6128, 0.1216,
+                                         0.3401, 0.3326, '2025-10-16..2025-10-16', ('fp4', 'fp8')),
+    'nvidia-blackwell/dense': FamilyCalibration('nvidia-blackwell', 'dense', 0.9, 8.0, 1.0, 45.0, 240, 0.082, 0.4118,
+                                                0.0822, 0.3694, 0.1608, '2025-10-16..2025-10-16', ('fp4', 'fp8')),
+    'nvidia-hopper/dense': FamilyCalibration('nvidia-hopper', 'dense', 0.9, 8.0, 1.2, 25.0, 169, 0.1, 0.5022, 0.113,
+                                             0.342, 0.1328, '2025-10-16..2025-10-16', ('fp8',)),
 }
 
 
@@ -128,37 +128,37 @@ CALIBRATION: dict[str, FamilyCalibration] = {
 # ``family/class/stack``; checked by tests/test_serve_stacks.py.
 STACK_CALIBRATION: dict[str, FamilyCalibration] = {
     'amd-cdna4/moe/sglang': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592,
-                                              0.1028, 0.0703, '2026-02-27..2026-02-27', ('fp4',), stack='sglang',
+                                              0.1028, 0.0795, '2026-02-27..2026-02-27', ('fp4',), stack='sglang',
                                               status='stack fit'),
-    'nvidia-blackwell/moe/trtllm': FamilyCalibration('nvidia-blackwell', 'moe', 0.65, 6.0, 1.25, 175.0, 12, 0.1137,
-                                                     0.329, 0.1134, 0.2273, 0.7504, '2025-11-02..2026-02-03', ('fp4',
-                                                     'fp8'), stack='trtllm', status='stack fit'),
+    'nvidia-blackwell/moe/trtllm': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 90.0, 12, 0.0795, 0.2454,
+                                                     0.0953, 0.1755, 0.2211, '2025-11-02..2026-02-03', ('fp4', 'fp8'),
+                                                     stack='trtllm', status='stack fit'),
     'nvidia-hopper/moe/trtllm': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 10.0, 0.85, 60.0, 24, 0.028, 0.0576,
-                                                  0.0382, 0.073, 0.0547, '2025-10-16..2025-11-02', ('fp8',),
+                                                  0.0382, 0.073, 0.0737, '2025-10-16..2025-11-02', ('fp8',),
                                                   stack='trtllm', status='stack fit'),
     'amd-cdna3/moe/sglang': FamilyCalibration('amd-cdna3', 'moe', 0.9, 20.0, 0.3, 15.0, 15, 0.0347, 0.1572, 0.0517,
-                                              0.1183, 0.1749, '2026-02-27..2026-02-27', ('fp8',), stack='sglang',
+                                              0.1183, 0.1183, '2026-02-27..2026-02-27', ('fp8',), stack='sglang',
                                               status='stack fit'),
-    'amd-cdna3/dense/rocm-vllm': FamilyCalibration('amd-cdna3', 'dense', 0.8, 10.0, 0.8, 35.0, 119, 0.0804, 0.2519,
-                                                   0.0815, 0.2334, 0.2383, '2025-10-16..2025-10-16', ('fp8',),
+    'amd-cdna3/dense/rocm-vllm': FamilyCalibration('amd-cdna3', 'dense', 0.8, 10.0, 0.8, 40.0, 119, 0.0804, 0.2519,
+                                                   0.0815, 0.2334, 0.171, '2025-10-16..2025-10-16', ('fp8',),
                                                    stack='rocm-vllm', status='stack fit'),
     'amd-cdna4/dense/rocm-vllm': FamilyCalibration('amd-cdna4', 'dense', 0.7, 10.0, 0.95, 65.0, 120, 0.1345, 0.6128,
-                                                   0.1216, 0.3401, 0.3896, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+                                                   0.1216, 0.3401, 0.3326, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
                                                    stack='rocm-vllm', status='stack fit'),
-    'nvidia-blackwell/dense/trtllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 1.0, 85.0, 121, 0.0806,
-                                                       0.3577, 0.096, 0.3568, 0.544, '2025-10-16..2025-10-16', ('fp4',
+    'nvidia-blackwell/dense/trtllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 1.0, 35.0, 121, 0.0806,
+                                                       0.3577, 0.096, 0.3568, 0.1319, '2025-10-16..2025-10-16', ('fp4',
                                                        'fp8'), stack='trtllm', status='stack fit'),
     'nvidia-blackwell/dense/vllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.9, 8.0, 0.75, 40.0, 119, 0.0695,
-                                                     0.3988, 0.061, 0.2021, 0.2081, '2025-10-16..2025-10-16', ('fp4',
+                                                     0.3988, 0.061, 0.2021, 0.1677, '2025-10-16..2025-10-16', ('fp4',
                                                      'fp8'), stack='vllm', status='stack fit'),
     'nvidia-hopper/dense/vllm': FamilyCalibration('nvidia-hopper', 'dense', 0.8, 8.0, 1.1, 20.0, 101, 0.0742, 0.2572,
-                                                  0.0845, 0.1867, 0.2179, '2025-10-16..2025-10-16', ('fp8',),
+                                                  0.0845, 0.1867, 0.124, '2025-10-16..2025-10-16', ('fp8',),
                                                   stack='vllm', status='stack fit'),
-    'nvidia-hopper/dense/trtllm': FamilyCalibration('nvidia-hopper', 'dense', 0.9, 6.0, 1.35, 75.0, 68, 0.0728,
-                                                    0.6796, 0.0824, 0.395, 0.5723, '2025-10-16..2025-10-16', ('fp8',),
+    'nvidia-hopper/dense/trtllm': FamilyCalibration('nvidia-hopper', 'dense', 0.9, 6.0, 1.35, 25.0, 68, 0.0728, 0.6796,
+                                                    0.0824, 0.395, 0.122, '2025-10-16..2025-10-16', ('fp8',),
                                                     stack='trtllm', status='stack fit'),
-    'nvidia-hopper/moe/sglang': FamilyCalibration('nvidia-hopper', 'moe', 0.9, 8.0, 0.7, 65.0, 15, 0.0288, 0.088,
-                                                  0.0327, 0.0707, 0.163, '2025-10-16..2025-10-16', ('fp8',),
+    'nvidia-hopper/moe/sglang': FamilyCalibration('nvidia-hopper', 'moe', 0.9, 8.0, 0.7, 70.0, 15, 0.0288, 0.088,
+                                                  0.0327, 0.0707, 0.1518, '2025-10-16..2025-10-16', ('fp8',),
                                                   stack='sglang', status='stack fit'),
 }
 
@@ -328,11 +328,49 @@ def admission_policy(cat: Any, stack: str) -> str | None:
     return str(cat.get("serving", stack).spec.kv_admission.policy)
 
 
+# InferenceX's TensorRT-LLM launch scripts for Llama 3.3 70B (``benchmarks/70b_fp8_b200_trt_slurm.sh``,
+# ``70b_fp4_b200_trt_slurm.sh``, ``70b_fp8_h200_trt_slurm.sh`` at SemiAnalysisAI/InferenceX commit b13bcafec of
+# 2025-10-15, the 2025-10-16 nightly's) turn on TensorRT-LLM's batch waiting at 1k/1k below TP 8:
+# ``batch_wait_timeout_iters: 20``, ``batch_wait_max_tokens_ratio: 0.9`` with ``--max_num_tokens 16384``. Its
+# DeepSeek-R1 scripts of the calibration window (through 2026-02-03) do not; TensorRT-LLM's default is off.
+INFERENCEX_TRT_BATCH_WAIT = (20, 0.9 * 16384)
+
+
+# Its TensorRT-LLM DeepSeek-R1 scripts (``dsr1_fp8_h200_trt_slurm.sh`` at b13bcafec, 2025-10-15;
+# ``dsr1_fp4_b200_trt_slurm.sh`` at e06929c, 2025-11-01) run attention data parallel with
+# ``attention_dp_config: {batching_wait_iters: 0, enable_balance: true, timeout_iters: 60}``: context requests
+# wait until every attention rank holds one, or 60 iterations.
+INFERENCEX_TRT_ADP_TIMEOUT_ITERS = 60
+
+
+def adp_balance_prompts(ranks: int) -> float:
+    """Prompts that arrive, on average, before each of ``ranks`` attention-DP ranks holds one: TensorRT-LLM
+    gives a new request to a rank below the expected count per rank (``executor_request_queue.py``
+    ``_balance_requests_across_ranks``, 1.1, 2025), which in a full closed loop is the rank the finishing
+    request left, a uniformly random one; so the coupon collector's ``R H_R = R (1 + 1/2 + ... + 1/R)``."""
+    return float(ranks) * sum(1.0 / i for i in range(1, int(ranks) + 1))
+
+
+def launch_batch_wait(p: Point) -> Any:
+    """The TensorRT-LLM batch waiting (``serve.BatchWait``) the InferenceX launch script of point ``p`` sets
+    (``INFERENCEX_TRT_BATCH_WAIT``: TensorRT-LLM, Llama 70B, 1,024 in / 1,024 out, TP below 8; attention-DP
+    balancing on TensorRT-LLM DeepSeek-R1 points with attention data parallel: :func:`adp_balance_prompts`
+    over the TP ranks, ``INFERENCEX_TRT_ADP_TIMEOUT_ITERS``); else None."""
+    from mi400plan.serve import BatchWait
+
+    if p.stack == "trtllm" and p.model == "llama3-70b" and p.isl == 1024 and p.osl == 1024 and p.tp < 8:
+        return BatchWait(*INFERENCEX_TRT_BATCH_WAIT)
+    if p.stack == "trtllm" and p.model == "deepseek-r1" and p.dpa and p.tp > 1:
+        return BatchWait(INFERENCEX_TRT_ADP_TIMEOUT_ITERS, np.inf, adp_balance_prompts(p.tp))
+    return None
+
+
 def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
-    """The model's total tokens/s per GPU, TPOT and TTFT for point ``p`` on hardware ``hw`` (whose
-    efficiency fields may be arrays: one prediction per element): a closed loop of ``p.conc`` clients on a
-    server that runs as many as its KV cache admits under its stack's policy
-    (``serve_admission.closed_loop``; the weights' room is the nominal HBM's)."""
+    """The model's total tokens/s per GPU, median TPOT and median TTFT (InferenceX publishes medians) for point
+    ``p`` on hardware ``hw`` (whose efficiency fields may be arrays: one prediction per element): a closed loop
+    of ``p.conc`` clients on a server that runs as many as its KV cache admits under its stack's policy
+    (``serve_admission.closed_loop``; the weights' room is the nominal HBM's), with the batch waiting its
+    launch script sets (:func:`launch_batch_wait`)."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.serve_admission import admission_context, closed_loop, kv_capacity
@@ -343,8 +381,9 @@ def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     policy = admission_policy(cat, p.stack)
     cap = np.inf if policy is None else kv_capacity(
         wl, hw, tp=p.tp, pp=1, dpa=p.dpa, batch=float(p.conc), context=admission_context(policy, p.isl, p.osl))
-    ev = closed_loop(wl, hw, tp=p.tp, pp=1, ep=p.ep, dpa=p.dpa, clients=float(p.conc), capacity=cap)
-    return {"tput": ev["total_tps_gpu"], "tpot": ev["tpot"], "ttft": ev["ttft"]}
+    ev = closed_loop(wl, hw, tp=p.tp, pp=1, ep=p.ep, dpa=p.dpa, clients=float(p.conc), capacity=cap,
+                     batch_waiting=launch_batch_wait(p))
+    return {"tput": ev["total_tps_gpu"], "tpot": ev["tpot"], "ttft": ev["ttft_median"]}
 
 
 def fitted_parameters(points: list[Point]) -> int:
