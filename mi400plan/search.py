@@ -71,6 +71,7 @@ counted rate is 3 / 1.75 = 1.71 x its efficiency, under the peak for any attenti
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -431,21 +432,26 @@ def structural_grid(
     """
     vals = dimension_values(model, seq_len, world, opts)
     names = ("tp", "pp", "vpp", "cp", "ep", "etp")
-    grids = np.meshgrid(*[np.asarray(vals[n], dtype=np.int64) for n in names], indexing="ij")
-    c = {n: g.ravel() for n, g in zip(names, grids)}
-    n = c["tp"].size
+    # Each dimension along its own axis (a sparse grid): every rule is evaluated at the shape of the
+    # dimensions it reads (``tp-heads`` per TP value, ``pp-layers`` per (PP, VPP) pair) and only the
+    # boolean mask has the grid's full shape; the passing structures' columns are read off their axes.
+    values = [np.asarray(vals[k], dtype=np.int64) for k in names]
+    c = dict(zip(names, np.meshgrid(*values, indexing="ij", sparse=True)))
+    shape = tuple(v.size for v in values)
+    n = math.prod(shape)
     rejected = {r: 0 for r in RULE_ORDER}
-    alive = np.ones(n, dtype=bool)
+    alive = np.ones(shape, dtype=bool)
 
     def apply(rule: str, bad: np.ndarray) -> None:
         hit = alive & bad
-        rejected[rule] += int(hit.sum()) * inner_size
+        rejected[rule] += int(np.count_nonzero(hit)) * inner_size
         alive[hit] = False
 
     masks = structural_masks(model, seq_len, world, c, opts.split_embedding_loss, opts.uneven_pp)
     for rule, bad in masks.items():
         apply(rule, bad)
-    cols = {k: v[alive] for k, v in c.items()}
+    where = np.nonzero(alive)  # C order: the order of the flattened full grid
+    cols = {k: v[i] for k, v, i in zip(names, values, where)}
     cols["split"] = split_codes(model, cols, opts)
     cols["fold"] = fold_factor(cols["tp"], cols["cp"], cols["ep"], cols["etp"])
     cols["dp"] = world // (cols["tp"] * cols["cp"] * cols["pp"])
