@@ -1252,7 +1252,7 @@ class SearchResult:
     valid: int
     rejected: dict[str, int]
     top: dict[str, np.ndarray]  # layout columns + every step_time output + memory, best first
-    best_rejected_memory: dict[str, np.ndarray] | None = None  # fastest layouts that did not fit
+    best_rejected_memory: dict[str, np.ndarray] | None = None  # fastest layouts that did not fit (if asked)
     best_crossing: dict[str, np.ndarray] | None = None  # fastest fitting layouts whose TP or PP span leaves the domain
     best_inside: dict[str, np.ndarray] | None = None  # fastest fitting layouts whose TP and replica span stay inside it
     front: dict[str, np.ndarray] | None = None  # with pareto=True: non-dominated on (step time, memory), fastest first
@@ -1394,14 +1394,15 @@ def evaluate_structures(
     coll: CollFn,
     top_k: int,
     pareto: bool = False,
+    nofit: bool = False,
 ) -> ChunkResult:
     """Evaluate every (ZeRO, micro-batch, recompute, SP) expansion of the structures ``cols``.
 
     Inner rules are applied in ``RULE_ORDER`` (each candidate counted under the first it breaks),
     the step-time model runs once over the broadcast grid (:func:`grid_layouts`), memory
     (``memory.train_memory``) runs on the candidates that pass the rules, and only the ``top_k``
-    fastest fitting rows (plus the best rack-crossing one and the three fastest that do not fit)
-    are gathered into columns.
+    fastest fitting rows (plus the best rack-crossing one, and with ``nofit`` the three fastest that do
+    not fit) are gathered into columns.
     """
     n_s = int(cols["tp"].size)
     shape = grid_shape(n_s, opts)
@@ -1448,8 +1449,8 @@ def evaluate_structures(
     if pareto:
         where = np.flatnonzero(fits)
         front = gather(where[pareto_indices(step[where], total[where], {key: ok.col(key, where) for key in SORT_KEYS})])
-    return ChunkResult(rejected, n_fit, best(fits, top_k), best(~fits, 3), best(fits & crosses, 1),
-                       best(fits & ~crosses, 1), front)
+    return ChunkResult(rejected, n_fit, best(fits, top_k), best(~fits, 3) if nofit else empty,
+                       best(fits & crosses, 1), best(fits & ~crosses, 1), front)
 
 
 class _Passing:
@@ -1505,9 +1506,11 @@ def search(
     coll: CollFn | None = None,
     progress: Callable[[int, int], None] | None = None,
     pareto: bool = False,
+    rejected_memory: bool = False,
 ) -> SearchResult:
     """Evaluate every candidate layout for ``world`` GPUs and return the ``top_k`` fastest that fit
-    (and, with ``pareto``, every fitting layout on the step-time / memory-per-GPU front)."""
+    (and, with ``pareto``, every fitting layout on the step-time / memory-per-GPU front; with
+    ``rejected_memory``, the three fastest that pass every rule but do not fit)."""
     opts = opts or SearchOptions()
     coll = coll or make_coll(hw)
     terms = model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe)
@@ -1526,7 +1529,7 @@ def search(
     for lo in range(0, n_st, per):
         hi = min(n_st, lo + per)
         part = evaluate_structures({k: v[lo:hi] for k, v in st.cols.items()}, wl, hw, terms, opts, coll, top_k,
-                                   pareto)
+                                   pareto, rejected_memory)
         for r, v in part.rejected.items():
             rejected[r] += v
         valid += part.valid
