@@ -1438,19 +1438,22 @@ def evaluate_structures(
         mem = memory_total(rows, wl)
         return rows | {f"mem_{k}": np.asarray(getattr(mem, k), dtype=np.float64).reshape(-1) for k in keys}
 
-    def best(mask: np.ndarray, k: int) -> dict[str, np.ndarray]:
+    def best(mask: np.ndarray, k: int) -> np.ndarray:
         where = np.flatnonzero(mask)
-        if where.size == 0:
-            return empty
-        return gather(where[top_indices(step[where], total[where], ok.col, k, at=where)])
+        return where[top_indices(step[where], total[where], ok.col, k, at=where)] if where.size else where
 
     crosses = crosses_domain({k: g[k].reshape(-1) for k in ("tp", "cp", "fold", "pp")}, hw.domain)[ok.structure]
     front = None
     if pareto:
         where = np.flatnonzero(fits)
         front = gather(where[pareto_indices(step[where], total[where], {key: ok.col(key, where) for key in SORT_KEYS})])
-    return ChunkResult(rejected, n_fit, best(fits, top_k), best(~fits, 3) if nofit else empty,
-                       best(fits & crosses, 1), best(fits & ~crosses, 1), front)
+    picks = [best(fits, top_k), best(~fits, 3) if nofit else idx[:0], best(fits & crosses, 1),
+             best(fits & ~crosses, 1)]
+    # One gather (and one memory evaluation) for every pick: each row's terms are its own.
+    rows, at = gather(np.concatenate(picks)), np.cumsum([0] + [p.size for p in picks])
+    top, nofit_rows, crossing, inside = ({k: v[lo:hi] for k, v in rows.items()} if hi > lo else empty
+                                         for lo, hi in zip(at[:-1], at[1:]))
+    return ChunkResult(rejected, n_fit, top, nofit_rows, crossing, inside, front)
 
 
 class _Passing:
