@@ -263,6 +263,11 @@ class _StageSlots:
     first: np.ndarray
     last: np.ndarray
 
+    @functools.cached_property
+    def packed(self) -> np.ndarray:
+        """Every ``SLOT_FIELDS`` array as a row, then a row of ones (the slots' validity), float64."""
+        return np.stack([*(getattr(self, name) for name in SLOT_FIELDS), np.ones(len(self.stage))])
+
 
 def _stage_slots(t: _LayerTable, pp: int, vpp: int, split: int = 0, mirror: bool = False) -> _StageSlots:
     """The stage slots of one pipeline (memoized on the layer table ``t``)."""
@@ -325,10 +330,7 @@ def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
     F = len(SLOT_FIELDS)
     table = np.zeros((len(tabs), F + 1, S))  # every field, then the validity mask, per group
     for g, tb in enumerate(tabs):
-        n = len(tb.stage)
-        for f, name in enumerate(SLOT_FIELDS):
-            table[g, f, :n] = getattr(tb, name)
-        table[g, F, :n] = 1.0
+        table[g, :, : len(tb.stage)] = tb.packed
     picked = table[inverse.ravel()]  # one gather for all fields
     out = {name: picked[:, f, :].reshape(pp.shape + (S,)) for f, name in enumerate(SLOT_FIELDS)}
     out["valid"] = picked[:, F, :].reshape(pp.shape + (S,)) > 0.0
