@@ -185,3 +185,31 @@ def test_the_heap_is_advised_huge_pages_unless_the_user_tunes_the_allocator():
     kib = _huge_advised_heap_kib(env)
     assert 124 * 1024 <= kib <= 128 * 1024
     assert _huge_advised_heap_kib({**env, "MALLOC_MMAP_THRESHOLD_": "131072"}) == 0
+
+
+def _program(argv: list[str]) -> subprocess.CompletedProcess:
+    """The program (``console()``) on ``argv`` with an exit handler and an object whose finalizer reports
+    whether the interpreter was torn down (module globals freed one by one) at the end."""
+    code = (
+        "import sys, atexit\n"
+        "class Torn:\n"
+        "    def __del__(self):\n"
+        "        sys.__stderr__.write('\\ntorn down\\n')\n"
+        "keep = Torn()\n"
+        "atexit.register(lambda: sys.stderr.write('\\nexit handler ran\\n'))\n"
+        f"sys.argv = ['mi400plan'] + {argv!r}\n"
+        "from mi400plan.cli import console\n"
+        "console()\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_the_program_ends_without_tearing_the_interpreter_down():
+    """After the command: its whole output, the exit handlers and the exit status as ``sys.exit`` gives
+    them (0; a profile error's 3), but no module teardown (the finalizer of a module global never runs)."""
+    ok = _program(["fit", "llama3-70b", "--sku", "mi300x", "--json"])
+    assert ok.returncode == 0 and json.loads(ok.stdout)["data"]["model"]["name"] == "llama3.1-70b"
+    assert "exit handler ran" in ok.stderr and "torn down" not in ok.stderr
+    bad = _program(["fit", "llama3-70b", "--sku", "no-such-sku", "--json"])
+    assert bad.returncode == 3 and json.loads(bad.stdout)["errors"][0]["code"] == "unknown_name"
+    assert "exit handler ran" in bad.stderr and "torn down" not in bad.stderr
