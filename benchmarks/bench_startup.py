@@ -9,6 +9,8 @@ command, the same run split in one interpreter: the third-party floor (with a py
 the package's imports, the first run and a second, warm run. Then the parts: bare interpreter start-up, each
 heavy third-party import on its own, the package modules a command imports once the third-party floor
 is loaded (``python -X importtime``, top entries by cumulative time), and catalog loading in process.
+The in-process split calls ``main()``, not the program (``console()``): what the program adds (glibc tuned and
+the heap advised huge pages, no interpreter teardown at the end) shows in the wall, CPU and paired figures only.
 
 Each command is also run alternately with the third-party floor, and the median of (command - floor)
 is printed: the package's own share, which does not move with the machine's speed drifting between

@@ -147,6 +147,28 @@ class ProfileCache:
         kind of profiles cheap."""
         return self._memo(text, "head", dict, compute)
 
+    def heads(self, texts: list[str], compute: Callable[[int], dict[str, Any]]) -> list[dict[str, Any]]:
+        """The :meth:`head` of each of ``texts`` (a directory of profiles, in order), also kept together in one
+        entry keyed by the texts' keys, so a directory indexed again reads one entry file instead of one per
+        profile; an edited, added or removed file changes the key. ``compute(i)`` gives ``texts[i]``'s head
+        when the cache does not hold it (its errors propagate, as :meth:`head`'s do)."""
+        def one(i: int) -> dict[str, Any]:
+            return self.head(texts[i], lambda: compute(i))
+
+        if self._root is None or any(len(t) > MAX_TEXT_CHARS for t in texts):
+            return [one(i) for i in range(len(texts))]
+        key = hashlib.sha256("".join(text_key(t) for t in texts).encode()).hexdigest()
+        entry = self._entry(key)
+        value = _unpickle(entry.get("heads"))
+        if isinstance(value, list) and len(value) == len(texts) and all(isinstance(h, dict) for h in value):
+            return value
+        value = [one(i) for i in range(len(texts))]
+        blob = _pickle(value)
+        if blob is not None:
+            entry["heads"] = blob
+            self._dirty.add(key)
+        return value
+
     def validated(self, kind: str, text: str, cls: type, validate: Callable[[], Any]) -> Any:
         """The validated spec of ``text`` as ``kind``: from the cache if it is a ``cls``, else
         ``validate()`` (then remembered). Validation errors are never cached."""

@@ -263,6 +263,11 @@ class _StageSlots:
     first: np.ndarray
     last: np.ndarray
 
+    @functools.cached_property
+    def packed(self) -> np.ndarray:
+        """Every ``SLOT_FIELDS`` array as a row, then a row of ones (the slots' validity), float64."""
+        return np.stack([*(getattr(self, name) for name in SLOT_FIELDS), np.ones(len(self.stage))])
+
 
 def _stage_slots(t: _LayerTable, pp: int, vpp: int, split: int = 0, mirror: bool = False) -> _StageSlots:
     """The stage slots of one pipeline (memoized on the layer table ``t``)."""
@@ -325,10 +330,7 @@ def _gather_slots(counts: ParamCounts, pp: np.ndarray, vpp: np.ndarray,
     F = len(SLOT_FIELDS)
     table = np.zeros((len(tabs), F + 1, S))  # every field, then the validity mask, per group
     for g, tb in enumerate(tabs):
-        n = len(tb.stage)
-        for f, name in enumerate(SLOT_FIELDS):
-            table[g, f, :n] = getattr(tb, name)
-        table[g, F, :n] = 1.0
+        table[g, :, : len(tb.stage)] = tb.packed
     picked = table[inverse.ravel()]  # one gather for all fields
     out = {name: picked[:, f, :].reshape(pp.shape + (S,)) for f, name in enumerate(SLOT_FIELDS)}
     out["valid"] = picked[:, F, :].reshape(pp.shape + (S,)) > 0.0
@@ -672,9 +674,8 @@ def _stage_terms(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe,
     res = recipe.reserve
     counted = reserve_fixed_bytes(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp) if res.fixed_bytes is None else None
     fixed_res = np.asarray(res.fixed_bytes if counted is None else counted, dtype=np.float64)[..., None]
-    fixed = weights + grads + optim + fixed_res
-    total = acts + np.where(slots["valid"], fixed, -np.inf)
-    return _StageTerms(shape, weights, grads, optim, acts, fixed_res, total, slots["stage"], offloaded,
+    fixed = np.where(slots["valid"], weights + grads + optim + fixed_res, -np.inf)
+    return _StageTerms(shape, weights, grads, optim, acts, fixed_res, fixed, slots["stage"], offloaded,
                        res.fragmentation)
 
 
@@ -870,10 +871,17 @@ class _StageTerms:
     optim: np.ndarray
     acts: np.ndarray
     reserve: np.ndarray  # the fixed part of the runtime reserve (context + communicator buffers)
-    total: np.ndarray  # allocated + fixed reserve: the capacity need without fragmentation
+    # weights + gradients + optimizer + the fixed reserve, ``-inf`` on padding slots: it does not depend on
+    # the micro-batch, recompute or SP, so it keeps the small shape of the structures x ZeRO stage
+    fixed: np.ndarray
     stage: np.ndarray
     offloaded: np.ndarray | None
     fragmentation: float  # the fragmentation share of allocated bytes (``RuntimeReserve.fragmentation``)
+
+    @functools.cached_property
+    def total(self) -> np.ndarray:
+        """Allocated + fixed reserve: the capacity need without fragmentation, every slot at full shape."""
+        return self.acts + self.fixed
 
 
 def train_memory(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe, **layout: ArrayLike) -> TrainMemory:
@@ -905,11 +913,13 @@ def train_memory_peak(model: ModelSpec, counts: ParamCounts, recipe: TrainRecipe
     """The capacity need of :func:`train_memory` alone (bytes per GPU on the most loaded stage:
     ``total - fragmentation``, what must be within the usable capacity for the layout to be valid,
     fits or tight): what a search needs for every candidate, without gathering the other terms."""
-    total = _stage_terms(model, counts, recipe, layout).total
-    # Slot by slot: numpy reduces a short trailing axis far slower than it compares whole arrays.
-    peak = np.array(total[..., 0], dtype=np.float64)
-    for s in range(1, total.shape[-1]):
-        np.maximum(peak, total[..., s], out=peak)
+    st = _stage_terms(model, counts, recipe, layout)
+    # Slot by slot (numpy reduces a short trailing axis far slower than it compares whole arrays), each
+    # slot's total formed on its own: the totals of every slot at the full shape are never held at once.
+    acts, fixed = st.acts, st.fixed
+    peak = np.asarray(acts[..., 0] + fixed[..., 0], dtype=np.float64)
+    for s in range(1, max(acts.shape[-1], fixed.shape[-1])):
+        np.maximum(peak, acts[..., s] + fixed[..., s], out=peak)
     return peak
 
 

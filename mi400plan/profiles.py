@@ -292,9 +292,8 @@ class Catalog:
             except OSError as exc:
                 self._warn(f"{root}: profile directory cannot be listed ({exc.strerror or exc}); skipped")
                 continue
-            for f in files:
-                entry = self._entry(f, origin)
-                if entry is None or entry.name in by_name:  # skipped, or an earlier (user) directory defines it
+            for entry in self._dir_entries(files, origin):
+                if entry.name in by_name:  # an earlier (user) directory defines it
                     continue
                 by_name[entry.name] = entry
         # Names first, then aliases, so an alias never shadows a real name.
@@ -317,22 +316,42 @@ class Catalog:
         if self.on_warning is not None:
             self.on_warning(message)
 
-    def _entry(self, f: Any, origin: Literal["bundled", "user"]) -> _Entry | None:
-        """One catalog file as an entry (parse errors kept for when it is needed), or None (with a
-        warning) when it cannot be read at all. A wrong ``name``/``aliases`` falls back to the file
-        stem so that only a command needing this profile fails on it."""
-        path = str(f)
+    def _dir_entries(self, files: list[Any], origin: Literal["bundled", "user"]) -> list[_Entry]:
+        """The catalog files of one directory as entries (:meth:`_entry`), those that cannot be read at all
+        left out with a warning. The heads of the files that read come from the cache in one lookup
+        (``ProfileCache.heads``); when one of them does not parse, file by file, each keeping its error."""
+        read = [r for r in (self._text(f) for f in files) if r is not None]
+        good = [i for i, (_, _, err) in enumerate(read) if err is None]
+
+        def head_of(k: int) -> dict[str, Any]:
+            f, text, _ = read[good[k]]
+            return _head(self.disk_cache.parsed(text, lambda: parse_toml(str(f), text)))
+
+        try:
+            heads = dict(zip(good, self.disk_cache.heads([read[i][1] for i in good], head_of)))
+        except ProfileError:
+            heads = {}
+        return [self._entry(f, origin, text, err, heads.get(i)) for i, (f, text, err) in enumerate(read)]
+
+    def _text(self, f: Any) -> tuple[Any, str, ProfileError | None] | None:
+        """A catalog file's text (or the error reading it), or None (with a warning) when it is not a
+        regular file to read."""
         problem = _regular_file_problem(f)
         if problem is not None:
-            self._warn(f"{path}: {problem}; skipped")
+            self._warn(f"{f}: {problem}; skipped")
             return None
-        head: dict[str, Any] = {}
-        err: ProfileError | None = None
         try:
-            text = _read_text(f)
+            return f, _read_text(f), None
         except (OSError, UnicodeDecodeError) as exc:
-            text, err = "", ProfileError(f"cannot read profile: {exc}", path=path)
-        if err is None:
+            return f, "", ProfileError(f"cannot read profile: {exc}", path=str(f))
+
+    def _entry(self, f: Any, origin: Literal["bundled", "user"], text: str, err: ProfileError | None,
+               head: dict[str, Any] | None = None) -> _Entry:
+        """One catalog file as an entry (parse errors kept for when it is needed). ``head``: its index
+        fields when already known. A wrong ``name``/``aliases`` falls back to the file stem so that only a
+        command needing this profile fails on it."""
+        path = str(f)
+        if err is None and head is None:
             def parsed() -> dict[str, Any]:
                 return self.disk_cache.parsed(text, lambda: parse_toml(path, text))
 
@@ -340,6 +359,7 @@ class Catalog:
                 head = self.disk_cache.head(text, lambda: _head(parsed()))
             except ProfileError as exc:
                 err = exc
+        head = head or {}
         stem = f.name[: -len(".toml")]
         name = head.get("name")
         name = name if isinstance(name, str) and name.strip() else stem

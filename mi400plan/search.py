@@ -71,6 +71,7 @@ counted rate is 3 / 1.75 = 1.71 x its efficiency, under the peak for any attenti
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -431,21 +432,26 @@ def structural_grid(
     """
     vals = dimension_values(model, seq_len, world, opts)
     names = ("tp", "pp", "vpp", "cp", "ep", "etp")
-    grids = np.meshgrid(*[np.asarray(vals[n], dtype=np.int64) for n in names], indexing="ij")
-    c = {n: g.ravel() for n, g in zip(names, grids)}
-    n = c["tp"].size
+    # Each dimension along its own axis (a sparse grid): every rule is evaluated at the shape of the
+    # dimensions it reads (``tp-heads`` per TP value, ``pp-layers`` per (PP, VPP) pair) and only the
+    # boolean mask has the grid's full shape; the passing structures' columns are read off their axes.
+    values = [np.asarray(vals[k], dtype=np.int64) for k in names]
+    c = dict(zip(names, np.meshgrid(*values, indexing="ij", sparse=True)))
+    shape = tuple(v.size for v in values)
+    n = math.prod(shape)
     rejected = {r: 0 for r in RULE_ORDER}
-    alive = np.ones(n, dtype=bool)
+    alive = np.ones(shape, dtype=bool)
 
     def apply(rule: str, bad: np.ndarray) -> None:
         hit = alive & bad
-        rejected[rule] += int(hit.sum()) * inner_size
+        rejected[rule] += int(np.count_nonzero(hit)) * inner_size
         alive[hit] = False
 
     masks = structural_masks(model, seq_len, world, c, opts.split_embedding_loss, opts.uneven_pp)
     for rule, bad in masks.items():
         apply(rule, bad)
-    cols = {k: v[alive] for k, v in c.items()}
+    where = np.nonzero(alive)  # C order: the order of the flattened full grid
+    cols = {k: v[i] for k, v, i in zip(names, values, where)}
     cols["split"] = split_codes(model, cols, opts)
     cols["fold"] = fold_factor(cols["tp"], cols["cp"], cols["ep"], cols["etp"])
     cols["dp"] = world // (cols["tp"] * cols["cp"] * cols["pp"])
@@ -1246,7 +1252,7 @@ class SearchResult:
     valid: int
     rejected: dict[str, int]
     top: dict[str, np.ndarray]  # layout columns + every step_time output + memory, best first
-    best_rejected_memory: dict[str, np.ndarray] | None = None  # fastest layouts that did not fit
+    best_rejected_memory: dict[str, np.ndarray] | None = None  # fastest layouts that did not fit (if asked)
     best_crossing: dict[str, np.ndarray] | None = None  # fastest fitting layouts whose TP or PP span leaves the domain
     best_inside: dict[str, np.ndarray] | None = None  # fastest fitting layouts whose TP and replica span stay inside it
     front: dict[str, np.ndarray] | None = None  # with pareto=True: non-dominated on (step time, memory), fastest first
@@ -1388,14 +1394,15 @@ def evaluate_structures(
     coll: CollFn,
     top_k: int,
     pareto: bool = False,
+    nofit: bool = False,
 ) -> ChunkResult:
     """Evaluate every (ZeRO, micro-batch, recompute, SP) expansion of the structures ``cols``.
 
     Inner rules are applied in ``RULE_ORDER`` (each candidate counted under the first it breaks),
     the step-time model runs once over the broadcast grid (:func:`grid_layouts`), memory
     (``memory.train_memory``) runs on the candidates that pass the rules, and only the ``top_k``
-    fastest fitting rows (plus the best rack-crossing one and the three fastest that do not fit)
-    are gathered into columns.
+    fastest fitting rows (plus the best rack-crossing one, and with ``nofit`` the three fastest that do
+    not fit) are gathered into columns.
     """
     n_s = int(cols["tp"].size)
     shape = grid_shape(n_s, opts)
@@ -1431,19 +1438,22 @@ def evaluate_structures(
         mem = memory_total(rows, wl)
         return rows | {f"mem_{k}": np.asarray(getattr(mem, k), dtype=np.float64).reshape(-1) for k in keys}
 
-    def best(mask: np.ndarray, k: int) -> dict[str, np.ndarray]:
+    def best(mask: np.ndarray, k: int) -> np.ndarray:
         where = np.flatnonzero(mask)
-        if where.size == 0:
-            return empty
-        return gather(where[top_indices(step[where], total[where], ok.col, k, at=where)])
+        return where[top_indices(step[where], total[where], ok.col, k, at=where)] if where.size else where
 
     crosses = crosses_domain({k: g[k].reshape(-1) for k in ("tp", "cp", "fold", "pp")}, hw.domain)[ok.structure]
     front = None
     if pareto:
         where = np.flatnonzero(fits)
         front = gather(where[pareto_indices(step[where], total[where], {key: ok.col(key, where) for key in SORT_KEYS})])
-    return ChunkResult(rejected, n_fit, best(fits, top_k), best(~fits, 3), best(fits & crosses, 1),
-                       best(fits & ~crosses, 1), front)
+    picks = [best(fits, top_k), best(~fits, 3) if nofit else idx[:0], best(fits & crosses, 1),
+             best(fits & ~crosses, 1)]
+    # One gather (and one memory evaluation) for every pick: each row's terms are its own.
+    rows, at = gather(np.concatenate(picks)), np.cumsum([0] + [p.size for p in picks])
+    top, nofit_rows, crossing, inside = ({k: v[lo:hi] for k, v in rows.items()} if hi > lo else empty
+                                         for lo, hi in zip(at[:-1], at[1:]))
+    return ChunkResult(rejected, n_fit, top, nofit_rows, crossing, inside, front)
 
 
 class _Passing:
@@ -1499,9 +1509,11 @@ def search(
     coll: CollFn | None = None,
     progress: Callable[[int, int], None] | None = None,
     pareto: bool = False,
+    rejected_memory: bool = False,
 ) -> SearchResult:
     """Evaluate every candidate layout for ``world`` GPUs and return the ``top_k`` fastest that fit
-    (and, with ``pareto``, every fitting layout on the step-time / memory-per-GPU front)."""
+    (and, with ``pareto``, every fitting layout on the step-time / memory-per-GPU front; with
+    ``rejected_memory``, the three fastest that pass every rule but do not fit)."""
     opts = opts or SearchOptions()
     coll = coll or make_coll(hw)
     terms = model_terms(wl.model, wl.counts, wl.seq_len, wl.recipe)
@@ -1520,7 +1532,7 @@ def search(
     for lo in range(0, n_st, per):
         hi = min(n_st, lo + per)
         part = evaluate_structures({k: v[lo:hi] for k, v in st.cols.items()}, wl, hw, terms, opts, coll, top_k,
-                                   pareto)
+                                   pareto, rejected_memory)
         for r, v in part.rejected.items():
             rejected[r] += v
         valid += part.valid

@@ -188,3 +188,24 @@ def test_a_lookup_reads_only_its_own_entry(cache_dir, tmp_path, write_profile, m
     warm = cache_mod.ProfileCache(cache_dir)
     assert warm.parsed(text, lambda: {})["vendor"] == "Test"
     assert opened == [f"{cache_mod.text_key(text)}.pickle"]
+
+
+def test_a_directory_indexed_again_reads_one_entry_and_still_sees_edits(cache_dir, tmp_path, write_profile,
+                                                                        monkeypatch):
+    """Indexing a kind reads one cache entry per profile directory (the heads of all its files together, keyed
+    by their texts), not one per file; an edited file changes that key, so the edit is seen."""
+    root = _user_dir(tmp_path, write_profile)
+    for i in range(5):
+        write_profile(root, "accelerators", f"other{i}", SKU.format(hbm="100").replace('"testgpu"', f'"other{i}"'))
+    assert "other3" in Catalog.default([root]).names("accelerators")  # first run: fills the cache
+    opened = []
+    real = cache_mod._read
+    with monkeypatch.context() as m:
+        m.setattr(cache_mod, "_read", lambda p: opened.append(p.name) or real(p))
+        _no_parsing(m)
+        names = Catalog.default([root]).names("accelerators")
+    assert {"testgpu", "other0", "other4", "mi300x"} <= set(names)
+    assert len(opened) == 2  # the user directory's entry and the bundled directory's, not one per profile
+    write_profile(root, "accelerators", "other3", SKU.format(hbm="100").replace('"testgpu"', '"renamed3"'))
+    names = Catalog.default([root]).names("accelerators")
+    assert "renamed3" in names and "other3" not in names

@@ -468,6 +468,41 @@ def test_factored_evaluation_equals_flat_layouts(catalog, model, sku, gpus, seq,
         assert np.array_equal(res.top[k], np.asarray(t[k], dtype=np.float64)[fits][order]), k
 
 
+def test_fastest_layouts_that_do_not_fit_only_when_asked(catalog) -> None:
+    """``rejected_memory=True``: the three fastest candidates that pass every rule but need more than the usable
+    HBM, fastest first, equal to evaluating every candidate as its own flat layout; by default the search does
+    not rank them (nothing reads them) and the layouts that fit are the same either way."""
+    from mi400plan.search import (
+        SearchOptions, expand, inner_masks, inner_size, make_coll, memory_total, model_terms, rank_order, search,
+        step_time, structural_grid, usable_hbm,
+    )
+
+    wl = _wl(catalog, "llama3.1-70b", 4096, 64)
+    hw = _hw(catalog, "mi300x")
+    opts = SearchOptions(chunk=4096)  # several chunks, merged
+    asked = search(wl, hw, 32, opts, top_k=5, rejected_memory=True)
+    plain = search(wl, hw, 32, opts, top_k=5)
+    assert plain.best_rejected_memory is None and asked.best_rejected_memory is not None
+    assert all(np.array_equal(asked.top[k], plain.top[k]) for k in plain.top)
+
+    st = structural_grid(wl.model, 4096, 32, opts, inner_size(opts))
+    flat, _ = expand(st, opts)
+    alive = np.ones(flat["tp"].size, dtype=bool)
+    for bad in inner_masks(flat, wl).values():
+        alive &= ~bad
+    c = {k: v[alive] for k, v in flat.items()}
+    step = np.asarray(step_time(c, wl, hw, model_terms(wl.model, wl.counts, 4096, wl.recipe), opts,
+                                make_coll(hw))["step"], dtype=np.float64)
+    mem = np.asarray(memory_total(c, wl).need, dtype=np.float64)
+    out = mem > usable_hbm(wl, hw)
+    assert 3 <= int(out.sum()) < out.size  # some candidates fit and at least three do not
+    order = rank_order(step[out], mem[out], {k: v[out] for k, v in c.items()})[:3]
+    got = asked.best_rejected_memory
+    assert np.array_equal(got["step"], step[out][order])
+    for k in ("tp", "pp", "vpp", "cp", "zero", "micro_batch", "recompute", "sp"):
+        assert np.array_equal(got[k], c[k][out][order]), k
+
+
 def test_chunked_dp_exposure_by_hand() -> None:
     """Per-chunk launch of once-per-step DP collectives (Megatron-Core interleaved schedule):
     exposed = max(0, (comm - compute)/v, comm - ((v-1)*pp + 1) * compute / v)."""

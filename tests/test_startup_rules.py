@@ -153,3 +153,63 @@ def test_with_plugins_disabled_the_plugin_loader_is_not_imported():
     assert _run_fit("1").endswith("False ()")
     # a user's own choice (disabling one plugin by name) keeps pydantic's real loader
     assert _run_fit("some-plugin").endswith("True ()")
+
+
+def _huge_advised_heap_kib(env: dict[str, str]) -> int:
+    """KiB of the heap advised MADV_HUGEPAGE (``hg`` in /proc/self/smaps) once the program has tuned the
+    allocator (``cli._keep_freed_memory``), in a fresh interpreter that allocates nothing large itself."""
+    code = (
+        "import re\n"
+        "import mi400plan.cli as cli\n"
+        "cli._keep_freed_memory()\n"
+        "total = 0\n"
+        "for block in re.split(r'\\n(?=[0-9a-f]+-[0-9a-f]+ )', open('/proc/self/smaps').read()):\n"
+        "    if '[heap]' in block.splitlines()[0] and re.search(r'VmFlags:.*\\bhg\\b', block):\n"
+        "        total += int(re.search(r'^Size:\\s+(\\d+) kB', block, re.M).group(1))\n"
+        "print(total)\n"
+    )
+    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env=env).stdout)
+
+
+def test_the_heap_is_advised_huge_pages_unless_the_user_tunes_the_allocator():
+    """A computing command's heap is advised transparent huge pages (one fault per 2 MiB instead of per 4 KiB
+    for the search's arrays): the whole huge pages of a 128 MiB block, 124-128 MiB; a user who sets a glibc
+    malloc variable keeps the allocator as they set it, with no advice."""
+    import os
+    import pytest
+
+    if not os.path.exists("/proc/self/smaps") or not os.path.exists("/sys/kernel/mm/transparent_hugepage"):
+        pytest.skip("Linux with transparent huge pages only (glibc mallopt, madvise, /proc/self/smaps)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    kib = _huge_advised_heap_kib(env)
+    assert 124 * 1024 <= kib <= 128 * 1024
+    assert _huge_advised_heap_kib({**env, "MALLOC_MMAP_THRESHOLD_": "131072"}) == 0
+
+
+def _program(argv: list[str]) -> subprocess.CompletedProcess:
+    """The program (``console()``) on ``argv`` with an exit handler and an object whose finalizer reports
+    whether the interpreter was torn down (module globals freed one by one) at the end."""
+    code = (
+        "import sys, atexit\n"
+        "class Torn:\n"
+        "    def __del__(self):\n"
+        "        sys.__stderr__.write('\\ntorn down\\n')\n"
+        "keep = Torn()\n"
+        "atexit.register(lambda: sys.stderr.write('\\nexit handler ran\\n'))\n"
+        f"sys.argv = ['mi400plan'] + {argv!r}\n"
+        "from mi400plan.cli import console\n"
+        "console()\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_the_program_ends_without_tearing_the_interpreter_down():
+    """After the command: its whole output, the exit handlers and the exit status as ``sys.exit`` gives
+    them (0; a profile error's 3), but no module teardown (the finalizer of a module global never runs)."""
+    ok = _program(["fit", "llama3-70b", "--sku", "mi300x", "--json"])
+    assert ok.returncode == 0 and json.loads(ok.stdout)["data"]["model"]["name"] == "llama3.1-70b"
+    assert "exit handler ran" in ok.stderr and "torn down" not in ok.stderr
+    bad = _program(["fit", "llama3-70b", "--sku", "no-such-sku", "--json"])
+    assert bad.returncode == 3 and json.loads(bad.stdout)["errors"][0]["code"] == "unknown_name"
+    assert "exit handler ran" in bad.stderr and "torn down" not in bad.stderr
