@@ -47,7 +47,6 @@ Tolerance (issue 9's calibration targets): every row within 7 %, mean absolute e
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 

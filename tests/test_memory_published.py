@@ -148,7 +148,6 @@ def test_nemo_h100_fp8_llama3_70b_layout_fits(catalog) -> None:
     interleaved schedule with 8 stages x 5 chunks and 16 micro-batches per replica, the activations of
     about 8 micro-batches of its layers: the activation term shrinks by 1 - 55,360 / 68,672 = 19.4 %."""
     from mi400plan.api.fit import LayoutPins, fit
-    from mi400plan.specs.layout import TrainOptions
 
     kw = dict(layout=LayoutPins(tp=4, pp=8, vpp=5, cp=1, micro_batch=1, recompute="none"), gpus=64, seq=8192,
               global_batch=128)

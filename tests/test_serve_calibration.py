@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from mi400plan import serve as core
-from mi400plan.serve_calibration import (CALIBRATION, MEASUREMENT_KINDS, Measured, Point, apply, best_within,
+from mi400plan.serve_calibration import (CALIBRATION, MEASUREMENT_KINDS, Measured, Point, best_within,
                                          calibration_for, calibration_groups, errors, family_of, fit_family,
                                          launch_batch_wait, model_class, predict_measured, queued)
 

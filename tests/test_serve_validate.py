@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mi400plan.serve_calibration import CALIBRATION, STACK_CALIBRATION
-from mi400plan.serve_validate import (CaseResult, Pricer, case_results, errors_of, inferencex_cases, loso_predictions,
+from mi400plan.serve_validate import (Pricer, case_results, inferencex_cases, loso_predictions,
                                       loso_sources, read_rows, run_id, signed_error, summarize, validation_case)
 
 DATA = Path(__file__).resolve().parent / "data"
