@@ -13,6 +13,11 @@ the band no closed form, so the planner's convergence bound is the fitted optimu
 (``BOUND_FACTOR = 1``): the planned batch is never above ``B_opt``. It is the largest batch a
 cluster splits evenly at or below the bound (printed, overridable with ``--global-batch``).
 
+Fine-tuning (``--finetune lora``) is not sized by a pre-training law: the planned batch is the
+fine-tuning reference recipes' ``FINETUNE_BATCH_SEQS`` sequences (NVIDIA Megatron-Bridge performance
+summary, 26.06 container, Llama 3 70B LoRA and SFT tables: global batch 32 at sequence 4,096 on 8 to 32
+GPUs; ``docs/performance-summary.md`` at commit 63b08b3, 2026-06-15), printed and overridable.
+
 Without a token count the run is assumed compute-optimal: ``D = 20 x N`` tokens for ``N`` active
 parameters (Hoffmann et al., "Training Compute-Optimal Large Language Models", arXiv 2203.15556,
 2022-03: about 20 tokens per parameter).
@@ -28,7 +33,7 @@ per K partitions, i.e. a bubble of at most ``(K - 1) / (4 K) < 1/4`` of the comp
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mi400plan.errors import UsageError
 
@@ -38,6 +43,10 @@ BOUND_FACTOR = 1.0  # the bound is B_opt itself: the paper gives its near-optima
 CHINCHILLA_TOKENS_PER_PARAM = 20.0  # arXiv 2203.15556: compute-optimal tokens per parameter
 BUBBLE_LIMIT = 0.25  # GPipe: bubble negligible when micro-batches >= 4 x stages -> (K-1)/(4K) < 1/4
 LAW = "DeepSeek LLM (arXiv 2401.02954, 2024-01) eq. 1: B_opt = 0.2920 x C^0.3271 tokens, C = M x D FLOPs"
+# Fine-tuning: the global batch of Megatron-Bridge 26.06's Llama 3 70B LoRA and SFT performance recipes.
+FINETUNE_BATCH_SEQS = 32
+FINETUNE_RULE = ("fine-tuning: the reference recipes' global batch (NVIDIA Megatron-Bridge performance summary, "
+                 "26.06, Llama 3 70B LoRA and SFT: 32 sequences of 4,096 tokens), not a pre-training law")
 
 
 def optimal_batch_tokens(compute_flops: float) -> float:
@@ -72,6 +81,7 @@ class BatchLaw:
     bound_tokens: float  # BOUND_FACTOR x B_opt
     seq_len: int
     candidates: tuple[int, ...]  # sequences, ascending; the first is the starting batch
+    rule: str | None = None  # a rule other than the law (fine-tuning: ``FINETUNE_RULE``)
 
     @property
     def start_seqs(self) -> int:
@@ -99,6 +109,24 @@ def batch_law(flops_per_token: float, seq_len: int, train_tokens: float | None, 
     start = min(all_c, key=lambda v: (abs(math.log(v / target)), v))
     return BatchLaw(flops_per_token, d, assumed, c, b_opt, bound, seq_len,
                     tuple(v for v in all_c if v >= start))
+
+
+def finetune_law(flops_per_token: float, seq_len: int, train_tokens: float | None, active_params: float) -> BatchLaw:
+    """The fine-tuning batch: ``FINETUNE_BATCH_SEQS`` sequences, the only candidate (module docstring);
+    the law's compute figures are kept for the record, its bound is that batch."""
+    law = batch_law(flops_per_token, seq_len, train_tokens, active_params)
+    tokens = float(FINETUNE_BATCH_SEQS * seq_len)
+    return replace(law, b_opt_tokens=tokens, bound_tokens=tokens, candidates=(FINETUNE_BATCH_SEQS,),
+                   rule=FINETUNE_RULE)
+
+
+def law_for(flops_per_token: float, seq_len: int, train_tokens: float | None, active_params: float,
+            recipe: object) -> BatchLaw:
+    """The batch rule of a recipe: :func:`finetune_law` for LoRA fine-tuning (``lora_rank`` > 0), else
+    :func:`batch_law`."""
+    if int(getattr(recipe, "lora_rank", 0) or 0) > 0:
+        return finetune_law(flops_per_token, seq_len, train_tokens, active_params)
+    return batch_law(flops_per_token, seq_len, train_tokens, active_params)
 
 
 def bubble_fraction(pp: int, vpp: int, microbatches: int) -> float:
@@ -135,11 +163,13 @@ def planned_law(spec: object, counts: object, recipe: object, seq_len: int, trai
     from mi400plan.search import model_terms
 
     terms = model_terms(spec, counts, seq_len, recipe)
-    return batch_law(terms.flops_layers, seq_len, train_tokens, counts.active)  # type: ignore[attr-defined]
+    return law_for(terms.flops_layers, seq_len, train_tokens, counts.active, recipe)  # type: ignore[attr-defined]
 
 
 def law_text(law: BatchLaw) -> str:
     """The planned batch's rule in one line, for commands that print it beside their answer."""
+    if law.rule:
+        return f"planned: {law.rule}; --global-batch overrides"
     d = f"{law.train_tokens:.3g} tokens" + (" (assumed: 20 per active parameter)" if law.tokens_assumed else "")
     return (f"planned: the largest 2^k or 3 x 2^k sequences at or below B_opt = {law.b_opt_tokens / 1e6:,.2f}M "
             f"tokens ({LAW}; C = {law.compute_flops:.3g} FLOPs for {d}); --global-batch overrides")

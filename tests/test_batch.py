@@ -119,3 +119,34 @@ def test_planner_raises_a_starving_batch_to_the_first_that_fills_the_pipeline(ca
 
         r = next(iter_rows(search(replace(wl0, global_batch=gb), hw, 12288, SearchOptions(), top_k=1).top))
         assert pipeline_starved(r["pp"], r["vpp"], int(round(r["m"])))
+
+
+def test_finetuning_plans_the_reference_recipes_batch_not_the_pretraining_law() -> None:
+    """LoRA fine-tuning: 32 sequences (Megatron-Bridge 26.06 Llama 3 70B LoRA / SFT tables: GBS 32 at 4,096),
+    the only candidate; the bound is that batch, 32 x 4,096 = 131,072 tokens. Pre-training keeps the law."""
+    from types import SimpleNamespace
+
+    from mi400plan.batch import FINETUNE_BATCH_SEQS, law_for, law_text
+
+    lora, full = SimpleNamespace(lora_rank=16), SimpleNamespace(lora_rank=0)
+    law = law_for(1e12, 4096, None, 7e10, lora)
+    assert FINETUNE_BATCH_SEQS == 32 and law.candidates == (32,) and law.start_seqs == 32
+    assert law.bound_tokens == law.b_opt_tokens == 131_072
+    assert "fine-tuning" in law_text(law) and "B_opt" not in law_text(law)
+    # the pre-training law at the same compute: C = 1e12 x 20 x 7e10 = 1.4e24 -> B_opt 0.2920 x C^0.3271
+    pre = law_for(1e12, 4096, None, 7e10, full)
+    assert pre.rule is None and pre == batch_law(1e12, 4096, None, 7e10)
+    assert pre.b_opt_tokens == pytest.approx(0.2920 * 1.4e24 ** 0.3271, rel=1e-9)
+
+
+def test_sweep_lora_prints_and_reports_the_finetuning_batch(cli) -> None:
+    import json
+
+    r = cli(["sweep", "llama3.1-70b", "--sku", "h100", "--gpus", "8", "--finetune", "lora", "--seq", "4096",
+             "--top", "1", "--json"])
+    d = json.loads(r.stdout)["data"]
+    assert d["global_batch_seqs"] == 32 and d["batch"]["law"] == ""
+    assert d["batch"]["rule"].startswith("planned: fine-tuning")
+    pinned = json.loads(cli(["sweep", "llama3.1-70b", "--sku", "h100", "--gpus", "8", "--finetune", "lora",
+                             "--seq", "4096", "--top", "1", "--global-batch", "64", "--json"]).stdout)["data"]
+    assert pinned["global_batch_seqs"] == 64 and pinned["batch"]["rule"] == "pinned by --global-batch"

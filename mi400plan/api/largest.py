@@ -153,7 +153,7 @@ def _with_run(cat: Any, row: LargestRow, template: Any, gpus: int, seq: int, glo
     from mi400plan.api.sweep import pin_options, planned_search
     from mi400plan.hardware import build_sku
     from mi400plan.results.sweep import SweepLayout, layout_text
-    from mi400plan.batch import batch_law
+    from mi400plan.batch import law_for
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, metrics, model_terms
     from mi400plan.units import DAY
@@ -164,7 +164,7 @@ def _with_run(cat: Any, row: LargestRow, template: Any, gpus: int, seq: int, glo
     counts = count_params(spec)
     recipe = topts.train_recipe()
     terms = model_terms(spec, counts, seq, recipe)
-    law = batch_law(terms.flops_layers, seq, train_tokens, counts.active)
+    law = law_for(terms.flops_layers, seq, train_tokens, counts.active, recipe)
     hw = build_sku(cat, row.sku, topts.precision, offload=topts.offload_layers > 0, stack=topts.stack_request()).hw
     wl0 = Workload(spec, counts, recipe, seq, int(global_batch or law.start_seqs))
     res, wl, _ = planned_search(wl0, law, global_batch is not None, hw, gpus,

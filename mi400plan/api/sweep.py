@@ -482,12 +482,12 @@ def batch_plan(law: BatchLaw, pinned: bool, choices: list[BatchChoice]) -> Batch
     from mi400plan.batch import BOUND_FACTOR, BUBBLE_LIMIT, LAW
 
     d = f"{law.train_tokens:.3g} tokens" + (" (assumed: 20 per active parameter, Chinchilla)" if law.tokens_assumed else "")
-    rule = ("pinned by --global-batch" if pinned else
+    rule = ("pinned by --global-batch" if pinned else f"planned: {law.rule}" if law.rule else
             f"planned: the largest batch of 2^k or 3 x 2^k sequences at or below the bound B_opt = "
             f"{fmt_count(law.b_opt_tokens)} tokens (C = {law.compute_flops:.3g} FLOPs for {d}); each size's best "
             f"layout checked for pipeline fill (micro-batches >= stages, bubble <= {BUBBLE_LIMIT:.0%} of compute)")
     return BatchPlan(
-        pinned=pinned, rule=rule, law=LAW, flops_per_token=law.flops_per_token, train_tokens=law.train_tokens,
+        pinned=pinned, rule=rule, law="" if law.rule else LAW, flops_per_token=law.flops_per_token, train_tokens=law.train_tokens,
         tokens_assumed=law.tokens_assumed, compute_flops=law.compute_flops, b_opt_tokens=law.b_opt_tokens,
         bound_tokens=law.bound_tokens, bound_factor=BOUND_FACTOR, bubble_limit=BUBBLE_LIMIT, chosen=choices,
     )
@@ -568,7 +568,7 @@ def _context(cat: Any, model: str, skus: list[str], gpus: str | None, racks: int
              seq_len: int | None, tokens: str | None, options: Any, pins: dict[str, list[int]] | None,
              pricing: Pricing, report: SweepReport, progress: ProgressFn | None) -> _Ctx:
     """Check the inputs and build what every SKU's search shares (workload, batch law, search options)."""
-    from mi400plan.batch import batch_law
+    from mi400plan.batch import law_for
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, model_terms
     from mi400plan.specs.layout import TrainOptions
@@ -609,7 +609,7 @@ def _context(cat: Any, model: str, skus: list[str], gpus: str | None, racks: int
         site_prof, site_v, _ = load_site(cat, pricing.site, pricing.overrides)
     recipe = topts.train_recipe()
     terms = model_terms(spec, counts, seq, recipe)
-    law = batch_law(terms.flops_layers, seq, train_tokens, counts.active)
+    law = law_for(terms.flops_layers, seq, train_tokens, counts.active, recipe)
     pinned = parse_global_batch(global_batch, seq) if global_batch else None
     wl0 = Workload(spec, counts, recipe, seq, pinned or law.start_seqs)
     pin_kw = pin_options(pins)

@@ -200,7 +200,7 @@ def _batch(res: SweepResult, console: Any) -> None:
             "-" if c.bubble_fraction is None else fmt_pct(c.bubble_fraction) + (" !" if c.starved else ""),
             ", ".join(f"{t:,}" for t in c.tried_seqs)] for c in b.chosen]
     law = (f" Law: {b.law}; M = {b.flops_per_token:.3g} FLOPs/token (non-embedding, forward + backward). "
-           "Override with --global-batch.")
+           "Override with --global-batch." if b.law else " Override with --global-batch.")
     print_table(console, cols, out, title="Global batch (sequences per optimizer step)",
                 caption=f"Rule: {b.rule}.{law} Micro-batches per pipeline per step for the best layout; "
                 f"bubble = (stages - 1) / (chunks x micro-batches) of compute time; ! = pipeline starved.")

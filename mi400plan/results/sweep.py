@@ -319,7 +319,7 @@ class BatchPlan(OutModel):
 
     pinned: bool
     rule: str  # the rule in words
-    law: str  # the scaling law and its source
+    law: str  # the scaling law and its source ("" when the rule is not a law: fine-tuning)
     flops_per_token: float  # M: non-embedding training FLOPs per token (forward + backward)
     train_tokens: float  # D: --tokens, or the compute-optimal assumption (tokens_assumed)
     tokens_assumed: bool
