@@ -285,6 +285,31 @@ def test_server_scenario_plot_draws_percentiles_against_the_searched_rates():
         assert p.meets == (ok and p.failed is None), p
         assert p.requests_per_s <= row.requests_per_s or not p.meets
     assert any(p.requests_per_s == row.requests_per_s and p.meets for p in row.search)
+    # the legend hangs under the rate axis (outside both panels: it covers no curve) and names every series
+    legend = tpot_ax.get_legend()
+    assert legend is not None and legend.get_bbox_to_anchor().y1 < tpot_ax.get_window_extent().y0
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert "p99 TTFT limit 2 s" in texts and "solid: p99" in texts and any(t.startswith("mi300x answer") for t in texts)
+
+
+def test_a_log_rate_axis_reads_in_plain_numbers():
+    """A rate search spanning more than 30x is drawn on a log axis labelled 0.2, 0.5, 1, 2, 5 (not 10^-1)."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from mi400plan.render import plots_scenario
+
+    result = _scenario_result("server")
+    row = next(r for r in result.scenario_rows if r.rank == 1)
+    rows = [row.model_copy(update={"search": [p.model_copy(update={"requests_per_s": p.requests_per_s * f})
+                                              for p, f in zip(row.search, [0.01] + [1.0] * (len(row.search) - 1))]})]
+    fig = Figure(layout="constrained")
+    plots_scenario._server(result, rows, fig, ("m", "lengths"))
+    ax = fig.axes[1]
+    assert ax.get_xscale() == "log"
+    fmt = ax.xaxis.get_major_formatter()
+    assert [fmt(v, 0) for v in (0.2, 0.5, 1.0, 2.0, 5.0)] == ["0.2", "0.5", "1", "2", "5"]
+    assert ax.xaxis.get_minor_formatter()(0.3, 0) == ""
 
 
 def test_offline_scenario_plot_draws_throughput_against_the_sequence_limits_tried():

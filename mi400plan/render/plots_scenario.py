@@ -102,7 +102,12 @@ def _server(result: ServeResult, rows: list[ScenarioRow], fig: Figure, head: Hea
         _log_if_wide(ax, seen)
         ax.grid(alpha=0.3)
     if rates and max(rates) / min(rates) > LOG_SPAN:
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
         tpot_ax.set_xscale("log")
+        tpot_ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 0.1 0.2 0.5 1 2 5 ...
+        tpot_ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # plain numbers, not 10^-1
+        tpot_ax.xaxis.set_minor_formatter(NullFormatter())  # unlabelled minor ticks: labels would collide
     else:
         tpot_ax.set_xlim(left=0)
     named = [h for h in ttft_ax.get_lines() if not str(h.get_label()).startswith("_")]
@@ -110,9 +115,10 @@ def _server(result: ServeResult, rows: list[ScenarioRow], fig: Figure, head: Hea
     handles = [h for h in named if h not in limits] + limits
     handles += [Line2D([], [], color="0.3", linewidth=1.6, marker="o", markersize=4, label="solid: p99"),
                 Line2D([], [], color="0.3", linewidth=1.0, linestyle="--", marker=".", label="dashed: p50")]
-    fig.legend(handles=handles, loc="outside right upper", fontsize=8)
+    # under the x-axis label, outside both panels (the layout makes room for it above the footer)
+    tpot_ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=4, fontsize=8)
     tpot_ax.set_xlabel("Poisson arrival rate (requests/s per replica)")
-    ttft_ax.set_title(_title(head, "p50 and p99 against arrival rate"))
+    fig.suptitle(_title(head, "p50 and p99 against arrival rate"))  # above the legend, not under it
     footer(fig, f"mi400plan serve {result.model} --scenario {sc.name}; each point one simulated run of the rate "
                 f"search ({sc.limits_source.split(':')[0]}); star: the answer, the largest rate meeting both p99 limits")
 
