@@ -19,7 +19,7 @@ from typing import Any
 
 from mi400plan.errors import UsageError
 from mi400plan.results.fleet import FleetRow
-from mi400plan.results.serve import ScenarioRow, ServeLayout, ServeResult, ServeRow
+from mi400plan.results.serve import ScenarioRow, ServeResult, ServeRow
 
 _DEMAND = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmg]?)\s*(req/s|tok/s)\s*$", re.IGNORECASE)
 _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
@@ -90,11 +90,6 @@ class _Point:
     scenario: str | None = None
 
 
-def _layout_text(lay: ServeLayout) -> str:
-    return (f"TP{lay.tp}" + (f" PP{lay.pp}" if lay.pp > 1 else "") + (f" EP{lay.ep}" if lay.ep > 1 else "")
-            + (" DPA" if lay.dp_attention else ""))  # as the layout column reads
-
-
 def _steady_point(result: ServeResult, sku: str) -> _Point | None:
     """The steady-state search's point: the highest output tokens/s per GPU that meets the SLA (or, without
     one, listed)."""
@@ -107,7 +102,7 @@ def _steady_point(result: ServeResult, sku: str) -> _Point | None:
     if not rows:
         return None
     r = max(rows, key=lambda x: x.tokens_per_s_per_gpu)
-    return _Point(f"{_layout_text(r.layout)} x {r.concurrency} in flight", basis, r.meets_sla, float(r.gpus),
+    return _Point(f"{r.layout.text()} x {r.concurrency} in flight", basis, r.meets_sla, float(r.gpus),
                   r.requests_per_s, r.tokens_per_s_per_gpu * r.gpus, r.total_tokens_per_s_per_gpu * r.gpus,
                   float(r.concurrency), r.tokens_per_s_per_user, r.cost_per_mtok_output)
 
@@ -137,7 +132,7 @@ def _scenario_point(result: ServeResult, sku: str) -> _Point | None:
     g = r.layout.gpus_per_replica
     out = r.tokens_per_s_per_gpu * g
     per_user = 1.0 / r.tpot_s.p50 if r.tpot_s.p50 > 0 else 0.0
-    return _Point(f"{_layout_text(r.layout)} at {r.requests_per_s:,.2f} req/s", scenario_basis(result), True,
+    return _Point(f"{r.layout.text()} at {r.requests_per_s:,.2f} req/s", scenario_basis(result), True,
                   float(g), r.requests_per_s, out, out + r.requests_per_s * result.input_len, r.in_flight, per_user,
                   r.cost_per_mtok_output, scenario=r.scenario)
 

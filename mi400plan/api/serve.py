@@ -30,6 +30,7 @@ from mi400plan.results.serve import (
     ServeRow,
     SkuInfo,
     Span,
+    layout_text,
 )
 from mi400plan.serve_rank import RANK_BY, WHAT, default_rank_by, rule_text
 from mi400plan.serve_rank import score as rank_score
@@ -272,7 +273,7 @@ def serve(catalog: Any, model_name: str, skus: list[str], request: ServeRequest 
     ``UsageError`` for bad values (exit 2) and ``MissingValueError`` when a SKU does not disclose what the
     precision needs (exit 3). Without ``gpu_hour_cost`` the cost per GPU-hour is the cost model's all-in
     figure for each SKU's system at ``site`` (``cost.gpu_hour_costs``; ``cost_overrides`` a
-    ``cost.CostOverrides``). ``rank_by`` (``serve_rank.RANK_BY``; default ``serve_rank.default_rank_by``)
+    ``pricing.CostOverrides``). ``rank_by`` (``serve_rank.RANK_BY``; default ``serve_rank.default_rank_by``)
     orders the rows under an SLA and picks each comparison level's leader.
     ``scenario`` (``api.serve_scenario.ScenarioRequest``): an MLPerf Inference
     scenario simulated request by request on the best layouts (``scenario_rows``); ``input_len`` /
@@ -416,17 +417,6 @@ def _search_sku(wl: Any, s: _Sku, lay: Any, conc: np.ndarray, gpus: int, sla: di
                 ranges=ranges, disagg=disagg, sla=sla, wl=wl)
 
 
-def _layout_text(tp: float, pp: float, ep: float, dpa: bool) -> str:
-    t = f"TP{int(tp)}"
-    if pp > 1:
-        t += f" PP{int(pp)}"
-    if ep > 1:
-        t += f" EP{int(ep)}"
-    if dpa:
-        t += " DPA"
-    return t
-
-
 def _binding(ev: dict[str, np.ndarray], fit: np.ndarray, sla: dict[str, float], tp: Any, pp: Any, ep: Any,
              dpa: Any, b: Any) -> tuple[str, str | None]:
     """Which SLA term no fitting point reaches, and the nearest fitting point (the one that comes closest
@@ -448,7 +438,7 @@ def _binding(ev: dict[str, np.ndarray], fit: np.ndarray, sla: dict[str, float], 
 
 
 def _point_text(ev: dict[str, np.ndarray], i: int, tp: Any, pp: Any, ep: Any, dpa: Any, b: Any) -> str:
-    return (f"{_layout_text(tp[i], pp[i], ep[i], bool(dpa[i]))} at concurrency {int(b[i])}: TPOT "
+    return (f"{layout_text(tp[i], pp[i], ep[i], bool(dpa[i]))} at concurrency {int(b[i])}: TPOT "
             f"{ev['tpot'][i] * 1e3:.1f} ms ({ev['tps_user'][i]:.1f} tok/s/user), TTFT {ev['ttft'][i] * 1e3:,.0f} ms, "
             f"{ev['out_tps_gpu'][i]:,.0f} tok/s/GPU")
 

@@ -28,9 +28,7 @@ LOG_SPAN = 30.0  # a y-range wider than this ratio is drawn on a log scale (p99 
 
 def _layout(r: ScenarioRow) -> str:
     lay = r.layout
-    t = f"TP{lay.tp}" + (f" PP{lay.pp}" if lay.pp > 1 else "") + (f" EP{lay.ep}" if lay.ep > 1 else "")
-    t += " DPA" if lay.dp_attention else ""
-    return f"{r.sku} {t} ({lay.gpus_per_replica} GPU{'s' if lay.gpus_per_replica > 1 else ''})"
+    return f"{r.sku} {lay.text()} ({lay.gpus_per_replica} GPU{'s' if lay.gpus_per_replica > 1 else ''})"
 
 
 def best_rows(result: ServeResult) -> list[ScenarioRow]:

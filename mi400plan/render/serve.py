@@ -13,13 +13,7 @@ from mi400plan.units import fmt_bytes, fmt_count
 
 def _layout(r: ServeRow) -> str:
     lay = r.layout
-    t = f"TP{lay.tp}"
-    if lay.pp > 1:
-        t += f" PP{lay.pp}"
-    if lay.ep > 1:
-        t += f" EP{lay.ep}"
-    if lay.dp_attention:
-        t += " DPA"
+    t = lay.text()
     if lay.disaggregated:
         t += f" +{lay.prefill_gpus_per_decode_replica:.1f} prefill GPUs"
     elif lay.replicas > 1:
@@ -273,9 +267,7 @@ def _scenario(res: ServeResult, console: Any) -> None:
             ("latency s p50/90/99", "right")]
     out = []
     for r in res.scenario_rows:
-        lay = r.layout
-        t = f"TP{lay.tp}" + (f" PP{lay.pp}" if lay.pp > 1 else "") + (f" EP{lay.ep}" if lay.ep > 1 else "") + (
-            " DPA" if lay.dp_attention else "")
+        t = r.layout.text()
         rate = f"{r.requests_per_s:,.2f}" if r.meets else f"no: {r.binding}"
         out.append([r.sku, t, rate, f"{r.tokens_per_s_per_gpu:,.0f}",
                     _pcts(r.ttft_s, 1.0 if ttft_s else 1e3), _pcts(r.tpot_s, 1e3), _pcts(r.latency_s, 1.0)])

@@ -11,6 +11,17 @@ from mi400plan.results.common import Count, OutModel, Result, flatten_model
 from mi400plan.results.fleet import FleetRow
 
 
+def layout_text(tp: float, pp: float, ep: float, dpa: bool) -> str:
+    """A serving replica's parallel layout as every serve output writes it: ``TP8``, ``TP1 PP2``, ``TP8 EP8 DPA``
+    (PP and EP only when above 1; DPA: attention data parallel)."""
+    t = f"TP{int(tp)}"
+    if pp > 1:
+        t += f" PP{int(pp)}"
+    if ep > 1:
+        t += f" EP{int(ep)}"
+    return t + (" DPA" if dpa else "")
+
+
 class ServeLayout(OutModel):
     tp: int
     pp: int
@@ -20,6 +31,10 @@ class ServeLayout(OutModel):
     replicas: int  # replicas in the GPUs given (aggregated); decode replicas when disaggregated
     disaggregated: bool
     prefill_gpus_per_decode_replica: Count = 0  # disaggregated: prefill GPUs sized to one decode replica (may be fractional)
+
+    def text(self) -> str:
+        """The parallel layout (:func:`layout_text`)."""
+        return layout_text(self.tp, self.pp, self.ep, self.dp_attention)
 
 
 class ServeMemory(OutModel):
