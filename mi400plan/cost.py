@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mi400plan.errors import MissingValueError, ProfileError, UnknownNameError, UsageError
-# Re-exported: the values a command carries to this model live in ``mi400plan.pricing``.
-from mi400plan.pricing import CostOverrides, Pricing  # noqa: F401
+from mi400plan.pricing import CostOverrides
 from mi400plan.results.cost import RunEnergy
 from mi400plan.specs.common import Estimate
 from mi400plan.units import HOUR, KW, MW

@@ -23,8 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# Re-exported: the band table itself lives in ``mi400plan.bands`` (sweep reads it without this module).
-from mi400plan.bands import BANDS_FILE, Band, band_for, read_bands  # noqa: F401
+from mi400plan.bands import Band
 
 BUNDLED_RUNS = "train_validation.csv"
 MIN_BAND_RUNS = 3  # a group with fewer runs gives no band (the next wider group does)
@@ -142,7 +141,7 @@ def bands_from(points: Iterable[tuple[RunMeta, float]]) -> list[Band]:
 
 
 def bands_json(bands: Sequence[Band]) -> str:
-    """The band table as written to ``BANDS_FILE`` (rounded to 0.1 % so a refit's noise does not churn it)."""
+    """The band table as written to ``bands.BANDS_FILE`` (rounded to 0.1 % so a refit's noise does not churn it)."""
     rows = [dict(kind=b.kind, stack=b.stack, runs=b.runs, mean_abs=round(b.mean_abs, 3), max_abs=round(b.max_abs, 3))
             for b in bands]
     head = ("error bands of the step-time model: mean |error| of the bundled measured runs under "

@@ -398,7 +398,8 @@ def test_rack_racks_reports_facility_capex_and_cost_per_day(cli) -> None:  # noq
 
 
 def test_serving_economics_by_hand(catalog) -> None:  # noqa: ANN001
-    from mi400plan.cost import CostOverrides, gpu_hour_model, load_site, resolve_system, serving_economics
+    from mi400plan.cost import gpu_hour_model, load_site, resolve_system, serving_economics
+    from mi400plan.pricing import CostOverrides
 
     s = serving_economics(catalog, "gb200-nvl72", 2000.0)
     site_prof, site, _ = load_site(catalog, None, CostOverrides())

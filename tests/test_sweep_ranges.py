@@ -271,7 +271,7 @@ def test_corner_with_only_matmul_ranged_equals_a_matmul_override(cli, profiles) 
 def test_spans_bracket_nominal_and_nominal_best_is_the_plain_search(catalog, model, sku, gpus, precision) -> None:
     from mi400plan.api.sweep import SweepReport, sweep
     from mi400plan.hardware import build_sku
-    from mi400plan.cost import Pricing
+    from mi400plan.pricing import Pricing
     from mi400plan.specs.layout import TrainOptions
     from mi400plan.params import count_params
     from mi400plan.search import SearchOptions, Workload, iter_rows, search

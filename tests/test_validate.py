@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mi400plan.validate import Band, RunMeta, band_for, bands_from, loso_errors, signed_error, summarize
+from mi400plan.bands import Band, band_for
+from mi400plan.validate import RunMeta, bands_from, loso_errors, signed_error, summarize
 
 DATA = Path(__file__).resolve().parents[1] / "mi400plan" / "data"
 

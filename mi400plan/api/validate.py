@@ -18,8 +18,9 @@ from mi400plan.calibrate import Forward, PreparedRun, fit_accelerator
 from mi400plan.errors import UsageError
 from mi400plan.measurements import MeasuredRun, RunEntry
 from mi400plan.results.validate import GroupRow, ValidateResult, ValidateRow
+from mi400plan.bands import BANDS_FILE
 from mi400plan.validate import (
-    BANDS_FILE, BUNDLED_RUNS, GroupStat, RunMeta, bands_from, bands_json, bundled_text, loso_errors,
+    BUNDLED_RUNS, GroupStat, RunMeta, bands_from, bands_json, bundled_text, loso_errors,
     measured_step_s, read_rows, row_meta, row_options, row_workload, signed_error, summarize, with_defaults,
 )
 

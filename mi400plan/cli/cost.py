@@ -32,7 +32,7 @@ NetOpt = Annotated[Optional[float], typer.Option("--network-capex-per-gpu", help
 def site_overrides(price: float | None, pue: float | None, rate: float | None, life: float | None,
                    load: float | None, grid: float | None, facility: Facility | None, colo: float | None = None,
                    fac_capex: float | None = None, network: float | None = None, capex: float | None = None):  # noqa: ANN201
-    """The flags as ``cost.CostOverrides`` (None: keep the site profile's value)."""
+    """The flags as ``pricing.CostOverrides`` (None: keep the site profile's value)."""
     from mi400plan.pricing import CostOverrides
 
     given = {
