@@ -325,13 +325,17 @@ class Catalog:
 
         def head_of(k: int) -> dict[str, Any]:
             f, text, _ = read[good[k]]
-            return _head(self.disk_cache.parsed(text, lambda: parse_toml(str(f), text)))
+            return self._parsed_head(str(f), text)
 
         try:
             heads = dict(zip(good, self.disk_cache.heads([read[i][1] for i in good], head_of)))
         except ProfileError:
             heads = {}
         return [self._entry(f, origin, text, err, heads.get(i)) for i, (f, text, err) in enumerate(read)]
+
+    def _parsed_head(self, path: str, text: str) -> dict[str, Any]:
+        """The index fields of a profile's text, parsed through the cache (``ProfileError`` if it does not parse)."""
+        return _head(self.disk_cache.parsed(text, lambda: parse_toml(path, text)))
 
     def _text(self, f: Any) -> tuple[Any, str, ProfileError | None] | None:
         """A catalog file's text (or the error reading it), or None (with a warning) when it is not a
@@ -352,11 +356,8 @@ class Catalog:
         command needing this profile fails on it."""
         path = str(f)
         if err is None and head is None:
-            def parsed() -> dict[str, Any]:
-                return self.disk_cache.parsed(text, lambda: parse_toml(path, text))
-
             try:
-                head = self.disk_cache.head(text, lambda: _head(parsed()))
+                head = self.disk_cache.head(text, lambda: self._parsed_head(path, text))
             except ProfileError as exc:
                 err = exc
         head = head or {}

@@ -646,7 +646,7 @@ def model_terms(model: ModelSpec, counts: ParamCounts, seq_len: int, recipe: Any
         lora_model=model if lora is not None else None,
         adapter_params=adapters[0],
         adapter_expert_params=adapters[1],
-        packed_docs=None if recipe is None else recipe.packed_docs,
+        packed_docs=packed,
     )
 
 
