@@ -4,6 +4,8 @@ and bit for bit against the fixed-length arithmetic it replaces."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -131,3 +133,21 @@ def test_scenario_on_deepseek_defaults_to_the_datasets_outputs(catalog) -> None:
     assert o2 == 1024 and cv2b == pytest.approx(0.33301, abs=1e-5)
     _, _, _, cv0 = scen.prepare(model, None, None, None, False)
     assert cv0 == 0.0  # no scenario: --output-len's default, 1,024 fixed
+
+
+def test_cli_serve_prints_the_biased_context(cli) -> None:
+    """`serve --output-len uniform:1-2047` (mean 1,024, cv^2 0.33301) with 1,024-token prompts: decode context
+    1,024 + 512 x 1.33301 = 1,706.5 tokens and 1,024 + 1,024 x 1.33301 = 2,389 reserved per sequence, said in
+    the table and in JSON; fixed 1,024-token outputs: 1,024 + 512 = 1,536 and 2,048, and no note."""
+    r = cli(["serve", "llama3.1-8b", "--sku", "h100", "--output-len", "uniform:1-2047", "--top", "1", "--no-ranges"])
+    assert r.exit_code == 0, r.output
+    assert "decode context 1,706 tokens" in r.output and "2,389 tokens per sequence" in r.output
+    j = json.loads(cli(["serve", "llama3.1-8b", "--sku", "h100", "--output-len", "uniform:1-2047", "--top", "1",
+                        "--no-ranges", "--json"]).stdout)["data"]
+    assert j["decode_context_tokens"] == pytest.approx(1706.5, abs=0.1)
+    assert j["kv_tokens_per_sequence"] == pytest.approx(2389.0, abs=0.1)
+    f = cli(["serve", "llama3.1-8b", "--sku", "h100", "--top", "1", "--no-ranges", "--json"])
+    d = json.loads(f.stdout)["data"]
+    assert (d["decode_context_tokens"], d["kv_tokens_per_sequence"]) == (1536.0, 2048.0)
+    t = cli(["serve", "llama3.1-8b", "--sku", "h100", "--top", "1", "--no-ranges"])
+    assert "decode context" not in t.output and "2,048 tokens per sequence (the fit model)" in t.output

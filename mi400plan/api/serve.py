@@ -342,6 +342,7 @@ def serve(catalog: Any, model_name: str, skus: list[str], request: ServeRequest 
             flips.append(f"{r.sku} #{r.rank}: the SLA verdict flips inside the estimate ranges")
     return ServeResult(
         model=model.name, input_len=I, output_len=O, precision=prec, kv_dtype=kv, disaggregated=req.disagg, sla=sla,
+        decode_context_tokens=core.decode_context(wl), kv_tokens_per_sequence=core.held_context(wl),
         order=f"{WHAT[rank]}, {ORDER_TIES}" if sla else "Pareto points, most interactive first (no point beats "
                                                          "another in both tokens/s/user and tokens/s/GPU)",
         rank_by=rank, rank_rule=rule_text(rank, req.rank_by is not None),
