@@ -270,8 +270,8 @@ def _offline(wl: Workload, hw: ServeHardware, lay: Layout, lim: Limits,
              cfg: ScenarioConfig) -> tuple[Limits, Outcome, StepModel]:
     """MLPerf Offline at the stack's sequence limit, and, unless ``--max-seqs`` pins it, at the limits that keep
     the requests' KV in the cache (a request's mean occupancy, input + half its output, its whole mean length, both
-    length-biased as the requests in flight are (``serve_sim.in_flight``), and the longest input + output): offline is the highest throughput
-    the deployment reaches, and a limit above what the cache holds preempts and recomputes prompts, the
+    length-biased as the requests in flight are (``serve_sim.in_flight``), and the longest input + output):
+    offline is the highest throughput the deployment reaches, and a limit above what the cache holds preempts and recomputes prompts, the
     behaviour vLLM's tuning guide tells users to remove by lowering ``max_num_seqs`` (docs.vllm.ai,
     "Optimization and Tuning: Preemption", v0.10, 2025). The best rate is kept, with the limit that gave it."""
     from dataclasses import replace
