@@ -141,6 +141,7 @@ class Workload:
     output_len: int
     spec_tokens: int = 0  # draft tokens verified per step (0: no speculation)
     spec_acceptance: float = 0.0  # per-token acceptance probability
+    output_cv2: float = 0.0  # Var / mean^2 of the output length (0: every request ``output_len`` tokens)
 
 
 @dataclass(frozen=True)
@@ -510,11 +511,12 @@ def memory(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, dpa: Any, batch
 
     Without DP-attention: ``memory.infer_memory`` and ``memory.max_batch_x_context`` exactly as
     ``fit --mode infer --tp T --pp P --batch B --seq I+O`` computes them (a concurrency fits when
-    ``B x (I + O)`` cached tokens fit). With DP-attention every rank holds the whole attention block and
+    ``B x (I + O)`` cached tokens fit; with varied output lengths ``I + E[O^2] / E[O]`` per sequence, the
+    length-biased mean of :func:`held_context`). With DP-attention every rank holds the whole attention block and
     the KV of its own ``ceil(B / TP)`` sequences (all KV heads, or the whole MLA latent)."""
     from mi400plan.memory import infer_memory, max_batch_x_context, usable_bytes
 
-    ctx = float(wl.input_len + wl.output_len)
+    ctx = float(held_context(wl))
     tp = np.asarray(tp, dtype=np.float64)
     pp = np.asarray(pp, dtype=np.float64)
     b = np.asarray(batch, dtype=np.float64)
@@ -537,6 +539,23 @@ def memory(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, dpa: Any, batch
     return {"weights": weights, "kv_cache": kv, "activations": m.activations, "reserve": m.reserve,
             "total": base + kv, "usable": np.full(weights.shape, usable), "weights_fit": weights_fit,
             "kv_fit": kv_fit & weights_fit}
+
+
+def decode_context(wl: Workload) -> float:
+    """Mean context (tokens) a decode step reads per sequence: ``I + E[O^2] / (2 E[O])``, the length-biased
+    mean of the sequences in flight (``inflight.in_flight_tokens``; Kleinrock 1975 sec. 5.2), ``I + O / 2``
+    when every output has the same length."""
+    from mi400plan.inflight import in_flight_tokens
+
+    return float(in_flight_tokens(float(wl.input_len), float(wl.output_len), wl.output_cv2))
+
+
+def held_context(wl: Workload) -> float:
+    """Tokens a sequence in flight reserves for its whole length: ``I + E[O^2] / E[O]``, length-biased as
+    :func:`decode_context` (``I + O`` when every output has the same length)."""
+    from mi400plan.inflight import in_flight_tokens
+
+    return float(in_flight_tokens(wl.input_len, wl.output_len, wl.output_cv2, whole=True))
 
 
 def decode_step(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any, batch: Any,
@@ -644,7 +663,7 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
     I, O = float(wl.input_len), float(wl.output_len)
     n = int(wl.spec_tokens)
     a = tokens_per_step(n, wl.spec_acceptance)
-    d, draft, t_step = decode_step(T, wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, batch=b, context=I + O / 2.0)
+    d, draft, t_step = decode_step(T, wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, batch=b, context=decode_context(wl))
     kp = float(max(int(prefill_prompts), 1))
     p = forward_stage(T, wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, tokens=I * kp, seqs=kp, context=0.0, causal=True)
     pf_busy = p.total / kp  # GPU time per prompt on the busiest stage (prompts pipeline through stages)

@@ -37,13 +37,17 @@ from mi400plan.serve import BatchWait, ServeHardware, Workload, evaluate, terms
 POLICIES = ("reserve-full", "current")
 
 
-def admission_context(policy: str, input_len: float, output_len: float) -> float:
+def admission_context(policy: str, input_len: float, output_len: float, output_cv2: float = 0.0) -> float:
     """Cached tokens per running sequence under ``policy`` (module docstring): ``I + O`` for reserve-full,
-    the steady state's mean ``I + O / 2`` for current."""
+    the steady state's mean ``I + O / 2`` for current; with output lengths of squared coefficient of variation
+    ``output_cv2`` the sequences in flight are length-biased, ``I + E[O^2] / E[O]`` and ``I + E[O^2] / (2 E[O])``
+    (``inflight.in_flight_tokens``; Kleinrock 1975 sec. 5.2)."""
+    from mi400plan.inflight import in_flight_tokens
+
     if policy == "reserve-full":
-        return float(input_len + output_len)
+        return float(in_flight_tokens(input_len, output_len, output_cv2, whole=True))
     if policy == "current":
-        return float(input_len) + float(output_len) / 2.0
+        return float(in_flight_tokens(float(input_len), float(output_len), output_cv2))
     raise ValueError(f"unknown KV admission policy {policy!r}; expected one of {', '.join(POLICIES)}")
 
 

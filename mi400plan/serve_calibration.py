@@ -493,6 +493,7 @@ class Measured:
     prefill_tokens: int | None = None  # the submission's token budget per iteration, every pass full (Offline)
     prefill_prompts: int | None = None  # the submission's minimum prompts per prefill pass (its scheduler's)
     max_seqs: int | None = None  # the submission's cap on sequences in flight per replica (its configuration's)
+    output_cv2: float = 0.0  # Var / mean^2 of the outputs (0: every request ``osl`` tokens; ``serve.decode_context``)
 
     def prompts_per_pass(self) -> int:
         """Prompts per prefill pass the source's configuration gives (``serve.evaluate``'s
@@ -545,7 +546,8 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
     from mi400plan.specs.layout import infer_recipe
 
     model = cat.get("models", m.model).spec
-    wl = core.Workload(model, count_params(model), infer_recipe(m.precision, kv_dtype=m.kv), m.isl, m.osl)
+    wl = core.Workload(model, count_params(model), infer_recipe(m.precision, kv_dtype=m.kv), m.isl, m.osl,
+                       output_cv2=m.output_cv2)
     b = float(m.conc)
     if m.kind == "static_batch":
         T = core.terms(wl.model, wl.counts, wl.recipe)

@@ -30,7 +30,8 @@ a decode iteration; a step with ``n`` speculative tokens yields ``a`` tokens per
 (``serve.tokens_per_step``).
 
 Iteration time (:class:`StepModel`, built by :func:`step_model` from ``serve.forward_stage``, the cost
-functions of ``serve.evaluate``): the decode step of ``b`` sequences at the workload's mean context, plus,
+functions of ``serve.evaluate``): the decode step of ``b`` sequences at the workload's mean context (length-biased,
+:func:`in_flight`: ``E[I] + E[O^2] / (2 E[O])``; each run reports the mean it produced, ``decode_context``), plus,
 for a chunk of prompt tokens ``[s, s + c)``, ``P(s + c) - P(s)`` where ``P(n)`` is the prefill time of an
 ``n``-token prompt, so a whole prompt costs exactly its prefill time, as in the steady-state model.
 Per-request overhead outside the GPU (``ServeHardware.request_overhead_s``) is added to TTFT.
@@ -126,6 +127,20 @@ class LengthDist:
             w = np.asarray(self.weights)
             return float(np.dot(self.values, w) / w.sum())
         return float(self.values[0])
+
+    @property
+    def cv2(self) -> float:
+        """``Var / mean^2``, the squared coefficient of variation of the lengths (0 for a fixed length);
+        uniform on the integers ``lo..hi``: variance ``((hi - lo + 1)^2 - 1) / 12``."""
+        if self.kind == "uniform":
+            n = self.values[1] - self.values[0] + 1
+            return (n * n - 1) / 12.0 / self.mean ** 2
+        if self.kind == "histogram":
+            w = np.asarray(self.weights, dtype=np.float64)
+            v = np.asarray(self.values, dtype=np.float64)
+            m = float(np.dot(v, w) / w.sum())
+            return float(np.dot((v - m) ** 2, w) / w.sum()) / m ** 2
+        return 0.0
 
     @property
     def max(self) -> int:
@@ -225,7 +240,7 @@ class Benchmark:
     name: str
     models: tuple[str, ...]
     limits: dict[str, tuple[float, float]]  # scenario -> (p99 TTFT s, p99 TPOT s)
-    output: LengthDist | None  # fitted to the published statistics; None where none are published
+    output: LengthDist | None  # the dataset's histogram, else the published mean; None where none is published
     input_max: int | None
     input_mean: float | None
     source: str
@@ -243,25 +258,38 @@ def _benchmarks_raw() -> dict[str, Any]:
 
 def benchmark_for(model_name: str) -> Benchmark | None:
     """The MLPerf Inference benchmark run on the model profile ``model_name`` (or None)."""
-    raw = _benchmarks_raw()
-    for name, b in raw.get("benchmark", {}).items():
+    for name, b in _benchmarks_raw().get("benchmark", {}).items():
         if model_name in b["models"]:
-            lim = {k: (float(v[0]) / 1e3, float(v[1]) / 1e3) for k, v in b["limits_ms"].items()}
-            out = None
-            if "output_mean" in b:
-                # Fitted: uniform on 1..2m-1 has the published mean m; within the published maximum.
-                hi = min(int(round(2 * b["output_mean"] - 1)), int(b["output_max"]))
-                out = LengthDist("uniform", (1, hi), source=(
-                    f"fitted to {name}'s published output mean {b['output_mean']:,.2f} tokens "
-                    f"(max {b['output_max']:,}); "
-                    f"{b['source']}"))
-            inp = None
-            if "input_histogram" in b:
-                v, c = zip(*((int(x[0]), float(x[1])) for x in b["input_histogram"]))
-                inp = LengthDist("histogram", tuple(v), tuple(c), source=f"{name}: {b['input_source']}")
-            return Benchmark(name, tuple(b["models"]), lim, out, b.get("input_max"), b.get("input_mean"), b["source"],
-                             inp)
+            return _benchmark(name, b)
     return None
+
+
+def benchmark_named(name: str) -> Benchmark:
+    """The MLPerf Inference benchmark ``name`` (a table of ``profiles/workloads/mlperf-inference.toml``:
+    llama2-70b, llama3_1-405b, deepseek-r1); ``UsageError`` naming the known ones otherwise."""
+    raw = _benchmarks_raw().get("benchmark", {})
+    if name not in raw:
+        raise UsageError(f"unknown MLPerf Inference benchmark {name!r}; known: {', '.join(raw)}")
+    return _benchmark(name, raw[name])
+
+
+def _benchmark(name: str, b: dict[str, Any]) -> Benchmark:
+    """One benchmark's table. Its output lengths: the dataset's histogram where one is recorded, else every
+    request at the published mean (rounded)."""
+    lim = {k: (float(v[0]) / 1e3, float(v[1]) / 1e3) for k, v in b["limits_ms"].items()}
+    out = None
+    if "output_histogram" in b:
+        v, c = zip(*((int(x[0]), float(x[1])) for x in b["output_histogram"]))
+        out = LengthDist("histogram", tuple(v), tuple(c), source=f"{name}: {b['output_source']}")
+    elif "output_mean" in b:
+        out = LengthDist("fixed", (int(round(b["output_mean"])),), source=(
+            f"{name}'s published mean output {b['output_mean']:,.2f} tokens for every request (no per-sample "
+            f"output lengths published); {b['source']}"))
+    inp = None
+    if "input_histogram" in b:
+        v, c = zip(*((int(x[0]), float(x[1])) for x in b["input_histogram"]))
+        inp = LengthDist("histogram", tuple(v), tuple(c), source=f"{name}: {b['input_source']}")
+    return Benchmark(name, tuple(b["models"]), lim, out, b.get("input_max"), b.get("input_mean"), b["source"], inp)
 
 
 # --- the iteration cost ------------------------------------------------------------------------------
@@ -310,6 +338,7 @@ class SimResult:
     preemptions: int
     rejected: int  # requests whose prompt alone exceeds the KV cache (never served)
     thrashed: bool = False  # stopped: more than THRASH_PREEMPTIONS preemptions per request
+    decode_context: float = math.nan  # mean tokens of KV a decoding sequence held per decode iteration (the run)
 
 
 def percentiles(x: np.ndarray) -> dict[str, float]:
@@ -349,6 +378,8 @@ class _Sim:
         self.running: dict[int, int] = {}  # id -> admission number
         self.heap: list[tuple[int, int, int]] = []  # (finish iteration, id, version)
         self.now, self.it, self.nxt, self.kv, self.count = 0.0, 0, 0, 0.0, 0
+        self.kv_pf = 0.0  # of ``kv``, the tokens reserved by the requests prefilling
+        self.ctx_tok, self.ctx_seq = 0.0, 0.0  # sums over decode iterations: KV of the decodes, decodes
         self.finished, self.preempted, self.rejected = 0, 0, 0
         self.measured = [1] * n
         self.measured_done = 0
@@ -362,7 +393,7 @@ class _Sim:
     def _admit(self) -> None:
         lim = self.lim
         if not self.running and not self.prefilling:
-            self.kv = 0.0  # an empty replica holds nothing (no rounding left over from the frees)
+            self.kv = self.kv_pf = 0.0  # an empty replica holds nothing (no rounding left over from the frees)
         while self.waiting and len(self.running) + len(self.prefilling) < lim.max_seqs:
             i = self.waiting[0]
             if self.need[i] > lim.kv_tokens:  # can never fit: rejected, as a server returns an error
@@ -375,6 +406,7 @@ class _Sim:
             self.waiting.popleft()
             self.prefilling.append(i)
             self.kv += self.need[i]
+            self.kv_pf += self.need[i]
             self.hold[i] = float(self.need[i])
             self.done_pf[i] = 0
             self.count += 1
@@ -449,12 +481,15 @@ class _Sim:
                 done.append(i)
         self.now += self.dec[b] + cost
         if b:
+            self.ctx_tok += self.kv - self.kv_pf
+            self.ctx_seq += b
             self.it += 1
             self.kv += b * self.sm.tokens_per_step
             if self.heap and self.heap[0][0] <= self.it:
                 self._retire()
         for i in done:
             self.prefilling.remove(i)
+            self.kv_pf -= self.hold[i]
             self._join(i)
 
     def _decode_jump(self, b: int) -> None:
@@ -467,6 +502,8 @@ class _Sim:
         cap = self.lim.kv_tokens
         room = math.floor((cap - self.kv) / (b * a)) if math.isfinite(cap) else k
         k = max(1, min(k, room))
+        self.ctx_tok += k * (self.kv - self.kv_pf) + b * a * k * (k - 1) / 2.0  # the decodes' KV, k iterations
+        self.ctx_seq += k * b
         self.now += k * t
         self.it += k
         self.kv += k * b * a
@@ -489,7 +526,7 @@ class _Sim:
             while running and self.kv + len(running) * a > cap:
                 self._preempt_newest()
             if not running and not self.prefilling:
-                self.kv = 0.0  # an empty replica holds nothing (as _admit)
+                self.kv = self.kv_pf = 0.0  # an empty replica holds nothing (as _admit)
             if waiting and len(running) + len(self.prefilling) < max_seqs:
                 self._admit()
             b = len(running)
@@ -529,7 +566,8 @@ def simulate(arrivals: np.ndarray, inp: np.ndarray, out: np.ndarray, sm: StepMod
     span = float(last[ok].max() - arr[ok].min()) if ok.any() else 0.0
     return SimResult(ttft=first[ok] + x - arr[ok], tpot=(last[multi] - first[multi]) / (o[multi] - 1.0),
                      latency=last[ok] + x - arr[ok], output_tokens=float(o[ok].sum()), span_s=span,
-                     preemptions=sim.preempted, rejected=sim.rejected, thrashed=sim.thrashed)
+                     preemptions=sim.preempted, rejected=sim.rejected, thrashed=sim.thrashed,
+                     decode_context=sim.ctx_tok / sim.ctx_seq if sim.ctx_seq else math.nan)
 
 
 # --- from the serving model to the simulation --------------------------------------------------------
@@ -633,6 +671,15 @@ def mean_prefill_s(sm: StepModel, inp: LengthDist) -> float:
         w = np.asarray(inp.weights, dtype=np.float64)
         return float(np.dot(p, w) / w.sum())
     return float(p[0])
+
+
+def in_flight(inp: LengthDist, out: LengthDist, *, whole: bool = False) -> float:
+    """Mean tokens per sequence in flight (``inflight.in_flight_tokens``, length-biased; Kleinrock 1975 sec.
+    5.2): the context a decode step reads, ``E[I] + E[O^2] / (2 E[O])``, or with ``whole`` the whole length,
+    ``E[I] + E[O^2] / E[O]``; ``E[I] + E[O] / 2`` and ``E[I] + E[O]`` for a fixed output length."""
+    from mi400plan.inflight import in_flight_tokens
+
+    return float(in_flight_tokens(inp.mean, out.mean, out.cv2, whole=whole))
 
 
 def sample_lengths(inp: LengthDist, out: LengthDist, n: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
@@ -777,12 +824,12 @@ def predict_mlperf(cat: Catalog, m: Measured, hw: ServeHardware) -> dict[str, fl
     out = bench.output if bench is not None and bench.output is not None else LengthDist("fixed", (m.osl,))
     inp = LengthDist("fixed", (m.isl,))
     recipe = infer_recipe(m.precision, kv_dtype=m.kv)
-    wl = core.Workload(model, count_params(model), recipe, m.isl, int(round(out.mean)))
+    wl = core.Workload(model, count_params(model), recipe, m.isl, int(round(out.mean)), output_cv2=out.cv2)
     lay = Layout(m.tp, 1, m.tp if m.dpa else 1, bool(m.dpa))
     mbt, max_seqs = scheduler_defaults(m.sku, hw.hbm_bytes)
     kv = kv_token_capacity(wl, hw, lay, max_seqs=max_seqs)
     lim = Limits(mbt, max_seqs, kv)
-    sm = step_model(wl, hw, lay, max_seqs=max_seqs, context=inp.mean + out.mean / 2.0, max_prompt=inp.max + out.max,
+    sm = step_model(wl, hw, lay, max_seqs=max_seqs, context=in_flight(inp, out), max_prompt=inp.max + out.max,
                     exact=[m.isl])
     if m.kind == "max_throughput":
         o = offline(sm, lim, inp, out, OFFLINE_REQUESTS)

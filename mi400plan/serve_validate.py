@@ -174,16 +174,23 @@ def inferencex_cases(cat: Catalog, rows: Sequence[tuple[int, dict[str, str]]]) -
 
 
 def measured_from_row(r: dict[str, str]) -> Measured:
-    """One row of ``serve_validation.csv`` (strings, as ``csv.DictReader`` gives them)."""
+    """One row of ``serve_validation.csv`` (strings, as ``csv.DictReader`` gives them). ``outputs``, where
+    given, names the MLPerf Inference benchmark whose dataset's output lengths the run generated: the row's
+    mean ``osl`` with that histogram's spread (``LengthDist.cv2``, so the sequences in flight are length-biased,
+    ``serve.decode_context``); empty: every request ``osl`` tokens."""
+    from mi400plan.serve_sim import benchmark_named
+
     def opt(k: str) -> float | None:
         return float(r[k]) if r.get(k) else None
+
+    out = benchmark_named(r["outputs"]).output if r.get("outputs") else None
 
     return Measured(r["source"], r["sku"], r["model"], r["precision"], r["kv"], int(r["tp"]), r["kind"], int(r["isl"]),
                     int(r["osl"]), int(r["conc"]), float(r["output_tps"]), opt("tpot_s"), opt("ttft_s"),
                     r["dpa"] == "1", opt("tpot_slo_s"), opt("ttft_slo_s"),
                     int(r["prefill_tokens"]) if r.get("prefill_tokens") else None,
                     int(r["prefill_prompts"]) if r.get("prefill_prompts") else None,
-                    int(r["max_seqs"]) if r.get("max_seqs") else None)
+                    int(r["max_seqs"]) if r.get("max_seqs") else None, out.cv2 if out is not None else 0.0)
 
 
 def validation_case(cat: Catalog, line: int, r: dict[str, str]) -> Case:

@@ -290,7 +290,7 @@ def serve(catalog: Any, model_name: str, skus: list[str], request: ServeRequest 
     model = catalog.get("models", model_name).spec
     from mi400plan.api import serve_scenario as scen
 
-    scfg, I, O = scen.prepare(model, req.input_len, req.output_len, req.scenario, req.disagg)
+    scfg, I, O, out_cv2 = scen.prepare(model, req.input_len, req.output_len, req.scenario, req.disagg)
     prec = (req.precision or "fp8").lower()
     if prec not in COMPUTE_PRECISION:
         raise UsageError(f"unknown --precision {req.precision!r}; known: {', '.join(COMPUTE_PRECISION)}")
@@ -300,7 +300,7 @@ def serve(catalog: Any, model_name: str, skus: list[str], request: ServeRequest 
                            {"--tp": req.tp, "--pp": req.pp, "--ep": req.ep})
     sla = parse_sla(req.tpot, req.ttft, req.interactivity)
     conc = parse_concurrency(req.concurrency)
-    wl = core.Workload(model, count_params(model), recipe, I, O, req.spec_tokens, req.spec_acceptance)
+    wl = core.Workload(model, count_params(model), recipe, I, O, req.spec_tokens, req.spec_acceptance, out_cv2)
     lay = core.layout_grid(model, n_gpus, len(conc), tp=req.tp, pp=req.pp, ep=req.ep,
                            dpa=None if req.dp_attention is None else [int(req.dp_attention)])
     if not len(lay.tp):
@@ -342,6 +342,7 @@ def serve(catalog: Any, model_name: str, skus: list[str], request: ServeRequest 
             flips.append(f"{r.sku} #{r.rank}: the SLA verdict flips inside the estimate ranges")
     return ServeResult(
         model=model.name, input_len=I, output_len=O, precision=prec, kv_dtype=kv, disaggregated=req.disagg, sla=sla,
+        decode_context_tokens=core.decode_context(wl), kv_tokens_per_sequence=core.held_context(wl),
         order=f"{WHAT[rank]}, {ORDER_TIES}" if sla else "Pareto points, most interactive first (no point beats "
                                                          "another in both tokens/s/user and tokens/s/GPU)",
         rank_by=rank, rank_rule=rule_text(rank, req.rank_by is not None),

@@ -71,9 +71,11 @@ class ScenarioRequest:
 
 
 def prepare(model: ModelSpec, input_len: str | int | None, output_len: str | int | None, req: ScenarioRequest | None,
-            disagg: bool) -> tuple[ScenarioConfig | None, int, int]:
-    """The scenario's configuration (None without one) and the mean prompt and output lengths (tokens) the
-    steady-state search uses; checks the longest prompt and output against the model's context."""
+            disagg: bool) -> tuple[ScenarioConfig | None, int, int, float]:
+    """The scenario's configuration (None without one), the mean prompt and output lengths (tokens) the
+    steady-state search uses and the output lengths' squared coefficient of variation (``LengthDist.cv2``:
+    the sequences in flight are length-biased, ``serve.decode_context``); checks the longest prompt and
+    output against the model's context."""
     from mi400plan.api.serve import parse_seconds
 
     name = req.name if req else None
@@ -92,7 +94,7 @@ def prepare(model: ModelSpec, input_len: str | int | None, output_len: str | int
     if cfg is not None and out_d.max < 2:
         raise UsageError(f"--scenario {cfg.name} with --output-len {out_d.max}: TPOT (the interval between a "
                          "request's tokens after the first) needs requests of at least 2 output tokens")
-    return cfg, int(round(in_d.mean)), int(round(out_d.mean))
+    return cfg, int(round(in_d.mean)), int(round(out_d.mean)), out_d.cv2
 
 
 def run(wl: Workload, skus: list[tuple[str, ServeHardware]], per_sku: dict[str, dict[str, Any]],
@@ -111,8 +113,9 @@ def _lengths(model_name: str, input_len: str | int | None, output_len: str | int
              scenario: str | None) -> tuple[LengthDist, LengthDist, list[str]]:
     """Prompt and output length distributions (``serve_sim.parse_length_dist``). Not given: 1,024 tokens
     (InferenceX's 1k1k), except for a model an MLPerf Inference benchmark runs when a scenario is named: the
-    benchmark's published statistics (``profiles/workloads``: outputs fitted to the published mean, prompts
-    the dataset's histogram where one is recorded). Notes say which."""
+    benchmark's published statistics (``profiles/workloads``: the dataset's output and prompt histograms where
+    recorded, else every output at the published mean). Notes say which, and the length-biased context of
+    outputs that vary (``serve_sim.in_flight``)."""
     from mi400plan import serve_sim as sim
     from mi400plan.api.serve import DEFAULT_LEN
 
@@ -125,12 +128,17 @@ def _lengths(model_name: str, input_len: str | int | None, output_len: str | int
         out_d = sim.parse_length_dist(str(output_len if output_len is not None else DEFAULT_LEN), "--output-len")
     if input_len is None and bench is not None and bench.input is not None:
         notes.append(f"input lengths: the {bench.name} dataset's prompts (--input-len overrides)")
-        return bench.input, out_d, notes
-    in_d = sim.parse_length_dist(str(input_len if input_len is not None else DEFAULT_LEN), "--input-len")
-    if input_len is None and bench is not None:
-        cap = f" (published maximum {bench.input_max:,})" if bench.input_max else ""
-        notes.append(f"input lengths: {DEFAULT_LEN:,} tokens, the default: no source read publishes the {bench.name} "
-                     f"dataset's mean input length{cap}; give --input-len")
+        in_d = bench.input
+    else:
+        in_d = sim.parse_length_dist(str(input_len if input_len is not None else DEFAULT_LEN), "--input-len")
+        if input_len is None and bench is not None:
+            cap = f" (published maximum {bench.input_max:,})" if bench.input_max else ""
+            notes.append(f"input lengths: {DEFAULT_LEN:,} tokens, the default: no source read publishes the "
+                         f"{bench.name} dataset's mean input length{cap}; give --input-len")
+    if out_d.cv2 > 0:
+        notes.append(f"decode context: {sim.in_flight(in_d, out_d):,.0f} tokens per sequence in flight, E[I] + "
+                     f"E[O^2] / (2 E[O]) (long outputs stay in flight longer: length-biased), not E[I] + E[O] / 2 = "
+                     f"{in_d.mean + out_d.mean / 2.0:,.0f}")
     return in_d, out_d, notes
 
 
@@ -261,9 +269,9 @@ def _seq_cap(sku_name: str, hw: ServeHardware, stack: ResolvedServing | None) ->
 def _offline(wl: Workload, hw: ServeHardware, lay: Layout, lim: Limits,
              cfg: ScenarioConfig) -> tuple[Limits, Outcome, StepModel]:
     """MLPerf Offline at the stack's sequence limit, and, unless ``--max-seqs`` pins it, at the limits that keep
-    the requests' KV in the cache (a request's mean occupancy, input + half its output, its whole mean length, and
-    the longest input + output): offline is the highest throughput
-    the deployment reaches, and a limit above what the cache holds preempts and recomputes prompts, the
+    the requests' KV in the cache (a request's mean occupancy, input + half its output, its whole mean length, both
+    length-biased as the requests in flight are (``serve_sim.in_flight``), and the longest input + output):
+    offline is the highest throughput the deployment reaches, and a limit above what the cache holds preempts and recomputes prompts, the
     behaviour vLLM's tuning guide tells users to remove by lowering ``max_num_seqs`` (docs.vllm.ai,
     "Optimization and Tuning: Preemption", v0.10, 2025). The best rate is kept, with the limit that gave it."""
     from dataclasses import replace
@@ -272,7 +280,8 @@ def _offline(wl: Workload, hw: ServeHardware, lay: Layout, lim: Limits,
 
     seqs = {lim.max_seqs}
     if cfg.max_seqs is None and math.isfinite(lim.kv_tokens):
-        for per in (cfg.inp.mean + cfg.out.mean / 2.0, cfg.inp.mean + cfg.out.mean, cfg.inp.max + cfg.out.max):
+        for per in (sim.in_flight(cfg.inp, cfg.out), sim.in_flight(cfg.inp, cfg.out, whole=True),
+                    cfg.inp.max + cfg.out.max):
             n = int(lim.kv_tokens // per)
             if 1 <= n < lim.max_seqs:
                 seqs.add(n)
@@ -280,7 +289,7 @@ def _offline(wl: Workload, hw: ServeHardware, lay: Layout, lim: Limits,
     probes = []
     for n in sorted(seqs, reverse=True):
         trial = replace(lim, max_seqs=n)
-        sm = sim.step_model(wl, hw, lay, max_seqs=n, context=cfg.inp.mean + cfg.out.mean / 2.0,
+        sm = sim.step_model(wl, hw, lay, max_seqs=n, context=sim.in_flight(cfg.inp, cfg.out),
                             max_prompt=cfg.inp.max + cfg.out.max, exact=_prompt_lengths(cfg.inp))
         o = sim.offline(sm, trial, cfg.inp, cfg.out, sim.OFFLINE_REQUESTS)
         probes.append(sim.probe(o.rate, n, o.run, o.binding))
@@ -301,7 +310,7 @@ def _simulate_one(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str,
     if cfg.name == "offline":
         lim, o, sm = _offline(wl, hw, lay, lim, cfg)
         return lay, lim, o, sim.mean_prefill_s(sm, cfg.inp)
-    sm = sim.step_model(wl, hw, lay, max_seqs=lim.max_seqs, context=cfg.inp.mean + cfg.out.mean / 2.0,
+    sm = sim.step_model(wl, hw, lay, max_seqs=lim.max_seqs, context=sim.in_flight(cfg.inp, cfg.out),
                         max_prompt=cfg.inp.max + cfg.out.max, exact=_prompt_lengths(cfg.inp))
     pf = sim.mean_prefill_s(sm, cfg.inp)
     if cfg.name == "single-stream":

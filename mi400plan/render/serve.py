@@ -52,8 +52,10 @@ def _kv_room(res: ServeResult, rows: list[ServeRow]) -> str:
         n = r.memory_bytes.max_concurrency
         seen.setdefault(text, f"{n:,}+" if any("KV room for at least" in x for x in r.notes) else f"{n:,}")
     items = "; ".join(f"{k} {v}" for k, v in seen.items())
-    return (f"KV-limited concurrency per replica at {res.input_len + res.output_len:,} tokens per sequence "
-            f"(the fit model): {items}")
+    per = (f"{res.kv_tokens_per_sequence:,.0f} tokens per sequence (length-biased: E[I] + E[O^2] / E[O])"
+           if res.kv_tokens_per_sequence > res.input_len + res.output_len else
+           f"{res.input_len + res.output_len:,} tokens per sequence")
+    return f"KV-limited concurrency per replica at {per} (the fit model): {items}"
 
 
 @table_renderer("serve")
@@ -63,6 +65,8 @@ def render(res: ServeResult, console: Any) -> None:
         + ([f"TTFT <= {res.sla['ttft_s'] * 1e3:g} ms"] if "ttft_s" in res.sla else [])
         + ([f">= {res.sla['interactivity']:g} tok/s/user"] if "interactivity" in res.sla else []))
     head = (f"{res.model}, {res.precision} weights, {res.kv_dtype} KV, {res.input_len:,} in / {res.output_len:,} out"
+            + (f" (varied: decode context {res.decode_context_tokens:,.0f} tokens, length-biased)"
+               if res.decode_context_tokens > res.input_len + res.output_len / 2.0 else "")
             + (", disaggregated" if res.disaggregated else ""))
     cost = any(r.cost_per_mtok_output is not None for r in res.rows)
     for s in res.skus:

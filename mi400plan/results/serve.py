@@ -233,6 +233,11 @@ class ServeResult(Result):
     kv_dtype: str
     disaggregated: bool
     sla: dict[str, float] = Field(default_factory=new_dict)  # tpot_s, ttft_s, interactivity
+    # Tokens per sequence in flight, length-biased when output lengths vary (``serve.decode_context`` /
+    # ``serve.held_context``): the context a decode step reads, ``I + E[O^2] / (2 E[O])``, and the whole length
+    # reserved, ``I + E[O^2] / E[O]`` (``I + O / 2`` and ``I + O`` for fixed lengths); 0: not reported.
+    decode_context_tokens: float = 0.0
+    kv_tokens_per_sequence: float = 0.0
     order: str
     rank_by: str = "tok-per-gpu"  # tok-per-gpu | cost | ttft: the rows' order under an SLA and the comparison's leader
     rank_rule: str = ""  # why that order (--rank-by, or the default rule)
