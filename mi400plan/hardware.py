@@ -322,5 +322,5 @@ def serve_hardware(cat: Any, name: str, precision: str, case: str, *, matmul: fl
         hw = apply(hw, cal, case, comp)
     if stack is not None:
         host = cat.get("serving", stack).spec.host
-        hw = replace(hw, host_overlap=True if host is None else host.overlap)
+        hw = replace(hw, host_overlap=False if host is None else host.overlap)
     return hw, sku

@@ -25,12 +25,13 @@ scheduler policy ``GUARANTEED_NO_EVICT``); ``policy = "current"`` admits on the 
 now and preempts (recomputes) running requests when the cache runs out (vLLM, SGLang), so the running
 batch is what the cache holds at the sequences' mean context.
 
-``[host]``: how the server runs its own CPU work per iteration (scheduling, input preparation, sampling
-bookkeeping, responses) against the GPU work (``serve.host_bound_step``): ``overlap = true`` when the
-configuration priced runs the CPU work of one iteration while the GPU runs another (the step is the larger
-of the two), false when the CPU work follows the GPU step (their sum); ``flag`` names the setting. The CPU
-time per scheduled sequence is fitted (``serve_calibration``), not typed in. A profile without ``[host]``
-is priced with overlap, as every bundled stack is.
+``[host]``: how the framework's per-sequence CPU work of an iteration (input preparation, sampling
+bookkeeping, responses) combines with the GPU step (``serve.host_bound_step``): ``overlap = false`` adds it
+to the step, ``overlap = true`` hides it behind the step (the larger of the two); ``flag`` names the
+stack's own overlap setting. The bundled stacks' overlap schedulers are on in the configurations priced and
+still leave a per-sequence time on the critical path, which the InferenceX calibration fits (``false``);
+the CPU time per sequence is fitted (``serve_calibration``), not typed in. A profile without ``[host]`` is
+priced as the calibration is (it adds).
 
 ``vendor_reference = true`` marks the stack a vendor's own published inference performance tables are
 measured with (NVIDIA: TensorRT-LLM, "Performance Overview"; AMD: ROCm vLLM, "Performance results"):
@@ -150,7 +151,7 @@ class ServingStack(ProfileBase):
     scheduler: SchedulerDefaults
     kv_admission: KvAdmission
     inferencex: InferenceXUse | None = None
-    host: HostWork | None = None  # None: priced with overlap, as the calibration was
+    host: HostWork | None = None  # None: the CPU time adds to the GPU step, as the calibration has it
 
     @model_validator(mode="after")
     def _check(self) -> "ServingStack":
