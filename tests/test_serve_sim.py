@@ -452,7 +452,8 @@ def test_preloaded_requests_finish_by_hand() -> None:
 
 def test_mlperf_signed_errors_as_reported(catalog) -> None:
     """The README's signed errors of the simulation on MLPerf Inference v5.1 results (never fitted):
-    Llama 2 70B Server on B200 -4 %, DeepSeek-R1 Offline on B200 -10 %, Server +76 % (at the datasets' mean
+    Llama 2 70B Server on B200 -14 % (-4 % before the CPU time per scheduled sequence was fitted: 10 us a
+    sequence on the Blackwell dense fit), DeepSeek-R1 Offline on B200 -10 %, Server +76 % (at the datasets' mean
     prompts, 222 and 804 tokens; DeepSeek-R1 -3 % and +89 % before the Blackwell MoE refit on its TP4 points
     read with their launch script's attention data parallel)."""
     from tests.test_serve_calibration import _measured, _rows
@@ -460,7 +461,7 @@ def test_mlperf_signed_errors_as_reported(catalog) -> None:
     from mi400plan.hardware import serve_hardware as _hardware
     from mi400plan.serve_calibration import model_class
 
-    want = {("M1", "b200", "slo_throughput"): -0.037, ("M2", "b200", "max_throughput"): -0.095,
+    want = {("M1", "b200", "slo_throughput"): -0.139, ("M2", "b200", "max_throughput"): -0.095,
             ("M2", "b200", "slo_throughput"): 0.758}
     seen = 0
     for r in _rows("serve_validation.csv"):
