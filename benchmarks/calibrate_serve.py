@@ -54,7 +54,8 @@ def _fit(cat: Catalog, key: str, g: PointGroup, stack: str) -> None:
           f"{cal.kernel_overhead_us}, {cal.matmul_scale}, {cal.request_overhead_ms}, {cal.points}, "
           f"{cal.tput_mean_err}, {cal.tput_max_err}, {cal.tpot_mean_err}, {cal.tpot_max_err}, "
           f"{cal.ttft_mean_err}, {g.dates[0] + '..' + g.dates[-1]!r}, {cal.matmul_precisions!r}"
-          + (f", stack={stack!r}, status='stack fit')," if stack else "),")
+          + (f", stack={stack!r}, status='stack fit'" if stack else "")
+          + f", host_per_seq_us={cal.host_per_seq_us}),"
           + f"  # {time.perf_counter() - t0:.1f} s")
 
 

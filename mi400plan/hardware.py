@@ -320,4 +320,7 @@ def serve_hardware(cat: Any, name: str, precision: str, case: str, *, matmul: fl
             nom = build_sku(cat, name, eff_prec, case="nominal").hw
             hw = replace(hw, matmul_eff=nom.matmul_eff, attn_eff=nom.attn_sku().efficiency)
         hw = apply(hw, cal, case, comp)
+    if stack is not None:
+        host = cat.get("serving", stack).spec.host
+        hw = replace(hw, host_overlap=False if host is None else host.overlap)
     return hw, sku

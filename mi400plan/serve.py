@@ -57,6 +57,10 @@ Sources and model
   ``serve_calibration``).
 * Per-kernel overhead: every kernel of a layer (counted from the architecture, ``KERNELS_*``) pays
   ``kernel_overhead_s`` (launch, synchronisation, the framework's work between kernels).
+* Host work per iteration (:func:`host_bound_step`): the serving framework's CPU time for each scheduled
+  sequence in every iteration (input preparation, sampling bookkeeping, stop checks, response updates;
+  ``host_per_seq_s``, fitted per family and stack in ``serve_calibration``) adds to the GPU step; with
+  ``host_overlap`` (a stack that hides it behind the GPU) the step is the larger of the two instead.
 * Speculative decoding / MTP with ``n`` draft tokens of acceptance rate ``p`` each: expected tokens
   per step ``a = (1 - p^(n+1)) / (1 - p)`` (Leviathan et al. 2023, arXiv 2211.17192, eq. 1); each draft
   token costs one extra transformer layer (DeepSeek-V3's MTP module, arXiv 2412.19437 sec. 2.2).
@@ -130,6 +134,8 @@ class ServeHardware:
     units: int = 0  # compute units (CUs / SMs) for wave quantization; 0 = unknown (``gemm``)
     attn_peak_flops: float = 0.0  # BF16 dense peak for the attention core, FLOP/s; 0 = peak_flops
     attn_eff: float = 0.0  # flash-attention fraction of attn_peak_flops; 0 = matmul_eff
+    host_per_seq_s: float = 0.0  # framework CPU time per scheduled sequence per iteration (``host_bound_step``)
+    host_overlap: bool = False  # True: that CPU time is hidden behind the GPU step (max), else it adds (sum)
 
 
 @dataclass(frozen=True)
@@ -570,7 +576,40 @@ def decode_step(T: Terms, wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, 
                       causal=False)
     per_layer = (d.weights + d.attention + d.elementwise + d.overhead + d.tp + d.ep) / (T.layers / pp)
     draft = n * per_layer
-    return d, draft, pp * d.total + draft
+    return d, draft, host_bound_step(pp * d.total + draft, scheduled_seqs(batch, tp, dpa), hw)
+
+
+def scheduled_seqs(batch: Any, tp: Any, dpa: Any) -> np.ndarray:
+    """Sequences one scheduler handles per iteration: the replica's ``batch``, or with attention data
+    parallel ``batch / tp``: TensorRT-LLM and SGLang run one scheduler per attention-DP rank, each on its own
+    sequences (TensorRT-LLM tech blog 10, "ADP Balance Strategy", 2025; SGLang v0.4 blog, "Data Parallelism
+    Attention", 2024-12-04)."""
+    b = np.asarray(batch, dtype=np.float64)
+    return np.where(np.asarray(dpa, dtype=bool), b / np.asarray(tp, dtype=np.float64), b)
+
+
+def host_bound_step(gpu_s: Any, seqs: Any, hw: ServeHardware) -> np.ndarray:
+    """Seconds of one decode iteration whose GPU work takes ``gpu_s`` and whose framework CPU work on the
+    critical path takes ``host = host_per_seq_s x seqs`` (``seqs`` scheduled sequences): ``gpu_s + host``;
+    ``max(gpu_s, host)`` where ``hw.host_overlap`` says the stack hides it behind the GPU step.
+
+    Serving frameworks do CPU work for every sequence in every iteration: scheduling, preparing the step's
+    inputs, sampling bookkeeping, stop checks and response updates. vLLM measured it at 62 % of a small model's
+    serving time (API server 33 %, scheduling and input preparation 29 %; "vLLM v0.6.0: 2.7x Throughput
+    Improvement and 5x Latency Reduction", vLLM blog, 2024-09-05) and at 5-6 ms between two decode steps of 256
+    sequences on its V1 engine (about 20 us a sequence; vllm-project/vllm issue #10634, 2024-11-25); SGLang at
+    "as much as half" of an unoptimised engine's time (SGLang v0.4 blog, 2024-12-04). Overlap schedulers run
+    part of it beside the GPU (TensorRT-LLM's PyTorch-backend "Overlap Scheduler", on by default; SGLang's
+    zero-overhead scheduler; vLLM's ``--async-scheduling``), but not all: TensorRT-LLM's overlap loop leaves the
+    input preparation of the next step on the critical path, a GPU-idle gap between decode steps at 256
+    sequences (NVIDIA/TensorRT-LLM pull request #16313, 2026-07-13), and vLLM's async scheduling overlapped
+    input preparation and sampling only from pull request #23569 (2025-08-25). The InferenceX runs, every one
+    with its stack's overlap on, show the time adding: TPOT grows by a constant time per sequence from 4
+    sequences up, where the GPU step is far longer than any CPU work an overlap would hide (``serve_calibration``
+    fits it so, ``INFERENCEX_HOST_OVERLAP``)."""
+    g = np.asarray(gpu_s, dtype=np.float64)
+    host = np.asarray(hw.host_per_seq_s, dtype=np.float64) * np.asarray(seqs, dtype=np.float64)
+    return np.maximum(g, host) if hw.host_overlap else g + host
 
 
 def prompts_per_prefill(input_len: float, prefill_tokens: int) -> int:

@@ -29,11 +29,16 @@ model is served with its own class's calibration, or the family's other one wher
   fitted only when the family's points include 8k-token prompts (else 1, the prior), and applied only at
   the compute precisions of the points it was fitted on (other precisions keep the profile's ceiling);
 * ``request_overhead_ms``: per-request time before the first token outside the GPU model
-  (HTTP, tokenisation, scheduling), added to TTFT only.
+  (HTTP, tokenisation, scheduling), added to TTFT only;
+* ``host_per_seq_us``: the serving framework's CPU time per scheduled sequence per decode iteration that
+  its overlap scheduler leaves on the critical path, added to the GPU step (``serve.host_bound_step``,
+  ``INFERENCEX_HOST_OVERLAP``); fitted only where the group has ``MIN_POINTS_PER_PARAMETER`` points for each
+  figure with it counted (:func:`host_fitted`), else none.
 
 Method (:func:`fit_family`): a grid search minimising, over the group's points from the ``RECENT_DAYS``
 before its newest run (less those that measured a queue, :func:`queued`), the sum of squared log errors of total tokens/s per GPU and of median TPOT
-(directions the points leave flat keep the prior: HBM 0.80, 5 us, scale 1); the request overhead
+with the host time per sequence (directions the points leave flat keep the prior: HBM 0.80, 5 us, scale 1,
+no host time); the request overhead
 then minimises the squared log error of median TTFT. The points are ``tests/data/serve_inferencex.csv`` (each row names its run and
 date); ``benchmarks/calibrate_serve.py`` re-runs the fit and prints these constants and the errors.
 Ranges: the nominal values are the fit; the low/high ends move each efficiency by the family's mean
@@ -54,7 +59,10 @@ OVERHEAD_GRID_US = np.array([2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 2
                              80.0, 100.0, 120.0])
 SCALE_GRID = np.round(np.arange(0.10, 1.501, 0.05), 2)
 REQUEST_GRID_MS = np.arange(0.0, 400.1, 5.0)
-PRIOR = {"hbm": 0.80, "matmul": 1.0, "overhead_us": 5.0}  # the profiles' assumed values; matmul: a scale, 1 = the ceiling
+HOST_GRID_US = np.array([0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 80.0, 100.0, 120.0, 140.0, 160.0, 200.0])
+# The profiles' assumed values; matmul: a scale, 1 = the ceiling; host: none, a tie among host times broken
+# toward the smallest (``host_scale_us`` sets how that weighs against the other figures' log distances).
+PRIOR = {"hbm": 0.80, "matmul": 1.0, "overhead_us": 5.0, "host_scale_us": 100.0}
 # InferenceX runs nightly and serving software moves fast: a family is fitted on its runs from the
 # RECENT_DAYS before its newest run (older runs describe superseded software; their error is reported).
 RECENT_DAYS = 100
@@ -99,27 +107,32 @@ class FamilyCalibration:
     stack: str = ""  # the serving stack (profiles/serving) whose points it was fitted on; "": every stack's
     status: str = "family fit"  # "stack fit", "family fit", or the family fit standing in for a stack
     range_err: float | None = None  # the corners' spread (``apply``); None: the mean TPOT error
+    host_per_seq_us: float = 0.0  # framework CPU time per scheduled sequence per iteration (``serve.host_bound_step``)
 
 
 # Output of benchmarks/calibrate_serve.py on tests/data/serve_inferencex.csv (checked by
 # tests/test_serve_calibration.py), keyed ``family/class``.
 CALIBRATION: dict[str, FamilyCalibration] = {
-    'amd-cdna3/moe': FamilyCalibration('amd-cdna3', 'moe', 0.9, 20.0, 0.3, 15.0, 15, 0.0347, 0.1572, 0.0517, 0.1183,
-                                       0.1183, '2026-02-27..2026-02-27', ('fp8',)),
     'amd-cdna4/moe': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592, 0.1028,
-                                       0.0795, '2026-02-27..2026-02-27', ('fp4',)),
+                                       0.0795, '2026-02-27..2026-02-27', ('fp4',), host_per_seq_us=0.0),
     'nvidia-blackwell/moe': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 90.0, 12, 0.0795, 0.2454,
-                                              0.0953, 0.1755, 0.2211, '2025-11-02..2026-02-03', ('fp4', 'fp8')),
+                                              0.0953, 0.1755, 0.2211, '2025-11-02..2026-02-03', ('fp4', 'fp8'),
+                                              host_per_seq_us=0.0),
     'nvidia-hopper/moe': FamilyCalibration('nvidia-hopper', 'moe', 0.8, 8.0, 0.75, 60.0, 39, 0.0474, 0.1108, 0.0414,
-                                           0.108, 0.0906, '2025-10-16..2025-11-02', ('fp8',)),
-    'amd-cdna3/dense': FamilyCalibration('amd-cdna3', 'dense', 0.8, 10.0, 0.8, 40.0, 119, 0.0804, 0.2519, 0.0815,
-                                         0.2334, 0.171, '2025-10-16..2025-10-16', ('fp8',)),
-    'amd-cdna4/dense': FamilyCalibration('amd-cdna4', 'dense', 0.7, 10.0, 0.95, 65.0, 120, 0.1345, 0.6128, 0.1216,
-                                         0.3401, 0.3326, '2025-10-16..2025-10-16', ('fp4', 'fp8')),
-    'nvidia-blackwell/dense': FamilyCalibration('nvidia-blackwell', 'dense', 0.9, 8.0, 1.0, 45.0, 240, 0.082, 0.4118,
-                                                0.0822, 0.3694, 0.1608, '2025-10-16..2025-10-16', ('fp4', 'fp8')),
-    'nvidia-hopper/dense': FamilyCalibration('nvidia-hopper', 'dense', 0.9, 8.0, 1.2, 25.0, 169, 0.1, 0.5022, 0.113,
-                                             0.342, 0.1328, '2025-10-16..2025-10-16', ('fp8',)),
+                                           0.108, 0.0906, '2025-10-16..2025-11-02', ('fp8',), host_per_seq_us=0.0),
+    'amd-cdna3/moe': FamilyCalibration('amd-cdna3', 'moe', 0.95, 20.0, 0.35, 25.0, 15, 0.0381, 0.1288, 0.0489, 0.0961,
+                                       0.0815, '2026-02-27..2026-02-27', ('fp8',), host_per_seq_us=40.0),
+    'amd-cdna3/dense': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 50.0, 119, 0.0615, 0.31, 0.0594, 0.2047,
+                                         0.1583, '2025-10-16..2025-10-16', ('fp8',), host_per_seq_us=60.0),
+    'amd-cdna4/dense': FamilyCalibration('amd-cdna4', 'dense', 0.8, 10.0, 0.95, 70.0, 120, 0.1166, 0.687, 0.1098,
+                                         0.3691, 0.3476, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+                                         host_per_seq_us=40.0),
+    'nvidia-blackwell/dense': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 1.0, 45.0, 240, 0.077, 0.3271,
+                                                0.0784, 0.3641, 0.1612, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+                                                host_per_seq_us=10.0),
+    'nvidia-hopper/dense': FamilyCalibration('nvidia-hopper', 'dense', 0.85, 6.0, 1.35, 30.0, 169, 0.095, 0.2702,
+                                             0.0972, 0.2976, 0.113, '2025-10-16..2025-10-16', ('fp8',),
+                                             host_per_seq_us=50.0),
 }
 
 
@@ -129,37 +142,38 @@ CALIBRATION: dict[str, FamilyCalibration] = {
 STACK_CALIBRATION: dict[str, FamilyCalibration] = {
     'amd-cdna4/moe/sglang': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592,
                                               0.1028, 0.0795, '2026-02-27..2026-02-27', ('fp4',), stack='sglang',
-                                              status='stack fit'),
-    'nvidia-blackwell/moe/trtllm': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 90.0, 12, 0.0795, 0.2454,
-                                                     0.0953, 0.1755, 0.2211, '2025-11-02..2026-02-03', ('fp4', 'fp8'),
-                                                     stack='trtllm', status='stack fit'),
+                                              status='stack fit', host_per_seq_us=0.0),
+    'nvidia-blackwell/moe/trtllm': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 90.0, 12, 0.0795,
+                                                     0.2454, 0.0953, 0.1755, 0.2211, '2025-11-02..2026-02-03', ('fp4',
+                                                     'fp8'), stack='trtllm', status='stack fit', host_per_seq_us=0.0),
     'nvidia-hopper/moe/trtllm': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 10.0, 0.85, 60.0, 24, 0.028, 0.0576,
                                                   0.0382, 0.073, 0.0737, '2025-10-16..2025-11-02', ('fp8',),
-                                                  stack='trtllm', status='stack fit'),
-    'amd-cdna3/moe/sglang': FamilyCalibration('amd-cdna3', 'moe', 0.9, 20.0, 0.3, 15.0, 15, 0.0347, 0.1572, 0.0517,
-                                              0.1183, 0.1183, '2026-02-27..2026-02-27', ('fp8',), stack='sglang',
-                                              status='stack fit'),
-    'amd-cdna3/dense/rocm-vllm': FamilyCalibration('amd-cdna3', 'dense', 0.8, 10.0, 0.8, 40.0, 119, 0.0804, 0.2519,
-                                                   0.0815, 0.2334, 0.171, '2025-10-16..2025-10-16', ('fp8',),
-                                                   stack='rocm-vllm', status='stack fit'),
-    'amd-cdna4/dense/rocm-vllm': FamilyCalibration('amd-cdna4', 'dense', 0.7, 10.0, 0.95, 65.0, 120, 0.1345, 0.6128,
-                                                   0.1216, 0.3401, 0.3326, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
-                                                   stack='rocm-vllm', status='stack fit'),
-    'nvidia-blackwell/dense/trtllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 1.0, 35.0, 121, 0.0806,
-                                                       0.3577, 0.096, 0.3568, 0.1319, '2025-10-16..2025-10-16', ('fp4',
-                                                       'fp8'), stack='trtllm', status='stack fit'),
-    'nvidia-blackwell/dense/vllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.9, 8.0, 0.75, 40.0, 119, 0.0695,
-                                                     0.3988, 0.061, 0.2021, 0.1677, '2025-10-16..2025-10-16', ('fp4',
-                                                     'fp8'), stack='vllm', status='stack fit'),
-    'nvidia-hopper/dense/vllm': FamilyCalibration('nvidia-hopper', 'dense', 0.8, 8.0, 1.1, 20.0, 101, 0.0742, 0.2572,
-                                                  0.0845, 0.1867, 0.124, '2025-10-16..2025-10-16', ('fp8',),
-                                                  stack='vllm', status='stack fit'),
-    'nvidia-hopper/dense/trtllm': FamilyCalibration('nvidia-hopper', 'dense', 0.9, 6.0, 1.35, 25.0, 68, 0.0728, 0.6796,
-                                                    0.0824, 0.395, 0.122, '2025-10-16..2025-10-16', ('fp8',),
-                                                    stack='trtllm', status='stack fit'),
-    'nvidia-hopper/moe/sglang': FamilyCalibration('nvidia-hopper', 'moe', 0.9, 8.0, 0.7, 70.0, 15, 0.0288, 0.088,
-                                                  0.0327, 0.0707, 0.1518, '2025-10-16..2025-10-16', ('fp8',),
-                                                  stack='sglang', status='stack fit'),
+                                                  stack='trtllm', status='stack fit', host_per_seq_us=0.0),
+    'amd-cdna3/moe/sglang': FamilyCalibration('amd-cdna3', 'moe', 0.95, 20.0, 0.35, 25.0, 15, 0.0381, 0.1288, 0.0489,
+                                              0.0961, 0.0815, '2026-02-27..2026-02-27', ('fp8',), stack='sglang',
+                                              status='stack fit', host_per_seq_us=40.0),
+    'amd-cdna3/dense/rocm-vllm': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 50.0, 119, 0.0615, 0.31,
+                                                   0.0594, 0.2047, 0.1583, '2025-10-16..2025-10-16', ('fp8',),
+                                                   stack='rocm-vllm', status='stack fit', host_per_seq_us=60.0),
+    'amd-cdna4/dense/rocm-vllm': FamilyCalibration('amd-cdna4', 'dense', 0.8, 10.0, 0.95, 70.0, 120, 0.1166, 0.687,
+                                                   0.1098, 0.3691, 0.3476, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+                                                   stack='rocm-vllm', status='stack fit', host_per_seq_us=40.0),
+    'nvidia-blackwell/dense/trtllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.85, 6.0, 1.15, 40.0, 121, 0.0735,
+                                                       0.1651, 0.0749, 0.2587, 0.1179, '2025-10-16..2025-10-16',
+                                                       ('fp4', 'fp8'), stack='trtllm', status='stack fit',
+                                                       host_per_seq_us=30.0),
+    'nvidia-blackwell/dense/vllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 0.8, 40.0, 119, 0.056,
+                                                     0.2355, 0.0554, 0.1972, 0.1554, '2025-10-16..2025-10-16', ('fp4',
+                                                     'fp8'), stack='vllm', status='stack fit', host_per_seq_us=20.0),
+    'nvidia-hopper/dense/vllm': FamilyCalibration('nvidia-hopper', 'dense', 0.8, 6.0, 1.25, 25.0, 101, 0.0508, 0.174,
+                                                  0.0543, 0.2522, 0.094, '2025-10-16..2025-10-16', ('fp8',),
+                                                  stack='vllm', status='stack fit', host_per_seq_us=80.0),
+    'nvidia-hopper/dense/trtllm': FamilyCalibration('nvidia-hopper', 'dense', 0.95, 6.0, 1.5, 30.0, 68, 0.0457, 0.3153,
+                                                    0.0656, 0.2274, 0.1147, '2025-10-16..2025-10-16', ('fp8',),
+                                                    stack='trtllm', status='stack fit', host_per_seq_us=30.0),
+    'nvidia-hopper/moe/sglang': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 8.0, 0.75, 75.0, 15, 0.0211, 0.0503,
+                                                  0.0285, 0.0674, 0.1473, '2025-10-16..2025-10-16', ('fp8',),
+                                                  stack='sglang', status='stack fit', host_per_seq_us=40.0),
 }
 
 
@@ -235,7 +249,8 @@ def apply(hw: Any, cal: FamilyCalibration, case: str = "nominal", precision: str
     hw = replace(hw, matmul_eff=float(hw.matmul_eff), attn_eff=float(hw.attn_eff))
     return replace(hw, hbm_eff=min(1.0, cal.hbm_efficiency * (1.0 + f)),
                    kernel_overhead_s=cal.kernel_overhead_us * 1e-6 * (1.0 - f),
-                   request_overhead_s=cal.request_overhead_ms * 1e-3)
+                   request_overhead_s=cal.request_overhead_ms * 1e-3,
+                   host_per_seq_s=cal.host_per_seq_us * 1e-6 * (1.0 - f))
 
 
 @dataclass(frozen=True)
@@ -336,6 +351,21 @@ def admission_policy(cat: Any, stack: str) -> str | None:
 INFERENCEX_TRT_BATCH_WAIT = (20, 0.9 * 16384)
 
 
+# Every InferenceX launch script of the calibration rows turns its stack's overlap of CPU and GPU work on: the
+# vLLM Llama scripts on H100, H200, B200 and MI300X / MI325X / MI355X pass ``--async-scheduling`` (or
+# ``async-scheduling: true``; ``benchmarks/70b_*`` at commit b13bcafec, 2025-10-15); the TensorRT-LLM scripts leave
+# the PyTorch backend's overlap scheduler on (none sets ``disable_overlap_scheduler``), the SGLang scripts its
+# overlap schedule (none passes ``--disable-overlap-schedule``, through commit f267602 of 2026-02-27). The fitted
+# CPU time per sequence is what that overlap leaves on the critical path, so it adds to the GPU step
+# (``serve.host_bound_step``): the runs' median TPOT grows by a constant time per sequence from 4 sequences up
+# (B200 TensorRT-LLM NVFP4 TP8 1k/8k: 6.2, 6.4, 6.8, 7.7, 9.6, 13.5 ms at 4 to 128 sequences, 50-60 us more per
+# sequence at every step of the sweep), not by a floor that appears once the CPU work outgrows the GPU step;
+# fitted as a floor (the larger of the two) the same points gave 100-200 us per sequence, at the grid's edge on
+# four of the eight dense groups, against about 20 us measured for vLLM's V1 engine (``serve.host_bound_step``),
+# and a worse leave-one-run-out error (same software generation, tokens/s per GPU: 9.1 % mean against 8.3 %).
+INFERENCEX_HOST_OVERLAP = False
+
+
 # Its TensorRT-LLM DeepSeek-R1 scripts (``dsr1_fp8_h200_trt_slurm.sh`` at b13bcafec, 2025-10-15;
 # ``dsr1_fp4_b200_trt_slurm.sh`` at e06929c, 2025-11-01) run attention data parallel with
 # ``attention_dp_config: {batching_wait_iters: 0, enable_balance: true, timeout_iters: 60}``: context requests
@@ -381,15 +411,27 @@ def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     policy = admission_policy(cat, p.stack)
     cap = np.inf if policy is None else kv_capacity(
         wl, hw, tp=p.tp, pp=1, dpa=p.dpa, batch=float(p.conc), context=admission_context(policy, p.isl, p.osl))
-    ev = closed_loop(wl, hw, tp=p.tp, pp=1, ep=p.ep, dpa=p.dpa, clients=float(p.conc), capacity=cap,
-                     batch_waiting=launch_batch_wait(p))
+    ev = closed_loop(wl, replace(hw, host_overlap=INFERENCEX_HOST_OVERLAP), tp=p.tp, pp=1, ep=p.ep, dpa=p.dpa,
+                     clients=float(p.conc), capacity=cap, batch_waiting=launch_batch_wait(p))
     return {"tput": ev["total_tps_gpu"], "tpot": ev["tpot"], "ttft": ev["ttft_median"]}
 
 
 def fitted_parameters(points: list[Point]) -> int:
     """How many figures :func:`fit_family` fits on ``points``: HBM efficiency, kernel overhead and request
-    overhead, and the matmul scale when a prompt is ``PREFILL_HEAVY_TOKENS`` long."""
+    overhead, the matmul scale when a prompt is ``PREFILL_HEAVY_TOKENS`` long, and the host time per sequence
+    where the points afford it (:func:`host_fitted`)."""
+    return _base_parameters(points) + (1 if host_fitted(points) else 0)
+
+
+def _base_parameters(points: list[Point]) -> int:
     return 4 if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else 3
+
+
+def host_fitted(points: list[Point]) -> bool:
+    """Whether :func:`fit_family` fits the host time per sequence (``serve.host_bound_step``) on ``points``:
+    only with ``MIN_POINTS_PER_PARAMETER`` points for each of its figures, that one included; else it keeps
+    the prior, none."""
+    return len(points) >= MIN_POINTS_PER_PARAMETER * (_base_parameters(points) + 1)
 
 
 def stack_fit_allowed(points: list[Point]) -> bool:
@@ -405,20 +447,23 @@ def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[
     # Prefill (compute) time matters in these points only with long prompts: without an 8k-token prompt
     # the matmul efficiency is not identifiable and keeps the prior.
     mm_grid = SCALE_GRID if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else np.array([PRIOR["matmul"]])
-    H, K, M = np.meshgrid(HBM_GRID, OVERHEAD_GRID_US * 1e-6, mm_grid, indexing="ij")
+    host_grid = HOST_GRID_US if host_fitted(points) else np.array([0.0])
+    H, K, M, S = np.meshgrid(HBM_GRID, OVERHEAD_GRID_US * 1e-6, mm_grid, host_grid * 1e-6, indexing="ij")
     loss = np.zeros(H.shape)
     for p in points:
-        hw = replace(scaled(base[(p.sku, p.precision)], M), hbm_eff=H, kernel_overhead_s=K, request_overhead_s=0.0)
+        hw = replace(scaled(base[(p.sku, p.precision)], M), hbm_eff=H, kernel_overhead_s=K, request_overhead_s=0.0,
+                     host_per_seq_s=S)
         pr = predict(cat, p, hw)
         loss += np.log(pr["tput"] / p.tput_per_gpu) ** 2 + np.log(pr["tpot"] / p.tpot_s) ** 2
     # Directions the points do not constrain (a flat loss) keep the planner's prior (the profile's assumed
-    # HBM 0.80, matmul 0.50, 5 us): among grid points within 1 % of the best loss, the closest to it.
+    # HBM 0.80, matmul 0.50, 5 us, no host time): among grid points within 1 % of the best loss, the closest to it.
     near = loss <= loss.min() * 1.01 + 1e-12
-    prior = np.log(H / PRIOR["hbm"]) ** 2 + np.log(K * 1e6 / PRIOR["overhead_us"]) ** 2 + np.log(M / PRIOR["matmul"]) ** 2
+    prior = (np.log(H / PRIOR["hbm"]) ** 2 + np.log(K * 1e6 / PRIOR["overhead_us"]) ** 2
+             + np.log(M / PRIOR["matmul"]) ** 2 + (S * 1e6 / PRIOR["host_scale_us"]) ** 2)
     i = np.unravel_index(int(np.argmin(np.where(near, prior, np.inf))), loss.shape)
-    h, k, mm = float(H[i]), round(float(K[i]) * 1e6, 3), float(M[i])
+    h, k, mm, hs = float(H[i]), round(float(K[i]) * 1e6, 3), float(M[i]), round(float(S[i]) * 1e6, 3)
     ttft0 = [float(predict(cat, p, replace(scaled(base[(p.sku, p.precision)], mm), hbm_eff=h, kernel_overhead_s=k * 1e-6,
-                                           request_overhead_s=0.0))["ttft"]) for p in points]
+                                           request_overhead_s=0.0, host_per_seq_s=hs * 1e-6))["ttft"]) for p in points]
     obs = np.array([p.ttft_s for p in points])
     r_loss = [(np.log((np.array(ttft0) + r * 1e-3) / obs) ** 2).sum() for r in REQUEST_GRID_MS]
     req = float(REQUEST_GRID_MS[int(np.argmin(r_loss))])
@@ -426,7 +471,7 @@ def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[
 
     precs = tuple(sorted({COMPUTE_PRECISION[p.precision] for p in points})) if len(mm_grid) > 1 else ()
     cal = FamilyCalibration(family, cls, h, k, mm, req, len(points), 0, 0, 0, 0, 0, "", precs, stack=stack,
-                            status="stack fit" if stack else "family fit")
+                            status="stack fit" if stack else "family fit", host_per_seq_us=hs)
     errs = errors(cat, points, {k: apply(v, cal) for k, v in base.items()})
     return replace(cal, tput_mean_err=round(float(np.mean(errs["tput"])), 4),
                    tput_max_err=round(float(np.max(errs["tput"])), 4),
@@ -555,8 +600,9 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
                                 causal=True)
         st = core.forward_stage(T, wl, hw, tp=m.tp, pp=1, ep=1, dpa=False, tokens=b, seqs=b,
                                 context=m.isl + m.osl / 2, causal=False)
-        t = float(pf.total + m.osl * st.total)
-        return {"output_tps": b * m.osl / t, "tpot": float(st.total), "ttft": float(pf.total)}
+        step = float(core.host_bound_step(st.total, b, hw))
+        t = float(pf.total + m.osl * step)
+        return {"output_tps": b * m.osl / t, "tpot": step, "ttft": float(pf.total)}
     ep = m.tp if m.dpa else 1
     if m.kind in ("max_throughput", "slo_throughput"):
         grid = m.concurrency_grid()

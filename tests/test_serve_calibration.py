@@ -103,17 +103,22 @@ def test_corners_bracket_the_calibration(catalog) -> None:
 # The README's validation table: (source, SKU family) -> (mean, max |relative error| of output tokens/s, mean
 # |relative error| of TPOT, mean |relative error| of TTFT; None where the source publishes no latency).
 VALIDATION_REPORTED = {
-    ("A1", "amd-cdna3"): (0.12, 0.20, None, None),
-    ("O1", "amd-cdna3"): (0.26, 0.38, None, None),
-    ("D1", "amd-cdna3"): (0.57, 0.98, 0.33, 0.53),
+    # A1 0.12 / 0.20 -> 0.05 / 0.08, O1 0.26 / 0.38 -> 0.26 / 0.33, D1 CDNA 3 0.57 / 0.98 -> 0.58 / 0.99 (TPOT 0.33 ->
+    # 0.32, TTFT 0.53 -> 0.57), T1 Blackwell 0.12 -> 0.11, M1 CDNA 3 0.13 / 0.17 -> 0.20 / 0.25 (TTFT 0.09 -> 0.07),
+    # CDNA 4 0.12 -> 0.25, Hopper 0.13 / 0.23 -> 0.24 / 0.36 (TPOT 0.18 -> 0.27, TTFT 0.77 -> 0.75), Blackwell 0.10 /
+    # 0.15 -> 0.11 / 0.22 (TPOT 0.30 -> 0.43, TTFT 0.64 -> 0.62): the refit with the CPU time per scheduled sequence
+    # added to the decode step (serve.host_bound_step; held out, never fitted: reported as they come out)
+    ("A1", "amd-cdna3"): (0.05, 0.08, None, None),
+    ("O1", "amd-cdna3"): (0.26, 0.33, None, None),
+    ("D1", "amd-cdna3"): (0.58, 0.99, 0.32, 0.57),
     ("D1", "nvidia-hopper"): (1.87, 3.13, 0.61, 0.50),
     ("T1", "nvidia-hopper"): (0.13, 0.46, None, None),
     # T1 and M2 on Blackwell: 0.15 / 0.34 -> 0.12 / 0.30 and 1.67 / 2.23 -> 1.41 / 1.95 (TTFT 0.70 -> 0.81, TPOT
     # 0.05 -> 0.14): the Blackwell MoE refit once its TP4 points at 256 sequences carry their launch script's
     # attention data parallel and its prompt hold (HBM 0.65 -> 0.60, matmul scale 1.25 -> 1.0, 180 -> 90 ms)
-    ("T1", "nvidia-blackwell"): (0.12, 0.30, None, None),
-    ("M1", "amd-cdna3"): (0.13, 0.17, 0.36, 0.09),
-    ("M1", "amd-cdna4"): (0.12, 0.12, None, None),
+    ("T1", "nvidia-blackwell"): (0.11, 0.30, None, None),
+    ("M1", "amd-cdna3"): (0.20, 0.25, 0.34, 0.07),
+    ("M1", "amd-cdna4"): (0.25, 0.25, None, None),
     # TTFT 0.74 -> 0.77, 0.58 -> 0.64, 0.70 -> 0.69: the dense per-request overheads fitted on InferenceX's
     # medians (the model's median TTFT, TensorRT-LLM's batch waiting where its launch scripts set it) are 10-15 ms
     # smaller, and these Server TTFTs were already too short

@@ -136,6 +136,7 @@ def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, 
         calibration=_calibration_text(cat, name, nominal_sku, matmul, hbm, model_class, st.name if st else None),
         gpu_hour_cost=cost, serving_stack=st.label() if st else None, serving_stack_basis=st.basis if st else None,
         calibration_status=_calibration_status(cat, name, matmul, hbm, model_class, st.name if st else None),
+        host_per_seq_s=h.host_per_seq_s, host_overlap=h.host_overlap,
     )
     return _Sku(h.name, hw, info, rack_name, st)
 

@@ -31,7 +31,7 @@ def validate_cmd(
     serve: Annotated[
         bool,
         typer.Option("--serve", help="Validate the serving model instead: the bundled InferenceX calibration points "
-                     "(in-sample and leave-one-InferenceX-run-out: 27 refits, about 20 s of CPU time; --no-loso "
+                     "(in-sample and leave-one-InferenceX-run-out: 36 refits, about 30 s of CPU time; --no-loso "
                      "skips them) and the published results never fitted (MLPerf Inference, vendors' tables): "
                      "signed errors on output tokens/s per GPU, TTFT and TPOT by serving stack and SKU family."),
     ] = False,

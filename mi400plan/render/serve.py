@@ -119,7 +119,7 @@ def render(res: ServeResult, console: Any) -> None:
         console.print(
             f"{s.sku}: {s.compute_precision} peak {s.peak_flops / 1e12:,.0f} TFLOP/s x GEMM ceiling {s.matmul:.2f}, HBM "
             f"{s.hbm_bandwidth / 1e12:.1f} TB/s x {s.hbm:.2f}, {s.hbm_capacity / 1e9:,.0f} GB, kernel overhead "
-            f"{s.kernel_overhead_s * 1e6:.0f} us ({s.calibration}){extra}",
+            f"{s.kernel_overhead_s * 1e6:.0f} us{_host_text(s)} ({s.calibration}){extra}",
             markup=False, highlight=False)
         if s.serving_stack:
             why = ("given by --stack" if s.serving_stack_basis == "--stack"
@@ -289,3 +289,12 @@ def _scenario(res: ServeResult, console: Any) -> None:
     console.print(f"Lengths: input {sc.input_lengths}; output {sc.output_lengths}.", markup=False, highlight=False)
     for n in sc.notes:
         console.print(f"Note: {n}.", markup=False, highlight=False)
+
+
+def _host_text(s: Any) -> str:
+    """The framework's CPU time per scheduled sequence per decode step and how it combines with the GPU step
+    (``serve.host_bound_step``); empty when there is none."""
+    if not s.host_per_seq_s:
+        return ""
+    how = "hidden behind the GPU step" if s.host_overlap else "added to the step"
+    return f", CPU {s.host_per_seq_s * 1e6:.0f} us per sequence per step ({how})"

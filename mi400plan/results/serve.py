@@ -158,6 +158,8 @@ class SkuInfo(OutModel):
     gpu_hour_cost: float | None = None  # USD per GPU-hour
     cost_source: str | None = None  # "--gpu-hour-cost", "model: SYSTEM at SITE (USD YEAR)" or "none"
     gpus_per_mw: float | None = None  # per MW of rack wall power (rack power model)
+    host_per_seq_s: float = 0.0  # framework CPU time per scheduled sequence per decode step (serve.host_bound_step)
+    host_overlap: bool = False  # True: hidden behind the GPU step (the larger of the two), else added to it
     sla_binding: str | None = None  # which term keeps the SLA out of reach
     nearest: str | None = None  # the nearest feasible point when no layout meets the SLA
 

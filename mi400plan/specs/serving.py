@@ -25,6 +25,14 @@ scheduler policy ``GUARANTEED_NO_EVICT``); ``policy = "current"`` admits on the 
 now and preempts (recomputes) running requests when the cache runs out (vLLM, SGLang), so the running
 batch is what the cache holds at the sequences' mean context.
 
+``[host]``: how the framework's per-sequence CPU work of an iteration (input preparation, sampling
+bookkeeping, responses) combines with the GPU step (``serve.host_bound_step``): ``overlap = false`` adds it
+to the step, ``overlap = true`` hides it behind the step (the larger of the two); ``flag`` names the
+stack's own overlap setting. The bundled stacks' overlap schedulers are on in the configurations priced and
+still leave a per-sequence time on the critical path, which the InferenceX calibration fits (``false``);
+the CPU time per sequence is fitted (``serve_calibration``), not typed in. A profile without ``[host]`` is
+priced as the calibration is (it adds).
+
 ``vendor_reference = true`` marks the stack a vendor's own published inference performance tables are
 measured with (NVIDIA: TensorRT-LLM, "Performance Overview"; AMD: ROCm vLLM, "Performance results"):
 the default serving stack of a vendor is the newest-released of those
@@ -120,6 +128,18 @@ class KvAdmission(_SourcedBlock):
         return self
 
 
+class HostWork(_SourcedBlock):
+    """Whether the server overlaps its per-iteration CPU work with the GPU (module docstring)."""
+
+    overlap: bool
+    flag: str | None = None  # the stack's own name of the setting
+
+    @model_validator(mode="after")
+    def _check(self) -> "HostWork":
+        require_source(self.status, self.source, f"host: a {self.status} overlap rule")
+        return self
+
+
 class ServingStack(ProfileBase):
     framework: str = Field(min_length=1)  # "vLLM", "SGLang", "TensorRT-LLM"
     version: str = Field(min_length=1)  # the release as its project names it
@@ -131,6 +151,7 @@ class ServingStack(ProfileBase):
     scheduler: SchedulerDefaults
     kv_admission: KvAdmission
     inferencex: InferenceXUse | None = None
+    host: HostWork | None = None  # None: the CPU time adds to the GPU step, as the calibration has it
 
     @model_validator(mode="after")
     def _check(self) -> "ServingStack":
@@ -148,6 +169,7 @@ class ServingStack(ProfileBase):
         used += [("scheduler", k) for k in self.scheduler.source]
         used += [("kv_admission", k) for k in self.kv_admission.source]
         used += [("inferencex", k) for k in (self.inferencex.source if self.inferencex else [])]
+        used += [("host", k) for k in (self.host.source if self.host else [])]
         self.require_source_keys(used)
         return self
 
