@@ -328,6 +328,17 @@ def admission_policy(cat: Any, stack: str) -> str | None:
     return str(cat.get("serving", stack).spec.kv_admission.policy)
 
 
+def stack_iterations(cat: Any, stack: str | None, sku: str, hbm_bytes: float) -> Any:
+    """The iteration rule (``serve.Iterations``) of serving stack profile ``stack`` on this GPU
+    (``serving_stacks.scheduler_iterations``); None (prefill iterations apart) for a point with no stack
+    profile."""
+    from mi400plan.serving_stacks import scheduler_iterations
+
+    if not stack or stack not in cat.names("serving"):
+        return None
+    return scheduler_iterations(cat.get("serving", stack).spec.scheduler, sku, hbm_bytes)
+
+
 # InferenceX's TensorRT-LLM launch scripts for Llama 3.3 70B (``benchmarks/70b_fp8_b200_trt_slurm.sh``,
 # ``70b_fp4_b200_trt_slurm.sh``, ``70b_fp8_h200_trt_slurm.sh`` at SemiAnalysisAI/InferenceX commit b13bcafec of
 # 2025-10-15, the 2025-10-16 nightly's) turn on TensorRT-LLM's batch waiting at 1k/1k below TP 8:
@@ -370,7 +381,7 @@ def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     ``p`` on hardware ``hw`` (whose efficiency fields may be arrays: one prediction per element): a closed loop
     of ``p.conc`` clients on a server that runs as many as its KV cache admits under its stack's policy
     (``serve_admission.closed_loop``; the weights' room is the nominal HBM's), with the batch waiting its
-    launch script sets (:func:`launch_batch_wait`)."""
+    launch script sets (:func:`launch_batch_wait`) and its stack's iteration rule (:func:`stack_iterations`)."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.serve_admission import admission_context, closed_loop, kv_capacity
@@ -382,7 +393,7 @@ def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     cap = np.inf if policy is None else kv_capacity(
         wl, hw, tp=p.tp, pp=1, dpa=p.dpa, batch=float(p.conc), context=admission_context(policy, p.isl, p.osl))
     ev = closed_loop(wl, hw, tp=p.tp, pp=1, ep=p.ep, dpa=p.dpa, clients=float(p.conc), capacity=cap,
-                     batch_waiting=launch_batch_wait(p))
+                     batch_waiting=launch_batch_wait(p), iterations=stack_iterations(cat, p.stack, p.sku, hw.hbm_bytes))
     return {"tput": ev["total_tps_gpu"], "tpot": ev["tpot"], "ttft": ev["ttft_median"]}
 
 
@@ -527,7 +538,7 @@ def best_within(out_tps: np.ndarray, fits: np.ndarray, tpot: np.ndarray, ttft: n
     return int(np.argmax(np.where(ok, out_tps, -1.0)))
 
 
-def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
+def predict_measured(cat: Any, m: Measured, hw: Any, stack: str | None = None) -> dict[str, float]:
     """The model's output tokens/s of the server, TPOT and TTFT (seconds) for measurement ``m`` taken the
     way ``m.kind`` says, on hardware ``hw`` (``serve.ServeHardware``, the planner's calibrated reading).
 
@@ -539,7 +550,8 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
     source's configuration admits (``Measured.concurrency_grid``), with the prompts per prefill pass the
     source's configuration gives (``Measured.prompts_per_pass``); slo_throughput: the
     same among those whose mean TPOT and TTFT also keep ``m.tpot_slo_s`` and ``m.ttft_slo_s``
-    (:func:`best_within`)."""
+    (:func:`best_within`). ``stack``: the serving stack profile the source measured with; its iteration rule
+    (:func:`stack_iterations`) sets the TTFT of the serving, max_throughput and slo_throughput kinds."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe
@@ -556,16 +568,17 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
         t = float(pf.total + m.osl * st.total)
         return {"output_tps": b * m.osl / t, "tpot": float(st.total), "ttft": float(pf.total)}
     ep = m.tp if m.dpa else 1
+    its = stack_iterations(cat, stack, m.sku, hw.hbm_bytes)
     if m.kind in ("max_throughput", "slo_throughput"):
         grid = m.concurrency_grid()
         ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=grid,
-                            prefill_prompts=m.prompts_per_pass())
+                            prefill_prompts=m.prompts_per_pass(), iterations=its)
         fits = core.memory(wl, hw, tp=m.tp, pp=1, dpa=m.dpa, batch=grid)["kv_fit"]
         slo = (m.tpot_slo_s or np.inf, m.ttft_slo_s or np.inf) if m.kind == "slo_throughput" else (np.inf, np.inf)
         i = best_within(ev["out_tps_gpu"], fits, ev["tpot"], ev["ttft"], *slo)
         return {"output_tps": float(ev["out_tps_gpu"][i]) * m.tp, "tpot": float(ev["tpot"][i]),
                 "ttft": float(ev["ttft"][i]), "concurrency": float(grid[i])}
-    ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=b)
+    ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=b, iterations=its)
     if m.kind == "serving":
         return {"output_tps": float(ev["out_tps_gpu"]) * m.tp, "tpot": float(ev["tpot"]), "ttft": float(ev["ttft"])}
     r = core.lockstep_rounds(ev["t_prefill"], ev["t_step"], b, m.osl)

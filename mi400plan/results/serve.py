@@ -99,7 +99,8 @@ class ServeRow(OutModel):
     tokens_per_s_per_gpu: float  # output tokens
     total_tokens_per_s_per_gpu: float  # input + output tokens (InferenceX's throughput per GPU)
     tokens_per_s_per_user: float
-    ttft_s: float
+    ttft_s: float  # mean time to first token (the SLA's and the ranking's statistic)
+    ttft_median_s: float  # median time to first token (the statistic InferenceX publishes)
     tpot_s: float
     requests_per_s: float  # per replica
     prefill_share: float  # share of GPU time (aggregated) or of GPUs (disaggregated) on prefill
