@@ -662,7 +662,9 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
     ``ttft`` is the mean; ``ttft_median`` the same terms with the queue's and the batch hold's medians
     (:func:`md1_wait_median`), the statistic benchmarks such as InferenceX publish.
 
-    Returns seconds (``tpot``, ``ttft``, ``t_step``, ``t_prefill``, ``queue``, ``kv_transfer``), token rates
+    Returns seconds (``tpot``, ``ttft``, ``t_step``, ``t_prefill``, ``queue``, ``kv_transfer``; ``own_iterations``:
+    the decode steps of the iterations the prompt itself runs in, the part of ``queue`` that does not wait on other
+    requests), token rates
     (``out_tps_gpu``, ``total_tps_gpu``, ``tps_user``), ``rho`` (prefill share of the GPU time), GPUs per
     replica (``gpus``: both pools when disaggregated, per decode replica), the decode and prefill step
     breakdowns (``d_<term>``, ``p_<term>``), and ``mem_<term>`` bytes. See the module docstring."""
@@ -707,7 +709,10 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
         hold, hold_median = np.maximum(held - queue, 0.0), np.maximum(held_median - queue_median, 0.0)
     ttft = pf_lat + queue + fill_wait + hold + kv_tx + hw.request_overhead_s
     ttft_median = pf_lat + queue_median + fill_wait + hold_median + kv_tx + hw.request_overhead_s
+    mixed = iterations is not None and iterations.mixed and not disagg
+    own = prompt_iterations(iterations, I, b, 1.0 + n) * t_step if mixed else 0.0  # type: ignore[arg-type]
     out.update(tpot=tpot, ttft=ttft, ttft_median=ttft_median, request_overhead=hw.request_overhead_s + 0.0 * tpot,
+               own_iterations=own + 0.0 * tpot,
                t_step=t_step, t_prefill=pf_lat, queue=queue, batch_wait=fill_wait, batch_hold=hold,
                kv_transfer=kv_tx, rho=rho,
                requests_per_s=X, out_tps_gpu=X * O / gpus, total_tps_gpu=X * (I + O) / gpus, tps_user=1.0 / tpot,

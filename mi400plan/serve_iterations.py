@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 # Prompt counts summed exactly by :func:`poisson_tails` (a larger count: the deterministic limit).
 MAX_EXACT_ARRIVALS = 512
 # Fixed-point iterations (damped by half) of :func:`held_release`'s cycle.
-CYCLE_ITERATIONS = 40
+CYCLE_ITERATIONS = 16
 
 @dataclass(frozen=True)
 class Iterations:
@@ -153,19 +153,25 @@ def poisson_tails(mu: Any, k: Any) -> tuple[np.ndarray, np.ndarray]:
     the deterministic limit ``min(mu, k)`` and ``[mu >= k]``."""
     mu, k = np.broadcast_arrays(np.asarray(mu, dtype=np.float64), np.asarray(k, dtype=np.float64))
     k = np.maximum(k, 0.0)
-    lo = np.floor(k)
+    lo = np.minimum(np.floor(k), MAX_EXACT_ARRIVALS)
     frac = k - lo
     pmf = np.exp(-mu)
     tail = 1.0 - pmf  # P(N >= 1)
     acc = np.zeros(mu.shape)
     s_lo, s_hi, t_lo, t_hi = np.zeros(mu.shape), np.zeros(mu.shape), np.ones(mu.shape), tail.copy()
-    top = int(min(np.max(lo, initial=0.0) + 1, MAX_EXACT_ARRIVALS))
-    for i in range(top):  # after the step for i: acc = sum_{i' <= i} P(N >= i' + 1), tail = P(N >= i + 2)
+    uniform = lo.size > 0 and bool(np.all(lo == lo.flat[0]))
+    for i in range(int(np.max(lo, initial=0.0)) + 1):  # after step i: acc = sum_{i' <= i} P(N >= i' + 1)
         acc = acc + tail
         pmf = pmf * mu / (i + 1)
-        tail = np.maximum(tail - pmf, 0.0)
+        tail = np.maximum(tail - pmf, 0.0)  # P(N >= i + 2)
+        if uniform:  # one count for every element (the usual case): no masks
+            if i + 1 == lo.flat[0]:
+                s_lo, t_lo = acc, tail + pmf
+            elif i == lo.flat[0]:
+                s_hi, t_hi = acc, tail + pmf
+            continue
         s_lo, t_lo = np.where(lo == i + 1, acc, s_lo), np.where(lo == i + 1, tail + pmf, t_lo)
-        s_hi, t_hi = np.where(lo + 1 == i + 1, acc, s_hi), np.where(lo + 1 == i + 1, tail + pmf, t_hi)
+        s_hi, t_hi = np.where(lo == i, acc, s_hi), np.where(lo == i, tail + pmf, t_hi)
     big = k > MAX_EXACT_ARRIVALS
     s = s_lo * (1.0 - frac) + s_hi * frac
     t = t_lo * (1.0 - frac) + t_hi * frac

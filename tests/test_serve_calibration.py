@@ -18,7 +18,7 @@ import pytest
 from mi400plan import serve as core
 from mi400plan.serve_calibration import (CALIBRATION, MEASUREMENT_KINDS, Measured, Point, best_within,
                                          calibration_for, calibration_groups, errors, family_of, fit_family,
-                                         launch_batch_wait, model_class, predict_measured, queued)
+                                         VALIDATION_STACKS, launch_batch_wait, model_class, predict_measured, queued)
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -106,20 +106,24 @@ VALIDATION_REPORTED = {
     ("A1", "amd-cdna3"): (0.12, 0.20, None, None),
     ("O1", "amd-cdna3"): (0.26, 0.38, None, None),
     ("D1", "amd-cdna3"): (0.57, 0.98, 0.33, 0.53),
-    ("D1", "nvidia-hopper"): (1.87, 3.13, 0.61, 0.50),
+    ("D1", "nvidia-hopper"): (1.87, 3.13, 0.61, 0.51),
     ("T1", "nvidia-hopper"): (0.13, 0.46, None, None),
     # T1 and M2 on Blackwell: 0.15 / 0.34 -> 0.12 / 0.30 and 1.67 / 2.23 -> 1.41 / 1.95 (TTFT 0.70 -> 0.81, TPOT
     # 0.05 -> 0.14): the Blackwell MoE refit once its TP4 points at 256 sequences carry their launch script's
     # attention data parallel and its prompt hold (HBM 0.65 -> 0.60, matmul scale 1.25 -> 1.0, 180 -> 90 ms)
     ("T1", "nvidia-blackwell"): (0.12, 0.30, None, None),
-    ("M1", "amd-cdna3"): (0.13, 0.17, 0.36, 0.09),
+    # TTFT (mean |error|) under the stacks' iteration rule, prompts sharing an iteration with the whole decode batch
+    # (ROCm vLLM, TensorRT-LLM): M1 CDNA 3 0.09 -> 0.19 (now too long), Hopper 0.77 -> 0.18, Blackwell 0.64 -> 0.23,
+    # M2 0.81 -> 0.71, D1 Hopper 0.50 -> 0.51 (its TensorRT-LLM per-request overhead refitted 20 ms smaller). The
+    # M1 TTFT error is where the mechanism was noticed, so it is no longer an independent check of it.
+    ("M1", "amd-cdna3"): (0.13, 0.17, 0.36, 0.19),
     ("M1", "amd-cdna4"): (0.12, 0.12, None, None),
     # TTFT 0.74 -> 0.77, 0.58 -> 0.64, 0.70 -> 0.69: the dense per-request overheads fitted on InferenceX's
     # medians (the model's median TTFT, TensorRT-LLM's batch waiting where its launch scripts set it) are 10-15 ms
     # smaller, and these Server TTFTs were already too short
-    ("M1", "nvidia-hopper"): (0.13, 0.23, 0.18, 0.77),
-    ("M1", "nvidia-blackwell"): (0.10, 0.15, 0.30, 0.64),
-    ("M2", "nvidia-blackwell"): (1.41, 1.95, 0.14, 0.81),
+    ("M1", "nvidia-hopper"): (0.13, 0.23, 0.18, 0.18),
+    ("M1", "nvidia-blackwell"): (0.10, 0.15, 0.30, 0.23),
+    ("M2", "nvidia-blackwell"): (1.41, 1.95, 0.14, 0.71),
 }
 
 
@@ -142,7 +146,8 @@ def validation_errors(catalog, key: tuple[str, str]) -> dict[str, list[float]]:
         assert m.kind in MEASUREMENT_KINDS
         cls = model_class(catalog.get("models", m.model).spec)
         hw, _ = _hardware(catalog, m.sku, m.precision, "nominal", matmul=None, hbm=None, model_class=cls)
-        pr = predict_measured(catalog, m, hw)
+        stack = VALIDATION_STACKS.get((m.source, catalog.get("accelerators", m.sku).spec.vendor))
+        pr = predict_measured(catalog, m, hw, stack)  # the TTFT under the stack's iteration rule
         out["output_tps"].append(abs(pr["output_tps"] / m.output_tps - 1.0))
         for k, meas in (("tpot", m.tpot_s), ("ttft", m.ttft_s)):
             if meas is not None:
