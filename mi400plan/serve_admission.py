@@ -75,7 +75,8 @@ def closed_loop(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, d
                 iterations: Iterations | None = None) -> dict[str, np.ndarray]:
     """``serve.evaluate`` of ``clients`` closed-loop clients on a replica running at most ``capacity``
     sequences (module docstring): the steady state at ``K = min(clients, capacity)`` (at least 1), its
-    TTFT (mean and median, ``batch_waiting`` and the stack's ``iterations`` as ``serve.evaluate`` takes them) plus the wait ``admission_wait =
+    TTFT (mean and median; ``batch_waiting`` and the stack's ``iterations`` as ``serve.evaluate`` takes
+    them) plus the wait ``admission_wait =
     (clients - K) / K x K / X`` of the requests that find every slot taken; ``running`` is ``K``."""
     c = np.asarray(clients, dtype=np.float64)
     k = np.maximum(np.minimum(c, np.asarray(capacity, dtype=np.float64)), 1.0)

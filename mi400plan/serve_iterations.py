@@ -19,12 +19,23 @@ Units: seconds, prompts per second, tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from mi400plan.serve import BatchWait
+
+class BatchWait(Protocol):
+    """TensorRT-LLM's batch waiting as ``serve.BatchWait`` holds it (hold iterations, token count, prompt
+    count; that class documents the rule)."""
+
+    @property
+    def iters(self) -> int: ...
+
+    @property
+    def tokens(self) -> float: ...
+
+    @property
+    def prompts(self) -> float: ...
 
 # Prompt counts summed exactly by :func:`poisson_tails` (a larger count: the deterministic limit).
 MAX_EXACT_ARRIVALS = 512
@@ -44,6 +55,16 @@ class Iterations:
 
     mixed: bool
     chunk_tokens: float = float("inf")
+
+    def text(self) -> str:
+        """How TTFT is priced under this rule, in words (``serve`` prints it with the stack)."""
+        if not self.mixed:
+            return ("TTFT: prefill iterations apart from the decodes (M/D/1 wait; [scheduler] prefill_with_decodes "
+                    "= false)")
+        chunk = (f", prompts chunked at {self.chunk_tokens:,.0f} tokens per iteration" if np.isfinite(self.chunk_tokens)
+                 else ", whole prompts")
+        return ("TTFT: a prompt runs in the next iteration beside the whole decode batch (in-flight batching; "
+                f"[scheduler] prefill_with_decodes = true{chunk})")
 
 
 def iterations_for(prefill_with_decodes: bool, chunked_prefill: bool, max_batched_tokens: float) -> Iterations:

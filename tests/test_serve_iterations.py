@@ -163,7 +163,8 @@ def test_held_release_matches_the_simulation(step: float, prefill: float, bw: co
     for rho in (0.1, 0.3, 0.5, 0.7):
         x = rho / prefill
         r = S.simulate(np.cumsum(gaps) / x, np.full(n, 100), np.full(n, 400), sm,
-                       S.Limits(max_batched_tokens=10**7, max_seqs=40_000, batch_wait=bw), measure=slice(2000, n - 2000))
+                       S.Limits(max_batched_tokens=10**7, max_seqs=40_000, batch_wait=bw),
+                       measure=slice(2000, n - 2000))
         b = x * 400 * step / (1 - rho)
         held, held_med = held_release(bw, step, prefill, x, b, 100.0, 1.0)
         free, free_med = mixed_iteration_wait(step, prefill, x)
@@ -180,3 +181,27 @@ def test_held_release_timeout_cycle_by_hand() -> None:
     mean, median = held_release(core.BatchWait(20, 1e12), 0.03, 0.02, 25.0, 100.0, 100.0, 1.0)
     assert float(mean) == pytest.approx(1.27, rel=1e-3)
     assert float(median) == pytest.approx(1.27, rel=1e-3)
+
+
+# --- the command ---------------------------------------------------------------------------------------
+
+
+def test_serve_json_carries_the_median_ttft_and_the_rule(cli) -> None:
+    """``serve --json`` rows carry ``ttft_median_s`` beside the mean ``ttft_s``; on TensorRT-LLM (B200's default
+    stack, in-flight batching) both are at least the decode step + the prefill (+ the per-request overhead the
+    calibration fits, 25 ms in the Blackwell dense TensorRT-LLM fit: at least that much more); the SKU block names
+    the rule, and SGLang's is prefill apart. The schema describes the field."""
+    import json
+
+    r = cli(["serve", "llama3-70b", "--sku", "b200", "--top", "2", "--no-ranges", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)["data"]
+    for row in data["rows"]:
+        floor = row["decode_s"]["step"] + row["prefill_s"]["prefill"] + 0.025
+        assert row["ttft_s"] >= floor and row["ttft_median_s"] >= floor
+    assert "prefill_with_decodes = true" in data["skus"][0]["ttft_rule"]
+    sg = json.loads(cli(["serve", "llama3-70b", "--sku", "b200", "--top", "1", "--no-ranges", "--stack", "sglang",
+                         "--json"]).stdout)["data"]
+    assert "prefill_with_decodes = false" in sg["skus"][0]["ttft_rule"]
+    row = json.loads(cli(["schema", "serve"]).stdout)["$defs"]["ServeRow"]["properties"]
+    assert "median time to first token" in row["ttft_median_s"]["description"]

@@ -139,8 +139,9 @@ def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, 
         gpu_hour_cost=cost, serving_stack=st.label() if st else None, serving_stack_basis=st.basis if st else None,
         calibration_status=_calibration_status(cat, name, matmul, hbm, model_class, st.name if st else None),
     )
-    return _Sku(h.name, hw, info, rack_name, st, scheduler_iterations(st.scheduler if st else None, h.name,
-                                                                     h.hbm_bytes))
+    its = scheduler_iterations(st.scheduler if st else None, h.name, h.hbm_bytes)
+    text = its.text() + ("" if st else "; no serving stack for the vendor: vLLM's defaults")
+    return _Sku(h.name, hw, info.model_copy(update={"ttft_rule": text}), rack_name, st, its)
 
 
 def _priced_skus(catalog: Any, skus: list[str], prec: str, n_gpus: int, wl: Any, gpu_hour_cost: float | None,

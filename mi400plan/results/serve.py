@@ -155,6 +155,7 @@ class SkuInfo(OutModel):
     calibration: str
     serving_stack: str | None = None  # the serving stack priced (profiles/serving), None: none for the vendor
     serving_stack_basis: str | None = None  # "--stack" or the default rule
+    ttft_rule: str | None = None  # how TTFT is priced: the serving stack's iteration rule (serve_iterations)
     calibration_status: str | None = None  # "stack fit", "family fit", or the family fit standing in for a stack
     gpu_hour_cost: float | None = None  # USD per GPU-hour
     cost_source: str | None = None  # "--gpu-hour-cost", "model: SYSTEM at SITE (USD YEAR)" or "none"
