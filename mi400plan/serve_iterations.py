@@ -150,16 +150,17 @@ def held_release(bw: BatchWait, t_step: Any, pf_busy: Any, X: Any, batch: Any, i
     else:
         k = np.ceil(np.maximum(bw.tokens - np.asarray(batch, dtype=np.float64) * decode_tokens, 0.0) / input_len)
     th = bw.iters * ts
+    t_open = poisson_tails(x * th, k - 1.0)[1]
     n = x * ts / (1.0 - rho) + 1.0
     for _ in range(CYCLE_ITERATIONS):
         m = x * (ts + n * P)
         e = np.exp(-m)
-        h = _hold(th, x, k, m, ts)
+        h = _hold(th, x, k, m, ts, t_open)
         n = 0.5 * n + 0.5 * (x * (ts + h) + e) / (1.0 - rho)
     r = ts + n * P
     m = x * r
     e = np.exp(-m)
-    h = _hold(th, x, k, m, ts)
+    h = _hold(th, x, k, m, ts, t_open)
     total = np.maximum(e + x * h + m, 1e-12)
     fo, fh, fc = e / total, x * h / total, m / total
     mean = fo * h + fh * h / 2.0 + fc * (h + r / 2.0) + r - P
@@ -199,18 +200,18 @@ def poisson_tails(mu: Any, k: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.where(big, np.minimum(mu, k), s), np.where(big, (mu >= k) * 1.0, t)
 
 
-def _hold(th: np.ndarray, x: np.ndarray, k: np.ndarray, carried: np.ndarray, ts: np.ndarray) -> np.ndarray:
+def _hold(th: np.ndarray, x: np.ndarray, k: np.ndarray, carried: np.ndarray, ts: np.ndarray,
+          t_open: np.ndarray) -> np.ndarray:
     """The hold's mean length (:func:`held_release`): it starts with the ``M`` prompts that arrived during the
     release iteration (Poisson of mean ``carried``; none: the next arrival opens it, counting 1) and ends at the
     timeout ``th`` or at the iteration boundary after the count reaches ``k``: ``H = integral_0^th P(M + N(t) <
     k) dt`` with ``M + N(t)`` Poisson of mean ``carried + x t``, so ``x H = sum_{i<k} [P(Pois(carried + x th) >=
     i+1) - P(Pois(carried) >= i+1)] - e^-carried P(Pois(x th) >= k)`` (the opener's one count; d/dmu of ``P(Pois(mu)
     >= i+1)`` is the Poisson probability of ``i``), plus ``t_step / 2`` times the probability the count reaches
-    ``k`` during the hold."""
+    ``k`` during the hold. ``t_open``: ``P(Pois(x th) >= k - 1)``, which does not depend on ``carried``."""
     safe = np.maximum(x, 1e-300)
     s_end, t_end = poisson_tails(carried + x * th, k)
     s_0, t_0 = poisson_tails(carried, k)
-    _, t_open = poisson_tails(x * th, k - 1.0)
     e = np.exp(-carried)
     h = np.maximum(s_end - s_0 - e * t_open, 0.0) / safe
     reached = np.clip(t_end - t_0 + e * (t_open - t_end), 0.0, 1.0)
