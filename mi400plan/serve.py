@@ -596,7 +596,8 @@ def md1_wait_median(wait_mean: Any, rho: Any) -> np.ndarray:
 def batch_hold(bw: BatchWait | None, t_step: Any, X: Any, batch: Any, input_len: float, decode_tokens: float,
                pf_lat: Any) -> tuple[np.ndarray, np.ndarray]:
     """Mean and median seconds a prompt's first token is delayed by TensorRT-LLM's batch waiting
-    (:class:`BatchWait`) at ``X`` prompts per second on a replica decoding ``batch`` sequences.
+    (:class:`BatchWait`) at ``X`` prompts per second on a replica decoding ``batch`` sequences, with prefill
+    iterations apart (on in-flight batching ``serve_iterations.held_release`` prices the hold's cycle).
 
     A window opens when a prompt finds no other held and lasts ``W = min(iters x t_step, (k - 1) / X)``, ``k``
     the prompts whose tokens with the decodes' reach the threshold, ``ceil((tokens - batch x decode_tokens) /
@@ -702,14 +703,15 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
         kv_tx = kv_total / (G * bw) + hw.scale_out.latency
         gpus = G * (1.0 + n_pf)
     fill_wait = (kp - 1.0) / (2.0 * X)
-    if disagg or not (iterations is not None and iterations.mixed) or batch_waiting is None or batch_waiting.iters <= 0:
-        hold, hold_median = batch_hold(batch_waiting, t_step, X, b, I, 1.0 + n, pf_lat)
-    else:  # in-flight batching: the hold's cycle replaces the iteration wait (serve_iterations.held_release)
+    mixed = iterations is not None and iterations.mixed and not disagg
+    if mixed and batch_waiting is not None and batch_waiting.iters > 0:
+        # in-flight batching: the hold's cycle replaces the iteration wait (serve_iterations.held_release)
         held, held_median = held_release(batch_waiting, t_step, pf_busy, X, b, I, 1.0 + n)
         hold, hold_median = np.maximum(held - queue, 0.0), np.maximum(held_median - queue_median, 0.0)
+    else:
+        hold, hold_median = batch_hold(batch_waiting, t_step, X, b, I, 1.0 + n, pf_lat)
     ttft = pf_lat + queue + fill_wait + hold + kv_tx + hw.request_overhead_s
     ttft_median = pf_lat + queue_median + fill_wait + hold_median + kv_tx + hw.request_overhead_s
-    mixed = iterations is not None and iterations.mixed and not disagg
     own = prompt_iterations(iterations, I, b, 1.0 + n) * t_step if mixed else 0.0  # type: ignore[arg-type]
     out.update(tpot=tpot, ttft=ttft, ttft_median=ttft_median, request_overhead=hw.request_overhead_s + 0.0 * tpot,
                own_iterations=own + 0.0 * tpot,
