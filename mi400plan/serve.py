@@ -48,13 +48,16 @@ Sources and model
   ``O`` tokens): requests per second ``X = 1 / (t_prefill + O t_step / (B a))`` (the replica's time
   budget: each request costs its prefill plus its share ``O / (B a)`` of decode steps; ``a`` = tokens
   per step per sequence, 1 without speculation); prefill utilisation ``rho = X t_prefill``; TPOT =
-  ``t_step / (a (1 - rho))`` (decode steps stretched by the prefills interleaved with them); TTFT =
-  ``t_prefill`` + the M/D/1 mean wait ``rho t_prefill / (2 (1 - rho))`` (Pollaczek-Khinchine,
-  deterministic service) at that offered load + the rest of the decode step a prompt arrives in,
-  ``(1 - rho) t_step / 2`` (a scheduler starts a prompt only between steps, and a step is in progress a
-  share ``1 - rho`` of the time; the mean residual of a deterministic step is half of it) + the
-  per-request overhead outside the GPU model (``ServeHardware.request_overhead_s``, fitted per family in
-  ``serve_calibration``).
+  ``t_step / (a (1 - rho))`` (decode steps stretched by the prefills interleaved with them, in iterations of
+  their own or inside the decodes' iterations alike); TTFT = ``t_prefill`` + the wait before it under the
+  serving stack's iteration rule (``[scheduler] prefill_with_decodes``, :func:`prompt_wait`): where prompts
+  share iterations with the running decodes (TensorRT-LLM's in-flight batching, vLLM V1) the rest of the
+  iteration in progress, then the prompt's own iteration carrying the whole decode batch (``t_step``) and the
+  other prompts that arrived meanwhile (:func:`mixed_iteration_wait`: about ``1.5 t_step`` at low load, so the
+  first token never comes sooner than one decode step); where prefill iterations run apart (SGLang) the M/D/1
+  mean wait ``rho t_prefill / (2 (1 - rho))`` (Pollaczek-Khinchine, deterministic service) + the rest of the
+  decode step a prompt arrives in, ``(1 - rho) t_step / 2``; + the per-request overhead outside the GPU model
+  (``ServeHardware.request_overhead_s``, fitted per family in ``serve_calibration``).
 * Per-kernel overhead: every kernel of a layer (counted from the architecture, ``KERNELS_*``) pays
   ``kernel_overhead_s`` (launch, synchronisation, the framework's work between kernels).
 * Host work per iteration (:func:`host_bound_step`): the serving framework's CPU time for each scheduled
@@ -79,6 +82,7 @@ import numpy as np
 from mi400plan.gemm import (ATTN_BLOCK_Q, TILE_M, AttnSku, GemmSku, LayerShapes, flash_attention_seconds,
                             gemm_math_seconds, model_shapes)
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
+from mi400plan.serve_iterations import Iterations, held_release, mixed_iteration_wait, prompt_iterations
 from mi400plan.specs.layout import InferRecipe
 from mi400plan.specs.model import ModelSpec
 
@@ -650,7 +654,8 @@ def md1_wait_median(wait_mean: Any, rho: Any) -> np.ndarray:
 def batch_hold(bw: BatchWait | None, t_step: Any, X: Any, batch: Any, input_len: float, decode_tokens: float,
                pf_lat: Any) -> tuple[np.ndarray, np.ndarray]:
     """Mean and median seconds a prompt's first token is delayed by TensorRT-LLM's batch waiting
-    (:class:`BatchWait`) at ``X`` prompts per second on a replica decoding ``batch`` sequences.
+    (:class:`BatchWait`) at ``X`` prompts per second on a replica decoding ``batch`` sequences, with prefill
+    iterations apart (on in-flight batching ``serve_iterations.held_release`` prices the hold's cycle).
 
     A window opens when a prompt finds no other held and lasts ``W = min(iters x t_step, (k - 1) / X)``, ``k``
     the prompts whose tokens with the decodes' reach the threshold, ``ceil((tokens - batch x decode_tokens) /
@@ -675,9 +680,29 @@ def batch_hold(bw: BatchWait | None, t_step: Any, X: Any, batch: Any, input_len:
     return mean + z, median + z
 
 
+def prompt_wait(iterations: Iterations | None, t_step: Any, pf_busy: Any, X: Any, batch: Any, input_len: float,
+                decode_tokens: float) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and median seconds between a prompt's arrival and its prefill pass on a replica that also decodes
+    (TTFT = this + the prefill + the other terms of :func:`evaluate`).
+
+    Prompts sharing iterations with the decodes (``iterations.mixed``): :func:`mixed_iteration_wait` over the
+    :func:`prompt_iterations` the prompt spans. Prefill iterations apart (None or not mixed; prefill-first
+    preemption, SGLang's and vLLM V0's rule): the M/D/1 mean wait ``rho P / (2 (1 - rho))`` for the prompts
+    ahead (Pollaczek-Khinchine, deterministic service ``P = pf_busy``; median :func:`md1_wait_median`) + the rest
+    of the decode step it arrives in, ``(1 - rho) t_step / 2`` (a step is in progress a share ``1 - rho`` of the
+    time; the mean residual of a deterministic step is half of it)."""
+    if iterations is not None and iterations.mixed:
+        return mixed_iteration_wait(t_step, pf_busy, X, prompt_iterations(iterations, input_len, batch,
+                                                                          decode_tokens))
+    rho = np.asarray(X) * np.asarray(pf_busy)
+    wq = rho * pf_busy / (2.0 * (1.0 - rho))
+    residual = (1.0 - rho) * np.asarray(t_step) / 2.0
+    return wq + residual, md1_wait_median(wq, rho) + residual
+
+
 def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any, batch: Any,
-             disagg: bool = False, prefill_prompts: int = 1, batch_waiting: BatchWait | None = None
-             ) -> dict[str, np.ndarray]:
+             disagg: bool = False, prefill_prompts: int = 1, batch_waiting: BatchWait | None = None,
+             iterations: Iterations | None = None) -> dict[str, np.ndarray]:
     """Steady-state serving metrics of replicas at concurrency ``batch`` (arrays broadcast).
 
     ``prefill_prompts``: prompts per prefill pass (default 1, a prompt runs alone). With ``k > 1`` the
@@ -686,13 +711,19 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
     arriving at random at the replica's request rate ``X`` first waits for the pass to fill: the
     ``i``-th of ``k`` waits ``(k - i) / X``, ``(k - 1) / (2 X)`` on average (added to TTFT as
     ``batch_wait``). Set it from the scheduler's configuration (:func:`prompts_per_prefill`).
-    ``batch_waiting``: TensorRT-LLM's batch waiting where a launch configuration turns it on (:func:`batch_hold`,
-    added to TTFT as ``batch_hold``).
+    ``batch_waiting``: TensorRT-LLM's batch waiting where a launch configuration turns it on, added to TTFT as
+    ``batch_hold`` (:func:`batch_hold`; with mixed ``iterations``, what ``serve_iterations.held_release``'s cycle
+    adds to the iteration wait).
+
+    ``iterations``: the serving stack's iteration rule (:class:`Iterations`; None: prefill iterations apart);
+    it sets the wait before the prompt's prefill (:func:`prompt_wait`, reported as ``queue``).
 
     ``ttft`` is the mean; ``ttft_median`` the same terms with the queue's and the batch hold's medians
     (:func:`md1_wait_median`), the statistic benchmarks such as InferenceX publish.
 
-    Returns seconds (``tpot``, ``ttft``, ``t_step``, ``t_prefill``, ``queue``, ``kv_transfer``), token rates
+    Returns seconds (``tpot``, ``ttft``, ``t_step``, ``t_prefill``, ``queue``, ``kv_transfer``; ``own_iterations``:
+    the decode steps of the iterations the prompt itself runs in, the part of ``queue`` that does not wait on other
+    requests), token rates
     (``out_tps_gpu``, ``total_tps_gpu``, ``tps_user``), ``rho`` (prefill share of the GPU time), GPUs per
     replica (``gpus``: both pools when disaggregated, per decode replica), the decode and prefill step
     breakdowns (``d_<term>``, ``p_<term>``), and ``mem_<term>`` bytes. See the module docstring."""
@@ -713,10 +744,7 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
         X = 1.0 / (pf_busy + O * t_step / (b * a))  # requests per second per replica
         rho = X * pf_busy
         tpot = t_step / (a * (1.0 - rho))
-        wq = rho * pf_busy / (2.0 * (1.0 - rho))
-        residual = (1.0 - rho) * t_step / 2.0
-        queue = wq + residual
-        queue_median = md1_wait_median(wq, rho) + residual
+        queue, queue_median = prompt_wait(iterations, t_step, pf_busy, X, b, I, 1.0 + n)
         kv_tx = np.zeros_like(tpot)
         gpus = G
         n_pf = np.zeros_like(tpot)
@@ -733,10 +761,18 @@ def evaluate(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa:
         kv_tx = kv_total / (G * bw) + hw.scale_out.latency
         gpus = G * (1.0 + n_pf)
     fill_wait = (kp - 1.0) / (2.0 * X)
-    hold, hold_median = batch_hold(batch_waiting, t_step, X, b, I, 1.0 + n, pf_lat)
+    mixed = iterations is not None and iterations.mixed and not disagg
+    if mixed and batch_waiting is not None and batch_waiting.iters > 0:
+        # in-flight batching: the hold's cycle replaces the iteration wait (serve_iterations.held_release)
+        held, held_median = held_release(batch_waiting, t_step, pf_busy, X, b, I, 1.0 + n)
+        hold, hold_median = np.maximum(held - queue, 0.0), np.maximum(held_median - queue_median, 0.0)
+    else:
+        hold, hold_median = batch_hold(batch_waiting, t_step, X, b, I, 1.0 + n, pf_lat)
     ttft = pf_lat + queue + fill_wait + hold + kv_tx + hw.request_overhead_s
     ttft_median = pf_lat + queue_median + fill_wait + hold_median + kv_tx + hw.request_overhead_s
+    own = prompt_iterations(iterations, I, b, 1.0 + n) * t_step if mixed else 0.0  # type: ignore[arg-type]
     out.update(tpot=tpot, ttft=ttft, ttft_median=ttft_median, request_overhead=hw.request_overhead_s + 0.0 * tpot,
+               own_iterations=own + 0.0 * tpot,
                t_step=t_step, t_prefill=pf_lat, queue=queue, batch_wait=fill_wait, batch_hold=hold,
                kv_transfer=kv_tx, rho=rho,
                requests_per_s=X, out_tps_gpu=X * O / gpus, total_tps_gpu=X * (I + O) / gpus, tps_user=1.0 / tpot,

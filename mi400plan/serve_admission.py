@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from mi400plan.serve import BatchWait, ServeHardware, Workload, evaluate, terms
+from mi400plan.serve_iterations import Iterations
 
 POLICIES = ("reserve-full", "current")
 
@@ -74,14 +75,16 @@ def kv_capacity(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, dpa: Any, 
 
 
 def closed_loop(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, ep: Any, dpa: Any, clients: Any,
-                capacity: Any, batch_waiting: BatchWait | None = None) -> dict[str, np.ndarray]:
+                capacity: Any, batch_waiting: BatchWait | None = None,
+                iterations: Iterations | None = None) -> dict[str, np.ndarray]:
     """``serve.evaluate`` of ``clients`` closed-loop clients on a replica running at most ``capacity``
     sequences (module docstring): the steady state at ``K = min(clients, capacity)`` (at least 1), its
-    TTFT (mean and median, ``batch_waiting`` as ``serve.evaluate`` takes it) plus the wait ``admission_wait =
+    TTFT (mean and median; ``batch_waiting`` and the stack's ``iterations`` as ``serve.evaluate`` takes
+    them) plus the wait ``admission_wait =
     (clients - K) / K x K / X`` of the requests that find every slot taken; ``running`` is ``K``."""
     c = np.asarray(clients, dtype=np.float64)
     k = np.maximum(np.minimum(c, np.asarray(capacity, dtype=np.float64)), 1.0)
-    ev = evaluate(wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, batch=k, batch_waiting=batch_waiting)
+    ev = evaluate(wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, batch=k, batch_waiting=batch_waiting, iterations=iterations)
     service = k / ev["requests_per_s"]  # seconds a request holds its slot (Little's law over the slots)
     wait = np.maximum(c - k, 0.0) / k * service
     out = dict(ev)

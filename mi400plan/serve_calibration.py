@@ -114,25 +114,26 @@ class FamilyCalibration:
 # tests/test_serve_calibration.py), keyed ``family/class``.
 CALIBRATION: dict[str, FamilyCalibration] = {
     'amd-cdna4/moe': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592, 0.1028,
-                                       0.0795, '2026-02-27..2026-02-27', ('fp4',), host_per_seq_us=0.0),
-    'nvidia-blackwell/moe': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 90.0, 12, 0.0795, 0.2454,
-                                              0.0953, 0.1755, 0.2211, '2025-11-02..2026-02-03', ('fp4', 'fp8'),
-                                              host_per_seq_us=0.0),
-    'nvidia-hopper/moe': FamilyCalibration('nvidia-hopper', 'moe', 0.8, 8.0, 0.75, 60.0, 39, 0.0474, 0.1108, 0.0414,
-                                           0.108, 0.0906, '2025-10-16..2025-11-02', ('fp8',), host_per_seq_us=0.0),
+                                       0.0795, '2026-02-27..2026-02-27', ('fp4',), host_per_seq_us=0.0),  # 0.3 s,
+    'nvidia-blackwell/moe': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 70.0, 12, 0.0795, 0.2454,
+                                              0.0953, 0.1755, 0.1989, '2025-11-02..2026-02-03', ('fp4', 'fp8'),
+                                              host_per_seq_us=0.0),  # 0.2 s,
+    'nvidia-hopper/moe': FamilyCalibration('nvidia-hopper', 'moe', 0.8, 8.0, 0.75, 50.0, 39, 0.0474, 0.1108, 0.0414,
+                                           0.108, 0.1067, '2025-10-16..2025-11-02', ('fp8',), host_per_seq_us=0.0),
+                                            # 1.5 s,
     'amd-cdna3/moe': FamilyCalibration('amd-cdna3', 'moe', 0.95, 20.0, 0.35, 25.0, 15, 0.0381, 0.1288, 0.0489, 0.0961,
-                                       0.0815, '2026-02-27..2026-02-27', ('fp8',), host_per_seq_us=40.0),
-    'amd-cdna3/dense': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 50.0, 119, 0.0615, 0.31, 0.0594, 0.2047,
-                                         0.1583, '2025-10-16..2025-10-16', ('fp8',), host_per_seq_us=60.0),
-    'amd-cdna4/dense': FamilyCalibration('amd-cdna4', 'dense', 0.8, 10.0, 0.95, 70.0, 120, 0.1166, 0.687, 0.1098,
-                                         0.3691, 0.3476, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
-                                         host_per_seq_us=40.0),
-    'nvidia-blackwell/dense': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 1.0, 45.0, 240, 0.077, 0.3271,
-                                                0.0784, 0.3641, 0.1612, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
-                                                host_per_seq_us=10.0),
-    'nvidia-hopper/dense': FamilyCalibration('nvidia-hopper', 'dense', 0.85, 6.0, 1.35, 30.0, 169, 0.095, 0.2702,
-                                             0.0972, 0.2976, 0.113, '2025-10-16..2025-10-16', ('fp8',),
-                                             host_per_seq_us=50.0),
+                                       0.0815, '2026-02-27..2026-02-27', ('fp8',), host_per_seq_us=40.0),  # 0.6 s,
+    'amd-cdna3/dense': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 35.0, 119, 0.0615, 0.31, 0.0594, 0.2047,
+                                         0.1772, '2025-10-16..2025-10-16', ('fp8',), host_per_seq_us=60.0),  # 4.3 s,
+    'amd-cdna4/dense': FamilyCalibration('amd-cdna4', 'dense', 0.8, 10.0, 0.95, 55.0, 120, 0.1166, 0.687, 0.1098,
+                                         0.3691, 0.3718, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+                                         host_per_seq_us=40.0),  # 4.2 s,
+    'nvidia-blackwell/dense': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 1.0, 30.0, 240, 0.077, 0.3271,
+                                                0.0784, 0.3641, 0.1468, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+                                                host_per_seq_us=10.0),  # 18.7 s,
+    'nvidia-hopper/dense': FamilyCalibration('nvidia-hopper', 'dense', 0.85, 6.0, 1.35, 15.0, 169, 0.095, 0.2702,
+                                             0.0972, 0.2976, 0.1229, '2025-10-16..2025-10-16', ('fp8',),
+                                             host_per_seq_us=50.0),  # 13.6 s,
 }
 
 
@@ -142,38 +143,43 @@ CALIBRATION: dict[str, FamilyCalibration] = {
 STACK_CALIBRATION: dict[str, FamilyCalibration] = {
     'amd-cdna4/moe/sglang': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592,
                                               0.1028, 0.0795, '2026-02-27..2026-02-27', ('fp4',), stack='sglang',
-                                              status='stack fit', host_per_seq_us=0.0),
-    'nvidia-blackwell/moe/trtllm': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 90.0, 12, 0.0795,
-                                                     0.2454, 0.0953, 0.1755, 0.2211, '2025-11-02..2026-02-03', ('fp4',
+                                              status='stack fit', host_per_seq_us=0.0),  # 0.3 s,
+    'nvidia-blackwell/moe/trtllm': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 70.0, 12, 0.0795,
+                                                     0.2454, 0.0953, 0.1755, 0.1989, '2025-11-02..2026-02-03', ('fp4',
                                                      'fp8'), stack='trtllm', status='stack fit', host_per_seq_us=0.0),
-    'nvidia-hopper/moe/trtllm': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 10.0, 0.85, 60.0, 24, 0.028, 0.0576,
-                                                  0.0382, 0.073, 0.0737, '2025-10-16..2025-11-02', ('fp8',),
-                                                  stack='trtllm', status='stack fit', host_per_seq_us=0.0),
+                                                      # 0.2 s,
+    'nvidia-hopper/moe/trtllm': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 10.0, 0.85, 40.0, 24, 0.028, 0.0576,
+                                                  0.0382, 0.073, 0.0678, '2025-10-16..2025-11-02', ('fp8',),
+                                                  stack='trtllm', status='stack fit', host_per_seq_us=0.0),  # 1.0 s,
     'amd-cdna3/moe/sglang': FamilyCalibration('amd-cdna3', 'moe', 0.95, 20.0, 0.35, 25.0, 15, 0.0381, 0.1288, 0.0489,
                                               0.0961, 0.0815, '2026-02-27..2026-02-27', ('fp8',), stack='sglang',
-                                              status='stack fit', host_per_seq_us=40.0),
-    'amd-cdna3/dense/rocm-vllm': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 50.0, 119, 0.0615, 0.31,
-                                                   0.0594, 0.2047, 0.1583, '2025-10-16..2025-10-16', ('fp8',),
+                                              status='stack fit', host_per_seq_us=40.0),  # 0.5 s,
+    'amd-cdna3/dense/rocm-vllm': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 35.0, 119, 0.0615, 0.31,
+                                                   0.0594, 0.2047, 0.1772, '2025-10-16..2025-10-16', ('fp8',),
                                                    stack='rocm-vllm', status='stack fit', host_per_seq_us=60.0),
-    'amd-cdna4/dense/rocm-vllm': FamilyCalibration('amd-cdna4', 'dense', 0.8, 10.0, 0.95, 70.0, 120, 0.1166, 0.687,
-                                                   0.1098, 0.3691, 0.3476, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+                                                    # 4.4 s,
+    'amd-cdna4/dense/rocm-vllm': FamilyCalibration('amd-cdna4', 'dense', 0.8, 10.0, 0.95, 55.0, 120, 0.1166, 0.687,
+                                                   0.1098, 0.3691, 0.3718, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
                                                    stack='rocm-vllm', status='stack fit', host_per_seq_us=40.0),
-    'nvidia-blackwell/dense/trtllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.85, 6.0, 1.15, 40.0, 121, 0.0735,
-                                                       0.1651, 0.0749, 0.2587, 0.1179, '2025-10-16..2025-10-16',
+                                                    # 4.7 s,
+    'nvidia-blackwell/dense/trtllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.85, 6.0, 1.15, 30.0, 121, 0.0735,
+                                                       0.1651, 0.0749, 0.2587, 0.1066, '2025-10-16..2025-10-16',
                                                        ('fp4', 'fp8'), stack='trtllm', status='stack fit',
-                                                       host_per_seq_us=30.0),
-    'nvidia-blackwell/dense/vllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 0.8, 40.0, 119, 0.056,
-                                                     0.2355, 0.0554, 0.1972, 0.1554, '2025-10-16..2025-10-16', ('fp4',
+                                                       host_per_seq_us=30.0),  # 19.8 s,
+    'nvidia-blackwell/dense/vllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 0.8, 30.0, 119, 0.056,
+                                                     0.2355, 0.0554, 0.1972, 0.1805, '2025-10-16..2025-10-16', ('fp4',
                                                      'fp8'), stack='vllm', status='stack fit', host_per_seq_us=20.0),
-    'nvidia-hopper/dense/vllm': FamilyCalibration('nvidia-hopper', 'dense', 0.8, 6.0, 1.25, 25.0, 101, 0.0508, 0.174,
-                                                  0.0543, 0.2522, 0.094, '2025-10-16..2025-10-16', ('fp8',),
-                                                  stack='vllm', status='stack fit', host_per_seq_us=80.0),
-    'nvidia-hopper/dense/trtllm': FamilyCalibration('nvidia-hopper', 'dense', 0.95, 6.0, 1.5, 30.0, 68, 0.0457, 0.3153,
-                                                    0.0656, 0.2274, 0.1147, '2025-10-16..2025-10-16', ('fp8',),
+                                                      # 5.6 s,
+    'nvidia-hopper/dense/vllm': FamilyCalibration('nvidia-hopper', 'dense', 0.8, 6.0, 1.25, 15.0, 101, 0.0508, 0.174,
+                                                  0.0543, 0.2522, 0.1332, '2025-10-16..2025-10-16', ('fp8',),
+                                                  stack='vllm', status='stack fit', host_per_seq_us=80.0),  # 4.5 s,
+    'nvidia-hopper/dense/trtllm': FamilyCalibration('nvidia-hopper', 'dense', 0.95, 6.0, 1.5, 15.0, 68, 0.0457, 0.3153,
+                                                    0.0656, 0.2274, 0.0895, '2025-10-16..2025-10-16', ('fp8',),
                                                     stack='trtllm', status='stack fit', host_per_seq_us=30.0),
+                                                     # 10.1 s,
     'nvidia-hopper/moe/sglang': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 8.0, 0.75, 75.0, 15, 0.0211, 0.0503,
                                                   0.0285, 0.0674, 0.1473, '2025-10-16..2025-10-16', ('fp8',),
-                                                  stack='sglang', status='stack fit', host_per_seq_us=40.0),
+                                                  stack='sglang', status='stack fit', host_per_seq_us=40.0),  # 0.6 s,
 }
 
 
@@ -343,6 +349,17 @@ def admission_policy(cat: Any, stack: str) -> str | None:
     return str(cat.get("serving", stack).spec.kv_admission.policy)
 
 
+def stack_iterations(cat: Any, stack: str | None, sku: str, hbm_bytes: float) -> Any:
+    """The iteration rule (``serve.Iterations``) of serving stack profile ``stack`` on this GPU
+    (``serving_stacks.scheduler_iterations``); None (prefill iterations apart) for a point with no stack
+    profile."""
+    from mi400plan.serving_stacks import scheduler_iterations
+
+    if not stack or stack not in cat.names("serving"):
+        return None
+    return scheduler_iterations(cat.get("serving", stack).spec.scheduler, sku, hbm_bytes)
+
+
 # InferenceX's TensorRT-LLM launch scripts for Llama 3.3 70B (``benchmarks/70b_fp8_b200_trt_slurm.sh``,
 # ``70b_fp4_b200_trt_slurm.sh``, ``70b_fp8_h200_trt_slurm.sh`` at SemiAnalysisAI/InferenceX commit b13bcafec of
 # 2025-10-15, the 2025-10-16 nightly's) turn on TensorRT-LLM's batch waiting at 1k/1k below TP 8:
@@ -400,7 +417,7 @@ def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     ``p`` on hardware ``hw`` (whose efficiency fields may be arrays: one prediction per element): a closed loop
     of ``p.conc`` clients on a server that runs as many as its KV cache admits under its stack's policy
     (``serve_admission.closed_loop``; the weights' room is the nominal HBM's), with the batch waiting its
-    launch script sets (:func:`launch_batch_wait`)."""
+    launch script sets (:func:`launch_batch_wait`) and its stack's iteration rule (:func:`stack_iterations`)."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.serve_admission import admission_context, closed_loop, kv_capacity
@@ -412,7 +429,8 @@ def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     cap = np.inf if policy is None else kv_capacity(
         wl, hw, tp=p.tp, pp=1, dpa=p.dpa, batch=float(p.conc), context=admission_context(policy, p.isl, p.osl))
     ev = closed_loop(wl, replace(hw, host_overlap=INFERENCEX_HOST_OVERLAP), tp=p.tp, pp=1, ep=p.ep, dpa=p.dpa,
-                     clients=float(p.conc), capacity=cap, batch_waiting=launch_batch_wait(p))
+                     clients=float(p.conc), capacity=cap, batch_waiting=launch_batch_wait(p),
+                     iterations=stack_iterations(cat, p.stack, p.sku, hw.hbm_bytes))
     return {"tput": ev["total_tps_gpu"], "tpot": ev["tpot"], "ttft": ev["ttft_median"]}
 
 
@@ -573,7 +591,7 @@ def best_within(out_tps: np.ndarray, fits: np.ndarray, tpot: np.ndarray, ttft: n
     return int(np.argmax(np.where(ok, out_tps, -1.0)))
 
 
-def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
+def predict_measured(cat: Any, m: Measured, hw: Any, stack: str | None = None) -> dict[str, float]:
     """The model's output tokens/s of the server, TPOT and TTFT (seconds) for measurement ``m`` taken the
     way ``m.kind`` says, on hardware ``hw`` (``serve.ServeHardware``, the planner's calibrated reading).
 
@@ -585,7 +603,8 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
     source's configuration admits (``Measured.concurrency_grid``), with the prompts per prefill pass the
     source's configuration gives (``Measured.prompts_per_pass``); slo_throughput: the
     same among those whose mean TPOT and TTFT also keep ``m.tpot_slo_s`` and ``m.ttft_slo_s``
-    (:func:`best_within`)."""
+    (:func:`best_within`). ``stack``: the serving stack profile the source measured with; its iteration rule
+    (:func:`stack_iterations`) sets the TTFT of the serving, max_throughput and slo_throughput kinds."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe
@@ -604,16 +623,17 @@ def predict_measured(cat: Any, m: Measured, hw: Any) -> dict[str, float]:
         t = float(pf.total + m.osl * step)
         return {"output_tps": b * m.osl / t, "tpot": step, "ttft": float(pf.total)}
     ep = m.tp if m.dpa else 1
+    its = stack_iterations(cat, stack, m.sku, hw.hbm_bytes)
     if m.kind in ("max_throughput", "slo_throughput"):
         grid = m.concurrency_grid()
         ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=grid,
-                            prefill_prompts=m.prompts_per_pass())
+                            prefill_prompts=m.prompts_per_pass(), iterations=its)
         fits = core.memory(wl, hw, tp=m.tp, pp=1, dpa=m.dpa, batch=grid)["kv_fit"]
         slo = (m.tpot_slo_s or np.inf, m.ttft_slo_s or np.inf) if m.kind == "slo_throughput" else (np.inf, np.inf)
         i = best_within(ev["out_tps_gpu"], fits, ev["tpot"], ev["ttft"], *slo)
         return {"output_tps": float(ev["out_tps_gpu"][i]) * m.tp, "tpot": float(ev["tpot"][i]),
                 "ttft": float(ev["ttft"][i]), "concurrency": float(grid[i])}
-    ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=b)
+    ev = core.evaluate(wl, hw, tp=m.tp, pp=1, ep=ep, dpa=m.dpa, batch=b, iterations=its)
     if m.kind == "serving":
         return {"output_tps": float(ev["out_tps_gpu"]) * m.tp, "tpot": float(ev["tpot"]), "ttft": float(ev["ttft"])}
     r = core.lockstep_rounds(ev["t_prefill"], ev["t_step"], b, m.osl)

@@ -57,7 +57,7 @@ from mi400plan.errors import UsageError
 
 if TYPE_CHECKING:
     from mi400plan.profiles import Catalog
-    from mi400plan.serve import ServeHardware, Workload
+    from mi400plan.serve import BatchWait, ServeHardware, Workload
     from mi400plan.serve_calibration import Measured
 
 SEED = 20260723  # the simulation's fixed seed (any constant: results are deterministic)
@@ -324,6 +324,7 @@ class Limits:
     max_seqs: int = DEFAULT_MAX_SEQS
     kv_tokens: float = math.inf
     mixed: bool = True  # prompt chunks share an iteration with the decodes (vLLM); False: prefill-only iterations
+    batch_wait: BatchWait | None = None  # TensorRT-LLM's batch waiting where a launch turns it on (_Sim._holding)
 
 
 @dataclass(frozen=True)
@@ -384,6 +385,7 @@ class _Sim:
         self.measured = [1] * n
         self.measured_done = 0
         self.thrashed = False
+        self.hold_from: int | None = None  # decode-iteration count when the batch-waiting hold began
 
     def _arrive(self) -> None:
         while self.nxt < len(self.arr) and self.arr[self.nxt] <= self.now:
@@ -492,11 +494,33 @@ class _Sim:
             self.kv_pf -= self.hold[i]
             self._join(i)
 
-    def _decode_jump(self, b: int) -> None:
+    def _holding(self, b: int) -> bool:
+        """Whether TensorRT-LLM's batch waiting (``Limits.batch_wait``, ``serve.BatchWait``) holds the admitted
+        prompts back this iteration: only while ``b`` decodes run, until ``iters`` decode iterations have passed
+        since the hold began or the scheduled tokens (the prompts' + ``decode_tokens_per_seq`` per decode) reach
+        ``tokens`` (``prompts`` > 0: that many prompts are held). A released hold starts afresh."""
+        bw = self.lim.batch_wait
+        if bw is None or bw.iters <= 0 or not b:
+            return False
+        if self.hold_from is None:
+            self.hold_from = self.it
+        if bw.prompts > 0:
+            full = len(self.prefilling) >= bw.prompts
+        else:
+            held = sum(self.need[i] - self.done_pf[i] for i in self.prefilling)
+            full = held + b * self.sm.decode_tokens_per_seq >= bw.tokens
+        if full or self.it - self.hold_from >= bw.iters:
+            self.hold_from = None
+            return False
+        return True
+
+    def _decode_jump(self, b: int, most: int | None = None) -> None:
         """Run identical decode iterations up to the next event (a finish, an arrival that can be admitted,
-        the KV cache filling up)."""
+        the KV cache filling up; at most ``most``: the end of a batch-waiting hold)."""
         a, t, heap, nxt = self.sm.tokens_per_step, self.dec[b], self.heap, self.nxt
         k = heap[0][0] - self.it if heap else 1
+        if most is not None:
+            k = min(k, most)
         if not self.waiting and nxt < len(self.arr):
             k = min(k, max(1, math.ceil((self.arr[nxt] - self.now) / t)))
         cap = self.lim.kv_tokens
@@ -531,7 +555,10 @@ class _Sim:
                 self._admit()
             b = len(running)
             if self.prefilling and (not mixed or budget > b * per_seq):
-                self._prefill_iteration(b)
+                if self._holding(b):
+                    self._decode_jump(b, self.lim.batch_wait.iters - (self.it - self.hold_from))  # type: ignore
+                else:
+                    self._prefill_iteration(b)
             elif b:
                 self._decode_jump(b)
             elif self.nxt < n_arr:

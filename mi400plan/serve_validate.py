@@ -240,7 +240,7 @@ class Pricer:
             pr = predict(self.cat, s, hw)
             return {"tput": float(pr["tput"]) * s.osl / (s.isl + s.osl), "ttft": float(pr["ttft"]),
                     "tpot": float(pr["tpot"])}
-        m = predict_measured(self.cat, s, hw)
+        m = predict_measured(self.cat, s, hw, case.stack or None)
         return {"tput": m["output_tps"] / s.tp, "ttft": m["ttft"] if s.ttft_s is not None else None,
                 "tpot": m["tpot"] if s.tpot_s is not None else None}
 

@@ -17,6 +17,9 @@ What a stack changes:
 * the scheduler of ``--scenario`` (:func:`scheduler_limits`): the stack's defaults for
   ``max_num_batched_tokens`` / ``max_num_seqs`` and whether prompt chunks share an iteration with the
   decodes (``specs/serving.py``);
+* the TTFT of the steady-state model (:func:`scheduler_iterations`, ``serve.Iterations``): whether a prompt
+  shares its iteration with the running decodes (``prefill_with_decodes``) and, where prompts are chunked,
+  the token budget that splits them;
 * the KV admission policy (``[kv_admission]``, ``serve_admission``): how many of a closed loop's clients
   run at once in the InferenceX calibration's evaluation (``serve_calibration.predict``).
 """
@@ -32,6 +35,7 @@ from mi400plan.stacks import newest_vendor_reference
 if TYPE_CHECKING:
     from mi400plan.profiles import Catalog
     from mi400plan.specs.accelerator import Accelerator
+    from mi400plan.serve_iterations import Iterations
     from mi400plan.specs.serving import SchedulerDefaults, ServingStack
 
 GIB = 2**30
@@ -122,3 +126,16 @@ def scheduler_limits(sched: "SchedulerDefaults", sku_name: str, hbm_bytes: float
     if sched.max_num_seqs == "kv-pool":
         return chunk, sglang_pool(kv_tokens, context_len)
     return chunk, sched.tier(sched.max_num_seqs, sku_name, gib)
+
+
+def scheduler_iterations(sched: "SchedulerDefaults | None", sku_name: str, hbm_bytes: float) -> "Iterations":
+    """The iteration rule (``serve.Iterations``) of a stack's scheduler on this GPU: ``prefill_with_decodes``,
+    and the token budget of its tier (``SchedulerDefaults.tier``) where it chunks prompts. No stack (None):
+    vLLM's defaults for the GPU (``serve_sim.scheduler_defaults``: mixed, chunked), as ``--scenario`` runs it."""
+    from mi400plan.serve_iterations import iterations_for
+    from mi400plan.serve_sim import scheduler_defaults
+
+    if sched is None:
+        return iterations_for(True, True, scheduler_defaults(sku_name, hbm_bytes)[0])
+    budget = sched.tier(sched.max_num_batched_tokens, sku_name, hbm_bytes / GIB)
+    return iterations_for(sched.prefill_with_decodes, sched.chunked_prefill, budget)

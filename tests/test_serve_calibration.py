@@ -18,7 +18,7 @@ import pytest
 from mi400plan import serve as core
 from mi400plan.serve_calibration import (CALIBRATION, MEASUREMENT_KINDS, Measured, Point, best_within,
                                          calibration_for, calibration_groups, errors, family_of, fit_family,
-                                         launch_batch_wait, model_class, predict_measured, queued)
+                                         VALIDATION_STACKS, launch_batch_wait, model_class, predict_measured, queued)
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -111,23 +111,24 @@ VALIDATION_REPORTED = {
     ("A1", "amd-cdna3"): (0.05, 0.08, None, None),
     ("O1", "amd-cdna3"): (0.26, 0.33, None, None),
     ("D1", "amd-cdna3"): (0.58, 0.99, 0.32, 0.57),
-    ("D1", "nvidia-hopper"): (1.87, 3.13, 0.61, 0.50),
+    ("D1", "nvidia-hopper"): (1.87, 3.13, 0.61, 0.51),
     ("T1", "nvidia-hopper"): (0.13, 0.46, None, None),
     # T1 and M2 on Blackwell: 0.15 / 0.34 -> 0.12 / 0.30 and 1.67 / 2.23 -> 1.41 / 1.95 (TTFT 0.70 -> 0.81, TPOT
     # 0.05 -> 0.14): the Blackwell MoE refit once its TP4 points at 256 sequences carry their launch script's
     # attention data parallel and its prompt hold (HBM 0.65 -> 0.60, matmul scale 1.25 -> 1.0, 180 -> 90 ms)
     ("T1", "nvidia-blackwell"): (0.11, 0.30, None, None),
-    ("M1", "amd-cdna3"): (0.20, 0.25, 0.34, 0.07),
+    ("M1", "amd-cdna3"): (0.20, 0.25, 0.34, 0.19),
     ("M1", "amd-cdna4"): (0.25, 0.25, None, None),
-    # TTFT 0.74 -> 0.77, 0.58 -> 0.64, 0.70 -> 0.69: the dense per-request overheads fitted on InferenceX's
-    # medians (the model's median TTFT, TensorRT-LLM's batch waiting where its launch scripts set it) are 10-15 ms
-    # smaller, and these Server TTFTs were already too short
-    ("M1", "nvidia-hopper"): (0.13, 0.23, 0.18, 0.77),
-    ("M1", "nvidia-blackwell"): (0.10, 0.15, 0.30, 0.64),
+    # TTFT (mean |error|) 0.77 -> 0.15 (Hopper), 0.64 -> 0.33 (Blackwell), CDNA 3 0.07 -> 0.19, D1 Hopper 0.50 ->
+    # 0.51, M2 0.81 -> 0.71: the TTFT under each stack's iteration rule (serve_iterations; TensorRT-LLM and ROCm
+    # vLLM run a prompt in an iteration that carries the decode batch), a mechanism noticed on these M1 errors, so
+    # M1's TTFT is no longer an independent figure; tokens/s and TPOT are the CPU-time refit's (above)
+    ("M1", "nvidia-hopper"): (0.24, 0.36, 0.27, 0.15),
+    ("M1", "nvidia-blackwell"): (0.11, 0.22, 0.43, 0.33),
     # M2: 1.41 / 1.95 -> 0.82 / 1.31 (TPOT 0.14 -> 0.15): its rows given the dataset's output lengths (a
     # squared coefficient of variation of 1.24), so the sequences in flight are length-biased: a decode step
     # reads 804 + 3,736 / 2 x 2.24 tokens per sequence instead of 804 + 3,736 / 2, and fewer fit in the cache
-    ("M2", "nvidia-blackwell"): (0.82, 1.31, 0.15, 0.81),
+    ("M2", "nvidia-blackwell"): (0.82, 1.31, 0.15, 0.71),
 }
 
 
@@ -150,7 +151,8 @@ def validation_errors(catalog, key: tuple[str, str]) -> dict[str, list[float]]:
         assert m.kind in MEASUREMENT_KINDS
         cls = model_class(catalog.get("models", m.model).spec)
         hw, _ = _hardware(catalog, m.sku, m.precision, "nominal", matmul=None, hbm=None, model_class=cls)
-        pr = predict_measured(catalog, m, hw)
+        stack = VALIDATION_STACKS.get((m.source, catalog.get("accelerators", m.sku).spec.vendor))
+        pr = predict_measured(catalog, m, hw, stack)  # the TTFT under the stack's iteration rule
         out["output_tps"].append(abs(pr["output_tps"] / m.output_tps - 1.0))
         for k, meas in (("tpot", m.tpot_s), ("ttft", m.ttft_s)):
             if meas is not None:

@@ -18,6 +18,7 @@ from mi400plan.errors import LayoutError, MissingValueError, UsageError
 from mi400plan.hardware import serve_hardware
 from mi400plan.serve_sim import parse_length  # noqa: F401 - the one reader of --input-len/--output-len
 from mi400plan.serve import COMPUTE_PRECISION
+from mi400plan.serve_iterations import Iterations
 from mi400plan.serve import RULES as RULES_TEXT
 from mi400plan.results.serve import (
     Comparison,
@@ -101,6 +102,7 @@ class _Sku:
     info: SkuInfo
     rack: str | None
     stack: ResolvedServing | None = None  # None: no serving stack for the vendor
+    iterations: Iterations | None = None  # the stack's iteration rule (``serving_stacks.scheduler_iterations``)
 
 
 def _reserve_warning(text: str | None, recipe: Any, sk: list[_Sku]) -> list[str]:
@@ -115,7 +117,7 @@ def _reserve_warning(text: str | None, recipe: Any, sk: list[_Sku]) -> list[str]
 def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, matmul: float | None,
          hbm: float | None, model_class: str, stack: str | None = None) -> _Sku:
     from mi400plan.hardware import gpus_per_rack as _gpus_per_rack
-    from mi400plan.serving_stacks import resolve_serving_stack
+    from mi400plan.serving_stacks import resolve_serving_stack, scheduler_iterations
 
     st = resolve_serving_stack(cat, cat.get("accelerators", name).spec, stack)
     hw: dict[str, Any] = {}
@@ -138,7 +140,9 @@ def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, 
         calibration_status=_calibration_status(cat, name, matmul, hbm, model_class, st.name if st else None),
         host_per_seq_s=h.host_per_seq_s, host_overlap=h.host_overlap,
     )
-    return _Sku(h.name, hw, info, rack_name, st)
+    its = scheduler_iterations(st.scheduler if st else None, h.name, h.hbm_bytes)
+    text = its.text() + ("" if st else "; no serving stack for the vendor: vLLM's defaults")
+    return _Sku(h.name, hw, info.model_copy(update={"ttft_rule": text}), rack_name, st, its)
 
 
 def _priced_skus(catalog: Any, skus: list[str], prec: str, n_gpus: int, wl: Any, gpu_hour_cost: float | None,
@@ -402,7 +406,7 @@ def _search_sku(wl: Any, s: _Sku, lay: Any, conc: np.ndarray, gpus: int, sla: di
     b = np.tile(conc, nL)
     hw = s.hw["nominal"]
     mem = core.memory(wl, hw, tp=tp, pp=pp, dpa=dpa, batch=b)
-    ev = core.evaluate(wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, batch=b, disagg=disagg)
+    ev = core.evaluate(wl, hw, tp=tp, pp=pp, ep=ep, dpa=dpa, batch=b, disagg=disagg, iterations=s.iterations)
     fit = mem["kv_fit"]
     rej = {"memory": int((~mem["weights_fit"]).sum()), "kv-capacity": int((mem["weights_fit"] & ~mem["kv_fit"]).sum())}
     ok = _meets(ev, sla)
@@ -527,7 +531,7 @@ def _rows(wl: Any, s: _Sku, res: dict[str, Any], top: int, sla: dict[str, float]
     if res["ranges"]:
         for case in CORNERS:
             corner_ev[case] = core.evaluate(wl, s.hw[case], tp=sel["tp"], pp=sel["pp"], ep=sel["ep"], dpa=sel["dpa"],
-                                            batch=sel["b"], disagg=disagg)
+                                            batch=sel["b"], disagg=disagg, iterations=s.iterations)
     rows = []
     for j, i in enumerate(idx):
         f = {k: float(v[i]) for k, v in ev.items()}
@@ -566,7 +570,8 @@ def _rows(wl: Any, s: _Sku, res: dict[str, Any], top: int, sla: dict[str, float]
         rows.append(ServeRow(
             sku=s.name, rank=j + 1, layout=lay, concurrency=int(res["b"][i]), gpus=f["gpus"],
             tokens_per_s_per_gpu=f["out_tps_gpu"], total_tokens_per_s_per_gpu=f["total_tps_gpu"],
-            tokens_per_s_per_user=f["tps_user"], ttft_s=f["ttft"], tpot_s=f["tpot"], requests_per_s=f["requests_per_s"],
+            tokens_per_s_per_user=f["tps_user"], ttft_s=f["ttft"], ttft_median_s=f["ttft_median"],
+            tpot_s=f["tpot"], requests_per_s=f["requests_per_s"],
             prefill_share=f["rho"], tokens_per_step=f["tokens_per_step"],
             bound=_bound({"memory_bound": d.memory_bound, "compute_bound": d.compute_bound, "tp": d.tp, "ep": d.ep,
                           "pp": d.pp, "kernel_overhead": d.kernel_overhead}),
@@ -622,7 +627,8 @@ def _compare(per_sku: dict[str, dict[str, Any]], rank_by: str = "tok-per-gpu") -
             continue
         s = res["sku"]
         corner[name] = {c: core.evaluate(res["wl"], s.hw[c], tp=res["tp"], pp=res["pp"],
-                                         ep=res["ep"], dpa=res["dpa"], batch=res["b"], disagg=res["disagg"])
+                                         ep=res["ep"], dpa=res["dpa"], batch=res["b"], disagg=res["disagg"],
+                                         iterations=s.iterations)
                         for c in CORNERS}
     sla_floor = next((r["sla"].get("interactivity") for r in per_sku.values()), None)
     out, flips = [], []

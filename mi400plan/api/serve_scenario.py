@@ -3,7 +3,8 @@ simulated request by request (``mi400plan.serve_sim``).
 
 The steady-state search (``api.serve``) screens every layout x concurrency; the ``candidates`` layouts it
 ranks best under the scenario (offline: output tokens/s per GPU; server / interactive: the same among the
-points whose TTFT, its queue term scaled to a 99th percentile (``P99_OVER_MEAN_WAIT``), and mean TPOT meet
+points whose TTFT, its queue term (less the prompt's own iterations, ``own_iterations``) scaled to a 99th
+percentile (``P99_OVER_MEAN_WAIT``), and mean TPOT meet
 the limits, or all fitting points when none does; single-stream: the lowest latency of one request) are
 simulated, at the nominal values, and ranked by the scenario's metric.
 """
@@ -199,7 +200,7 @@ def _candidates(res: dict[str, Any], cfg: ScenarioConfig) -> list[int]:
         score = ev["out_tps_gpu"].copy()
         mask = fit
         if cfg.ttft_s is not None:
-            ttft_p99 = ev["ttft"] + (P99_OVER_MEAN_WAIT - 1.0) * ev["queue"]
+            ttft_p99 = ev["ttft"] + (P99_OVER_MEAN_WAIT - 1.0) * (ev["queue"] - ev["own_iterations"])
             ok = fit & (ttft_p99 <= cfg.ttft_s) & (ev["tpot"] <= cfg.tpot_s)
             mask = ok if ok.any() else fit
     idx = np.nonzero(mask)[0]

@@ -125,6 +125,8 @@ def render(res: ServeResult, console: Any) -> None:
             why = ("given by --stack" if s.serving_stack_basis == "--stack"
                    else f"{s.serving_stack_basis}; --stack overrides")
             console.print(f"  serving stack: {s.serving_stack}; {why}", markup=False, highlight=False)
+        if s.ttft_rule:
+            console.print(f"  {s.ttft_rule}", markup=False, highlight=False)
     n = len(res.flips)
     if not res.ranges:
         console.print("Estimate ranges not evaluated (--no-ranges).", markup=False, highlight=False)

@@ -99,7 +99,8 @@ class ServeRow(OutModel):
     tokens_per_s_per_gpu: float  # output tokens
     total_tokens_per_s_per_gpu: float  # input + output tokens (InferenceX's throughput per GPU)
     tokens_per_s_per_user: float
-    ttft_s: float
+    ttft_s: float  # mean time to first token (the SLA's and the ranking's statistic)
+    ttft_median_s: float  # median time to first token (the statistic InferenceX publishes)
     tpot_s: float
     requests_per_s: float  # per replica
     prefill_share: float  # share of GPU time (aggregated) or of GPUs (disaggregated) on prefill
@@ -154,6 +155,7 @@ class SkuInfo(OutModel):
     calibration: str
     serving_stack: str | None = None  # the serving stack priced (profiles/serving), None: none for the vendor
     serving_stack_basis: str | None = None  # "--stack" or the default rule
+    ttft_rule: str | None = None  # how TTFT is priced: the serving stack's iteration rule (serve_iterations)
     calibration_status: str | None = None  # "stack fit", "family fit", or the family fit standing in for a stack
     gpu_hour_cost: float | None = None  # USD per GPU-hour
     cost_source: str | None = None  # "--gpu-hour-cost", "model: SYSTEM at SITE (USD YEAR)" or "none"
