@@ -123,8 +123,8 @@ def test_mixed_wait_matches_the_simulation(step: float, prefill: float) -> None:
 def test_evaluate_ttft_matches_the_simulation_of_the_same_replica(catalog) -> None:
     """``serve.evaluate`` on in-flight batching against the request simulation of the same replica (Llama 3.1 8B
     FP8 on one H100, prompts of 2,048 tokens, 64 output tokens; the simulation's iteration cost from the same cost
-    functions, ``serve_sim.step_model``) at the Poisson rate ``evaluate`` gives for 4-64 sequences, rho 0.29-0.81:
-    mean TTFT within 12 %, median within 15 %. A prefill-heavy replica (the prompt's prefill about 6 decode steps,
+    functions, ``serve_sim.step_model``) at the Poisson rate ``evaluate`` gives for 4-64 sequences, rho 0.28-0.73
+    (0.29-0.81 before the CPU time per scheduled sequence): mean TTFT within 12 %, median within 15 %. A prefill-heavy replica (the prompt's prefill about 6 decode steps,
     so the simulated batch and its step vary with the arrivals) is the harder case for the steady state."""
     from mi400plan.hardware import serve_hardware
     from mi400plan.params import count_params
@@ -135,7 +135,7 @@ def test_evaluate_ttft_matches_the_simulation_of_the_same_replica(catalog) -> No
     wl = core.Workload(m, count_params(m), infer_recipe("fp8", kv_dtype="fp8"), 2048, 64)
     b = np.array([4.0, 8.0, 16.0, 32.0, 64.0])
     ev = core.evaluate(wl, hw, tp=1, pp=1, ep=1, dpa=False, batch=b, iterations=Iterations(True))
-    assert ev["rho"][0] == pytest.approx(0.29, abs=0.01) and ev["rho"][-1] == pytest.approx(0.81, abs=0.01)
+    assert ev["rho"][0] == pytest.approx(0.28, abs=0.01) and ev["rho"][-1] == pytest.approx(0.73, abs=0.01)
     sm = S.step_model(wl, hw, S.Layout(1, 1, 1, False), max_seqs=512, context=2048 + 32, max_prompt=2048,
                       exact=[2048])
     n = 12_000
