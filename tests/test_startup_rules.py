@@ -55,13 +55,14 @@ def _loaded_after(args: list[str], modules: tuple[str, ...]) -> list[str]:
     return [m for m in tail.split(",") if m]
 
 
-# Modules no training command needs unless a flag asks: the cost model and cost profiles (--tokens, site
-# flags), the measured-run validation (``validate``; the error band is ``bands``), the FP8 recipe of the
-# stacks (--precision fp8), rack results, serving, calibration, plotting and the table renderer (--json);
-# and typer's pydantic adapters, which it builds only for a value it has to convert (``helpfmt._light_coercion``:
+# Modules no training command needs unless a flag asks: the cost model, cost profiles and the ``cost``
+# command's result models (--tokens, site flags; a sweep's energy model is ``results.energy``), the
+# measured-run validation (``validate``; the error band is ``bands``), the FP8 recipe of the stacks
+# (--precision fp8), rack results, serving, calibration, plotting and the table renderer (--json); and
+# typer's pydantic adapters, which it builds only for a value it has to convert (``helpfmt._light_coercion``:
 # here every value is text given as text, a default or left out).
-_NOT_ON_THE_JSON_PATH = ("mi400plan.results.rack", "mi400plan.specs.cost", "mi400plan.cost", "mi400plan.validate",
-                         "mi400plan.stack_precision", "mi400plan.serve", "mi400plan.serve_sim", "mi400plan.calibrate",
+_NOT_ON_THE_JSON_PATH = ("mi400plan.results.rack", "mi400plan.specs.cost", "mi400plan.cost", "mi400plan.results.cost",
+                         "mi400plan.validate", "mi400plan.stack_precision", "mi400plan.serve", "mi400plan.serve_sim", "mi400plan.calibrate",
                          "matplotlib", "rich", "typer._adapters")
 
 

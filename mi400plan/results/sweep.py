@@ -12,7 +12,7 @@ from pydantic import Field
 
 from mi400plan.factories import new_list, new_dict
 from mi400plan.results.common import OutModel, Result, flatten
-from mi400plan.results.cost import RunEnergy
+from mi400plan.results.energy import RunEnergy
 from mi400plan.results.totals import PlanTotals
 
 
