@@ -62,7 +62,8 @@ def _loaded_after(args: list[str], modules: tuple[str, ...]) -> list[str]:
 # typer's pydantic adapters, which it builds only for a value it has to convert (``helpfmt._light_coercion``:
 # here every value is text given as text, a default or left out).
 _NOT_ON_THE_JSON_PATH = ("mi400plan.results.rack", "mi400plan.specs.cost", "mi400plan.cost", "mi400plan.results.cost",
-                         "mi400plan.validate", "mi400plan.stack_precision", "mi400plan.serve", "mi400plan.serve_sim", "mi400plan.calibrate",
+                         "mi400plan.validate", "mi400plan.stack_precision", "mi400plan.serve", "mi400plan.serve_sim",
+                         "mi400plan.calibrate",
                          "matplotlib", "rich", "typer._adapters")
 
 
