@@ -39,7 +39,8 @@ def _make(cls: type[T], frozen: bool) -> type[T]:
         raise TypeError(f"{cls.__qualname__} defines {', '.join(own)}: use dataclasses.dataclass")
     cls = dataclass(init=False, repr=False, eq=False)(cls)
     flds = fields(cls)  # type: ignore[arg-type]
-    if len(flds) != len(cls.__dataclass_fields__) or any(not f.init or f.kw_only for f in flds):  # type: ignore[attr-defined]
+    declared = cls.__dataclass_fields__  # type: ignore[attr-defined]  # with any ClassVar and InitVar pseudo-fields
+    if len(flds) != len(declared) or any(not f.init or f.kw_only for f in flds):
         raise TypeError(f"{cls.__qualname__} has InitVar, ClassVar, init=False or keyword-only fields: "
                         "use dataclasses.dataclass")
     cls.__init__ = _init(cls, flds)  # type: ignore[misc]
@@ -47,7 +48,8 @@ def _make(cls: type[T], frozen: bool) -> type[T]:
     compared = tuple(f.name for f in flds if f.compare)
     cls.__eq__ = _eq(cls, compared)  # type: ignore[assignment,method-assign]
     if frozen:
-        cls.__hash__ = _hash(cls, tuple(f.name for f in flds if f.hash or (f.hash is None and f.compare)))  # type: ignore[assignment,method-assign]
+        hashed = tuple(f.name for f in flds if f.hash or (f.hash is None and f.compare))
+        cls.__hash__ = _hash(cls, hashed)  # type: ignore[assignment,method-assign]
         names = frozenset(f.name for f in flds)
         cls.__setattr__ = _frozen_setattr(cls, names)  # type: ignore[assignment,method-assign]
         cls.__delattr__ = _frozen_delattr(cls, names)  # type: ignore[assignment,method-assign]
