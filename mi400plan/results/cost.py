@@ -6,8 +6,6 @@ powers in W; ``*_per_gpu_hour`` per GPU per hour owned; ``*_per_pflops_hour`` pe
 high) across the estimate ranges of every input.
 """
 
-from __future__ import annotations
-
 from typing import ClassVar
 
 from pydantic import Field

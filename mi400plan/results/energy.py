@@ -6,8 +6,6 @@ Units as in ``results.cost``: powers in W, energy in facility MWh, emissions in 
 ``currency``; a ``Range`` is (low, nominal, high).
 """
 
-from __future__ import annotations
-
 from mi400plan.results.common import OutModel, Range
 
 
