@@ -89,6 +89,27 @@ def test_fit_json_loads_no_search_cost_or_validation():
     assert _loaded_after(args, _NOT_ON_THE_JSON_PATH + ("mi400plan.search", "mi400plan.api.sweep")) == []
 
 
+def test_the_dataclasses_a_training_command_loads_are_records():
+    """``dataclass`` compiles six methods per class from text at every start (Python < 3.13); the classes of
+    the modules ``sweep`` and ``fit`` load are ``records.record`` classes, whose methods are written once."""
+    code = (
+        "import io, sys, contextlib, dataclasses\n"
+        "from mi400plan.cli import main\n"
+        "for args in (['sweep', 'gpt3-175b', '--sku', 'a100', '--gpus', '1024', '--no-ranges'],\n"
+        "             ['fit', 'llama3-70b', '--sku', 'mi300x', '--json']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "        try:\n"
+        "            main(args)\n"
+        "        except SystemExit as exc:\n"
+        "            assert exc.code == 0, exc.code\n"
+        "classes = [v for name, m in list(sys.modules.items()) if name.startswith('mi400plan.') for v in vars(m).values()\n"
+        "           if isinstance(v, type) and v.__module__ == name and dataclasses.is_dataclass(v)]\n"
+        "print(len(classes), [c.__qualname__ for c in classes if c.__init__.__module__ != 'mi400plan.records'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split(" ", 1)
+    assert int(out[0]) > 40 and out[1].strip() == "[]"
+
+
 def _program_loads(argv: list[str], modules: tuple[str, ...]) -> list[str]:
     """Which of ``modules`` the program (``console()``, as the ``mi400plan`` script runs it) has imported
     by the time it exits, for the command line ``argv``."""
