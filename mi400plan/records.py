@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Callable
-from dataclasses import MISSING, Field, FrozenInstanceError, dataclass, fields
+from dataclasses import MISSING, Field, FrozenInstanceError, dataclass, field, fields
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any, TypeVar, dataclass_transform
 
 T = TypeVar("T")
 
 _OWN = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__")
 
 
+@dataclass_transform(frozen_default=True, field_specifiers=(field, Field))  # type checkers read it as dataclass
 def record(cls: type[T] | None = None, *, frozen: bool = True) -> Any:
     """``@dataclass(frozen=True)`` (or with ``frozen=False``, ``@dataclass``), its methods shared."""
     if cls is None:
