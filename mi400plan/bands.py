@@ -11,12 +11,13 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from mi400plan.records import record
 
 BANDS_FILE = "error_bands.json"
 
 
-@dataclass(frozen=True)
+@record
 class Band:
     """An empirical error band: the mean |error| of the runs of a group (``kind``: dense or MoE; ``stack``:
     None for every stack), and how many runs it rests on."""

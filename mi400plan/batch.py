@@ -33,9 +33,10 @@ per K partitions, i.e. a bubble of at most ``(K - 1) / (4 K) < 1/4`` of the comp
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from mi400plan.errors import UsageError
+from mi400plan.records import record
 
 DEEPSEEK_COEF = 0.2920  # arXiv 2401.02954 eq. 1: B_opt = 0.2920 C^0.3271 tokens
 DEEPSEEK_EXP = 0.3271
@@ -69,7 +70,7 @@ def batch_candidates(lo: int, hi: int) -> list[int]:
     return sorted(out)
 
 
-@dataclass(frozen=True)
+@record
 class BatchLaw:
     """The convergence bound of one run. Tokens per optimizer step; sequences of ``seq_len`` tokens."""
 

@@ -97,11 +97,12 @@ dimension is a ring (the pod torus). Per-dimension ring weights and latency step
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from mi400plan.records import record
 
 OPS: tuple[str, ...] = (
     "all_reduce",
@@ -157,7 +158,7 @@ def normalize_algo(name: str) -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class TierParams:
     """Effective parameters of one network tier, in base units, as the cost model reads them.
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from mi400plan.errors import MissingValueError, ProfileError, UnknownNameError, UsageError
 from mi400plan.pricing import CostOverrides
-from mi400plan.results.cost import RunEnergy
+from mi400plan.results.energy import RunEnergy
 from mi400plan.specs.common import Estimate
 from mi400plan.units import HOUR, KW, MW
 

@@ -41,7 +41,6 @@ MLA's projection chain has no fused QKV: ``qkv`` is refused on MLA models.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,6 +48,7 @@ import numpy as np
 from mi400plan import gemm
 from mi400plan.errors import UsageError
 from mi400plan.params import matmul_params_per_token, model_flops_per_token
+from mi400plan.records import record
 
 # The targets, by short name, and the spellings accepted for each (Megatron-Core module names, the Hugging
 # Face PEFT names of the MLPerf reference's fused-QKV Llama 2).
@@ -68,7 +68,7 @@ DEFAULT_RULE = "MLPerf Training Llama 2 70B LoRA reference, 2024-04-18"
 FINETUNE_MODES = ("none", "lora")
 
 
-@dataclass(frozen=True)
+@record
 class LoraSpec:
     """LoRA rank and target layers (short names of ``LORA_TARGETS``, in that order)."""
 
@@ -126,7 +126,7 @@ def check_lora(model: Any, spec: LoraSpec | None) -> None:
                          "for a 'qkv' LoRA target; use --lora-targets proj,fc1,fc2")
 
 
-@dataclass(frozen=True)
+@record
 class Adapters:
     """(d_in, d_out) of each adapter of one layer: TP-split ones (attention, dense FFN, shared experts)
     and routed-expert ones (one per expert, ``per_token`` of them used by each token)."""
@@ -213,7 +213,7 @@ def adapter_saved_elems_per_token(model: Any, spec: LoraSpec, moe: bool) -> floa
 # --- step time ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class LoraGemm:
     """Seconds LoRA adds to (negative: removes from) one dense and one MoE layer's forward and backward
     GEMMs, and removes from the LM head's backward (its weight gradient), for one micro-batch."""

@@ -31,12 +31,12 @@ published kernel benchmark (:func:`attention_length_factor`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from mi400plan.params import mla_up_projection_widths
+from mi400plan.records import record
 
 # Output tile of a large BF16/FP8 GEMM kernel (M x N). 256 x 128 is the macro tile that hipBLASLt's
 # tuned MI300X kernels (MT256x128) and CUTLASS's Hopper warp-specialised kernels (128x256 /
@@ -80,7 +80,7 @@ ATTN_HALF_KEYS = {"fa2": 402.0, "cudnn": 387.0, "fa3": 602.0}
 ATTN_HALF_KEYS_RULE = ATTN_HALF_KEYS["fa2"]
 
 
-@dataclass(frozen=True)
+@record
 class GemmSku:
     """What the GEMM model needs of one SKU at one precision (base units)."""
 
@@ -187,7 +187,7 @@ def train_gemm_seconds(m: Any, n: Any, k: Any, sku: GemmSku, batch: Any = 1.0) -
     return fwd, bwd
 
 
-@dataclass(frozen=True)
+@record
 class AttnSku:
     """What the flash-attention model needs (base units)."""
 
@@ -236,7 +236,7 @@ def flash_attention_seconds(flops_fwd: Any, items: Any, sku: AttnSku, keys: Any 
 # --- the GEMMs of one transformer training micro-batch -------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class LayerShapes:
     """Unsplit GEMM widths of a model (elements per token); TP/EP/ETP splits are applied per candidate."""
 

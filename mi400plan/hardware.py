@@ -7,16 +7,17 @@ nominal values or at a corner of their estimate ranges (``pessimistic``/``optimi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from mi400plan.errors import MissingValueError, UsageError
+from mi400plan.records import record
 from mi400plan.results.sweep import SkuEfficiency, SkuSummary
 from mi400plan.units import US
 from mi400plan.lowp import PrecisionRefusal
 
 
-@dataclass(frozen=True)
+@record
 class Sku:
     name: str
     hw: Any  # search.Hardware
@@ -25,7 +26,7 @@ class Sku:
     stack: Any = None  # stacks.ResolvedStack the SKU is priced on (None: its vendor has no stack)
 
 
-@dataclass(frozen=True)
+@record
 class SkuOverrides:
     """Measured values that replace a SKU profile's (``sweep --matmul-efficiency`` and friends)."""
 

@@ -53,9 +53,9 @@ Leaf module (imports only errors and specs).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from mi400plan.errors import UsageError
+from mi400plan.records import record
 from mi400plan.specs.common import Estimate
 
 
@@ -64,7 +64,7 @@ class PrecisionRefusal(UsageError):
     that SKU's n/d row."""
 
 
-@dataclass(frozen=True)
+@record
 class LowPrecision:
     """One low-precision training recipe (module docstring)."""
 

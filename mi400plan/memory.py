@@ -88,7 +88,7 @@ Recompute codes: ``RECOMPUTE_CODES`` (0 none, 1 selective, 2 full).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -99,6 +99,7 @@ from mi400plan.finetune import adapter_saved_elems_per_token, lora_of, stage_ada
 from mi400plan.intmath import key_groups
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
 from mi400plan.pipeline import N_SPLIT_CODES, chunk_layers
+from mi400plan.records import record
 from mi400plan.reserve import fixed_bytes as reserve_fixed_bytes
 from mi400plan.specs.layout import OFFLOAD_IN_FLIGHT, RECOMPUTE_CODES, RECOMPUTE_NAMES, InferRecipe, RuntimeReserve, TrainRecipe
 from mi400plan.specs.model import ModelSpec
@@ -131,7 +132,7 @@ LSE_BYTES = 4  # flash attention saves one fp32 log-sum-exp per head and query (
 PROB_BYTES = 4
 
 
-@dataclass(frozen=True)
+@record
 class TrainMemory:
     """Bytes per GPU on the most loaded rank (numpy float64 arrays, broadcast shape of the inputs).
 
@@ -165,7 +166,7 @@ class TrainMemory:
         return {f.name: float(np.asarray(getattr(self, f.name))[i]) for f in fields(self)}
 
 
-@dataclass(frozen=True)
+@record
 class InferMemory:
     """Inference bytes per GPU on the most loaded rank; ``activations`` is the forward scratch."""
 
@@ -204,7 +205,7 @@ def padded_vocab_size(vocab_size: int, multiple: ArrayLike) -> np.ndarray:
 # --- per-layer parameter tables -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class _LayerTable:
     """Cumulative sums over layers (length L+1) of the parameter groups and of MoE layers."""
 
@@ -243,7 +244,7 @@ def _layer_table(counts: ParamCounts) -> _LayerTable:
                        len(lay))
 
 
-@dataclass(frozen=True)
+@record
 class _StageSlots:
     """Per (pp, vpp) group: the stages that can be the most loaded one, with their sums.
 
@@ -860,7 +861,7 @@ def _activation_bytes(model: ModelSpec, recipe: TrainRecipe, slots: dict[str, np
     return acts, offloaded
 
 
-@dataclass(frozen=True)
+@record
 class _StageTerms:
     """Every memory term per candidate and pipeline-stage slot (last axis), before the peak is taken;
     ``total`` is ``-inf`` on padding slots."""

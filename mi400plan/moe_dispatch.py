@@ -47,10 +47,11 @@ imbalance drops above that is not modelled.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from mi400plan.records import record
 
 # FP8 tokens with DeepSeek-V3's 1 x 128 blockwise scales: 1 byte an element + a 4-byte scale per 128.
 FP8_BLOCKWISE_BYTES = 1.0 + 4.0 / 128
@@ -59,7 +60,7 @@ FP8_BLOCKWISE_BYTES = 1.0 + 4.0 / 128
 PERMUTE_ELEMS_PER_H_PER_K = 4
 
 
-@dataclass(frozen=True)
+@record
 class DispatcherRule:
     """What one token dispatcher does, and where that is stated."""
 

@@ -27,8 +27,6 @@ packed_sequence.py``, 2026-06). What that changes in a step:
 No numpy at import (the spec is read by every command); the arithmetic imports it on use.
 """
 
-from __future__ import annotations
-
 from functools import lru_cache
 from typing import Literal
 

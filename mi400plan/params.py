@@ -34,12 +34,12 @@ active" for Mixtral 8x7B does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from mi400plan.records import record
 from mi400plan.specs.model import ModelSpec
 
 
-@dataclass(frozen=True)
+@record
 class LayerParams:
     """Parameters of ONE transformer layer, grouped by how parallelism splits them."""
 
@@ -76,7 +76,7 @@ class LayerParams:
         return self.total - self.routed_experts
 
 
-@dataclass(frozen=True)
+@record
 class ParamCounts:
     """Whole-model parameter counts (numbers of parameters)."""
 

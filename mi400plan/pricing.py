@@ -7,10 +7,12 @@ model, does not import that model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from mi400plan.records import record
 
 
-@dataclass
+@record(frozen=False)
 class CostOverrides:
     """Command-line replacements for profile values (None: keep the profile's)."""
 
@@ -19,7 +21,7 @@ class CostOverrides:
     capex_per_gpu: float | None = None  # replaces server + network capex of the (single) system
 
 
-@dataclass(frozen=True)
+@record
 class Pricing:
     """How a run is priced: a flat cost per GPU-hour (US dollars; None: the cost model's all-in figure for
     the SKU's system) at ``site`` (None: ``cost.DEFAULT_SITE``) with command-line ``overrides``."""

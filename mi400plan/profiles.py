@@ -17,7 +17,7 @@ import importlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from mi400plan.cache import ProfileCache, package_dir
 from mi400plan.errors import ProfileError, UnknownNameError, UsageError
+from mi400plan.records import record
 from mi400plan.validation import validation_error  # noqa: F401 - also imported from here
 
 if TYPE_CHECKING:  # parsed on a cache miss only (parse_toml): a cached profile needs no TOML reader
@@ -57,7 +58,7 @@ def spec_class(kind: str) -> type[BaseModel]:
     return getattr(importlib.import_module(mod), cls)
 
 
-@dataclass(frozen=True)
+@record
 class Loaded(Generic[T]):
     """A validated profile and where it came from."""
 
@@ -66,7 +67,7 @@ class Loaded(Generic[T]):
     origin: Literal["bundled", "user", "file"]
 
 
-@dataclass
+@record(frozen=False)
 class _Entry:
     name: str
     aliases: list[str]
@@ -235,7 +236,7 @@ def looks_like_path(name: str) -> bool:
     return os.sep in name or "/" in name or name.endswith((".toml", ".json"))
 
 
-@dataclass
+@record(frozen=False)
 class Catalog:
     """All profile directories in search order. Cheap to build; files are read on first use."""
 

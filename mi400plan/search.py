@@ -73,7 +73,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -99,6 +98,7 @@ from mi400plan.params import (
 from mi400plan.offload import RULE as OFFLOAD_RULE
 from mi400plan.offload import RULE_TEXT as OFFLOAD_RULE_TEXT
 from mi400plan.packing import PackedDocs, attention_span
+from mi400plan.records import record
 from mi400plan.specs.layout import DEFAULT_RECOMPUTE_MODULES
 from mi400plan.specs.model import ModelSpec
 
@@ -209,7 +209,7 @@ def mtp_extra_flops_per_token(hidden: int, vocab: int) -> float:
 # --- inputs -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Hardware:
     """One SKU as the search sees it, in base units."""
 
@@ -261,7 +261,7 @@ class Hardware:
         return gemm.AttnSku(peak, min(eff, 1.0), self.units, gemm.attention_half_keys(self.attention_kernel))
 
 
-@dataclass(frozen=True)
+@record
 class Workload:
     model: ModelSpec
     counts: ParamCounts
@@ -284,7 +284,7 @@ class Workload:
         return float(r.param_bytes) + (float(r.fp8_copy_bytes) - float(r.param_bytes)) * gemm_w / c.total
 
 
-@dataclass(frozen=True)
+@record
 class SearchOptions:
     """Search space and model switches. ``None`` for a dimension means "search it"."""
 
@@ -413,7 +413,7 @@ def fold_factor(tp: np.ndarray, cp: np.ndarray, ep: np.ndarray, etp: np.ndarray)
     return (inner * eg // np.gcd(inner, eg)) // inner
 
 
-@dataclass
+@record(frozen=False)
 class Structures:
     """Valid structural combinations (arrays of equal length) and the rejected counts."""
 
@@ -524,7 +524,7 @@ def inner_size(opts: SearchOptions) -> int:
 # --- the per-layout model ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class ModelTerms:
     """Per-token quantities of the model that the step-time model needs (scalars)."""
 
@@ -927,7 +927,7 @@ def _step_requests(T: ModelTerms, wl: Workload, hw: Hardware, dpg: _DpGroups, *,
     return reqs
 
 
-@dataclass(frozen=True)
+@record
 class _Grid:
     """One batch of layouts as float arrays (``step_time``'s ``c``), and what every term below shares:
     the full-recompute share, layers per GPU, micro-batches per step, the slowest stage's load ratios
@@ -1243,7 +1243,7 @@ def memory_peak(c: dict[str, Any], wl: Workload) -> np.ndarray:
 # --- the search -------------------------------------------------------------------------------------
 
 
-@dataclass
+@record(frozen=False)
 class SearchResult:
     """Best layouts (arrays sorted best first) and the bookkeeping."""
 
@@ -1369,7 +1369,7 @@ def grid_shape(n_structures: int, opts: SearchOptions) -> tuple[int, ...]:
     return (n_structures,) + tuple(v.size for v in inner_values(opts))
 
 
-@dataclass
+@record(frozen=False)
 class ChunkResult:
     """What one block of structures contributes to a search."""
 

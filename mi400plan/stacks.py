@@ -33,10 +33,11 @@ them by these rules; a stack equal to the default leaves them exactly as they ar
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from mi400plan.errors import ProfileError, UsageError
+from mi400plan.records import record
 from mi400plan.specs.common import Estimate
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ SETTING_FLAGS = {"moe_dispatcher": "--moe-dispatcher", "cuda_graphs": "--cuda-gr
                  "attention_kernel": "--attention-kernel"}
 
 
-@dataclass(frozen=True)
+@record
 class StackRequest:
     """What a command asked for: a stack name (None: the vendor default) and single settings."""
 
@@ -80,7 +81,7 @@ def known_stack(catalog: "Catalog", text: str | None) -> str | None:
         return None
 
 
-@dataclass(frozen=True)
+@record
 class ResolvedStack:
     """The stack a SKU is priced on: its profile's identity, the settings in force (after
     overrides), which of them were overridden, and why this stack was chosen."""

@@ -19,14 +19,14 @@ the step time does for the critical stage.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from mi400plan.finetune import adapter_flop_params_per_token, lora_of
 from mi400plan.params import attention_flops_per_token, matmul_params_per_token, selective_recompute_flops_per_token
+from mi400plan.records import record
 
 
-@dataclass(frozen=True)
+@record
 class FlopsPerToken:
     """Training FLOPs per token (forward + backward), FLOP."""
 

@@ -37,6 +37,15 @@ def test_no_model_field_takes_a_builtin_factory():
     assert a == [] and a is not b and new_dict() == {} and new_dict() is not new_dict()
 
 
+def test_no_model_annotation_is_text():
+    """pydantic turns an annotation written as text (``from __future__ import annotations``, or quoted)
+    into a ``typing.ForwardRef``, compiling it with ``compile()``, every time the class is created; the
+    spec and result modules therefore write their field annotations as expressions."""
+    as_text = [f"{m.__module__}.{m.__name__}.{name}" for m in _models()
+               for name, annotation in vars(m).get("__annotations__", {}).items() if isinstance(annotation, str)]
+    assert as_text == []
+
+
 def _loaded_after(args: list[str], modules: tuple[str, ...]) -> list[str]:
     """Which of ``modules`` a fresh interpreter has imported after running the command line ``args``."""
     code = (
@@ -55,13 +64,15 @@ def _loaded_after(args: list[str], modules: tuple[str, ...]) -> list[str]:
     return [m for m in tail.split(",") if m]
 
 
-# Modules no training command needs unless a flag asks: the cost model and cost profiles (--tokens, site
-# flags), the measured-run validation (``validate``; the error band is ``bands``), the FP8 recipe of the
-# stacks (--precision fp8), rack results, serving, calibration, plotting and the table renderer (--json);
-# and typer's pydantic adapters, which it builds only for a value it has to convert (``helpfmt._light_coercion``:
+# Modules no training command needs unless a flag asks: the cost model, cost profiles and the ``cost``
+# command's result models (--tokens, site flags; a sweep's energy model is ``results.energy``), the
+# measured-run validation (``validate``; the error band is ``bands``), the FP8 recipe of the stacks
+# (--precision fp8), rack results, serving, calibration, plotting and the table renderer (--json); and
+# typer's pydantic adapters, which it builds only for a value it has to convert (``helpfmt._light_coercion``:
 # here every value is text given as text, a default or left out).
-_NOT_ON_THE_JSON_PATH = ("mi400plan.results.rack", "mi400plan.specs.cost", "mi400plan.cost", "mi400plan.validate",
-                         "mi400plan.stack_precision", "mi400plan.serve", "mi400plan.serve_sim", "mi400plan.calibrate",
+_NOT_ON_THE_JSON_PATH = ("mi400plan.results.rack", "mi400plan.specs.cost", "mi400plan.cost", "mi400plan.results.cost",
+                         "mi400plan.validate", "mi400plan.stack_precision", "mi400plan.serve", "mi400plan.serve_sim",
+                         "mi400plan.calibrate",
                          "matplotlib", "rich", "typer._adapters")
 
 
@@ -76,6 +87,27 @@ def test_fit_json_loads_no_search_cost_or_validation():
     """``fit --json`` (bf16) imports neither the layout search nor the modules a sweep leaves out."""
     args = ["fit", "llama3-70b", "--sku", "mi300x", "--json"]
     assert _loaded_after(args, _NOT_ON_THE_JSON_PATH + ("mi400plan.search", "mi400plan.api.sweep")) == []
+
+
+def test_the_dataclasses_a_training_command_loads_are_records():
+    """``dataclass`` compiles six methods per class from text at every start (Python < 3.13); the classes of
+    the modules ``sweep`` and ``fit`` load are ``records.record`` classes, whose methods are written once."""
+    code = (
+        "import io, sys, contextlib, dataclasses\n"
+        "from mi400plan.cli import main\n"
+        "for args in (['sweep', 'gpt3-175b', '--sku', 'a100', '--gpus', '1024', '--no-ranges'],\n"
+        "             ['fit', 'llama3-70b', '--sku', 'mi300x', '--json']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "        try:\n"
+        "            main(args)\n"
+        "        except SystemExit as exc:\n"
+        "            assert exc.code == 0, exc.code\n"
+        "classes = [v for name, m in list(sys.modules.items()) if name.startswith('mi400plan.') for v in vars(m).values()\n"
+        "           if isinstance(v, type) and v.__module__ == name and dataclasses.is_dataclass(v)]\n"
+        "print(len(classes), [c.__qualname__ for c in classes if c.__init__.__module__ != 'mi400plan.records'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split(" ", 1)
+    assert int(out[0]) > 40 and out[1].strip() == "[]"
 
 
 def _program_loads(argv: list[str], modules: tuple[str, ...]) -> list[str]:

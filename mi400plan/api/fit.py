@@ -19,13 +19,13 @@ whole domains it occupies. A SKU whose domain is unknown keeps the unconstrained
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mi400plan.dualpipe import DUALPIPE
 from mi400plan.dualpipe import problem as dualpipe_problem
 from mi400plan.errors import LayoutError, PlannerError, ProfileError, UsageError
+from mi400plan.records import record
 from mi400plan.reserve import verdict_name
 from mi400plan.results.fit import FitModel, FitResult, FitRow, MemoryBytes, RecipeValue
 from mi400plan.specs.layout import (
@@ -151,7 +151,7 @@ def _recompute_level(recompute: str | None, modules: object, layers: int | None)
     return recompute
 
 
-@dataclass(frozen=True)
+@record
 class LayoutPins:
     """A training or inference layout as asked (None: let ``fit`` choose): parallel degrees, ZeRO stage,
     micro-batch, activation recomputation (``none``/``selective``/``full``) and sequence parallelism."""
@@ -416,7 +416,7 @@ _FABRIC_WORDS = ("Helios", "NVL72", "xGMI", "UALink", "NVLink", "ICI")
 NODE_MAX_GPUS = 16
 
 
-@dataclass(frozen=True)
+@record
 class Domain:
     """The scale-up domain of a SKU: ``size`` GPUs on ``fabric`` (``size`` None: unknown, see ``why``)."""
 
@@ -470,7 +470,7 @@ def scale_up_domain(catalog: Any, acc: Any, cache: dict[str, Domain] | None = No
     return dom
 
 
-@dataclass(frozen=True)
+@record
 class Cand:
     """One candidate layout of the fewest-GPUs search.
 
@@ -530,7 +530,7 @@ def _gpus_key(c: Cand) -> tuple[int, ...]:
     return (c.gpus, max(c.pp, c.tp), -c.tp, c.ep, c.dp)
 
 
-@dataclass(frozen=True)
+@record
 class Pick:
     best: Cand | None  # the layout to suggest: TP within the domain when any such layout fits
     fewest: Cand | None  # the fewest-GPU layout with TP unbounded

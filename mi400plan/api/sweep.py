@@ -11,7 +11,7 @@ import math
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from mi400plan.packing import options_packing_text
 from mi400plan.hardware import CORNERS, Sku, SkuOverrides, expand_all  # noqa: F401
 from mi400plan.hardware import build_all as _build_all
 from mi400plan.profiles import approximation_warnings
+from mi400plan.records import record
 from mi400plan.results.sweep import (
     BatchChoice,
     BatchPlan,
@@ -170,7 +171,7 @@ def _memory(r: dict[str, Any], wl: Any, hw: Any) -> MemoryBytes:
 # --- estimate ranges: corners, spans and flips ----------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class _AtCorner:
     """One listed layout evaluated at one corner (seconds, tokens/s, fraction, days, US dollars)."""
 
@@ -505,7 +506,7 @@ def pin_options(pins: dict[str, list[int]] | None) -> dict[str, tuple[int, ...]]
     return out
 
 
-@dataclass(frozen=True)
+@record
 class SweepReport:
     """What a sweep returns and writes: the ``top`` layouts per SKU and size, the estimate-range corners
     (``ranges``), the Pareto front (``pareto``), and the best layout saved as a plan file (``save``,
@@ -518,7 +519,7 @@ class SweepReport:
     overwrite: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class _Ctx:
     """One sweep's inputs, parsed and checked, shared by every SKU and size."""
 
@@ -539,7 +540,7 @@ class _Ctx:
     progress: ProgressFn | None
 
 
-@dataclass
+@record(frozen=False)
 class _Acc:
     """What the sweep collects over SKUs and sizes."""
 
@@ -634,7 +635,7 @@ def _corner_bests(ctx: _Ctx, sku: Sku, corners: dict[str, Sku], size: int, wl: A
     return cbest
 
 
-@dataclass
+@record(frozen=False)
 class _Scaling:
     """One SKU's scaling bookkeeping over its sizes: tokens/s per GPU at the first size with a layout
     (nominal and per corner)."""

@@ -9,17 +9,17 @@ may assume its inputs are finite, in range and integer where they count things.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from mi400plan.errors import UsageError
 from mi400plan.pipeline import MAX_OFFLOAD_LAYERS
+from mi400plan.records import record
 
 _GPUS_MAX = 2**24  # 16.7 M GPUs: well past any announced cluster
 _DIM_MAX = 2**16  # one parallel dimension
 _BIG = 1e12  # money and other open-ended positive quantities
 
 
-@dataclass(frozen=True)
+@record
 class Domain:
     """``kind``: int (a count, or a string of counts: ``units.parse_count_list``), length (tokens, k = 1024:
     ``units.parse_seq_len``), float, count (``15T``), size (``32MiB`` or a range), rate (``400Gb/s``), time (``2us``), or

@@ -3,8 +3,6 @@
 ``*_flops`` FLOP; ``params``/``tokens`` counts; ``*_s`` seconds; ``days``; ``mfu`` a fraction.
 """
 
-from __future__ import annotations
-
 from typing import Any, ClassVar
 
 from pydantic import Field

@@ -5,8 +5,6 @@ fitted values (``residual_before`` at the profile's values). A parameter with ``
 identified by the measurements and keeps its profile value (``note`` says why).
 """
 
-from __future__ import annotations
-
 from typing import ClassVar, Literal
 
 from pydantic import Field, PrivateAttr

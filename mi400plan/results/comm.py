@@ -5,8 +5,6 @@ Units: bytes, seconds, bytes/s (per direction). ``tier`` says which network carr
 (reduce-scatter in the domain, cross-domain step over scale-out, all-gather back).
 """
 
-from __future__ import annotations
-
 from typing import ClassVar, Literal
 
 from pydantic import Field

@@ -10,8 +10,6 @@ Changing a field of any result model is a CHANGELOG entry and, if it breaks read
 ``SCHEMA_VERSION``. Results hold plain ints/floats/strings only (no numpy types).
 """
 
-from __future__ import annotations
-
 import json
 import types
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin

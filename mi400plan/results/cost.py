@@ -6,14 +6,13 @@ powers in W; ``*_per_gpu_hour`` per GPU per hour owned; ``*_per_pflops_hour`` pe
 high) across the estimate ranges of every input.
 """
 
-from __future__ import annotations
-
 from typing import ClassVar
 
 from pydantic import Field
 
 from mi400plan.factories import new_list, new_dict
 from mi400plan.results.common import OutModel, Range, Result
+from mi400plan.results.energy import RunEnergy  # noqa: F401 - its own module: a sweep reads it without the cost models
 
 
 class CostInput(OutModel):
@@ -77,30 +76,3 @@ class CostResult(Result):
     rows: list[CostRow] = Field(default_factory=new_list)
     ranking_flips: list[str] = Field(default_factory=new_list)
     notes: list[str] = Field(default_factory=new_list)
-
-
-class RunEnergy(OutModel):
-    """Energy, emissions and cost of one training run (a sweep's best layout for one SKU and size).
-
-    ``energy_mwh`` = ``gpu_hours`` x ``wall_power_per_gpu_w`` / 1e6 x ``pue`` (facility MWh);
-    ``emissions_t`` = MWh x ``grid_kg_co2e_per_kwh`` (t CO2e, location-based); ``cost`` = GPU-hours x
-    ``cost_per_gpu_hour`` in ``currency``.
-    """
-
-    sku: str
-    gpus: int
-    system: str | None  # cost profile giving the wall power (None: no cost profile for the SKU)
-    site: str
-    gpu_hours: float
-    gpu_load: float  # average GPU power / TDP used for the wall power
-    wall_power_per_gpu_w: Range | None
-    pue: Range
-    energy_mwh: Range | None
-    grid_kg_co2e_per_kwh: float
-    emissions_t: Range | None
-    currency: str
-    price_year: int | None  # price year of the cost model's money figures (None with --gpu-hour-cost)
-    cost_per_gpu_hour: Range | None
-    cost_source: str  # "--gpu-hour-cost" or "model: SYSTEM at SITE" or "none"
-    cost: Range | None
-

@@ -5,8 +5,6 @@ facility power (GPUs x wall watts per GPU x PUE / 1e6), ``tokens_per_s`` tokens/
 ``mfu``/``scaling_efficiency`` fractions.
 """
 
-from __future__ import annotations
-
 from typing import Any, ClassVar
 
 from pydantic import Field

@@ -4,8 +4,6 @@ All sizes are integers in bytes (``*_bytes``); percentages are plain floats (``h
 headroom / capacity x 100).
 """
 
-from __future__ import annotations
-
 from typing import ClassVar, Literal
 
 from pydantic import Field

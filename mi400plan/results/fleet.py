@@ -1,7 +1,5 @@
 """Fleet totals of ``serve --racks N`` / ``--gpus N`` (``data.fleet``): replicas of one serving point."""
 
-from __future__ import annotations
-
 from mi400plan.results.common import Count, OutModel
 
 

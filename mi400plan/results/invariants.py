@@ -3,8 +3,6 @@
 delta, slack) may be negative. A broken invariant is a bug in the planner, reported as an internal
 error naming the field, never printed as a number."""
 
-from __future__ import annotations
-
 import math
 from typing import Any
 

@@ -4,8 +4,6 @@ Per SKU, the largest model of the family that fits and the next larger step (che
 ``*_bytes`` bytes, ``step_time_s`` seconds, ``max_context`` tokens.
 """
 
-from __future__ import annotations
-
 from typing import ClassVar
 
 from pydantic import Field

@@ -5,8 +5,6 @@ of the three shapes it holds. Values in ``show`` rows are in the unit named by t
 (``unit``), exactly as written in the profile; nothing is converted.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import Field

@@ -4,8 +4,6 @@ All powers in watts, flows in L/min and m^3/h (CFM alongside), temperatures in d
 A ``Range`` is (low, nominal, high) of one quantity across the estimate range of its inputs.
 """
 
-from __future__ import annotations
-
 from typing import Any, ClassVar
 
 from pydantic import Field

@@ -5,8 +5,6 @@ on a field's line (or the comment lines just above it) describes the field, so t
 the source says. ``mi400plan schema [COMMAND]`` prints it.
 """
 
-from __future__ import annotations
-
 import importlib
 import inspect
 import re

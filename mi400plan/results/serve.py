@@ -1,7 +1,5 @@
 """Result of ``mi400plan serve``: Pareto points (or SLA-ranked points) per SKU with every term."""
 
-from __future__ import annotations
-
 from typing import Any, ClassVar
 
 from pydantic import Field

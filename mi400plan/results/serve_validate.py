@@ -6,8 +6,6 @@ tokens/s per GPU (it predicts more throughput), ``1 - predicted / measured`` for
 a shorter latency). Throughput in output tokens/s per GPU; latencies in seconds.
 """
 
-from __future__ import annotations
-
 from typing import ClassVar, Literal
 
 from pydantic import Field

@@ -4,15 +4,13 @@ Units are in the field names: ``*_s`` seconds, ``*_bytes`` bytes, ``tokens_per_s
 ``mfu``/``hfu``/``scaling_efficiency`` fractions in [0, 1], ``cost_usd`` US dollars.
 """
 
-from __future__ import annotations
-
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from mi400plan.factories import new_list, new_dict
 from mi400plan.results.common import OutModel, Result, flatten
-from mi400plan.results.cost import RunEnergy
+from mi400plan.results.energy import RunEnergy
 from mi400plan.results.totals import PlanTotals
 
 
@@ -32,7 +30,7 @@ class SweepLayout(OutModel):
     sequence_parallel: bool
 
     @classmethod
-    def of_row(cls, r: Any) -> SweepLayout:
+    def of_row(cls, r: Any) -> "SweepLayout":
         """The layout of one search row (``search.iter_rows``: recompute as its code, SP as 0/1)."""
         from mi400plan.search import RECOMPUTE_LABELS
 

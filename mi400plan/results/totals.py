@@ -5,8 +5,6 @@ over ``train_tokens``; ``collective_bytes_per_step``: bytes one GPU sends per op
 each group's collectives (nccl-tests volume factors, named in ``volume_factors``).
 """
 
-from __future__ import annotations
-
 from pydantic import Field
 
 from mi400plan.results.common import OutModel

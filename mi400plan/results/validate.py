@@ -5,8 +5,6 @@ Errors are fractions: ``error = measured step / predicted step - 1``, + = the mo
 (it predicts a faster step, more tokens/s, than was measured). Times in seconds per optimizer step.
 """
 
-from __future__ import annotations
-
 from typing import ClassVar, Literal
 
 from pydantic import Field

@@ -15,8 +15,6 @@ The properties at the bottom convert to base units (bytes, B/s, FLOP/s) and are 
 core reads these numbers from.
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal
 
 from pydantic import Field, model_validator

@@ -21,8 +21,6 @@ not_disclosed      n/d   nobody has published it
 =================  ====  ===========================================================
 """
 
-from __future__ import annotations
-
 import datetime
 import math
 import re

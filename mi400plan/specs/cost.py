@@ -15,8 +15,6 @@ IT power), ``*_per_kw_month`` (currency per kW of critical IT power per month), 
 ``grid_kg_co2e_per_kwh`` (kg CO2-equivalent per kWh drawn), ``gpu_load`` (fraction of TDP).
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import Field, model_validator

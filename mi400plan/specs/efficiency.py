@@ -25,8 +25,6 @@ How ``sweep`` uses them (``mi400plan/search.py``):
   residual adds, activation functions, optimizer step.
 """
 
-from __future__ import annotations
-
 from mi400plan.specs.common import ND, Est, Estimate, Latency, PosFraction, StrictModel
 
 # Precisions a training matmul can run at in ``sweep`` (dense peaks; 2:4 sparsity is not used).

@@ -10,8 +10,6 @@ link, lane, NIC and switch keys exist so that ``consistency_errors`` can check t
 tie them together (links x per-link rate, lanes x lane rate, ASICs x ASIC capacity, ...).
 """
 
-from __future__ import annotations
-
 import math
 from typing import Annotated, Literal
 

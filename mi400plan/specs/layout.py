@@ -20,8 +20,6 @@ explicitly; named presets reproduce the two published accountings (see ``TRAIN_P
 No numpy here (specs are cheap to import).
 """
 
-from __future__ import annotations
-
 import re
 from typing import TYPE_CHECKING, Literal
 

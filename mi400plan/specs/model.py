@@ -4,8 +4,6 @@ Fields follow the Hugging Face ``config.json`` vocabulary where one exists, so a
 one-to-one. Counts are plain integers (no units). Parameter counting lives in ``params.py``.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import Field, model_validator

@@ -2,8 +2,6 @@
 and bounded, so a hand-edited plan with ``gpus = "eight"``, ``seq_len = nan`` or ``seq_len = 4096.5``
 is an error naming the field, never a crash or a silently rounded number."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field

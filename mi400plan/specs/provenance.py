@@ -31,8 +31,6 @@ Such an entry may stay in ``[sources]`` as background, but no value may cite it:
 the vendor or press document that was read, or says it is unverified.
 """
 
-from __future__ import annotations
-
 import math
 import re
 from typing import TYPE_CHECKING

@@ -15,8 +15,6 @@ phases, breaker current, power factor, A/B redundancy); the command line can rep
 Every number is an ``Est`` with status and sources; most rack figures are estimates and carry ranges.
 """
 
-from __future__ import annotations
-
 import math
 
 from typing import Any, Literal

@@ -39,8 +39,6 @@ the default serving stack of a vendor is the newest-released of those
 (``mi400plan.serving_stacks.default_serving_stack``), printed with every answer.
 """
 
-from __future__ import annotations
-
 import re
 from typing import Literal
 

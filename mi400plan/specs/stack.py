@@ -34,8 +34,6 @@ Megatron-Bridge, AMD's Primus): the default stack of a vendor is the newest-rele
 (``mi400plan.stacks.default_stack``), printed with every answer.
 """
 
-from __future__ import annotations
-
 import re
 from typing import Literal
 
