@@ -523,7 +523,8 @@ def memory(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, dpa: Any, batch
     ``fit --mode infer --tp T --pp P --batch B --seq I+O`` computes them (a concurrency fits when
     ``B x (I + O)`` cached tokens fit; with varied output lengths ``I + E[O^2] / E[O]`` per sequence, the
     length-biased mean of :func:`held_context`). With DP-attention every rank holds the whole attention block and
-    the KV of its own ``ceil(B / TP)`` sequences (all KV heads, or the whole MLA latent)."""
+    the KV of its own ``ceil(B / TP)`` sequences (all KV heads, or the whole MLA latent): ``kv_dpa_per_token``
+    bytes a cached token on such a rank."""
     from mi400plan.memory import infer_memory, max_batch_x_context, usable_bytes
 
     ctx = float(held_context(wl))
@@ -548,7 +549,7 @@ def memory(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, dpa: Any, batch
     kv_fit = np.where(dpa, base + kv_dpa <= usable, b * ctx <= mt)
     return {"weights": weights, "kv_cache": kv, "activations": m.activations, "reserve": m.reserve,
             "total": base + kv, "usable": np.full(weights.shape, usable), "weights_fit": weights_fit,
-            "kv_fit": kv_fit & weights_fit}
+            "kv_fit": kv_fit & weights_fit, "kv_dpa_per_token": kv_full + 0.0 * weights}
 
 
 def decode_context(wl: Workload) -> float:

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from mi400plan.serve import BatchWait, ServeHardware, Workload, evaluate, terms
+from mi400plan.serve import BatchWait, ServeHardware, Workload, evaluate
 from mi400plan.serve_iterations import Iterations
 
 POLICIES = ("reserve-full", "current")
@@ -67,10 +67,8 @@ def kv_capacity(wl: Workload, hw: ServeHardware, *, tp: Any, pp: Any, dpa: Any, 
                              batch=batch)
     plain = np.floor(mt / context)
     m = memory(wl, hw, tp=tp_a, pp=pp, dpa=True, batch=batch)
-    T = terms(wl.model, wl.counts, wl.recipe)
-    kv_tok = T.kv_elems_per_layer * wl.recipe.kv_bytes * T.layers / np.asarray(pp, dtype=np.float64)
     room = m["usable"] - (m["weights"] + m["activations"] + m["reserve"])
-    per_rank = np.maximum(np.floor(room / (kv_tok * context)), 0.0)
+    per_rank = np.maximum(np.floor(room / (m["kv_dpa_per_token"] * context)), 0.0)
     return np.where(np.asarray(dpa, dtype=bool), tp_a * per_rank, np.maximum(plain, 0.0))
 
 

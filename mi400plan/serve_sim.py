@@ -645,10 +645,8 @@ def kv_token_capacity(wl: Workload, hw: ServeHardware, lay: Layout, *, max_seqs:
         return float(max_batch_x_context(wl.model, wl.counts, wl.recipe, capacity_bytes=hw.hbm_bytes, tp=lay.tp,
                                           pp=lay.pp, ep=1, batch=max_seqs))
     m = core.memory(wl, hw, tp=lay.tp, pp=lay.pp, dpa=True, batch=lay.tp)
-    T = core.terms(wl.model, wl.counts, wl.recipe)
-    per_token = T.kv_elems_per_layer * wl.recipe.kv_bytes * T.layers / lay.pp
     room = float(m["usable"]) - float(m["weights"] + m["activations"] + m["reserve"])
-    return max(math.floor(room / per_token), 0) * float(lay.tp)
+    return max(math.floor(room / float(m["kv_dpa_per_token"])), 0) * float(lay.tp)
 
 
 # --- scenarios ---------------------------------------------------------------------------------------
