@@ -25,7 +25,8 @@ Data (bundled in the wheel as ``mi400plan/data/``; in a source checkout ``tests/
 * ``serve_validation.csv``: MLPerf Inference, vendors' tables and other published results, never fitted:
   predicted at the stored calibration of the stack each source measured with
   (``serve_calibration.VALIDATION_STACKS``) by ``predict_measured``, TTFT and TPOT where the source
-  publishes them (means; InferenceX's are medians).
+  publishes them (means; InferenceX's are medians). Its MLPerf Server rows also carry the published percentiles
+  and request rate, which ``serve_percentiles`` sets beside the request simulation at that rate.
 
 Leave-one-source-out (LOSO). A source of the InferenceX file is one GitHub Actions run of the InferenceX
 benchmark (its ``run_url`` without the ``/attempts/N`` suffix: one nightly's sweep of one input/output
