@@ -764,27 +764,37 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
     requests, the run starting near the steady state) and with as many arriving behind them (so they leave a loaded replica). The
     arrival and length draws are common to every rate (seeded): the rates differ only in scale."""
     warm_s = out.mean * tpot_s + ttft_s
+    probes: list[Probe] = []
+
+    def run(rate: float) -> tuple[SimResult, int, str | None]:
+        r, n = poisson_run(sm, lim, inp, out, rate, warm_s=warm_s, measured=measured)
+        why = _verdict(r, ttft_s, tpot_s)
+        probes.append(probe(rate, lim.max_seqs, r, why))
+        return r, n, why
+
+    o = _search_rate(run, rate_hi, tolerance, scenario)
+    return replace(o, trace=tuple(sorted(probes, key=lambda p: p.rate)))
+
+
+def poisson_run(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, rate: float, *, warm_s: float,
+                measured: int = 500) -> tuple[SimResult, int]:
+    """One run of :func:`server` at a Poisson ``rate`` (requests/s per replica): from the steady state's
+    requests in flight (:func:`equilibrium`), ``measured`` requests measured after a warm-up of those arriving
+    in the first ``warm_s`` seconds (at most ``measured``), as many arriving behind them. The draws are
+    seeded and common to every rate. Returns the run and the requests simulated."""
     cap = measured
     n_max = measured + 2 * cap
     rng = np.random.default_rng(SEED + 1)
     gaps = rng.exponential(1.0, n_max)
     li, lo_ = sample_lengths(inp, out, n_max)
-    probes: list[Probe] = []
-
-    def run(rate: float) -> tuple[SimResult, int, str | None]:
-        w = min(int(math.ceil(rate * warm_s)), cap)
-        n = measured + 2 * w
-        pi, po, pg = equilibrium(sm, lim, inp, out, rate, np.random.default_rng(SEED + 2))
-        k = len(pi)
-        arr = np.concatenate([np.zeros(k), np.cumsum(gaps[:n]) / rate])
-        r = simulate(arr, np.concatenate([pi, li[:n]]), np.concatenate([po, lo_[:n]]), sm, lim,
-                     measure=slice(k + w, k + w + measured), preload=pg)
-        why = _verdict(r, ttft_s, tpot_s)
-        probes.append(probe(rate, lim.max_seqs, r, why))
-        return r, n + k, why
-
-    o = _search_rate(run, rate_hi, tolerance, scenario)
-    return replace(o, trace=tuple(sorted(probes, key=lambda p: p.rate)))
+    w = min(int(math.ceil(rate * warm_s)), cap)
+    n = measured + 2 * w
+    pi, po, pg = equilibrium(sm, lim, inp, out, rate, np.random.default_rng(SEED + 2))
+    k = len(pi)
+    arr = np.concatenate([np.zeros(k), np.cumsum(gaps[:n]) / rate])
+    r = simulate(arr, np.concatenate([pi, li[:n]]), np.concatenate([po, lo_[:n]]), sm, lim,
+                 measure=slice(k + w, k + w + measured), preload=pg)
+    return r, n + k
 
 
 def _search_rate(run: Callable[[float], tuple[SimResult, int, str | None]], rate_hi: float, tolerance: float,
@@ -833,11 +843,22 @@ def _bisect(run: Callable[[float], tuple[SimResult, int, str | None]], lo: float
 # --- published MLPerf results (validation; never fitted) --------------------------------------------
 
 
-def predict_mlperf(cat: Catalog, m: Measured, hw: ServeHardware) -> dict[str, float]:
-    """The simulation's prediction of an MLPerf Offline (``m.kind == "max_throughput"``) or Server
-    (``"slo_throughput"``) result ``m`` (``serve_calibration.Measured``: one ``m.tp``-GPU replica, TP = EP
-    = ``m.tp`` with attention data parallel when ``m.dpa``): output tokens/s of the replica, and the mean
-    TPOT and TTFT (seconds) of the run at the answer's rate. Prompts of ``m.isl`` tokens (the sources
+@dataclass(frozen=True)
+class MlperfSetup:
+    """How :func:`predict_mlperf` simulates an MLPerf result: the workload, the replica's layout, its
+    iteration cost and scheduler limits, and the prompt and output length distributions."""
+
+    wl: Workload
+    lay: Layout
+    sm: StepModel
+    lim: Limits
+    inp: LengthDist
+    out: LengthDist
+
+
+def mlperf_setup(cat: Catalog, m: Measured, hw: ServeHardware) -> MlperfSetup:
+    """The simulation of MLPerf result ``m`` (``serve_calibration.Measured``: one ``m.tp``-GPU replica, TP =
+    EP = ``m.tp`` with attention data parallel when ``m.dpa``): prompts of ``m.isl`` tokens (the sources
     publish no mean input); outputs the benchmark's fitted distribution (:func:`benchmark_for`); the
     scheduler's limits vLLM's defaults for the GPU (:func:`scheduler_defaults`)."""
     from mi400plan import serve as core
@@ -853,13 +874,23 @@ def predict_mlperf(cat: Catalog, m: Measured, hw: ServeHardware) -> dict[str, fl
     lay = Layout(m.tp, 1, m.tp if m.dpa else 1, bool(m.dpa))
     mbt, max_seqs = scheduler_defaults(m.sku, hw.hbm_bytes)
     kv = kv_token_capacity(wl, hw, lay, max_seqs=max_seqs)
-    lim = Limits(mbt, max_seqs, kv)
     sm = step_model(wl, hw, lay, max_seqs=max_seqs, context=in_flight(inp, out), max_prompt=inp.max + out.max,
                     exact=[m.isl])
+    return MlperfSetup(wl, lay, sm, Limits(mbt, max_seqs, kv), inp, out)
+
+
+def predict_mlperf(cat: Catalog, m: Measured, hw: ServeHardware) -> dict[str, float]:
+    """The simulation's prediction of an MLPerf Offline (``m.kind == "max_throughput"``) or Server
+    (``"slo_throughput"``) result ``m`` (:func:`mlperf_setup`): output tokens/s of the replica, and the mean
+    TPOT and TTFT (seconds) of the run at the answer's rate."""
+    from mi400plan import serve as core
+
+    st = mlperf_setup(cat, m, hw)
+    wl, lay, sm, lim, inp, out = st.wl, st.lay, st.sm, st.lim, st.inp, st.out
     if m.kind == "max_throughput":
         o = offline(sm, lim, inp, out, OFFLINE_REQUESTS)
     else:
-        b = np.arange(1.0, max_seqs + 1.0)
+        b = np.arange(1.0, lim.max_seqs + 1.0)
         ev = core.evaluate(wl, hw, tp=lay.tp, pp=1, ep=lay.ep, dpa=lay.dpa, batch=b)
         fit = core.memory(wl, hw, tp=lay.tp, pp=1, dpa=lay.dpa, batch=b)["kv_fit"]
         hi = 1.25 * float(np.max(np.where(fit, ev["requests_per_s"], 0.0)))

@@ -25,7 +25,8 @@ Data (bundled in the wheel as ``mi400plan/data/``; in a source checkout ``tests/
 * ``serve_validation.csv``: MLPerf Inference, vendors' tables and other published results, never fitted:
   predicted at the stored calibration of the stack each source measured with
   (``serve_calibration.VALIDATION_STACKS``) by ``predict_measured``, TTFT and TPOT where the source
-  publishes them (means; InferenceX's are medians).
+  publishes them (means; InferenceX's are medians). Its MLPerf Server rows also carry the published percentiles
+  and request rate, which ``serve_percentiles`` sets beside the request simulation at that rate.
 
 Leave-one-source-out (LOSO). A source of the InferenceX file is one GitHub Actions run of the InferenceX
 benchmark (its ``run_url`` without the ``/attempts/N`` suffix: one nightly's sweep of one input/output
@@ -229,13 +230,22 @@ class Pricer:
         """``fit_family``'s ``base``: (SKU, weight format) -> nominal uncalibrated hardware."""
         return {(p.sku, p.precision): self.hardware(p.sku, p.precision) for p in points}
 
-    def price(self, case: Case, cal: FamilyCalibration | None) -> dict[str, float | None]:
+    def calibrated(self, case: Case, cal: FamilyCalibration | None) -> ServeHardware:
+        """The case's SKU at calibration ``cal`` (None: the profile's values), at its compute precision."""
         from mi400plan.serve import COMPUTE_PRECISION
 
         s = case.spec
         hw = self.hardware(s.sku, s.precision)
-        if cal is not None:
-            hw = apply(hw, cal, "nominal", COMPUTE_PRECISION[s.precision])
+        return hw if cal is None else apply(hw, cal, "nominal", COMPUTE_PRECISION[s.precision])
+
+    def stored_calibration(self, case: Case) -> FamilyCalibration | None:
+        """The stored calibration ``serve --stack`` uses for the case (``serve_calibration.stack_calibration_for``)."""
+        arch = self.cat.get("accelerators", case.spec.sku).spec.architecture
+        return stack_calibration_for(arch, case.model_class, case.stack or None)
+
+    def price(self, case: Case, cal: FamilyCalibration | None) -> dict[str, float | None]:
+        s = case.spec
+        hw = self.calibrated(case, cal)
         if isinstance(s, Point):
             pr = predict(self.cat, s, hw)
             return {"tput": float(pr["tput"]) * s.osl / (s.isl + s.osl), "ttft": float(pr["ttft"]),
@@ -247,8 +257,7 @@ class Pricer:
     def stored(self, case: Case) -> dict[str, float | None]:
         """At the stored calibration ``serve --stack`` uses for the case's SKU, model class and serving stack
         (``serve_calibration.stack_calibration_for``)."""
-        arch = self.cat.get("accelerators", case.spec.sku).spec.architecture
-        return self.price(case, stack_calibration_for(arch, case.model_class, case.stack or None))
+        return self.price(case, self.stored_calibration(case))
 
 
 # --- leave-one-source-out -------------------------------------------------------------------------------

@@ -11,8 +11,10 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from mi400plan.results.serve_validate import (ServeValidateGroup, ServeValidateResult, ServeValidateRow,
-                                              ServeValidateSource)
+from mi400plan.results.serve_validate import (ServePublishedRate, ServePublishedRateSummary, ServeValidateGroup,
+                                              ServeValidateResult, ServeValidateRow, ServeValidateSource)
+from mi400plan.serve_calibration import Measured
+from mi400plan.serve_percentiles import PercentileCase, percentile_case, published_from_row, summarize_errors
 from mi400plan.serve_validate import (INFERENCEX, VALIDATION, VALIDATION_SOURCES, CaseResult, Pricer, case_results,
                                       data_text, inferencex_cases, loso_predictions, own_key, read_rows,
                                       summarize, validation_case)
@@ -26,7 +28,44 @@ SOURCE_DEFINITION = ("one InferenceX GitHub Actions run (run_url without /attemp
                      "validation rows are never fitted (source: the file's source column)")
 
 
-def _row(r: CaseResult, basis: str | None) -> ServeValidateRow:
+def _published_rate(p: PercentileCase | None) -> ServePublishedRate | None:
+    if p is None:
+        return None
+    pub, run, e = p.published, p.run, p.error
+    t = run.ttft or {}
+    return ServePublishedRate(
+        system_samples_per_s=pub.samples_per_s, system_gpus=pub.system_gpus, rate_per_replica=p.rate,
+        capacity_per_replica=run.capacity_rate, measured_ttft_p50_s=pub.ttft_p50_s, measured_ttft_p90_s=pub.ttft_p90_s,
+        measured_ttft_p99_s=pub.ttft_p99_s, measured_tpot_p99_s=pub.tpot_p99_s, predicted_ttft_p50_s=t.get("p50"),
+        predicted_ttft_p90_s=t.get("p90"), predicted_ttft_p99_s=t.get("p99"), predicted_tpot_p99_s=run.tpot_p99,
+        ttft_p50_error=e["ttft_p50"], ttft_p90_error=e["ttft_p90"], ttft_p99_error=e["ttft_p99"],
+        tpot_p99_error=e["tpot_p99"], over_capacity=run.over_capacity)
+
+
+def published_rate_cases(cat: Catalog, lines: list[tuple[int, dict[str, str]]],
+                         pricer: Pricer) -> dict[str, PercentileCase]:
+    """The MLPerf Server rows with published percentiles, each simulated at its published rate on the
+    hardware the rest of the validation prices it on (``Pricer.stored_calibration``), by case id."""
+    out = {}
+    for line, r in lines:
+        pub = published_from_row(r, f"{VALIDATION}:{line}")
+        if pub is None or r["kind"] != "slo_throughput":
+            continue
+        c = validation_case(cat, line, r)
+        if isinstance(c.spec, Measured):
+            out[c.id] = percentile_case(cat, c.spec, pricer.calibrated(c, pricer.stored_calibration(c)), pub)
+    return out
+
+
+def _rate_summary(cases: dict[str, PercentileCase]) -> ServePublishedRateSummary | None:
+    if not cases:
+        return None
+    s = summarize_errors([p.error["ttft_p99"] for p in cases.values()])
+    return ServePublishedRateSummary(rows=len(cases), points=s.points, over_capacity=s.over_capacity, mean=s.mean,
+                                     mean_abs=s.mean_abs, max_abs=s.max_abs)
+
+
+def _row(r: CaseResult, basis: str | None, rate: PercentileCase | None = None) -> ServeValidateRow:
     c, w, le = r.case, r.case.spec, r.loso_error or {}
     return ServeValidateRow(
         id=c.id, dataset=c.dataset, role=c.role, source=c.source, date=c.date, stack=c.stack, family=c.family,
@@ -36,7 +75,7 @@ def _row(r: CaseResult, basis: str | None) -> ServeValidateRow:
         predicted_ttft_s=r.predicted["ttft"], measured_tpot_s=c.measured["tpot"], predicted_tpot_s=r.predicted["tpot"],
         tput_error=r.error["tput"], ttft_error=r.error["ttft"], tpot_error=r.error["tpot"],
         loso_tput_error=le.get("tput"), loso_ttft_error=le.get("ttft"), loso_tpot_error=le.get("tpot"),
-        loso_basis=basis, loso_same_generation=r.loso_same_generation)
+        loso_basis=basis, loso_same_generation=r.loso_same_generation, published_rate=_published_rate(rate))
 
 
 def _notes(results: list[CaseResult], basis: dict[str, str]) -> list[str]:
@@ -52,9 +91,11 @@ def validate_serve(cat: Catalog, *, loso: bool = True) -> ServeValidateResult:
     """Price every bundled serving measurement, summarize the signed errors and (``loso``) cross-validate
     the calibration by InferenceX run."""
     ix = read_rows(data_text(INFERENCEX))
-    cases = inferencex_cases(cat, ix) + [validation_case(cat, line, r) for line, r in read_rows(data_text(VALIDATION))]
+    val = read_rows(data_text(VALIDATION))
+    cases = inferencex_cases(cat, ix) + [validation_case(cat, line, r) for line, r in val]
     pricer = Pricer(cat)
     stored = [pricer.stored(c) for c in cases]
+    rates = published_rate_cases(cat, val, pricer)
     t0 = time.perf_counter()
     cv = loso_predictions(cat, [r for _, r in ix], cases, pricer) if loso else None
     seconds = time.perf_counter() - t0
@@ -62,8 +103,9 @@ def validate_serve(cat: Catalog, *, loso: bool = True) -> ServeValidateResult:
     basis = {} if cv is None else cv.basis
     return ServeValidateResult(
         inputs=[f"<bundled>/{INFERENCEX}", f"<bundled>/{VALIDATION}"],
-        rows=[_row(r, basis.get(r.case.id)) for r in results],
+        rows=[_row(r, basis.get(r.case.id), rates.get(r.case.id)) for r in results],
         groups=[ServeValidateGroup(**asdict(s)) for s in summarize(results)],
         sources=[ServeValidateSource(key=k, title=t, date=d) for k, (t, d) in VALIDATION_SOURCES.items()],
         loso_sources=0 if cv is None else len(cv.sources), loso_refits=0 if cv is None else cv.refits,
-        loso_seconds=round(seconds, 2), source_definition=SOURCE_DEFINITION, notes=_notes(results, basis))
+        loso_seconds=round(seconds, 2), source_definition=SOURCE_DEFINITION, notes=_notes(results, basis),
+        published_rate_summary=_rate_summary(rates))

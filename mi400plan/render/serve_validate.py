@@ -76,6 +76,46 @@ def _validation_rows(console: Any, rows: list[Any], dates: dict[str, str]) -> No
                         title=f"{src}: mean TTFT and TPOT, published (pub.) and predicted (model), signed error")
 
 
+RATE_TITLE = "MLPerf Server latency percentiles at the published rate"
+
+
+def _published_rate(console: Any, rows: list[Any], summary: Any) -> None:
+    """Each MLPerf Server row simulated at its published per-replica Poisson rate: published (pub.) and
+    predicted (model) p50 / p90 / p99 TTFT and p99 TPOT with signed errors; a row beyond the simulated
+    capacity says so instead."""
+    rs = [r for r in rows if r.published_rate is not None]
+    if not rs:
+        return
+    def pair(pub: float, model: float | None, scale: float, fmt: str) -> str:
+        return f"{pub * scale:{fmt}}/" + ("-" if model is None else f"{model * scale:{fmt}}")
+
+    body = []
+    for r in rs:
+        p = r.published_rate
+        over = p.over_capacity is not None
+        body.append([f"{r.source} {r.sku}", f"{p.rate_per_replica:.3g}",
+                     pair(p.measured_ttft_p50_s, p.predicted_ttft_p50_s, 1.0, ".2f"),
+                     pair(p.measured_ttft_p90_s, p.predicted_ttft_p90_s, 1.0, ".2f"),
+                     pair(p.measured_ttft_p99_s, p.predicted_ttft_p99_s, 1.0, ".2f"),
+                     "over" if over else _pct(p.ttft_p99_error),
+                     pair(p.measured_tpot_p99_s, p.predicted_tpot_p99_s, 1e3, ".0f"),
+                     "over" if over else _pct(p.tpot_p99_error)])
+    print_table(console, ["row", ("req/s", "right"), ("TTFT p50 s", "right"), ("p90 s", "right"),
+                          ("p99 s", "right"), ("error", "right"), ("TPOT p99 ms", "right"), ("error", "right")],
+                body, title=f"{RATE_TITLE}: published/model, signed error (+ = model too short)")
+    lines = [f"{r.source} {r.sku}: {r.published_rate.over_capacity}" for r in rs if r.published_rate.over_capacity]
+    s = summary
+    if s is not None:
+        stat = ("no row within the simulated capacity" if not s.points else
+                f"signed mean {_pct(s.mean)}, mean |error| {s.mean_abs * 100:.0f}%, max {s.max_abs * 100:.0f}%")
+        lines.append(f"p99 TTFT at the published rate: {stat} over {s.points} of {s.rows} rows "
+                     f"({s.over_capacity} beyond the simulated capacity)")
+    lines.append("req/s: the system's completed samples/s x tp / its GPUs, one replica's Poisson rate, simulated "
+                 "(serve --scenario server's run: 500 requests measured); over: beyond the simulation's saturated "
+                 "rate (every slot busy), where its queue grows without bound")
+    print_lines(console, lines)
+
+
 def _cell(stat: Any, n: int) -> str:
     if stat is None:
         return "-"
@@ -101,6 +141,7 @@ def _scope(console: Any, scope: str, groups: list[Any], title: str) -> None:
 def render_serve_validate(result: Any, console: Any) -> None:
     _validation_rows(console, [r for r in result.rows if r.dataset == "validation"],
                      {x.key: x.date for x in result.sources})
+    _published_rate(console, result.rows, result.published_rate_summary)
     for scope, title in SCOPE_TITLES.items():
         if scope == "loso" and result.loso_sources:
             title = (f"{title}: {result.loso_sources} runs, {result.loso_refits} refits, "

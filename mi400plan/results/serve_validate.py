@@ -14,6 +14,41 @@ from mi400plan.factories import new_list
 from mi400plan.results.common import OutModel, Result
 
 
+class ServePublishedRate(OutModel):
+    """An MLPerf Server row simulated at its published rate: LoadGen's published percentiles beside the
+    simulation's (``serve_percentiles``). Seconds; rates in requests (samples) per second."""
+
+    system_samples_per_s: float  # the whole system's completed samples/s (published)
+    system_gpus: int  # GPUs of the submitted system
+    rate_per_replica: float  # system_samples_per_s x tp / system_gpus: the Poisson rate simulated
+    capacity_per_replica: float  # the simulation's saturated rate (every slot busy): above it the queue grows
+    measured_ttft_p50_s: float
+    measured_ttft_p90_s: float
+    measured_ttft_p99_s: float
+    measured_tpot_p99_s: float
+    predicted_ttft_p50_s: float | None = None  # None: the published rate is beyond the model's capacity
+    predicted_ttft_p90_s: float | None = None
+    predicted_ttft_p99_s: float | None = None
+    predicted_tpot_p99_s: float | None = None
+    ttft_p50_error: float | None = None  # 1 - predicted / measured (+ = predicted too short)
+    ttft_p90_error: float | None = None
+    ttft_p99_error: float | None = None
+    tpot_p99_error: float | None = None
+    over_capacity: str | None = None  # why no prediction: the rate against the simulated capacity
+
+
+class ServePublishedRateSummary(OutModel):
+    """Signed errors of the p99 TTFT over the MLPerf Server rows at their published rates (fractions)."""
+
+    metric: Literal["ttft_p99"] = "ttft_p99"
+    rows: int  # MLPerf Server rows with published percentiles
+    points: int  # of them with a prediction (within the simulated capacity)
+    over_capacity: int  # of them beyond it
+    mean: float | None = None  # signed mean error
+    mean_abs: float | None = None
+    max_abs: float | None = None
+
+
 class ServeValidateRow(OutModel):
     """One published measurement, the model's prediction and the signed errors."""
 
@@ -51,6 +86,8 @@ class ServeValidateRow(OutModel):
     # the refit is of the held-out run's software generation: on its own stack's and class's points only, newest
     # run within 100 days of it
     loso_same_generation: bool | None = None
+    # MLPerf Server rows: the simulation at the published rate against the published percentiles
+    published_rate: ServePublishedRate | None = None
 
 
 class ServeValidateGroup(OutModel):
@@ -88,4 +125,5 @@ class ServeValidateResult(Result):
     loso_refits: int  # distinct calibrations refitted
     loso_seconds: float  # wall time of the cross-validation
     source_definition: str  # what one held-out source is
+    published_rate_summary: ServePublishedRateSummary | None = None  # p99 TTFT at the published MLPerf Server rates
     notes: list[str] = Field(default_factory=new_list)

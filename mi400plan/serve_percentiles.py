@@ -1,0 +1,168 @@
+"""MLPerf Server latency percentiles at the published rate (validation; never fitted).
+
+MLPerf Inference Server runs publish, besides the mean TTFT and TPOT ``serve_validation.csv`` already holds,
+LoadGen's percentiles (``mlperf_log_summary.txt``: "50.00 / 90.00 / 99.00 percentile first token latency
+(ns)", "99.00 percentile time to output token (ns)") and the rate the system completed requests at
+("Completed samples per second"). Here each such row's replica is simulated (``serve_sim.mlperf_setup`` and
+``serve_sim.poisson_run``, the runs ``serve --scenario server`` makes) at the PUBLISHED rate, Poisson
+arrivals as LoadGen's Server scenario sends them (MLCommons inference policies, "Server" scenario, v5.1),
+and its p50 / p90 / p99 TTFT and p99 TPOT are set beside the published ones.
+
+Per-replica rate: the system's completed samples/s spread evenly over its replicas, ``rate x tp /
+system_gpus`` (``system_gpus``: the GPUs of the submitted system, from its name; ``tp``: GPUs of one replica,
+the row's).
+
+Capacity: a Poisson queue is stable only below its service rate (Loynes 1962: the queue grows without bound
+when the arrival rate exceeds the saturated service rate). The simulation's saturated service rate is its
+Offline answer on the same replica (every request queued: ``serve_sim.offline``); a published rate at or
+above it is reported as beyond the model's capacity, with no percentiles (they would measure only how long
+the run lasted). A run that preempts without end (``SimResult.thrashed``) or rejects prompts larger than the
+KV cache is reported the same way.
+
+Errors: ``serve_validate.signed_error``'s convention for latencies, ``1 - predicted / measured`` (+ = the
+model predicts too short a latency).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mi400plan.errors import PlannerError
+
+from mi400plan.serve_sim import OFFLINE_REQUESTS, offline, percentiles, poisson_run
+from mi400plan.serve_validate import signed_error
+
+if TYPE_CHECKING:
+    from mi400plan.profiles import Catalog
+    from mi400plan.serve import ServeHardware
+    from mi400plan.serve_calibration import Measured
+    from mi400plan.serve_sim import MlperfSetup
+
+MEASURED_REQUESTS = 500  # requests measured at the published rate: as ``serve_sim.server`` measures each rate
+
+
+@dataclass(frozen=True)
+class PublishedPercentiles:
+    """What an MLPerf Server log publishes beyond the means: the system's completed samples/s, its GPUs, and
+    the p50 / p90 / p99 TTFT and p99 TPOT (seconds)."""
+
+    samples_per_s: float  # the whole system's completed samples (requests) per second
+    system_gpus: int
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    tpot_p99_s: float
+
+    def rate_per_replica(self, tp: int) -> float:
+        """Requests/s of one ``tp``-GPU replica: the system's rate over its ``system_gpus / tp`` replicas."""
+        return self.samples_per_s * tp / self.system_gpus
+
+
+COLUMNS = ("samples_per_s", "system_gpus", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p99_s")
+
+
+def published_from_row(r: dict[str, str], where: str) -> PublishedPercentiles | None:
+    """The percentile columns of a ``serve_validation.csv`` row (None where they are all empty or absent;
+    ``where``: the file and line, named in the error for a partial or malformed set)."""
+    cells = {k: r.get(k) or "" for k in COLUMNS}
+    if not any(cells.values()):
+        return None
+    try:
+        v = {k: float(x) for k, x in cells.items()}
+    except ValueError:
+        raise PlannerError(f"{where}: the percentile columns {', '.join(COLUMNS)} must all be numbers "
+                           f"(got {cells})") from None
+    if v["system_gpus"] < 1 or v["system_gpus"] != int(v["system_gpus"]) or min(v.values()) <= 0:
+        raise PlannerError(f"{where}: system_gpus must be a whole number >= 1 and every percentile column > 0")
+    return PublishedPercentiles(v["samples_per_s"], int(v["system_gpus"]), v["ttft_p50_s"], v["ttft_p90_s"],
+                                v["ttft_p99_s"], v["tpot_p99_s"])
+
+
+@dataclass(frozen=True)
+class RateRun:
+    """The simulation at one rate (requests/s per replica): p50 / p90 / p99 TTFT and p99 TPOT (seconds), or,
+    beyond the model's capacity, None with ``capacity_rate`` (the saturated rate) and why."""
+
+    rate: float
+    capacity_rate: float
+    ttft: dict[str, float] | None
+    tpot_p99: float | None
+    over_capacity: str | None = None  # None: within capacity; else why the percentiles are not reported
+
+
+def capacity_rate(st: MlperfSetup, n: int = OFFLINE_REQUESTS) -> float:
+    """Requests/s the replica completes while every one of its ``max_seqs`` slots is busy: ``n`` requests
+    queued at once (``serve_sim.offline``), completions counted between the ``max_seqs``-th and the
+    ``(n - max_seqs)``-th (by then every request has been admitted, so after it the batch only drains). The
+    saturated service rate, without the start, when every slot begins at once, or the drain, when the
+    longest outputs run alone. 0: the run thrashes the KV cache."""
+    o = offline(st.sm, st.lim, st.inp, st.out, n)
+    if not o.meets:
+        return 0.0
+    done = np.sort(o.run.latency)
+    k = min(st.lim.max_seqs, len(done) // 4)
+    first, last = k, len(done) - k - 1
+    span = float(done[last] - done[first])
+    return (last - first) / span if span > 0 else o.rate
+
+
+def at_rate(st: MlperfSetup, rate: float, *, warm_s: float, measured: int = MEASURED_REQUESTS) -> RateRun:
+    """``st`` at Poisson ``rate`` (requests/s per replica), warm-up ``warm_s`` seconds of arrivals
+    (``serve_sim.poisson_run``): its percentiles, or over capacity (module docstring)."""
+    cap = capacity_rate(st)
+    if rate >= cap:
+        return RateRun(rate, cap, None, None, f"the rate is {rate / cap:.2f}x the simulated capacity "
+                                              f"({cap:.3g} requests/s per replica): the queue grows without bound"
+                       if cap > 0 else "the replica's KV cache thrashes even with every request queued")
+    r, _ = poisson_run(st.sm, st.lim, st.inp, st.out, rate, warm_s=warm_s, measured=measured)
+    if r.thrashed or r.rejected or not len(r.ttft):
+        return RateRun(rate, cap, None, None, "the run thrashes the KV cache (preempts without end)")
+    return RateRun(rate, cap, percentiles(r.ttft), percentiles(r.tpot)["p99"] if len(r.tpot) else None)
+
+
+@dataclass(frozen=True)
+class PercentileCase:
+    """One MLPerf Server row at its published rate: published and predicted percentiles, signed errors."""
+
+    published: PublishedPercentiles
+    rate: float  # requests/s per replica
+    run: RateRun
+    error: dict[str, float | None]  # ttft_p50, ttft_p90, ttft_p99, tpot_p99
+
+
+def percentile_case(cat: Catalog, m: Measured, hw: ServeHardware, pub: PublishedPercentiles) -> PercentileCase:
+    """Row ``m`` simulated at its published per-replica rate, warm-up as ``serve_sim.server`` sets it (the
+    mean output at the TPOT limit plus the TTFT limit), with its signed errors."""
+    from mi400plan.serve_sim import mlperf_setup
+
+    st = mlperf_setup(cat, m, hw)
+    rate = pub.rate_per_replica(m.tp)
+    warm = st.out.mean * (m.tpot_slo_s or 0.0) + (m.ttft_slo_s or 0.0)
+    run = at_rate(st, rate, warm_s=warm)
+    got = {} if run.ttft is None else {"ttft_p50": run.ttft["p50"], "ttft_p90": run.ttft["p90"],
+                                       "ttft_p99": run.ttft["p99"], "tpot_p99": run.tpot_p99}
+    want = {"ttft_p50": pub.ttft_p50_s, "ttft_p90": pub.ttft_p90_s, "ttft_p99": pub.ttft_p99_s,
+            "tpot_p99": pub.tpot_p99_s}
+    return PercentileCase(pub, rate, run, {k: signed_error("ttft", v, got.get(k)) for k, v in want.items()})
+
+
+@dataclass(frozen=True)
+class ErrorSummary:
+    """Signed mean, mean |error| and max |error| of one metric over the rows with a prediction."""
+
+    points: int
+    over_capacity: int  # rows beyond the model's capacity (no prediction)
+    mean: float | None
+    mean_abs: float | None
+    max_abs: float | None
+
+
+def summarize_errors(errors: list[float | None]) -> ErrorSummary:
+    v = np.array([e for e in errors if e is not None], dtype=np.float64)
+    missing = sum(e is None for e in errors)
+    if not v.size:
+        return ErrorSummary(0, missing, None, None, None)
+    return ErrorSummary(int(v.size), missing, float(v.mean()), float(np.abs(v).mean()), float(np.abs(v).max()))
