@@ -33,7 +33,9 @@ def validate_cmd(
         typer.Option("--serve", help="Validate the serving model instead: the bundled InferenceX calibration points "
                      "(in-sample and leave-one-InferenceX-run-out: 36 refits, about 30 s of CPU time; --no-loso "
                      "skips them) and the published results never fitted (MLPerf Inference, vendors' tables): "
-                     "signed errors on output tokens/s per GPU, TTFT and TPOT by serving stack and SKU family."),
+                     "signed errors on output tokens/s per GPU, TTFT and TPOT by serving stack and SKU family; "
+                     "and MLPerf Server's published p50/p90/p99 TTFT and p99 TPOT beside the request "
+                     "simulation's at the published rate."),
     ] = False,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
