@@ -20,6 +20,15 @@ def _flat(step: float, prefill_per_100: float, seqs: int = 40_000) -> S.StepMode
                        prefill_s=(0.0, prefill_per_100 * 10))
 
 
+def _poisson_prompts(step: float, prefill: float, rho: float, output: int, **limits) -> S.SimResult:
+    """20,000 Poisson prompts of 100 tokens and ``output`` tokens at load ``rho`` of the prefill (rate
+    ``rho / prefill``) on the :func:`_flat` replica, a budget no prompt reaches; the middle 16,000 measured."""
+    n = 20_000
+    gaps = np.random.default_rng(7).exponential(1.0, n)
+    return S.simulate(np.cumsum(gaps) / (rho / prefill), np.full(n, 100), np.full(n, output), _flat(step, prefill),
+                      S.Limits(max_batched_tokens=10**7, max_seqs=40_000, **limits), measure=slice(2000, n - 2000))
+
+
 # --- hand arithmetic ------------------------------------------------------------------------------
 
 
@@ -108,13 +117,9 @@ def test_mixed_wait_matches_the_simulation(step: float, prefill: float) -> None:
     (``Limits(mixed=True)``, a budget no prompt reaches), decode iterations of ``step`` seconds whatever the
     batch: the simulated mean TTFT within 5 % and median within 8 % of ``P + mixed_iteration_wait`` at rho =
     0.3-0.8 (the decode step 1.5x the prefill down to half of it)."""
-    n = 20_000
-    gaps = np.random.default_rng(7).exponential(1.0, n)
-    sm = _flat(step, prefill)
     for rho in (0.3, 0.5, 0.7, 0.8):
         x = rho / prefill
-        r = S.simulate(np.cumsum(gaps) / x, np.full(n, 100), np.full(n, 50), sm,
-                       S.Limits(max_batched_tokens=10**7, max_seqs=40_000), measure=slice(2000, n - 2000))
+        r = _poisson_prompts(step, prefill, rho, 50)
         mean, median = mixed_iteration_wait(step, prefill, x)
         assert r.ttft.mean() == pytest.approx(prefill + float(mean), rel=0.05), rho
         assert np.median(r.ttft) == pytest.approx(prefill + float(median), rel=0.08), rho
@@ -184,14 +189,9 @@ def test_held_release_matches_the_simulation(step: float, prefill: float, bw: co
     outputs of 400 (the decode batch ``X x 400 x mu``, never empty), rho 0.1-0.7: mean TTFT within 12 %, median
     within 15 %. (A hold ended by a count of 4 prompts or fewer has its median up to 30 % long at rho <= 0.3: the
     count's time is random, the model's median takes the mean.)"""
-    n = 20_000
-    gaps = np.random.default_rng(7).exponential(1.0, n)
-    sm = _flat(step, prefill)
     for rho in (0.1, 0.3, 0.5, 0.7):
         x = rho / prefill
-        r = S.simulate(np.cumsum(gaps) / x, np.full(n, 100), np.full(n, 400), sm,
-                       S.Limits(max_batched_tokens=10**7, max_seqs=40_000, batch_wait=bw),
-                       measure=slice(2000, n - 2000))
+        r = _poisson_prompts(step, prefill, rho, 400, batch_wait=bw)
         b = x * 400 * step / (1 - rho)
         held, held_med = held_release(bw, step, prefill, x, b, 100.0, 1.0)
         free, free_med = mixed_iteration_wait(step, prefill, x)
