@@ -12,7 +12,6 @@ from pydantic import Field
 
 from mi400plan.factories import new_list, new_dict
 from mi400plan.results.common import OutModel, Range, Result
-from mi400plan.results.energy import RunEnergy  # noqa: F401 - its own module: a sweep reads it without the cost models
 
 
 class CostInput(OutModel):

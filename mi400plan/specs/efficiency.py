@@ -25,7 +25,7 @@ How ``sweep`` uses them (``mi400plan/search.py``):
   residual adds, activation functions, optimizer step.
 """
 
-from mi400plan.specs.common import ND, Est, Estimate, Latency, PosFraction, StrictModel
+from mi400plan.specs.common import ND, Estimate, Latency, PosFraction, StrictModel
 
 # Precisions a training matmul can run at in ``sweep`` (dense peaks; 2:4 sparsity is not used).
 TRAIN_PRECISIONS = ("bf16", "fp8")
