@@ -54,6 +54,8 @@ from typing import Any
 
 import numpy as np
 
+from mi400plan.errors import PlannerError
+
 HBM_GRID = np.round(np.arange(0.30, 0.951, 0.05), 2)
 OVERHEAD_GRID_US = np.array([2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 20.0, 24.0, 28.0, 32.0, 40.0, 50.0, 60.0, 70.0,
                              80.0, 100.0, 120.0])
@@ -270,6 +272,10 @@ class Point:
     tpot_s: float
     ttft_s: float
     stack: str = ""  # the serving stack profile it was measured on (``row_stack``); "": none known
+    # TensorRT-LLM holds its launch script set (``tests/data/serve_inferencex.csv``; 0: off, the default):
+    batch_wait_iters: int = 0  # ``batch_wait_timeout_iters``
+    batch_wait_tokens: float = 0.0  # ``batch_wait_max_tokens_ratio`` x ``max_num_tokens``
+    adp_balance_iters: int = 0  # ``attention_dp_config`` ``timeout_iters`` with ``enable_balance``
 
 
 def queued(p: Point) -> bool:
@@ -286,10 +292,39 @@ def queued(p: Point) -> bool:
 
 def point_from_row(r: dict[str, str], stack: str = "") -> Point:
     """One row of ``tests/data/serve_inferencex.csv`` (strings, as ``csv.DictReader`` gives them), measured on
-    serving stack ``stack`` (:func:`row_stack`)."""
+    serving stack ``stack`` (:func:`row_stack`), with the TensorRT-LLM holds its launch sets (:func:`launch_holds`)."""
     return Point(r["sku"], r["model"], r["precision"], int(r["tp"]), int(r["ep"]), bool(int(r["dpa"])),
                  int(r["isl"]), int(r["osl"]), int(r["conc"]), float(r["tput_per_gpu"]), float(r["median_tpot_s"]),
-                 float(r["median_ttft_s"]), stack)
+                 float(r["median_ttft_s"]), stack, *launch_holds(r))
+
+
+LAUNCH_COLUMNS = ("batch_wait_timeout_iters", "batch_wait_max_tokens_ratio", "max_num_tokens",
+                  "adp_balance_timeout_iters")
+
+
+def launch_holds(r: dict[str, str]) -> tuple[int, float, int]:
+    """``(batch_wait_iters, batch_wait_tokens, adp_balance_iters)`` of :class:`Point` from a row's launch
+    columns (``LAUNCH_COLUMNS``, as the file's header describes them; empty or absent: off): the batch
+    waiting's token threshold is its ratio of ``max_num_tokens``, and attention-DP balancing needs attention
+    data parallel (``dpa``) and leaves no room for batch waiting in the hold it prices."""
+    v = {}
+    for k in LAUNCH_COLUMNS:
+        text = (r.get(k) or "").strip()
+        try:
+            v[k] = float(text) if text else 0.0
+        except ValueError:
+            raise PlannerError(f"serve_inferencex.csv: {k} = {text!r} is not a number") from None
+        whole = k != "batch_wait_max_tokens_ratio"  # iteration and token counts
+        if not 0 <= v[k] < float("inf") or (whole and v[k] != int(v[k])):
+            raise PlannerError(f"serve_inferencex.csv: {k} = {text!r} must be a {'whole' if whole else 'finite'} "
+                               "number >= 0")
+    iters, ratio, max_tokens, adp = v.values()
+    if (iters > 0) != (ratio > 0) or (ratio > 0) != (max_tokens > 0):
+        raise PlannerError("serve_inferencex.csv: batch_wait_timeout_iters, batch_wait_max_tokens_ratio and "
+                           "max_num_tokens are set together or not at all")
+    if adp > 0 and (r.get("dpa") != "1" or iters > 0):
+        raise PlannerError("serve_inferencex.csv: adp_balance_timeout_iters needs dpa = 1 and no batch waiting")
+    return int(iters), ratio * max_tokens, int(adp)
 
 
 @dataclass(frozen=True)
@@ -354,14 +389,6 @@ def stack_iterations(cat: Any, stack: str | None, sku: str, hbm_bytes: float) ->
     return scheduler_iterations(cat.get("serving", stack).spec.scheduler, sku, hbm_bytes)
 
 
-# InferenceX's TensorRT-LLM launch scripts for Llama 3.3 70B (``benchmarks/70b_fp8_b200_trt_slurm.sh``,
-# ``70b_fp4_b200_trt_slurm.sh``, ``70b_fp8_h200_trt_slurm.sh`` at SemiAnalysisAI/InferenceX commit b13bcafec of
-# 2025-10-15, the 2025-10-16 nightly's) turn on TensorRT-LLM's batch waiting at 1k/1k below TP 8:
-# ``batch_wait_timeout_iters: 20``, ``batch_wait_max_tokens_ratio: 0.9`` with ``--max_num_tokens 16384``. Its
-# DeepSeek-R1 scripts of the calibration window (through 2026-02-03) do not; TensorRT-LLM's default is off.
-INFERENCEX_TRT_BATCH_WAIT = (20, 0.9 * 16384)
-
-
 # Every InferenceX launch script of the calibration rows turns its stack's overlap of CPU and GPU work on: the
 # vLLM Llama scripts on H100, H200, B200 and MI300X / MI325X / MI355X pass ``--async-scheduling`` (or
 # ``async-scheduling: true``; ``benchmarks/70b_*`` at commit b13bcafec, 2025-10-15); the TensorRT-LLM scripts leave
@@ -377,13 +404,6 @@ INFERENCEX_TRT_BATCH_WAIT = (20, 0.9 * 16384)
 INFERENCEX_HOST_OVERLAP = False
 
 
-# Its TensorRT-LLM DeepSeek-R1 scripts (``dsr1_fp8_h200_trt_slurm.sh`` at b13bcafec, 2025-10-15;
-# ``dsr1_fp4_b200_trt_slurm.sh`` at e06929c, 2025-11-01) run attention data parallel with
-# ``attention_dp_config: {batching_wait_iters: 0, enable_balance: true, timeout_iters: 60}``: context requests
-# wait until every attention rank holds one, or 60 iterations.
-INFERENCEX_TRT_ADP_TIMEOUT_ITERS = 60
-
-
 def adp_balance_prompts(ranks: int) -> float:
     """Prompts that arrive, on average, before each of ``ranks`` attention-DP ranks holds one: TensorRT-LLM
     gives a new request to a rank below the expected count per rank (``executor_request_queue.py``
@@ -393,16 +413,16 @@ def adp_balance_prompts(ranks: int) -> float:
 
 
 def launch_batch_wait(p: Point) -> Any:
-    """The TensorRT-LLM batch waiting (``serve.BatchWait``) the InferenceX launch script of point ``p`` sets
-    (``INFERENCEX_TRT_BATCH_WAIT``: TensorRT-LLM, Llama 70B, 1,024 in / 1,024 out, TP below 8; attention-DP
-    balancing on TensorRT-LLM DeepSeek-R1 points with attention data parallel: :func:`adp_balance_prompts`
-    over the TP ranks, ``INFERENCEX_TRT_ADP_TIMEOUT_ITERS``); else None."""
+    """The TensorRT-LLM hold (``serve.BatchWait``) the InferenceX launch script of point ``p`` sets, from the
+    point's launch settings (``tests/data/serve_inferencex.csv``): batch waiting (``p.batch_wait_iters``
+    iterations or ``p.batch_wait_tokens`` scheduled tokens), or attention-DP balancing (``p.adp_balance_iters``
+    iterations or :func:`adp_balance_prompts` over the point's TP ranks); else None."""
     from mi400plan.serve import BatchWait
 
-    if p.stack == "trtllm" and p.model == "llama3-70b" and p.isl == 1024 and p.osl == 1024 and p.tp < 8:
-        return BatchWait(*INFERENCEX_TRT_BATCH_WAIT)
-    if p.stack == "trtllm" and p.model == "deepseek-r1" and p.dpa and p.tp > 1:
-        return BatchWait(INFERENCEX_TRT_ADP_TIMEOUT_ITERS, np.inf, adp_balance_prompts(p.tp))
+    if p.batch_wait_iters > 0:
+        return BatchWait(p.batch_wait_iters, p.batch_wait_tokens)
+    if p.adp_balance_iters > 0:
+        return BatchWait(p.adp_balance_iters, np.inf, adp_balance_prompts(p.tp))
     return None
 
 

@@ -212,11 +212,11 @@ def test_model_class_picks_the_calibration(catalog) -> None:
 
 
 def test_inferencex_trt_1k1k_ttft_carries_the_batch_wait() -> None:
-    """The data behind ``launch_batch_wait``: InferenceX's TensorRT-LLM Llama 70B runs set 20 iterations of batch
-    waiting at 1k/1k below TP 8 only, so at one SKU, format, TP and concurrency the 1k/1k median TTFT exceeds
-    the 1k/8k one (same 1,024-token prompts) by about 20 decode steps (20 x the 1k/1k median TPOT) below TP 8,
-    and by nothing at TP 8 (B200 FP8 TP1 at 4 sequences: 0.378 - 0.090 = 0.288 s against 20 x 14.6 ms = 0.292
-    s). Pairs where either point queued (median TTFT over 2.5 s) are left out."""
+    """The data behind the batch-waiting columns (``launch_batch_wait``): InferenceX's TensorRT-LLM Llama 70B
+    runs set 20 iterations of batch waiting at 1k/1k below TP 8 only, so at one SKU, format, TP and concurrency
+    the 1k/1k median TTFT exceeds the 1k/8k one (same 1,024-token prompts) by about 20 decode steps (20 x the
+    1k/1k median TPOT) below TP 8, and by nothing at TP 8 (B200 FP8 TP1 at 4 sequences: 0.378 - 0.090 = 0.288
+    s against 20 x 14.6 ms = 0.292 s). Pairs where either point queued (median TTFT over 2.5 s) are left out."""
     rows = [r for r in _rows("serve_inferencex.csv") if r["framework"] == "trt" and r["model"] == "llama3-70b"]
     by = {(r["sku"], r["precision"], r["tp"], r["conc"], r["osl"]): r for r in rows if r["isl"] == "1024"}
     low, tp8 = [], []
@@ -229,11 +229,71 @@ def test_inferencex_trt_1k1k_ttft_carries_the_batch_wait() -> None:
     assert len(low) >= 30 and len(tp8) >= 10
     assert 0.9 <= float(np.median(low)) <= 1.05 and min(low) > 0.7
     assert max(abs(x) for x in tp8) < 0.15
-    trt = Point("b200", "llama3-70b", "fp8", 4, 1, False, 1024, 1024, 8, 1.0, 0.01, 0.2, "trtllm")
+    trt = Point("b200", "llama3-70b", "fp8", 4, 1, False, 1024, 1024, 8, 1.0, 0.01, 0.2, "trtllm", 20, 0.9 * 16384)
     assert launch_batch_wait(trt) == core.BatchWait(20, 14745.6)  # 0.9 x 16,384
-    for other in (replace(trt, tp=8), replace(trt, osl=8192), replace(trt, stack="vllm"),
-                  replace(trt, model="deepseek-r1")):
-        assert launch_batch_wait(other) is None
+    assert launch_batch_wait(replace(trt, batch_wait_iters=0, batch_wait_tokens=0.0)) is None  # no launch setting: off
+
+
+def _launch_settings(r: dict[str, str]) -> tuple[str, str, str, str]:
+    return (r["batch_wait_timeout_iters"], r["batch_wait_max_tokens_ratio"], r["max_num_tokens"],
+            r["adp_balance_timeout_iters"])
+
+
+def test_launch_columns_are_set_on_the_points_the_launch_scripts_name(catalog) -> None:
+    """The launch settings of ``serve_inferencex.csv`` as InferenceX's launch scripts set them. Batch waiting
+    (``benchmarks/70b_fp8_b200_trt_slurm.sh``, ``70b_fp4_b200_trt_slurm.sh``, ``70b_fp8_h200_trt_slurm.sh`` at
+    commit b13bcafec, 2025-10-15): TensorRT-LLM, Llama 70B, 1,024 in / 1,024 out, TP 1, 2 and 4 (not 8), 20
+    iterations, 0.9 of 16,384 tokens: B200 at TP 1/2/4 x FP8 and NVFP4 x 6 concurrencies = 36 points, H200
+    TP 1/2/4 x FP8 x 6 = 18, 54 in all. Attention-DP balancing (``dsr1_fp8_h200_trt_slurm.sh`` at b13bcafec,
+    ``dsr1_fp4_b200_trt_slurm.sh`` at e06929c, 2025-11-01): TensorRT-LLM DeepSeek-R1 with attention data
+    parallel, timeout 60 iterations: B200 TP4 at 256 sequences x 3 lengths and H200 TP8 8k/1k at 64, 4 points.
+    Every other point: empty (off)."""
+    from mi400plan.serve_calibration import point_from_row, row_stack
+
+    wait, adp = ("20", "0.9", "16384", ""), ("", "", "", "60")
+    adp_prompts = {"4": 4 * 25 / 12, "8": 8 * 761 / 280}  # R (1 + 1/2 + ... + 1/R) over the TP ranks
+    seen = {"wait": [], "adp": []}
+    for r in _rows("serve_inferencex.csv"):
+        trt = r["framework"] == "trt"
+        one_k = (r["isl"], r["osl"]) == ("1024", "1024")
+        if trt and r["model"] == "llama3-70b" and one_k and r["tp"] in ("1", "2", "4"):
+            assert _launch_settings(r) == wait, r
+            seen["wait"].append((r["sku"], r["precision"], r["tp"]))
+        elif trt and r["model"] == "deepseek-r1" and r["dpa"] == "1":
+            assert _launch_settings(r) == adp, r
+            seen["adp"].append((r["sku"], r["tp"], r["isl"], r["osl"], r["conc"]))
+        else:
+            assert _launch_settings(r) == ("", "", "", ""), r
+        bw = launch_batch_wait(point_from_row(r, row_stack(catalog, r)))
+        if _launch_settings(r) == wait:
+            assert bw == core.BatchWait(20, 14745.6)  # 0.9 x 16,384 tokens
+        elif _launch_settings(r) == adp:
+            assert (bw.iters, bw.tokens, bw.prompts) == (60, np.inf, pytest.approx(adp_prompts[r["tp"]]))
+        else:
+            assert bw is None
+    assert len(seen["wait"]) == 54
+    six_each = [(sku, prec, tp) for sku, prec in (("b200", "fp8"), ("b200", "nvfp4"), ("h200", "fp8")) for tp in "124"]
+    assert {k: seen["wait"].count(k) for k in set(seen["wait"])} == {k: 6 for k in six_each}
+    assert sorted(seen["adp"]) == [("b200", "4", "1024", "1024", "256"), ("b200", "4", "1024", "8192", "256"),
+                                   ("b200", "4", "8192", "1024", "256"), ("h200", "8", "8192", "1024", "64")]
+
+
+@pytest.mark.parametrize("settings, field", [
+    ({"batch_wait_timeout_iters": "20", "batch_wait_max_tokens_ratio": "0.9"}, "max_num_tokens"),  # the ratio's base
+    ({"batch_wait_timeout_iters": "x"}, "batch_wait_timeout_iters"),
+    ({"batch_wait_timeout_iters": "20.5", "batch_wait_max_tokens_ratio": "0.9", "max_num_tokens": "16384"},
+     "batch_wait_timeout_iters"),  # an iteration count
+    ({"adp_balance_timeout_iters": "-60", "dpa": "1"}, "adp_balance_timeout_iters"),
+    ({"adp_balance_timeout_iters": "60"}, "adp_balance_timeout_iters"),  # no attention data parallel
+])
+def test_a_bad_launch_setting_names_its_column(settings: dict[str, str], field: str) -> None:
+    from mi400plan.errors import PlannerError
+    from mi400plan.serve_calibration import point_from_row
+
+    row = {"sku": "b200", "model": "llama3-70b", "precision": "fp8", "tp": "4", "ep": "1", "dpa": "0", "isl": "1024",
+           "osl": "1024", "conc": "8", "tput_per_gpu": "1.0", "median_tpot_s": "0.01", "median_ttft_s": "0.2"}
+    with pytest.raises(PlannerError, match=field):
+        point_from_row({**row, **settings}, "trtllm")
 
 
 def test_attention_dp_balance_hold_by_hand() -> None:
@@ -245,10 +305,12 @@ def test_attention_dp_balance_hold_by_hand() -> None:
 
     assert adp_balance_prompts(4) == pytest.approx(25.0 / 3.0)
     assert adp_balance_prompts(8) == pytest.approx(8 * 761 / 280)
-    p = Point("b200", "deepseek-r1", "nvfp4", 4, 4, True, 1024, 8192, 256, 1.0, 0.034, 2.0, "trtllm")
+    p = Point("b200", "deepseek-r1", "nvfp4", 4, 4, True, 1024, 8192, 256, 1.0, 0.034, 2.0, "trtllm",
+              adp_balance_iters=60)
     bw = launch_batch_wait(p)
     assert (bw.iters, bw.tokens, bw.prompts) == (60, np.inf, pytest.approx(25.0 / 3.0))
-    assert launch_batch_wait(replace(p, dpa=False)) is None
+    assert launch_batch_wait(replace(p, tp=8)).prompts == pytest.approx(8 * 761 / 280)
+    assert launch_batch_wait(replace(p, adp_balance_iters=0)) is None
 
 
 def test_queued_points_are_left_out_by_their_ttft() -> None:
