@@ -103,6 +103,10 @@ SCENARIOS = ("offline", "server", "interactive", "single-stream")
 # A run stops when the KV cache thrashes: more preemptions than this per request (every one recomputes its
 # request: the sequences in flight far exceed what the cache holds; a lower --max-seqs serves them).
 THRASH_PREEMPTIONS = 4
+# Requests of the Offline run that measures the saturated rate in a Server search, per scheduler slot, and at
+# least (capacity_requests).
+CAPACITY_SLOTS = 8
+CAPACITY_MIN_REQUESTS = 2048
 MAX_LENGTH = 2**27  # tokens: far past any model's context (the model's maximum is checked separately)
 
 
@@ -786,6 +790,15 @@ def saturated_rate(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist,
     return (last - first) / span if span > 0 else o.rate
 
 
+def capacity_requests(max_seqs: int) -> int:
+    """Requests of the Offline run behind a Server search's stability check (:func:`saturated_rate`):
+    ``CAPACITY_SLOTS x max_seqs``, at least ``CAPACITY_MIN_REQUESTS``, at most ``OFFLINE_REQUESTS``; the start's
+    and the drain's ``max_seqs`` completions each are cut off, so at least 6 per slot are counted. A bound on the
+    search's cost (the saturated run is its costliest: 1.45 s to 2.7 s CPU for the 4-SKU DeepSeek-V3 search
+    with it, 4.4 s at the full ``OFFLINE_REQUESTS``, which ``serve_percentiles`` runs at the published rate)."""
+    return int(min(OFFLINE_REQUESTS, max(CAPACITY_SLOTS * int(max_seqs), CAPACITY_MIN_REQUESTS)))
+
+
 def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft_s: float, tpot_s: float,
            rate_hi: float, measured: int = 500, tolerance: float = 0.03, scenario: str = "server") -> Outcome:
     """MLPerf Server / Interactive: the largest Poisson rate (requests/s per replica) whose p99 TTFT and p99
@@ -794,7 +807,7 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
     times), then bisection until the bracket is within ``tolerance`` of its upper end.
 
     Stability: a rate at or above the replica's saturated throughput (:func:`saturated_rate`, the Offline
-    run with its start and drain cut off) is never an answer, whatever its run measured (its binding is
+    run with its start and drain cut off, of :func:`capacity_requests` requests) is never an answer, whatever its run measured (its binding is
     ``"capacity"``): a queue whose arrival rate is at least its service capacity is unstable, its backlog
     growing without bound (Loynes 1962, "The stability of a queue with non-independent inter-arrival and
     service times", Proc. Cambridge Phil. Soc. 58), so its percentiles measure only how long the run lasted;
@@ -807,12 +820,14 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
     arrival and length draws are common to every rate (seeded): the rates differ only in scale."""
     warm_s = out.mean * tpot_s + ttft_s
     probes: list[Probe] = []
-    cap = saturated_rate(sm, lim, inp, out)
+    cap: list[float] = []  # computed when a run first meets the limits
 
     def run(rate: float) -> tuple[SimResult, int, str | None]:
         r, n = poisson_run(sm, lim, inp, out, rate, warm_s=warm_s, measured=measured)
         why = _verdict(r, ttft_s, tpot_s)
-        if why is None and rate >= cap:
+        if why is None and not cap:
+            cap.append(saturated_rate(sm, lim, inp, out, capacity_requests(lim.max_seqs)))
+        if why is None and rate >= cap[0]:
             why = "capacity"
         probes.append(probe(rate, lim.max_seqs, r, why))
         return r, n, why
