@@ -807,8 +807,8 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
     times), then bisection until the bracket is within ``tolerance`` of its upper end.
 
     Stability: a rate at or above the replica's saturated throughput (:func:`saturated_rate`, the Offline
-    run with its start and drain cut off, of :func:`capacity_requests` requests) is never an answer, whatever its run measured (its binding is
-    ``"capacity"``): a queue whose arrival rate is at least its service capacity is unstable, its backlog
+    run with its start and drain cut off, of :func:`capacity_requests` requests) is never an answer, whatever
+    its run measured (its binding is ``"capacity"``): a queue whose arrival rate is at least its service capacity is unstable, its backlog
     growing without bound (Loynes 1962, "The stability of a queue with non-independent inter-arrival and
     service times", Proc. Cambridge Phil. Soc. 58), so its percentiles measure only how long the run lasted;
     ``measured`` requests are too few for the queue to grow past the limits within the run.

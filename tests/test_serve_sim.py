@@ -459,7 +459,8 @@ def test_mlperf_signed_errors_as_reported(catalog) -> None:
     published mean for every request). History: -14 %, -24 %, +51 % with vLLM's default limits (1,024
     sequences, 8,192 tokens) for every row and a Server answer allowed above the simulation's saturated rate;
     Llama 2 70B -20 % with vLLM's limits under the stability rule, -31 % with TensorRT-LLM's profile (2,048
-    sequences, 8,192 tokens), -18 % with the 3,584 tokens per iteration of NVIDIA's configuration; DeepSeek-R1 Offline +13 % from the
+    sequences, 8,192 tokens), -18 % with the 3,584 tokens per iteration of NVIDIA's configuration; DeepSeek-R1
+    Offline +13 % from the
     row's 4,096 sequences, 8 x 4,608 tokens per iteration and attention-DP balancing (10 / 500 iterations),
     Server +119 % from 4,096 sequences and 8 x 3,456 tokens (3 / 9 iterations)."""
     from tests.test_serve_calibration import _measured, _rows
