@@ -25,7 +25,7 @@ def rows() -> list[dict[str, str]]:
 def main() -> int:
     from mi400plan.hardware import serve_hardware as _hardware
     from mi400plan.profiles import Catalog
-    from mi400plan.serve_calibration import model_class, predict_measured
+    from mi400plan.serve_calibration import VALIDATION_STACKS, model_class, predict_measured
     from mi400plan.serve_validate import measured_from_row
     from mi400plan.serve_sim import predict_mlperf
 
@@ -36,8 +36,9 @@ def main() -> int:
         m = measured_from_row(r)
         cls = model_class(cat.get("models", m.model).spec)
         hw, _ = _hardware(cat, m.sku, m.precision, "nominal", matmul=None, hbm=None, model_class=cls)
-        sim = predict_mlperf(cat, m, hw)
-        ss = predict_measured(cat, m, hw)
+        stack = VALIDATION_STACKS.get((m.source, cat.get("accelerators", m.sku).spec.vendor))
+        sim = predict_mlperf(cat, m, hw, stack)
+        ss = predict_measured(cat, m, hw, stack)
         lat = ["", ""]
         if m.ttft_s:
             lat = [f"{m.ttft_s / sim['ttft'] - 1:+.0%}", f"{m.tpot_s / sim['tpot'] - 1:+.0%}"]

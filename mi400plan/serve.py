@@ -639,6 +639,11 @@ class BatchWait:
     iters: int
     tokens: float
     prompts: float = 0.0
+    # Attention-DP balancing's batching wait (``attention_dp_config.batching_wait_iters``): once the hold is
+    # released by ``prompts`` (every rank holds a context request), this many more iterations run before the
+    # prompts start. The request simulation applies it (``serve_sim._Sim._holding``); the steady state's hold
+    # (``held_release`` / ``batch_hold``) has no such phase.
+    then_iters: int = 0
 
 
 def md1_wait_median(wait_mean: Any, rho: Any) -> np.ndarray:

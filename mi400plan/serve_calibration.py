@@ -571,6 +571,9 @@ class Measured:
     prefill_prompts: int | None = None  # the submission's minimum prompts per prefill pass (its scheduler's)
     max_seqs: int | None = None  # the submission's cap on sequences in flight per replica (its configuration's)
     output_cv2: float = 0.0  # Var / mean^2 of the outputs (0: every request ``osl`` tokens; ``serve.decode_context``)
+    max_num_tokens: int | None = None  # the submission's token budget per iteration (per attention rank with dpa)
+    adp_wait_iters: int | None = None  # attention-DP balance: iterations batching context after every rank has one
+    adp_timeout_iters: int | None = None  # attention-DP balance: most iterations waiting for every rank to have one
 
     def prompts_per_pass(self) -> int:
         """Prompts per prefill pass the source's configuration gives (``serve.evaluate``'s

@@ -32,7 +32,7 @@ import numpy as np
 
 from mi400plan.errors import PlannerError
 
-from mi400plan.serve_sim import OFFLINE_REQUESTS, offline, percentiles, poisson_run
+from mi400plan.serve_sim import OFFLINE_REQUESTS, percentiles, poisson_run, saturated_rate
 from mi400plan.serve_validate import signed_error
 
 if TYPE_CHECKING:
@@ -94,19 +94,9 @@ class RateRun:
 
 
 def capacity_rate(st: MlperfSetup, n: int = OFFLINE_REQUESTS) -> float:
-    """Requests/s the replica completes while every one of its ``max_seqs`` slots is busy: ``n`` requests
-    queued at once (``serve_sim.offline``), completions counted between the ``max_seqs``-th and the
-    ``(n - max_seqs)``-th (by then every request has been admitted, so after it the batch only drains). The
-    saturated service rate, without the start, when every slot begins at once, or the drain, when the
-    longest outputs run alone. 0: the run thrashes the KV cache."""
-    o = offline(st.sm, st.lim, st.inp, st.out, n)
-    if not o.meets:
-        return 0.0
-    done = np.sort(o.run.latency)
-    k = min(st.lim.max_seqs, len(done) // 4)
-    first, last = k, len(done) - k - 1
-    span = float(done[last] - done[first])
-    return (last - first) / span if span > 0 else o.rate
+    """The replica's saturated service rate, requests/s (``serve_sim.saturated_rate``: the Offline run of
+    ``n`` requests with its start and drain cut off; 0: the run thrashes the KV cache)."""
+    return saturated_rate(st.sm, st.lim, st.inp, st.out, n)
 
 
 def at_rate(st: MlperfSetup, rate: float, *, warm_s: float, measured: int = MEASURED_REQUESTS) -> RateRun:
@@ -133,12 +123,14 @@ class PercentileCase:
     error: dict[str, float | None]  # ttft_p50, ttft_p90, ttft_p99, tpot_p99
 
 
-def percentile_case(cat: Catalog, m: Measured, hw: ServeHardware, pub: PublishedPercentiles) -> PercentileCase:
-    """Row ``m`` simulated at its published per-replica rate, warm-up as ``serve_sim.server`` sets it (the
-    mean output at the TPOT limit plus the TTFT limit), with its signed errors."""
+def percentile_case(cat: Catalog, m: Measured, hw: ServeHardware, pub: PublishedPercentiles,
+                    stack: str | None = None) -> PercentileCase:
+    """Row ``m`` simulated at its published per-replica rate on serving stack ``stack`` with the row's own
+    scheduler limits (``serve_sim.mlperf_setup``), warm-up as ``serve_sim.server`` sets it (the mean output at
+    the TPOT limit plus the TTFT limit), with its signed errors."""
     from mi400plan.serve_sim import mlperf_setup
 
-    st = mlperf_setup(cat, m, hw)
+    st = mlperf_setup(cat, m, hw, stack)
     rate = pub.rate_per_replica(m.tp)
     warm = st.out.mean * (m.tpot_slo_s or 0.0) + (m.ttft_slo_s or 0.0)
     run = at_rate(st, rate, warm_s=warm)

@@ -103,6 +103,10 @@ SCENARIOS = ("offline", "server", "interactive", "single-stream")
 # A run stops when the KV cache thrashes: more preemptions than this per request (every one recomputes its
 # request: the sequences in flight far exceed what the cache holds; a lower --max-seqs serves them).
 THRASH_PREEMPTIONS = 4
+# Requests of the Offline run that measures the saturated rate in a Server search, per scheduler slot, and at
+# least (capacity_requests).
+CAPACITY_SLOTS = 8
+CAPACITY_MIN_REQUESTS = 2048
 MAX_LENGTH = 2**27  # tokens: far past any model's context (the model's maximum is checked separately)
 
 
@@ -386,6 +390,7 @@ class _Sim:
         self.measured_done = 0
         self.thrashed = False
         self.hold_from: int | None = None  # decode-iteration count when the batch-waiting hold began
+        self.full_at: int | None = None  # decode-iteration count when the hold's prompts were reached (then_iters)
 
     def _arrive(self) -> None:
         while self.nxt < len(self.arr) and self.arr[self.nxt] <= self.now:
@@ -498,21 +503,39 @@ class _Sim:
         """Whether TensorRT-LLM's batch waiting (``Limits.batch_wait``, ``serve.BatchWait``) holds the admitted
         prompts back this iteration: only while ``b`` decodes run, until ``iters`` decode iterations have passed
         since the hold began or the scheduled tokens (the prompts' + ``decode_tokens_per_seq`` per decode) reach
-        ``tokens`` (``prompts`` > 0: that many prompts are held). A released hold starts afresh."""
+        ``tokens`` (``prompts`` > 0: that many prompts are held; then ``then_iters`` more iterations, the
+        attention-DP batching wait, ``py_executor.py`` ``_balance_adp_requests``, TensorRT-LLM 1.1, 2025). A
+        released hold starts afresh."""
         bw = self.lim.batch_wait
         if bw is None or bw.iters <= 0 or not b:
             return False
         if self.hold_from is None:
             self.hold_from = self.it
+        if self.full_at is not None:  # the batching wait after the hold's prompts were reached
+            if self.it - self.full_at >= bw.then_iters:
+                self.hold_from = self.full_at = None
+                return False
+            return True
         if bw.prompts > 0:
             full = len(self.prefilling) >= bw.prompts
         else:
             held = sum(self.need[i] - self.done_pf[i] for i in self.prefilling)
             full = held + b * self.sm.decode_tokens_per_seq >= bw.tokens
+        if full and bw.prompts > 0 and bw.then_iters > 0:
+            self.full_at = self.it
+            return True
         if full or self.it - self.hold_from >= bw.iters:
             self.hold_from = None
             return False
         return True
+
+    def _hold_left(self) -> int:
+        """Decode iterations left in the current batch-waiting hold (:meth:`_holding`)."""
+        bw = self.lim.batch_wait
+        assert bw is not None and self.hold_from is not None
+        if self.full_at is not None:
+            return max(bw.then_iters - (self.it - self.full_at), 1)
+        return max(bw.iters - (self.it - self.hold_from), 1)
 
     def _decode_jump(self, b: int, most: int | None = None) -> None:
         """Run identical decode iterations up to the next event (a finish, an arrival that can be admitted,
@@ -556,7 +579,7 @@ class _Sim:
             b = len(running)
             if self.prefilling and (not mixed or budget > b * per_seq):
                 if self._holding(b):
-                    self._decode_jump(b, self.lim.batch_wait.iters - (self.it - self.hold_from))  # type: ignore
+                    self._decode_jump(b, self._hold_left())
                 else:
                     self._prefill_iteration(b)
             elif b:
@@ -751,12 +774,44 @@ def _verdict(r: SimResult, ttft_s: float, tpot_s: float) -> str | None:
     return None
 
 
+def saturated_rate(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, n: int = OFFLINE_REQUESTS) -> float:
+    """Requests/s the replica completes while every one of its ``max_seqs`` slots is busy: ``n`` requests
+    queued at once (:func:`offline`), completions counted between the ``max_seqs``-th and the
+    ``(n - max_seqs)``-th (by then every request has been admitted, so after it the batch only drains). The
+    saturated service rate, without the start, when every slot begins at once, or the drain, when the
+    longest outputs run alone. 0: the run thrashes the KV cache."""
+    o = offline(sm, lim, inp, out, n)
+    if not o.meets:
+        return 0.0
+    done = np.sort(o.run.latency)
+    k = min(lim.max_seqs, len(done) // 4)
+    first, last = k, len(done) - k - 1
+    span = float(done[last] - done[first])
+    return (last - first) / span if span > 0 else o.rate
+
+
+def capacity_requests(max_seqs: int) -> int:
+    """Requests of the Offline run behind a Server search's stability check (:func:`saturated_rate`):
+    ``CAPACITY_SLOTS x max_seqs``, at least ``CAPACITY_MIN_REQUESTS``, at most ``OFFLINE_REQUESTS``; the start's
+    and the drain's ``max_seqs`` completions each are cut off, so at least 6 per slot are counted. A bound on the
+    search's cost (the saturated run is its costliest: 1.45 s to 2.7 s CPU for the 4-SKU DeepSeek-V3 search
+    with it, 4.4 s at the full ``OFFLINE_REQUESTS``, which ``serve_percentiles`` runs at the published rate)."""
+    return int(min(OFFLINE_REQUESTS, max(CAPACITY_SLOTS * int(max_seqs), CAPACITY_MIN_REQUESTS)))
+
+
 def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft_s: float, tpot_s: float,
            rate_hi: float, measured: int = 500, tolerance: float = 0.03, scenario: str = "server") -> Outcome:
     """MLPerf Server / Interactive: the largest Poisson rate (requests/s per replica) whose p99 TTFT and p99
     TPOT meet the limits, by a bracketing search and bisection as LoadGen searches: ``rate_hi`` (doubled up
     to 4 times while it meets the limits), else halved down to the first rate that meets them (at most 6
     times), then bisection until the bracket is within ``tolerance`` of its upper end.
+
+    Stability: a rate at or above the replica's saturated throughput (:func:`saturated_rate`, the Offline
+    run with its start and drain cut off, of :func:`capacity_requests` requests) is never an answer, whatever
+    its run measured (its binding is ``"capacity"``): a queue whose arrival rate is at least its service capacity is unstable, its backlog
+    growing without bound (Loynes 1962, "The stability of a queue with non-independent inter-arrival and
+    service times", Proc. Cambridge Phil. Soc. 58), so its percentiles measure only how long the run lasted;
+    ``measured`` requests are too few for the queue to grow past the limits within the run.
 
     Each run starts from the steady state's requests in flight (:func:`equilibrium`), and measures
     ``measured`` requests after a warm-up of the requests arriving in the first ``W = mean output x TPOT
@@ -765,10 +820,15 @@ def server(sm: StepModel, lim: Limits, inp: LengthDist, out: LengthDist, *, ttft
     arrival and length draws are common to every rate (seeded): the rates differ only in scale."""
     warm_s = out.mean * tpot_s + ttft_s
     probes: list[Probe] = []
+    cap: list[float] = []  # computed when a run first meets the limits
 
     def run(rate: float) -> tuple[SimResult, int, str | None]:
         r, n = poisson_run(sm, lim, inp, out, rate, warm_s=warm_s, measured=measured)
         why = _verdict(r, ttft_s, tpot_s)
+        if why is None and not cap:
+            cap.append(saturated_rate(sm, lim, inp, out, capacity_requests(lim.max_seqs)))
+        if why is None and rate >= cap[0]:
+            why = "capacity"
         probes.append(probe(rate, lim.max_seqs, r, why))
         return r, n, why
 
@@ -856,11 +916,12 @@ class MlperfSetup:
     out: LengthDist
 
 
-def mlperf_setup(cat: Catalog, m: Measured, hw: ServeHardware) -> MlperfSetup:
+def mlperf_setup(cat: Catalog, m: Measured, hw: ServeHardware, stack: str | None = None) -> MlperfSetup:
     """The simulation of MLPerf result ``m`` (``serve_calibration.Measured``: one ``m.tp``-GPU replica, TP =
-    EP = ``m.tp`` with attention data parallel when ``m.dpa``): prompts of ``m.isl`` tokens (the sources
-    publish no mean input); outputs the benchmark's fitted distribution (:func:`benchmark_for`); the
-    scheduler's limits vLLM's defaults for the GPU (:func:`scheduler_defaults`)."""
+    EP = ``m.tp`` with attention data parallel when ``m.dpa``) on serving stack ``stack`` (the profile the
+    submission ran, ``serve_calibration.VALIDATION_STACKS``; None: none known): prompts of ``m.isl`` tokens
+    (the sources publish no mean input); outputs the benchmark's fitted distribution (:func:`benchmark_for`);
+    the scheduler's limits :func:`mlperf_limits`."""
     from mi400plan import serve as core
     from mi400plan.params import count_params
     from mi400plan.specs.layout import infer_recipe
@@ -872,20 +933,56 @@ def mlperf_setup(cat: Catalog, m: Measured, hw: ServeHardware) -> MlperfSetup:
     recipe = infer_recipe(m.precision, kv_dtype=m.kv)
     wl = core.Workload(model, count_params(model), recipe, m.isl, int(round(out.mean)), output_cv2=out.cv2)
     lay = Layout(m.tp, 1, m.tp if m.dpa else 1, bool(m.dpa))
-    mbt, max_seqs = scheduler_defaults(m.sku, hw.hbm_bytes)
-    kv = kv_token_capacity(wl, hw, lay, max_seqs=max_seqs)
-    sm = step_model(wl, hw, lay, max_seqs=max_seqs, context=in_flight(inp, out), max_prompt=inp.max + out.max,
+    lim = mlperf_limits(cat, m, hw, wl, lay, inp, stack)
+    sm = step_model(wl, hw, lay, max_seqs=lim.max_seqs, context=in_flight(inp, out), max_prompt=inp.max + out.max,
                     exact=[m.isl])
-    return MlperfSetup(wl, lay, sm, Limits(mbt, max_seqs, kv), inp, out)
+    return MlperfSetup(wl, lay, sm, lim, inp, out)
 
 
-def predict_mlperf(cat: Catalog, m: Measured, hw: ServeHardware) -> dict[str, float]:
+def mlperf_limits(cat: Catalog, m: Measured, hw: ServeHardware, wl: Workload, lay: Layout, inp: LengthDist,
+                  stack: str | None) -> Limits:
+    """The scheduler limits MLPerf result ``m`` ran with: the submission's own where its row states them
+    (``m.max_seqs`` sequences per replica; ``m.max_num_tokens``, else the Offline row's ``m.prefill_tokens``,
+    tokens per iteration, per attention rank with attention data parallel, so ``tp`` times that for the
+    replica: TensorRT-LLM runs one scheduler per attention-DP rank, NVIDIA's harness
+    ``closed/NVIDIA/code/llmlib/config.py``, 2025-09-09: "max-bs applies per attention-rank"); the rest from
+    the serving stack's profile (``serving_stacks.scheduler_limits``: its tokens and sequences, whether prompts
+    share iterations with the decodes, and a stack that does not chunk prompts gives every prompt a budget of
+    at least its length); vLLM's defaults for the GPU (:func:`scheduler_defaults`) where neither states them.
+    Attention-DP balancing (``m.adp_timeout_iters``, ``m.adp_wait_iters``) holds prompts until every rank
+    has one (``serve_calibration.adp_balance_prompts`` arrivals) or the timeout passes, then the batching wait
+    (``serve.BatchWait``). The KV cache admits on the blocks a request holds now (TensorRT-LLM's
+    ``max_util`` capacity scheduler, which NVIDIA's configurations set; vLLM's rule alike)."""
+    from mi400plan.serve import BatchWait
+    from mi400plan.serve_calibration import adp_balance_prompts
+    from mi400plan.serving_stacks import scheduler_limits
+
+    tokens = m.max_num_tokens or m.prefill_tokens
+    tokens = tokens * m.tp if tokens and m.dpa else tokens
+    bw = (BatchWait(int(m.adp_timeout_iters), math.inf, adp_balance_prompts(m.tp), int(m.adp_wait_iters or 0))
+          if m.adp_timeout_iters and m.dpa and m.tp > 1 else None)
+    if not stack or stack not in cat.names("serving"):
+        mbt, seqs = scheduler_defaults(m.sku, hw.hbm_bytes)
+        seqs = m.max_seqs or seqs
+        return Limits(tokens or mbt, seqs, kv_token_capacity(wl, hw, lay, max_seqs=seqs), batch_wait=bw)
+    sched = cat.get("serving", stack).spec.scheduler
+    cap = m.max_seqs or (SGLANG_MAX_RUNNING if sched.max_num_seqs == "kv-pool"
+                         else sched.tier(sched.max_num_seqs, m.sku, hw.hbm_bytes / GIB))
+    kv = kv_token_capacity(wl, hw, lay, max_seqs=cap)
+    chunk, seqs = scheduler_limits(sched, m.sku, hw.hbm_bytes, kv, wl.model.max_seq_len)
+    budget = tokens or chunk
+    if not sched.chunked_prefill:
+        budget = max(budget, inp.max)
+    return Limits(budget, m.max_seqs or seqs, kv, mixed=sched.prefill_with_decodes, batch_wait=bw)
+
+
+def predict_mlperf(cat: Catalog, m: Measured, hw: ServeHardware, stack: str | None = None) -> dict[str, float]:
     """The simulation's prediction of an MLPerf Offline (``m.kind == "max_throughput"``) or Server
-    (``"slo_throughput"``) result ``m`` (:func:`mlperf_setup`): output tokens/s of the replica, and the mean
-    TPOT and TTFT (seconds) of the run at the answer's rate."""
+    (``"slo_throughput"``) result ``m`` on serving stack ``stack`` (:func:`mlperf_setup`): output tokens/s of
+    the replica, and the mean TPOT and TTFT (seconds) of the run at the answer's rate."""
     from mi400plan import serve as core
 
-    st = mlperf_setup(cat, m, hw)
+    st = mlperf_setup(cat, m, hw, stack)
     wl, lay, sm, lim, inp, out = st.wl, st.lay, st.sm, st.lim, st.inp, st.out
     if m.kind == "max_throughput":
         o = offline(sm, lim, inp, out, OFFLINE_REQUESTS)

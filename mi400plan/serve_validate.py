@@ -191,7 +191,9 @@ def measured_from_row(r: dict[str, str]) -> Measured:
                     r["dpa"] == "1", opt("tpot_slo_s"), opt("ttft_slo_s"),
                     int(r["prefill_tokens"]) if r.get("prefill_tokens") else None,
                     int(r["prefill_prompts"]) if r.get("prefill_prompts") else None,
-                    int(r["max_seqs"]) if r.get("max_seqs") else None, out.cv2 if out is not None else 0.0)
+                    int(r["max_seqs"]) if r.get("max_seqs") else None, out.cv2 if out is not None else 0.0,
+                    *(int(r[k]) if r.get(k) else None for k in ("max_num_tokens", "adp_wait_iters",
+                                                                "adp_timeout_iters")))
 
 
 def validation_case(cat: Catalog, line: int, r: dict[str, str]) -> Case:

@@ -53,7 +53,8 @@ def published_rate_cases(cat: Catalog, lines: list[tuple[int, dict[str, str]]],
             continue
         c = validation_case(cat, line, r)
         if isinstance(c.spec, Measured):
-            out[c.id] = percentile_case(cat, c.spec, pricer.calibrated(c, pricer.stored_calibration(c)), pub)
+            out[c.id] = percentile_case(cat, c.spec, pricer.calibrated(c, pricer.stored_calibration(c)), pub,
+                                        c.stack or None)
     return out
 
 

@@ -182,7 +182,7 @@ class ScenarioProbe(OutModel):
     ttft_s: Percentiles
     tpot_s: Percentiles
     meets: bool  # server / interactive: p99 TTFT and p99 TPOT within the limits; offline: no KV thrash
-    failed: str | None = None  # TTFT, TPOT, KV cache or KV thrash: what failed at this run
+    failed: str | None = None  # TTFT, TPOT, KV cache, KV thrash, or capacity (at or above the saturated rate)
 
 
 class ScenarioRow(OutModel):
