@@ -670,3 +670,43 @@ def test_mlperf_limits_are_the_rows_then_the_stacks(catalog) -> None:
     for stack in ("rocm-vllm", None):
         lim = S.mlperf_setup(catalog, m, hw, stack).lim
         assert (lim.max_batched_tokens, lim.max_seqs, lim.batch_wait) == (8192, 1024, None)
+
+
+def test_a_thrashed_probe_reports_no_percentiles(cli) -> None:
+    """A run of the rate search that stops on KV thrash measured no request: its probe's percentiles are
+    None (not NaN, which the result contract refuses), the search still answers, and the chart skips it.
+    DeepSeek-V3 on H200 under SGLang at 2.9-3.0 requests/s per replica (its KV cache at the MLPerf
+    DeepSeek-R1 lengths) thrashes."""
+    r = cli(["serve", "deepseek-v3", "--sku", "h200", "--scenario", "server", "--stack", "sglang", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["data"]["scenario_rows"]
+    thrashed = [p for row in rows for p in row["search"] if p["failed"] == "KV thrash"]
+    assert thrashed and all(p["ttft_s"] is None and p["tpot_s"] is None for p in thrashed)
+    assert all(p["ttft_s"] is not None for row in rows for p in row["search"] if p["failed"] != "KV thrash")
+    assert any(row["meets"] for row in rows)
+
+
+def test_blocked_says_whether_a_request_ever_waited_for_a_limit() -> None:
+    """4 slots, 10 ms a decode step, 11 output tokens (a request holds its slot about 0.11 s): requests 1 s
+    apart never find the slots full; 8 requests at once leave 4 waiting for a slot. Two requests 1 ms apart
+    grow to 21 tokens of KV each (10 prompt + 11 generated): a 30-token cache cannot hold both and preempts
+    one (a preemption counts as meeting the limit); a 42-token cache holds both."""
+    sm = _linear([0.0, 0.01, 0.01, 0.01, 0.01], 0.0001)
+    inp, out = np.full(8, 10), np.full(8, 11)
+    apart = S.simulate(np.arange(8.0), inp, out, sm, S.Limits(8192, 4))
+    assert not apart.blocked
+    together = S.simulate(np.zeros(8), inp, out, sm, S.Limits(8192, 4))
+    assert together.blocked
+    kv = S.simulate(np.array([0.0, 0.001]), inp[:2], out[:2], sm, S.Limits(8192, 4, kv_tokens=30))
+    assert kv.blocked and kv.preemptions > 0
+    roomy = S.simulate(np.array([0.0, 0.001]), inp[:2], out[:2], sm, S.Limits(8192, 4, kv_tokens=42))
+    assert not roomy.blocked and roomy.preemptions == 0
+
+
+def test_a_request_outgrowing_the_whole_cache_is_kv_thrash() -> None:
+    """One request of 10 prompt and 11 output tokens on a 15-token KV cache: admitted (its prompt fits), it
+    outgrows the cache while decoding and is preempted, readmitted with its recomputed tokens, preempted
+    again: it can never finish, and the run says KV thrash instead of stalling."""
+    sm = _linear([0.0, 0.01, 0.01, 0.01, 0.01], 0.0001)
+    r = S.simulate(np.array([0.0]), np.array([10]), np.array([11]), sm, S.Limits(8192, 4, kv_tokens=15))
+    assert r.thrashed and r.preemptions > 0 and len(r.ttft) <= 1

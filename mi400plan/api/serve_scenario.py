@@ -224,6 +224,11 @@ def _pct(x: np.ndarray) -> Percentiles:
     return Percentiles(p50=p["p50"], p90=p["p90"], p99=p["p99"])
 
 
+def _measured_pct(p: dict[str, float]) -> Percentiles | None:
+    """A probe's percentiles, None where the run measured nothing (it stopped on KV thrash)."""
+    return Percentiles(**p) if all(np.isfinite(v) for v in p.values()) else None
+
+
 def _prompt_lengths(d: LengthDist) -> tuple[int, ...]:
     """Every prompt length a distribution can draw, when there are at most 4,096 of them."""
     if d.kind == "uniform":
@@ -322,9 +327,9 @@ def _simulate_one(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str,
             & res["fit"] & (res["b"] <= lim.max_seqs))
     if not same.any():
         same = (res["tp"] == lay.tp) & (res["pp"] == lay.pp) & (res["ep"] == lay.ep) & (res["dpa"] == lay.dpa)
-    hi = 1.25 * float(res["ev"]["requests_per_s"][same].max())
-    return lay, lim, sim.server(sm, lim, cfg.inp, cfg.out, ttft_s=cfg.ttft_s, tpot_s=cfg.tpot_s, rate_hi=hi,
-                                scenario=cfg.name), pf
+    steady = float(res["ev"]["requests_per_s"][same].max())
+    return lay, lim, sim.server(sm, lim, cfg.inp, cfg.out, ttft_s=cfg.ttft_s, tpot_s=cfg.tpot_s,
+                                rate_hi=1.25 * steady, scenario=cfg.name, steady_rate=steady), pf
 
 
 def scenario_rows(wl: Workload, sku_name: str, hw: ServeHardware, res: dict[str, Any], cfg: ScenarioConfig,
@@ -377,7 +382,7 @@ def _row(sku_name: str, sim_out: tuple[Layout, Limits, Outcome], cfg: ScenarioCo
     in_flight = float(lim.max_seqs) if cfg.name == "offline" else (o.rate * float(np.mean(r.latency))
                                                                    if len(r.latency) else 0.0)
     search = [ScenarioProbe(requests_per_s=p.rate, tokens_per_s_per_gpu=p.rate * cfg.out.mean / g,
-                            max_num_seqs=p.max_seqs, ttft_s=Percentiles(**p.ttft), tpot_s=Percentiles(**p.tpot),
+                            max_num_seqs=p.max_seqs, ttft_s=_measured_pct(p.ttft), tpot_s=_measured_pct(p.tpot),
                             meets=p.failed is None, failed=p.failed) for p in o.trace]
     return ScenarioRow(
         sku=sku_name, rank=0, scenario=cfg.name,

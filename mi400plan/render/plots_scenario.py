@@ -82,7 +82,7 @@ def _server(result: ServeResult, rows: list[ScenarioRow], fig: Figure, head: Hea
         seen: list[float] = [limit]
         for i, r in enumerate(rows):
             c = f"C{i}"
-            pts = sorted(r.search, key=lambda p: p.requests_per_s)
+            pts = sorted((p for p in r.search if getattr(p, key) is not None), key=lambda p: p.requests_per_s)
             x = [p.requests_per_s for p in pts]
             p99 = [getattr(p, key).p99 * scale for p in pts]
             p50 = [getattr(p, key).p50 * scale for p in pts]

@@ -179,8 +179,8 @@ class ScenarioProbe(OutModel):
     requests_per_s: float  # per replica
     tokens_per_s_per_gpu: float  # output tokens at that rate
     max_num_seqs: int
-    ttft_s: Percentiles
-    tpot_s: Percentiles
+    ttft_s: Percentiles | None  # None: no measured request finished (the run stopped on KV thrash)
+    tpot_s: Percentiles | None
     meets: bool  # server / interactive: p99 TTFT and p99 TPOT within the limits; offline: no KV thrash
     failed: str | None = None  # TTFT, TPOT, KV cache, KV thrash, or capacity (at or above the saturated rate)
 
