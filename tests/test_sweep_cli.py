@@ -145,7 +145,6 @@ def test_per_replica_batch_counts_replicas_not_dp_ranks(catalog) -> None:
     layout (fold > 1) dividing by DP would undercount it by the fold factor.
     """
     from mi400plan.api.sweep import SweepReport, sweep
-    from mi400plan.specs.layout import TrainOptions
 
     res = sweep(catalog, "mixtral-8x7b", ["mi300x"], gpus="64..128", global_batch="1024",
                 seq_len=4096, report=SweepReport(top=1, ranges=False), pins={"ep": [8], "tp": [1], "cp": [1]})
@@ -268,7 +267,6 @@ def test_row_metrics_by_hand(catalog) -> None:
     HFU adds one forward of the layers (2 x layer weights + 4 x layers x seq x heads x head_dim).
     MI300X dense BF16 peak 1,307.4 TFLOP/s; an MI300X rack (mi300x-server) holds 32 GPUs."""
     from mi400plan.api.sweep import SweepReport, sweep
-    from mi400plan.specs.layout import TrainOptions
 
     layer_w = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
     attn = 32 * 4096 * 32 * 128  # layers x seq x heads x head_dim
