@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from mi400plan.profiles import Catalog
     from mi400plan.serve import BatchWait, ServeHardware, Workload
     from mi400plan.serve_calibration import Measured
+    from mi400plan.specs.serving import SchedulerDefaults
 
 SEED = 20260723  # the simulation's fixed seed (any constant: results are deterministic)
 # vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py, 2025), OpenAI server: GPUs with >= 70 GiB other
@@ -960,41 +961,60 @@ def mlperf_setup(cat: Catalog, m: Measured, hw: ServeHardware, stack: str | None
     return MlperfSetup(wl, lay, sm, lim, inp, out)
 
 
+def seq_cap(sku_name: str, hw: ServeHardware, sched: SchedulerDefaults | None) -> int:
+    """The most sequences a serving stack's scheduler runs at once on this SKU: its profile's tier, a KV-pool
+    rule SGLang's 4,096 (``SGLANG_MAX_RUNNING``); no stack: vLLM's default for the GPU (:func:`scheduler_defaults`)."""
+    if sched is None:
+        return scheduler_defaults(sku_name, hw.hbm_bytes)[1]
+    if sched.max_num_seqs == "kv-pool":
+        return SGLANG_MAX_RUNNING
+    return sched.tier(sched.max_num_seqs, sku_name, hw.hbm_bytes / GIB)
+
+
+def stack_limits(wl: Workload, sku_name: str, hw: ServeHardware, lay: Layout, sched: SchedulerDefaults | None, *,
+                 max_batched_tokens: int | None = None, max_seqs: int | None = None, max_prompt: int = 0,
+                 batch_wait: BatchWait | None = None) -> Limits:
+    """The scheduler's limits for ``lay`` on this SKU: those given (``max_batched_tokens``, ``max_seqs``), else
+    the serving stack's defaults (``serving_stacks.scheduler_limits``; no stack: vLLM's per GPU,
+    :func:`scheduler_defaults`). A stack whose prefill does not share iterations with the decodes runs them
+    apart; one that does not chunk prompts gives every prompt a budget of at least its length (``max_prompt``
+    tokens: its iteration holds the whole prompt) unless a budget is given."""
+    from mi400plan.serving_stacks import scheduler_limits
+
+    if sched is None:
+        chunk, seqs = scheduler_defaults(sku_name, hw.hbm_bytes)
+        kv = kv_token_capacity(wl, hw, lay, max_seqs=max_seqs or seqs)
+        return Limits(max_batched_tokens or chunk, max_seqs or seqs, kv, batch_wait=batch_wait)
+    kv = kv_token_capacity(wl, hw, lay, max_seqs=max_seqs or seq_cap(sku_name, hw, sched))
+    chunk, seqs = scheduler_limits(sched, sku_name, hw.hbm_bytes, kv, wl.model.max_seq_len)
+    budget = max_batched_tokens or chunk
+    if not sched.chunked_prefill and max_batched_tokens is None:
+        budget = max(budget, max_prompt)
+    return Limits(budget, max_seqs or seqs, kv, mixed=sched.prefill_with_decodes, batch_wait=batch_wait)
+
+
 def mlperf_limits(cat: Catalog, m: Measured, hw: ServeHardware, wl: Workload, lay: Layout, inp: LengthDist,
                   stack: str | None) -> Limits:
-    """The scheduler limits MLPerf result ``m`` ran with: the submission's own where its row states them
-    (``m.max_seqs`` sequences per replica; ``m.max_num_tokens``, else the Offline row's ``m.prefill_tokens``,
-    tokens per iteration, per attention rank with attention data parallel, so ``tp`` times that for the
-    replica: TensorRT-LLM runs one scheduler per attention-DP rank, NVIDIA's harness
+    """The scheduler limits MLPerf result ``m`` ran with (:func:`stack_limits`): the submission's own where its
+    row states them (``m.max_seqs`` sequences per replica; ``m.max_num_tokens``, else the Offline row's
+    ``m.prefill_tokens``, tokens per iteration, per attention rank with attention data parallel, so ``tp`` times
+    that for the replica: TensorRT-LLM runs one scheduler per attention-DP rank, NVIDIA's harness
     ``closed/NVIDIA/code/llmlib/config.py``, 2025-09-09: "max-bs applies per attention-rank"); the rest from
-    the serving stack's profile (``serving_stacks.scheduler_limits``: its tokens and sequences, whether prompts
-    share iterations with the decodes, and a stack that does not chunk prompts gives every prompt a budget of
-    at least its length); vLLM's defaults for the GPU (:func:`scheduler_defaults`) where neither states them.
+    the serving stack's profile; vLLM's defaults for the GPU where neither states them.
     Attention-DP balancing (``m.adp_timeout_iters``, ``m.adp_wait_iters``) holds prompts until every rank
     has one (``serve_calibration.adp_balance_prompts`` arrivals) or the timeout passes, then the batching wait
     (``serve.BatchWait``). The KV cache admits on the blocks a request holds now (TensorRT-LLM's
     ``max_util`` capacity scheduler, which NVIDIA's configurations set; vLLM's rule alike)."""
     from mi400plan.serve import BatchWait
     from mi400plan.serve_calibration import adp_balance_prompts
-    from mi400plan.serving_stacks import scheduler_limits
 
     tokens = m.max_num_tokens or m.prefill_tokens
     tokens = tokens * m.tp if tokens and m.dpa else tokens
     bw = (BatchWait(int(m.adp_timeout_iters), math.inf, adp_balance_prompts(m.tp), int(m.adp_wait_iters or 0))
           if m.adp_timeout_iters and m.dpa and m.tp > 1 else None)
-    if not stack or stack not in cat.names("serving"):
-        mbt, seqs = scheduler_defaults(m.sku, hw.hbm_bytes)
-        seqs = m.max_seqs or seqs
-        return Limits(tokens or mbt, seqs, kv_token_capacity(wl, hw, lay, max_seqs=seqs), batch_wait=bw)
-    sched = cat.get("serving", stack).spec.scheduler
-    cap = m.max_seqs or (SGLANG_MAX_RUNNING if sched.max_num_seqs == "kv-pool"
-                         else sched.tier(sched.max_num_seqs, m.sku, hw.hbm_bytes / GIB))
-    kv = kv_token_capacity(wl, hw, lay, max_seqs=cap)
-    chunk, seqs = scheduler_limits(sched, m.sku, hw.hbm_bytes, kv, wl.model.max_seq_len)
-    budget = tokens or chunk
-    if not sched.chunked_prefill:
-        budget = max(budget, inp.max)
-    return Limits(budget, m.max_seqs or seqs, kv, mixed=sched.prefill_with_decodes, batch_wait=bw)
+    sched = cat.get("serving", stack).spec.scheduler if stack and stack in cat.names("serving") else None
+    return stack_limits(wl, m.sku, hw, lay, sched, max_batched_tokens=int(tokens) if tokens else None,
+                        max_seqs=m.max_seqs or None, max_prompt=inp.max, batch_wait=bw)
 
 
 def predict_mlperf(cat: Catalog, m: Measured, hw: ServeHardware, stack: str | None = None) -> dict[str, float]:

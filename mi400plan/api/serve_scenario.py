@@ -240,36 +240,18 @@ def _prompt_lengths(d: LengthDist) -> tuple[int, ...]:
 def _limits(wl: Workload, sku_name: str, hw: ServeHardware, lay: Layout, cfg: ScenarioConfig,
             stack: ResolvedServing | None) -> Limits:
     """The scheduler's limits for ``lay`` on this SKU: those given, else the serving stack's defaults
-    (``serving_stacks.scheduler_limits``; no stack: vLLM's per GPU). A stack whose prefill does not share
-    iterations with the decodes runs them apart; one that does not chunk prompts gives every prompt a budget
-    of at least its length (its iteration holds the whole prompt)."""
+    (``serve_sim.stack_limits``)."""
     from mi400plan import serve_sim as sim
-    from mi400plan.serving_stacks import scheduler_limits
 
-    if stack is None:
-        chunk, seqs = sim.scheduler_defaults(sku_name, hw.hbm_bytes)
-        kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cfg.max_seqs or seqs)
-        return sim.Limits(cfg.max_batched_tokens or chunk, cfg.max_seqs or seqs, kv)
-    sched = stack.scheduler
-    cap = cfg.max_seqs or _seq_cap(sku_name, hw, stack)
-    kv = sim.kv_token_capacity(wl, hw, lay, max_seqs=cap)
-    chunk, seqs = scheduler_limits(sched, sku_name, hw.hbm_bytes, kv, wl.model.max_seq_len)
-    budget = cfg.max_batched_tokens or chunk
-    if not sched.chunked_prefill and cfg.max_batched_tokens is None:
-        budget = max(budget, cfg.inp.max)
-    return sim.Limits(budget, cfg.max_seqs or seqs, kv, mixed=sched.prefill_with_decodes)
+    return sim.stack_limits(wl, sku_name, hw, lay, None if stack is None else stack.scheduler,
+                            max_batched_tokens=cfg.max_batched_tokens, max_seqs=cfg.max_seqs, max_prompt=cfg.inp.max)
 
 
 def _seq_cap(sku_name: str, hw: ServeHardware, stack: ResolvedServing | None) -> int:
-    """The most sequences the stack's scheduler runs at once on this SKU (a KV-pool rule: SGLang's 4,096)."""
+    """The most sequences the stack's scheduler runs at once on this SKU (``serve_sim.seq_cap``)."""
     from mi400plan import serve_sim as sim
 
-    if stack is None:
-        return sim.scheduler_defaults(sku_name, hw.hbm_bytes)[1]
-    sched = stack.scheduler
-    if sched.max_num_seqs == "kv-pool":
-        return sim.SGLANG_MAX_RUNNING
-    return sched.tier(sched.max_num_seqs, sku_name, hw.hbm_bytes / 2**30)
+    return sim.seq_cap(sku_name, hw, None if stack is None else stack.scheduler)
 
 
 def _offline(wl: Workload, hw: ServeHardware, lay: Layout, lim: Limits,
