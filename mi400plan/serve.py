@@ -82,7 +82,8 @@ import numpy as np
 from mi400plan.gemm import (ATTN_BLOCK_Q, TILE_M, AttnSku, GemmSku, LayerShapes, flash_attention_seconds,
                             gemm_math_seconds, model_shapes)
 from mi400plan.params import ParamCounts, kv_cache_bytes_per_token
-from mi400plan.serve_iterations import Iterations, held_release, mixed_iteration_wait, prompt_iterations
+from mi400plan.serve_iterations import (BatchWait, Iterations, held_release, mixed_iteration_wait,
+                                        prompt_iterations, release_count)
 from mi400plan.specs.layout import InferRecipe
 from mi400plan.specs.model import ModelSpec
 
@@ -626,26 +627,6 @@ def prompts_per_prefill(input_len: float, prefill_tokens: int) -> int:
     return max(1, int(prefill_tokens // max(float(input_len), 1.0)))
 
 
-@dataclass(frozen=True)
-class BatchWait:
-    """TensorRT-LLM's batch waiting (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio`` x
-    ``max_num_tokens``; both 0, off, by default): context requests are held while generation requests run,
-    until ``iters`` iterations have passed or the scheduled tokens (prompts + one per decode) reach
-    ``tokens`` (``tensorrt_llm/_torch/pyexecutor/py_executor.py`` ``_schedule`` / ``_waiting_requests``,
-    TensorRT-LLM 1.1, 2025). ``prompts`` > 0: the hold ends when that many prompts are held instead of at a
-    token count (attention-DP balancing, ``attention_dp_config.enable_balance``: context requests wait until
-    every attention rank has one or ``timeout_iters`` pass; ``_balance_adp_requests``, same file)."""
-
-    iters: int
-    tokens: float
-    prompts: float = 0.0
-    # Attention-DP balancing's batching wait (``attention_dp_config.batching_wait_iters``): once the hold is
-    # released by ``prompts`` (every rank holds a context request), this many more iterations run before the
-    # prompts start. The request simulation applies it (``serve_sim._Sim._holding``); the steady state's hold
-    # (``held_release`` / ``batch_hold``) has no such phase.
-    then_iters: int = 0
-
-
 def md1_wait_median(wait_mean: Any, rho: Any) -> np.ndarray:
     """Median of a single-server queue's wait with mean ``wait_mean`` at utilisation ``rho``: an arrival finds
     the server idle with probability ``1 - rho`` (wait 0), else waits an exponential of mean ``wait_mean /
@@ -673,10 +654,7 @@ def batch_hold(bw: BatchWait | None, t_step: Any, X: Any, batch: Any, input_len:
     z = np.zeros_like(np.asarray(t_step, dtype=np.float64) * np.asarray(X, dtype=np.float64))
     if bw is None or bw.iters <= 0:
         return z, z
-    if bw.prompts > 0:
-        k = np.full(z.shape, float(bw.prompts))
-    else:
-        k = np.ceil(np.maximum(bw.tokens - np.asarray(batch, dtype=np.float64) * decode_tokens, 0.0) / input_len)
+    k = release_count(bw, np.broadcast(z, np.asarray(batch)).shape, batch, input_len, decode_tokens)
     on = k > 1.0
     w = np.where(on, np.minimum(bw.iters * np.asarray(t_step), np.maximum(k - 1.0, 0.0) / X), 0.0)
     n = X * w

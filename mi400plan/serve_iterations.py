@@ -19,28 +19,47 @@ Units: seconds, prompts per second, tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-
-class BatchWait(Protocol):
-    """TensorRT-LLM's batch waiting as ``serve.BatchWait`` holds it (hold iterations, token count, prompt
-    count; that class documents the rule)."""
-
-    @property
-    def iters(self) -> int: ...
-
-    @property
-    def tokens(self) -> float: ...
-
-    @property
-    def prompts(self) -> float: ...
 
 # Prompt counts summed exactly by :func:`poisson_tails` (a larger count: the deterministic limit).
 MAX_EXACT_ARRIVALS = 512
 # Fixed-point iterations (damped by half) of :func:`held_release`'s cycle.
 CYCLE_ITERATIONS = 16
+
+
+@dataclass(frozen=True)
+class BatchWait:
+    """TensorRT-LLM's batch waiting (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio`` x
+    ``max_num_tokens``; both 0, off, by default): context requests are held while generation requests run,
+    until ``iters`` iterations have passed or the scheduled tokens (prompts + one per decode) reach
+    ``tokens`` (``tensorrt_llm/_torch/pyexecutor/py_executor.py`` ``_schedule`` / ``_waiting_requests``,
+    TensorRT-LLM 1.1, 2025). ``prompts`` > 0: the hold ends when that many prompts are held instead of at a
+    token count (attention-DP balancing, ``attention_dp_config.enable_balance``: context requests wait until
+    every attention rank has one or ``timeout_iters`` pass; ``_balance_adp_requests``, same file)."""
+
+    iters: int
+    tokens: float
+    prompts: float = 0.0
+    # Attention-DP balancing's batching wait (``attention_dp_config.batching_wait_iters``): once the hold is
+    # released by ``prompts`` (every rank holds a context request), this many more iterations run before the
+    # prompts start. The request simulation applies it (``serve_sim._Sim._holding``); the steady state's hold
+    # (``held_release`` / ``serve.batch_hold``) has no such phase.
+    then_iters: int = 0
+
+
+def release_count(bw: BatchWait, shape: tuple[int, ...], batch: Any, input_len: float,
+                  decode_tokens: float) -> np.ndarray:
+    """Prompts whose arrival releases a :class:`BatchWait` hold on a replica decoding ``batch`` sequences:
+    ``bw.prompts`` (attention-DP balancing), else ``ceil((tokens - batch x decode_tokens) / input_len)``, the
+    prompts whose tokens with the decodes' reach the threshold."""
+    if bw.prompts > 0:
+        return np.full(shape, float(bw.prompts))
+    b = np.asarray(batch, dtype=np.float64)
+    return np.ceil(np.maximum(bw.tokens - b * decode_tokens, 0.0) / input_len) + np.zeros(shape)
+
 
 @dataclass(frozen=True)
 class Iterations:
@@ -145,10 +164,7 @@ def held_release(bw: BatchWait, t_step: Any, pf_busy: Any, X: Any, batch: Any, i
     checks it against the simulation with the rule (``serve_sim.Limits.batch_wait``)."""
     ts, P, x = (np.asarray(v, dtype=np.float64) for v in (t_step, pf_busy, X))
     rho = np.minimum(x * P, 0.999)
-    if bw.prompts > 0:
-        k = np.full(np.broadcast(ts, x).shape, float(bw.prompts))
-    else:
-        k = np.ceil(np.maximum(bw.tokens - np.asarray(batch, dtype=np.float64) * decode_tokens, 0.0) / input_len)
+    k = release_count(bw, np.broadcast(ts, x, np.asarray(batch)).shape, batch, input_len, decode_tokens)
     th = bw.iters * ts
     t_open = poisson_tails(x * th, k - 1.0)[1]
     n = x * ts / (1.0 - rho) + 1.0
