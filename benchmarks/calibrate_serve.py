@@ -14,8 +14,8 @@ from pathlib import Path
 
 from mi400plan.hardware import serve_hardware as _hardware
 from mi400plan.profiles import Catalog
-from mi400plan.serve_calibration import (PointGroup, apply, calibration_groups, errors, fit_family, fitted_parameters,
-                                         stack_fit_allowed)
+from mi400plan.serve_calibration import (PointGroup, calibrated_bases, calibration_groups, errors, fit_family,
+                                         fitted_parameters, stack_fit_allowed)
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "serve_inferencex.csv"
 
@@ -47,7 +47,7 @@ def _fit(cat: Catalog, key: str, g: PointGroup, stack: str) -> None:
     cal = fit_family(cat, g.family, g.model_class, g.fitted, base, stack=stack)
     for what, left in ((f"older runs (before {g.cut})", g.older), ("queueing points", g.waiting)):
         if left:
-            e = errors(cat, left, {k: apply(v, cal) for k, v in base.items()})
+            e = errors(cat, left, calibrated_bases(base, cal))
             print(f"    # {key}: {len(left)} {what} not fitted: tok/s/GPU error {e['tput'].mean():.0%} mean, "
                   f"{e['tput'].max():.0%} max; TPOT {e['tpot'].mean():.0%} mean; TTFT {e['ttft'].mean():.0%} mean")
     print(f"    {key!r}: FamilyCalibration({g.family!r}, {g.model_class!r}, {cal.hbm_efficiency}, "
@@ -55,7 +55,8 @@ def _fit(cat: Catalog, key: str, g: PointGroup, stack: str) -> None:
           f"{cal.tput_mean_err}, {cal.tput_max_err}, {cal.tpot_mean_err}, {cal.tpot_max_err}, "
           f"{cal.ttft_mean_err}, {g.dates[0] + '..' + g.dates[-1]!r}, {cal.matmul_precisions!r}"
           + (f", stack={stack!r}, status='stack fit'" if stack else "")
-          + f", host_per_seq_us={cal.host_per_seq_us}),"
+          + f", host_per_seq_us={cal.host_per_seq_us}"
+          + (f", precision_fits={cal.precision_fits!r}" if cal.precision_fits else "") + "),"
           + f"  # {time.perf_counter() - t0:.1f} s")
 
 

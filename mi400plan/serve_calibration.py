@@ -28,6 +28,11 @@ model is served with its own class's calibration, or the family's other one wher
   on Hopper with TensorRT-LLM (dense: 1.35). It is
   fitted only when the family's points include 8k-token prompts (else 1, the prior), and applied only at
   the compute precisions of the points it was fitted on (other precisions keep the profile's ceiling);
+* per compute precision: where a group's points hold two precisions with enough points each
+  (:func:`precision_split`: the Llama points of CDNA 4 and Blackwell, FP8 and FP4), the HBM efficiency and
+  the matmul scale are fitted once per precision (``precision_fits``), the overheads and host time shared:
+  the FP4 formats run GEMM kernels of their own (block-scale dequantisation inside the GEMM), and pooled, the
+  FP4 points came out optimistic and the FP8 ones pessimistic on every stack that ran both;
 * ``request_overhead_ms``: per-request time before the first token outside the GPU model
   (HTTP, tokenisation, scheduling), added to TTFT only;
 * ``host_per_seq_us``: the serving framework's CPU time per scheduled sequence per decode iteration that
@@ -110,6 +115,9 @@ class FamilyCalibration:
     status: str = "family fit"  # "stack fit", "family fit", or the family fit standing in for a stack
     range_err: float | None = None  # the corners' spread (``apply``); None: the mean TPOT error
     host_per_seq_us: float = 0.0  # framework CPU time per scheduled sequence per iteration (``serve.host_bound_step``)
+    # ``(compute precision, hbm_efficiency, matmul_scale)`` fitted apart where the points afford it
+    # (:func:`precision_split`); at those precisions they replace the two fields above (:func:`at_precision`)
+    precision_fits: tuple[tuple[str, float, float], ...] = ()
 
 
 # Output of benchmarks/calibrate_serve.py on tests/data/serve_inferencex.csv (checked by
@@ -124,14 +132,16 @@ CALIBRATION: dict[str, FamilyCalibration] = {
                                            0.108, 0.1067, '2025-10-16..2025-11-02', ('fp8',), host_per_seq_us=0.0),
     'amd-cdna3/moe': FamilyCalibration('amd-cdna3', 'moe', 0.95, 20.0, 0.35, 25.0, 15, 0.0381, 0.1288, 0.0489, 0.0961,
                                        0.0815, '2026-02-27..2026-02-27', ('fp8',), host_per_seq_us=40.0),
-    'amd-cdna3/dense': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 35.0, 119, 0.0615, 0.31, 0.0594, 0.2047,
-                                         0.1772, '2025-10-16..2025-10-16', ('fp8',), host_per_seq_us=60.0),
-    'amd-cdna4/dense': FamilyCalibration('amd-cdna4', 'dense', 0.8, 10.0, 0.95, 55.0, 120, 0.1166, 0.687, 0.1098,
-                                         0.3691, 0.3718, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
-                                         host_per_seq_us=40.0),
-    'nvidia-blackwell/dense': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 1.0, 30.0, 240, 0.077, 0.3271,
-                                                0.0784, 0.3641, 0.1468, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
-                                                host_per_seq_us=10.0),
+    'amd-cdna3/dense': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 35.0, 119, 0.0615, 0.31, 0.0594,
+                                         0.2047, 0.1772, '2025-10-16..2025-10-16', ('fp8',), host_per_seq_us=60.0),
+    'amd-cdna4/dense': FamilyCalibration('amd-cdna4', 'dense', 0.95, 10.0, 1.0, 50.0, 120, 0.0817, 0.4128, 0.0811,
+                                         0.2953, 0.3508, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+                                         host_per_seq_us=30.0,
+                                         precision_fits=(('fp4', 0.6, 0.7), ('fp8', 0.95, 1.0))),
+    'nvidia-blackwell/dense': FamilyCalibration('nvidia-blackwell', 'dense', 0.9, 6.0, 1.0, 35.0, 240, 0.0756, 0.299,
+                                                0.066, 0.2899, 0.1546, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+                                                host_per_seq_us=30.0,
+                                                precision_fits=(('fp4', 0.7, 1.05), ('fp8', 0.9, 1.0))),
     'nvidia-hopper/dense': FamilyCalibration('nvidia-hopper', 'dense', 0.85, 6.0, 1.35, 15.0, 169, 0.095, 0.2702,
                                              0.0972, 0.2976, 0.1229, '2025-10-16..2025-10-16', ('fp8',),
                                              host_per_seq_us=50.0),
@@ -146,8 +156,9 @@ STACK_CALIBRATION: dict[str, FamilyCalibration] = {
                                               0.1028, 0.0795, '2026-02-27..2026-02-27', ('fp4',), stack='sglang',
                                               status='stack fit', host_per_seq_us=0.0),
     'nvidia-blackwell/moe/trtllm': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 70.0, 12, 0.0795,
-                                                     0.2454, 0.0953, 0.1755, 0.1989, '2025-11-02..2026-02-03', ('fp4',
-                                                     'fp8'), stack='trtllm', status='stack fit', host_per_seq_us=0.0),
+                                                     0.2454, 0.0953, 0.1755, 0.1989, '2025-11-02..2026-02-03',
+                                                     ('fp4', 'fp8'), stack='trtllm', status='stack fit',
+                                                     host_per_seq_us=0.0),
     'nvidia-hopper/moe/trtllm': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 10.0, 0.85, 40.0, 24, 0.028, 0.0576,
                                                   0.0382, 0.073, 0.0678, '2025-10-16..2025-11-02', ('fp8',),
                                                   stack='trtllm', status='stack fit', host_per_seq_us=0.0),
@@ -157,22 +168,27 @@ STACK_CALIBRATION: dict[str, FamilyCalibration] = {
     'amd-cdna3/dense/rocm-vllm': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 35.0, 119, 0.0615, 0.31,
                                                    0.0594, 0.2047, 0.1772, '2025-10-16..2025-10-16', ('fp8',),
                                                    stack='rocm-vllm', status='stack fit', host_per_seq_us=60.0),
-    'amd-cdna4/dense/rocm-vllm': FamilyCalibration('amd-cdna4', 'dense', 0.8, 10.0, 0.95, 55.0, 120, 0.1166, 0.687,
-                                                   0.1098, 0.3691, 0.3718, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
-                                                   stack='rocm-vllm', status='stack fit', host_per_seq_us=40.0),
-    'nvidia-blackwell/dense/trtllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.85, 6.0, 1.15, 30.0, 121, 0.0735,
-                                                       0.1651, 0.0749, 0.2587, 0.1066, '2025-10-16..2025-10-16',
-                                                       ('fp4', 'fp8'), stack='trtllm', status='stack fit',
-                                                       host_per_seq_us=30.0),
-    'nvidia-blackwell/dense/vllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 0.8, 30.0, 119, 0.056,
-                                                     0.2355, 0.0554, 0.1972, 0.1805, '2025-10-16..2025-10-16', ('fp4',
-                                                     'fp8'), stack='vllm', status='stack fit', host_per_seq_us=20.0),
+    'amd-cdna4/dense/rocm-vllm': FamilyCalibration('amd-cdna4', 'dense', 0.95, 10.0, 1.0, 50.0, 120, 0.0817, 0.4128,
+                                                   0.0811, 0.2953, 0.3508, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+                                                   stack='rocm-vllm', status='stack fit', host_per_seq_us=30.0,
+                                                   precision_fits=(('fp4', 0.6, 0.7), ('fp8', 0.95, 1.0))),
+    'nvidia-blackwell/dense/trtllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 6.0, 1.05, 30.0, 121,
+                                                       0.0489, 0.1951, 0.053, 0.1876, 0.1111,
+                                                       '2025-10-16..2025-10-16', ('fp4', 'fp8'), stack='trtllm',
+                                                       status='stack fit', host_per_seq_us=20.0,
+                                                       precision_fits=(('fp4', 0.7, 1.25), ('fp8', 0.95, 1.05))),
+    'nvidia-blackwell/dense/vllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 0.9, 35.0, 119, 0.0466,
+                                                     0.2172, 0.0563, 0.1959, 0.1697, '2025-10-16..2025-10-16',
+                                                     ('fp4', 'fp8'), stack='vllm', status='stack fit',
+                                                     host_per_seq_us=20.0,
+                                                     precision_fits=(('fp4', 0.85, 0.8), ('fp8', 0.95, 0.9))),
     'nvidia-hopper/dense/vllm': FamilyCalibration('nvidia-hopper', 'dense', 0.8, 6.0, 1.25, 15.0, 101, 0.0508, 0.174,
                                                   0.0543, 0.2522, 0.1332, '2025-10-16..2025-10-16', ('fp8',),
                                                   stack='vllm', status='stack fit', host_per_seq_us=80.0),
-    'nvidia-hopper/dense/trtllm': FamilyCalibration('nvidia-hopper', 'dense', 0.95, 6.0, 1.5, 15.0, 68, 0.0457, 0.3153,
-                                                    0.0656, 0.2274, 0.0895, '2025-10-16..2025-10-16', ('fp8',),
-                                                    stack='trtllm', status='stack fit', host_per_seq_us=30.0),
+    'nvidia-hopper/dense/trtllm': FamilyCalibration('nvidia-hopper', 'dense', 0.95, 6.0, 1.5, 15.0, 68, 0.0457,
+                                                    0.3153, 0.0656, 0.2274, 0.0895, '2025-10-16..2025-10-16',
+                                                    ('fp8',), stack='trtllm', status='stack fit',
+                                                    host_per_seq_us=30.0),
     'nvidia-hopper/moe/sglang': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 8.0, 0.75, 75.0, 15, 0.0211, 0.0503,
                                                   0.0285, 0.0674, 0.1473, '2025-10-16..2025-10-16', ('fp8',),
                                                   stack='sglang', status='stack fit', host_per_seq_us=40.0),
@@ -237,19 +253,29 @@ def scaled(hw: Any, scale: Any) -> Any:
                    attn_eff=np.minimum(1.0, hw.attn_eff * scale))
 
 
+def at_precision(cal: FamilyCalibration, precision: str | None) -> tuple[float, float]:
+    """``(HBM efficiency, matmul scale)`` calibration ``cal`` gives at compute ``precision``: its own fit where
+    the precision was fitted apart (``cal.precision_fits``); else the fields, the matmul scale only at a
+    precision it was fitted at (None: the fitted one) and 1 (the profile's ceiling) at any other."""
+    own = [(h, m) for prec, h, m in cal.precision_fits if prec == precision]
+    if own:
+        return own[0]
+    fitted = precision is None or precision in cal.matmul_precisions
+    return cal.hbm_efficiency, (cal.matmul_scale if fitted else 1.0)
+
+
 def apply(hw: Any, cal: FamilyCalibration, case: str = "nominal", precision: str | None = None) -> Any:
-    """``hw`` (``serve.ServeHardware``) with the family's fitted figures; at a corner each efficiency
-    moves by the mean TPOT error (pessimistic: lower efficiencies, higher overheads). The matmul scale
-    applies only at the compute ``precision`` it was fitted at (None: the fitted one); other precisions
-    keep the profile's ceiling (scale 1). A family fit standing in for an uncalibrated stack moves by
+    """``hw`` (``serve.ServeHardware``) with the family's fitted figures at compute ``precision``
+    (:func:`at_precision`); at a corner each efficiency moves by the mean TPOT error (pessimistic: lower
+    efficiencies, higher overheads). A family fit standing in for an uncalibrated stack moves by
     ``cal.range_err`` instead (:func:`stack_calibration_for`). At a fitted precision ``hw`` carries the
     profile's nominal ceiling at every corner (``hardware.serve_hardware``): the scale was fitted on it."""
     spread = cal.tpot_mean_err if cal.range_err is None else cal.range_err
     f = {"nominal": 0.0, "pessimistic": -1.0, "optimistic": 1.0}[case] * spread
-    fitted = precision is None or precision in cal.matmul_precisions
-    hw = scaled(hw, (cal.matmul_scale if fitted else 1.0) * (1.0 + f))
+    hbm, mm = at_precision(cal, precision)
+    hw = scaled(hw, mm * (1.0 + f))
     hw = replace(hw, matmul_eff=float(hw.matmul_eff), attn_eff=float(hw.attn_eff))
-    return replace(hw, hbm_eff=min(1.0, cal.hbm_efficiency * (1.0 + f)),
+    return replace(hw, hbm_eff=min(1.0, hbm * (1.0 + f)),
                    kernel_overhead_s=cal.kernel_overhead_us * 1e-6 * (1.0 - f),
                    request_overhead_s=cal.request_overhead_ms * 1e-3,
                    host_per_seq_s=cal.host_per_seq_us * 1e-6 * (1.0 - f))
@@ -450,13 +476,42 @@ def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
 
 def fitted_parameters(points: list[Point]) -> int:
     """How many figures :func:`fit_family` fits on ``points``: HBM efficiency, kernel overhead and request
-    overhead, the matmul scale when a prompt is ``PREFILL_HEAVY_TOKENS`` long, and the host time per sequence
+    overhead, the matmul scale when a prompt is ``PREFILL_HEAVY_TOKENS`` long (HBM efficiency and matmul scale
+    once per compute precision where :func:`precision_split` parts them), and the host time per sequence
     where the points afford it (:func:`host_fitted`)."""
     return _base_parameters(points) + (1 if host_fitted(points) else 0)
 
 
+def _own_parameters(points: list[Point]) -> int:
+    """The figures fitted per compute precision: HBM efficiency, and the matmul scale given an 8k prompt."""
+    return 2 if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else 1
+
+
 def _base_parameters(points: list[Point]) -> int:
-    return 4 if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else 3
+    split = precision_split(points)
+    parts = [points] if split is None else list(split.values())
+    return 2 + sum(_own_parameters(v) for v in parts)
+
+
+def precision_split(points: list[Point]) -> dict[str, list[Point]] | None:
+    """``points`` by compute precision (``serve.COMPUTE_PRECISION``) where they hold more than one and each
+    precision has ``MIN_POINTS_PER_PARAMETER`` points per figure of its own (:func:`_own_parameters`); else
+    None (one HBM efficiency and matmul scale for all). The 4-bit formats run GEMM kernels of their own,
+    which dequantise block scales inside the GEMM (MXFP4 on CDNA 4: AITER's Triton ``gemm_afp4wfp4`` or
+    assembly ``gemm_a4w4``, chosen per concurrency by the InferenceX launch scripts ``benchmarks/70b_fp4_mi355x_*``
+    at commit b13bcafec, 2025-10-15; vLLM PR #53141, 2026-08-20: Llama-3.3-70B MXFP4 on MI355X, TP8, 128
+    sequences, 1k/1k, TPOT 45.07 ms on the Triton kernel and 39.25 ms on the assembly one); the FP8 GEMMs are the
+    vendor BLAS's. Pooled, the fit left the formats apart by the same sign on every stack that ran both: tokens/s
+    per GPU FP8 -6 % / MXFP4 +13 % (CDNA 4 ROCm vLLM), FP8 -4 % / NVFP4 +8 % (Blackwell TensorRT-LLM), FP8
+    -2 % / NVFP4 +6 % (Blackwell vLLM), mean signed error on the calibration points."""
+    from mi400plan.serve import COMPUTE_PRECISION
+
+    by: dict[str, list[Point]] = {}
+    for p in points:
+        by.setdefault(COMPUTE_PRECISION[p.precision], []).append(p)
+    if len(by) < 2 or any(len(v) < MIN_POINTS_PER_PARAMETER * _own_parameters(v) for v in by.values()):
+        return None
+    return dict(sorted(by.items()))
 
 
 def host_fitted(points: list[Point]) -> bool:
@@ -471,15 +526,19 @@ def stack_fit_allowed(points: list[Point]) -> bool:
     return len(points) >= MIN_POINTS_PER_PARAMETER * fitted_parameters(points)
 
 
-def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[str, Any], *,
-               stack: str = "") -> FamilyCalibration:
-    """Grid-search fit of one family on its points of one model class (see the module docstring); with
-    ``stack``, the points are that serving stack's only (the result says so). ``base`` maps each (SKU,
-    weight format) to its nominal ``serve.ServeHardware`` (peaks, bandwidths, fabrics from the profile)."""
-    # Prefill (compute) time matters in these points only with long prompts: without an 8k-token prompt
-    # the matmul efficiency is not identifiable and keeps the prior.
+def calibrated_bases(base: dict[tuple[str, str], Any], cal: FamilyCalibration) -> dict[tuple[str, str], Any]:
+    """``fit_family``'s ``base`` ((SKU, weight format) -> nominal hardware) with calibration ``cal`` applied at
+    each weight format's compute precision."""
+    from mi400plan.serve import COMPUTE_PRECISION
+
+    return {k: apply(v, cal, precision=COMPUTE_PRECISION[k[1]]) for k, v in base.items()}
+
+
+def _grid_loss(cat: Any, points: list[Point], base: dict[str, Any], host_grid: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(H, K, M, S, loss)``: the grid of HBM efficiency, kernel overhead (s), matmul scale and host time per
+    sequence (s), and the sum of squared log errors of tokens/s per GPU and median TPOT of ``points`` on it;
+    the matmul scale is searched only with an 8k prompt among them (else the prior, 1)."""
     mm_grid = SCALE_GRID if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else np.array([PRIOR["matmul"]])
-    host_grid = HOST_GRID_US if host_fitted(points) else np.array([0.0])
     H, K, M, S = np.meshgrid(HBM_GRID, OVERHEAD_GRID_US * 1e-6, mm_grid, host_grid * 1e-6, indexing="ij")
     loss = np.zeros(H.shape)
     for p in points:
@@ -487,29 +546,71 @@ def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[
                      host_per_seq_s=S)
         pr = predict(cat, p, hw)
         loss += np.log(pr["tput"] / p.tput_per_gpu) ** 2 + np.log(pr["tpot"] / p.tpot_s) ** 2
-    # Directions the points do not constrain (a flat loss) keep the planner's prior (the profile's assumed
-    # HBM 0.80, matmul 0.50, 5 us, no host time): among grid points within 1 % of the best loss, the closest to it.
+    return H, K, M, S, loss
+
+
+def _near_prior(loss: np.ndarray, prior: np.ndarray) -> tuple[int, ...]:
+    """The grid index, among those within 1 % of the best ``loss``, closest to the ``prior`` (a flat direction
+    keeps the planner's prior)."""
     near = loss <= loss.min() * 1.01 + 1e-12
-    prior = (np.log(H / PRIOR["hbm"]) ** 2 + np.log(K * 1e6 / PRIOR["overhead_us"]) ** 2
-             + np.log(M / PRIOR["matmul"]) ** 2 + (S * 1e6 / PRIOR["host_scale_us"]) ** 2)
-    i = np.unravel_index(int(np.argmin(np.where(near, prior, np.inf))), loss.shape)
-    h, k, mm, hs = float(H[i]), round(float(K[i]) * 1e6, 3), float(M[i]), round(float(S[i]) * 1e6, 3)
-    ttft0 = [float(predict(cat, p, replace(scaled(base[(p.sku, p.precision)], mm), hbm_eff=h, kernel_overhead_s=k * 1e-6,
-                                           request_overhead_s=0.0, host_per_seq_s=hs * 1e-6))["ttft"]) for p in points]
-    obs = np.array([p.ttft_s for p in points])
-    r_loss = [(np.log((np.array(ttft0) + r * 1e-3) / obs) ** 2).sum() for r in REQUEST_GRID_MS]
-    req = float(REQUEST_GRID_MS[int(np.argmin(r_loss))])
+    return tuple(int(i) for i in np.unravel_index(int(np.argmin(np.where(near, prior, np.inf))), loss.shape))
+
+
+def _prior(H: Any, K: Any, M: Any, S: Any) -> Any:
+    return (np.log(H / PRIOR["hbm"]) ** 2 + np.log(K * 1e6 / PRIOR["overhead_us"]) ** 2
+            + np.log(M / PRIOR["matmul"]) ** 2 + (S * 1e6 / PRIOR["host_scale_us"]) ** 2)
+
+
+def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[str, Any], *,
+               stack: str = "") -> FamilyCalibration:
+    """Grid-search fit of one family on its points of one model class (see the module docstring); with
+    ``stack``, the points are that serving stack's only (the result says so). ``base`` maps each (SKU,
+    weight format) to its nominal ``serve.ServeHardware`` (peaks, bandwidths, fabrics from the profile).
+    Where :func:`precision_split` parts the points, each precision has its own HBM efficiency and matmul
+    scale at the kernel overhead and host time shared by all: for each of those two, each precision's best."""
     from mi400plan.serve import COMPUTE_PRECISION
 
-    precs = tuple(sorted({COMPUTE_PRECISION[p.precision] for p in points})) if len(mm_grid) > 1 else ()
-    cal = FamilyCalibration(family, cls, h, k, mm, req, len(points), 0, 0, 0, 0, 0, "", precs, stack=stack,
-                            status="stack fit" if stack else "family fit", host_per_seq_us=hs)
-    errs = errors(cat, points, {k: apply(v, cal) for k, v in base.items()})
+    host_grid = HOST_GRID_US if host_fitted(points) else np.array([0.0])
+    split = precision_split(points)
+    grids = {prec: _grid_loss(cat, part, base, host_grid) for prec, part in (split or {"": points}).items()}
+    if split is None:
+        H, K, M, S, loss = grids[""]
+        i = _near_prior(loss, _prior(H, K, M, S))
+        own = {"": (float(H[i]), float(M[i]))}
+        ki, si = i[1], i[3]
+    else:
+        H, K, M, S, _ = next(iter(grids.values()))
+        shared = sum(g[4].min(axis=(0, 2)) for g in grids.values())
+        ki, si = _near_prior(shared, _prior(PRIOR["hbm"], K[0, :, 0, :], PRIOR["matmul"], S[0, :, 0, :]))
+        own = {}
+        for prec, (Hp, _, Mp, _, loss) in grids.items():
+            a, b = _near_prior(loss[:, ki, :, si], _prior(Hp[:, ki, :, si], K[0, ki, 0, si], Mp[:, ki, :, si],
+                                                           S[0, ki, 0, si]))
+            own[prec] = (float(Hp[a, ki, b, si]), float(Mp[a, ki, b, si]))
+    k, hs = round(float(K[0, ki, 0, si]) * 1e6, 3), round(float(S[0, ki, 0, si]) * 1e6, 3)
+    ref = "" if split is None else ("fp8" if "fp8" in own else max(split, key=lambda q: len(split[q])))
+    h, mm = own[ref]
+    fits = () if split is None else tuple((prec, hp, mp) for prec, (hp, mp) in own.items())
+    heavy = {prec for prec, part in (split or {"": points}).items() if any(p.isl >= PREFILL_HEAVY_TOKENS for p in part)}
+    precs = tuple(sorted({COMPUTE_PRECISION[p.precision] for p in points
+                          if (split is None and heavy) or COMPUTE_PRECISION[p.precision] in heavy}))
+    cal = FamilyCalibration(family, cls, h, k, mm, 0.0, len(points), 0, 0, 0, 0, 0, "", precs, stack=stack,
+                            status="stack fit" if stack else "family fit", host_per_seq_us=hs, precision_fits=fits)
+    ttft0 = [float(predict(cat, p, hw)["ttft"]) for p, hw in zip(points, _at(points, calibrated_bases(base, cal)))]
+    obs = np.array([p.ttft_s for p in points])
+    r_loss = [(np.log((np.array(ttft0) + r * 1e-3) / obs) ** 2).sum() for r in REQUEST_GRID_MS]
+    cal = replace(cal, request_overhead_ms=float(REQUEST_GRID_MS[int(np.argmin(r_loss))]))
+    errs = errors(cat, points, calibrated_bases(base, cal))
     return replace(cal, tput_mean_err=round(float(np.mean(errs["tput"])), 4),
                    tput_max_err=round(float(np.max(errs["tput"])), 4),
                    tpot_mean_err=round(float(np.mean(errs["tpot"])), 4),
                    tpot_max_err=round(float(np.max(errs["tpot"])), 4),
                    ttft_mean_err=round(float(np.mean(errs["ttft"])), 4))
+
+
+def _at(points: list[Point], hw: dict[tuple[str, str], Any]) -> list[Any]:
+    """Each point's hardware, without the request overhead (the TTFT fit adds it)."""
+    return [replace(hw[(p.sku, p.precision)], request_overhead_s=0.0) for p in points]
 
 
 def errors(cat: Any, points: list[Point], hw: dict[str, Any], *, signed: bool = False) -> dict[str, np.ndarray]:

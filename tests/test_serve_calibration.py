@@ -62,6 +62,8 @@ def test_fit_reproduces_the_stored_constants(catalog, key: str) -> None:
     for f in ("hbm_efficiency", "kernel_overhead_us", "matmul_scale", "request_overhead_ms", "tput_mean_err",
               "tput_max_err", "tpot_mean_err", "tpot_max_err", "ttft_mean_err"):
         assert getattr(cal, f) == pytest.approx(getattr(stored, f), abs=1e-4), f
+    assert (cal.host_per_seq_us, cal.precision_fits, cal.matmul_precisions) == (
+        stored.host_per_seq_us, stored.precision_fits, stored.matmul_precisions)
 
 
 @pytest.mark.parametrize("key", sorted(CALIBRATION))
@@ -116,15 +118,20 @@ VALIDATION_REPORTED = {
     # T1 and M2 on Blackwell: 0.15 / 0.34 -> 0.12 / 0.30 and 1.67 / 2.23 -> 1.41 / 1.95 (TTFT 0.70 -> 0.81, TPOT
     # 0.05 -> 0.14): the Blackwell MoE refit once its TP4 points at 256 sequences carry their launch script's
     # attention data parallel and its prompt hold (HBM 0.65 -> 0.60, matmul scale 1.25 -> 1.0, 180 -> 90 ms)
-    ("T1", "nvidia-blackwell"): (0.11, 0.30, None, None),
+    # T1 Blackwell 0.11 -> 0.12, M1 CDNA 4 (MXFP4) 0.25 -> 0.34, M1 Blackwell (NVFP4) 0.11 / 0.22 -> 0.29 / 0.36
+    # (TPOT 0.43 -> 0.64, TTFT 0.33 -> 0.51): the refit with an HBM efficiency and matmul scale per compute
+    # precision (serve_calibration.precision_split; CDNA 4 FP4 0.60 / 0.70 against FP8 0.95 / 1.0, Blackwell
+    # FP4 0.70 / 1.05 against FP8 0.90 / 1.0), whose shared CPU time per sequence moved (Blackwell 10 -> 30 us,
+    # CDNA 4 40 -> 30 us); held out, never fitted: reported as they come out
+    ("T1", "nvidia-blackwell"): (0.12, 0.30, None, None),
     ("M1", "amd-cdna3"): (0.20, 0.25, 0.34, 0.19),
-    ("M1", "amd-cdna4"): (0.25, 0.25, None, None),
+    ("M1", "amd-cdna4"): (0.34, 0.34, None, None),
     # TTFT (mean |error|) 0.77 -> 0.15 (Hopper), 0.64 -> 0.33 (Blackwell), CDNA 3 0.07 -> 0.19, D1 Hopper 0.50 ->
     # 0.51, M2 0.81 -> 0.71: the TTFT under each stack's iteration rule (serve_iterations; TensorRT-LLM and ROCm
     # vLLM run a prompt in an iteration that carries the decode batch), a mechanism noticed on these M1 errors, so
     # M1's TTFT is no longer an independent figure; tokens/s and TPOT are the CPU-time refit's (above)
     ("M1", "nvidia-hopper"): (0.24, 0.36, 0.27, 0.15),
-    ("M1", "nvidia-blackwell"): (0.11, 0.22, 0.43, 0.33),
+    ("M1", "nvidia-blackwell"): (0.29, 0.36, 0.64, 0.51),
     # M2: 1.41 / 1.95 -> 0.82 / 1.31 (TPOT 0.14 -> 0.15): its rows given the dataset's output lengths (a
     # squared coefficient of variation of 1.24), so the sequences in flight are length-biased: a decode step
     # reads 804 + 3,736 / 2 x 2.24 tokens per sequence instead of 804 + 3,736 / 2, and fewer fit in the cache
@@ -318,3 +325,64 @@ def test_queued_points_are_left_out_by_their_ttft() -> None:
     p = Point("mi300x", "llama3-70b", "fp8", 1, 1, False, 8192, 1024, 8, 1572.1, 0.042, 2.34)
     assert not queued(p)
     assert queued(Point("h100", "llama3-70b", "fp8", 2, 1, False, 8192, 1024, 32, 1000.0, 0.053, 4.19))
+
+
+# --- one HBM efficiency and matmul scale per compute precision -------------------------------------------
+
+
+def _pt(precision: str, isl: int = 1024, conc: int = 16) -> Point:
+    return Point("b200", "llama3-70b", precision, 8, 1, False, isl, 1024, conc, 1.0, 1.0, 1.0)
+
+
+def test_precision_split_needs_three_points_per_own_figure() -> None:
+    """Each precision fits its HBM efficiency (and its matmul scale given an 8k prompt): 3 points a figure.
+    Two precisions of 3 x 1k points: split, 2 shared figures (kernel and request overhead) + 1 + 1 = 4; with
+    an 8k prompt among the FP8 points those need 6 (2 figures), so 5 FP8 points stay pooled (one figure set:
+    3 + the matmul scale = 4); one precision alone is never split."""
+    from mi400plan.serve_calibration import fitted_parameters, precision_split
+
+    two = [_pt("fp8", conc=c) for c in (4, 8, 16)] + [_pt("nvfp4", conc=c) for c in (4, 8, 16)]
+    split = precision_split(two)
+    assert split is not None and list(split) == ["fp4", "fp8"] and len(split["fp4"]) == 3
+    assert fitted_parameters(two) == 4
+    heavy = [_pt("fp8", conc=c) for c in (4, 8, 16, 32)] + [_pt("fp8", 8192)] + [_pt("nvfp4", conc=c) for c in (4, 8, 16)]
+    assert precision_split(heavy) is None and fitted_parameters(heavy) == 4
+    heavy6 = heavy + [_pt("fp8", 8192, 8)]
+    assert precision_split(heavy6) is not None and fitted_parameters(heavy6) == 2 + 2 + 1
+    assert precision_split([_pt("fp8", conc=c) for c in (4, 8, 16, 32)]) is None
+
+
+def test_at_precision_uses_the_precision_own_fit() -> None:
+    """A precision fitted apart takes its own HBM efficiency and scale; another takes the fields, with the
+    scale only where it was fitted (else the profile's ceiling, 1)."""
+    from mi400plan.serve_calibration import at_precision
+
+    c = replace(CALIBRATION["amd-cdna3/dense"], hbm_efficiency=0.9, matmul_scale=0.8, matmul_precisions=("fp8",),
+                precision_fits=(("fp4", 0.6, 0.7), ("fp8", 0.9, 0.8)))
+    assert at_precision(c, "fp4") == (0.6, 0.7)
+    assert at_precision(c, "fp8") == (0.9, 0.8)
+    assert at_precision(c, "bf16") == (0.9, 1.0)
+    assert at_precision(replace(c, precision_fits=()), None) == (0.9, 0.8)
+
+
+def test_fit_recovers_an_hbm_efficiency_per_precision(catalog) -> None:
+    """Points made by the model at FP8 HBM 0.90 and NVFP4 HBM 0.60, one kernel overhead (6 us), no host time,
+    a request overhead of 20 ms: the split fit returns each precision's efficiency, the shared overhead and the
+    request overhead, and FP8's as the fields (the reference for unfitted precisions); a pooled fit could not
+    (it has one efficiency for both)."""
+    from mi400plan.serve_calibration import calibrated_bases, predict
+
+    truth = replace(CALIBRATION["nvidia-blackwell/dense"], hbm_efficiency=0.9, kernel_overhead_us=6.0, matmul_scale=1.0,
+                    request_overhead_ms=0.0, host_per_seq_us=0.0, matmul_precisions=(),
+                    precision_fits=(("fp4", 0.6, 1.0), ("fp8", 0.9, 1.0)))
+    shapes = [_pt(p, conc=c) for p in ("fp8", "nvfp4") for c in (4, 16, 64)]
+    hw = calibrated_bases(_base(catalog, shapes, "dense"), truth)
+    points = []
+    for p in shapes:
+        pr = predict(catalog, p, hw[(p.sku, p.precision)])
+        points.append(replace(p, tput_per_gpu=float(pr["tput"]), tpot_s=float(pr["tpot"]), ttft_s=float(pr["ttft"]) + 0.020))
+    cal = fit_family(catalog, "nvidia-blackwell", "dense", points, _base(catalog, points, "dense"))
+    assert cal.precision_fits == (("fp4", 0.6, 1.0), ("fp8", 0.9, 1.0))
+    assert (cal.hbm_efficiency, cal.kernel_overhead_us, cal.host_per_seq_us) == (0.9, 6.0, 0.0)
+    assert cal.request_overhead_ms == 20.0
+    assert cal.tput_max_err == pytest.approx(0.0, abs=1e-9) and cal.tpot_max_err == pytest.approx(0.0, abs=1e-9)

@@ -135,7 +135,8 @@ def _sku(cat: Any, name: str, precision: str, gpus: int, cost: float | None, *, 
         sku=h.name, precision=precision, compute_precision=COMPUTE_PRECISION[precision], peak_flops=h.peak_flops,
         matmul=h.matmul_eff, hbm=h.hbm_eff, kernel_overhead_s=h.kernel_overhead_s, hbm_bandwidth=h.hbm_bw,
         hbm_capacity=h.hbm_bytes, domain=h.domain, gpus=gpus,
-        calibration=_calibration_text(cat, name, nominal_sku, matmul, hbm, model_class, st.name if st else None),
+        calibration=_calibration_text(cat, name, nominal_sku, matmul, hbm, model_class, st.name if st else None,
+                                      COMPUTE_PRECISION[precision]),
         gpu_hour_cost=cost, serving_stack=st.label() if st else None, serving_stack_basis=st.basis if st else None,
         calibration_status=_calibration_status(cat, name, matmul, hbm, model_class, st.name if st else None),
         host_per_seq_s=h.host_per_seq_s, host_overlap=h.host_overlap,
@@ -202,8 +203,8 @@ def _calibration_status(cat: Any, name: str, matmul: float | None, hbm: float | 
 
 
 def _calibration_text(cat: Any, name: str, sku: Any, matmul: float | None, hbm: float | None,
-                      model_class: str, stack: str | None = None) -> str:
-    from mi400plan.serve_calibration import family_of, stack_calibration_for
+                      model_class: str, stack: str | None = None, precision: str | None = None) -> str:
+    from mi400plan.serve_calibration import at_precision, family_of, stack_calibration_for
 
     arch = cat.get("accelerators", name).spec.architecture
     cal = stack_calibration_for(arch, model_class, stack)
@@ -221,6 +222,9 @@ def _calibration_text(cat: Any, name: str, sku: Any, matmul: float | None, hbm: 
     text = (f"calibrated on {cal.points} InferenceX points of {kind}{whose}, {cal.family} family, {dates}{borrowed}: "
             f"tok/s/GPU error {cal.tput_mean_err:.0%} mean, {cal.tput_max_err:.0%} max; "
             f"TPOT {cal.tpot_mean_err:.0%} mean")
+    if any(p == precision for p, _, _ in cal.precision_fits):
+        h, m = at_precision(cal, precision)
+        text += f"; its {precision} points fitted apart (HBM efficiency {h:.2f}, matmul scale {m:.2f})"
     return text if cal.status in ("stack fit", "family fit") else f"{text}; {cal.status}"
 
 
