@@ -123,27 +123,27 @@ class FamilyCalibration:
 # Output of benchmarks/calibrate_serve.py on tests/data/serve_inferencex.csv (checked by
 # tests/test_serve_calibration.py), keyed ``family/class``.
 CALIBRATION: dict[str, FamilyCalibration] = {
-    'amd-cdna4/moe': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592, 0.1028,
-                                       0.0795, '2026-02-27..2026-02-27', ('fp4',), host_per_seq_us=0.0),
-    'nvidia-blackwell/moe': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 70.0, 12, 0.0795, 0.2454,
-                                              0.0953, 0.1755, 0.1989, '2025-11-02..2026-02-03', ('fp4', 'fp8'),
+    'amd-cdna4/moe': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 60.0, 14, 0.038, 0.0694, 0.0588, 0.1034,
+                                       0.1072, '2026-02-27..2026-02-27', ('fp4',), host_per_seq_us=0.0),
+    'nvidia-blackwell/moe': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 75.0, 12, 0.0826, 0.258,
+                                              0.0934, 0.1841, 0.2055, '2025-11-02..2026-02-03', ('fp4', 'fp8'),
                                               host_per_seq_us=0.0),
-    'nvidia-hopper/moe': FamilyCalibration('nvidia-hopper', 'moe', 0.8, 8.0, 0.75, 50.0, 39, 0.0474, 0.1108, 0.0414,
-                                           0.108, 0.1067, '2025-10-16..2025-11-02', ('fp8',), host_per_seq_us=0.0),
-    'amd-cdna3/moe': FamilyCalibration('amd-cdna3', 'moe', 0.95, 20.0, 0.35, 25.0, 15, 0.0381, 0.1288, 0.0489, 0.0961,
-                                       0.0815, '2026-02-27..2026-02-27', ('fp8',), host_per_seq_us=40.0),
-    'amd-cdna3/dense': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 35.0, 119, 0.0615, 0.31, 0.0594,
-                                         0.2047, 0.1772, '2025-10-16..2025-10-16', ('fp8',), host_per_seq_us=60.0),
-    'amd-cdna4/dense': FamilyCalibration('amd-cdna4', 'dense', 0.95, 10.0, 1.0, 50.0, 120, 0.0817, 0.4128, 0.0811,
-                                         0.2953, 0.3508, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+    'nvidia-hopper/moe': FamilyCalibration('nvidia-hopper', 'moe', 0.8, 8.0, 0.75, 55.0, 39, 0.0471, 0.1098, 0.0402,
+                                           0.1053, 0.1236, '2025-10-16..2025-11-02', ('fp8',), host_per_seq_us=0.0),
+    'amd-cdna3/moe': FamilyCalibration('amd-cdna3', 'moe', 0.95, 20.0, 0.35, 35.0, 15, 0.0369, 0.1204, 0.0517, 0.1037,
+                                       0.0726, '2026-02-27..2026-02-27', ('fp8',), host_per_seq_us=50.0),
+    'amd-cdna3/dense': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 35.0, 119, 0.0629, 0.3131, 0.0595,
+                                         0.1963, 0.1667, '2025-10-16..2025-10-16', ('fp8',), host_per_seq_us=60.0),
+    'amd-cdna4/dense': FamilyCalibration('amd-cdna4', 'dense', 0.9, 10.0, 1.05, 55.0, 120, 0.0819, 0.3927, 0.0872,
+                                         0.2751, 0.3276, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
                                          host_per_seq_us=30.0,
-                                         precision_fits=(('fp4', 0.6, 0.7), ('fp8', 0.95, 1.0))),
-    'nvidia-blackwell/dense': FamilyCalibration('nvidia-blackwell', 'dense', 0.9, 6.0, 1.0, 35.0, 240, 0.0756, 0.299,
-                                                0.066, 0.2899, 0.1546, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
-                                                host_per_seq_us=30.0,
-                                                precision_fits=(('fp4', 0.7, 1.05), ('fp8', 0.9, 1.0))),
-    'nvidia-hopper/dense': FamilyCalibration('nvidia-hopper', 'dense', 0.85, 6.0, 1.35, 15.0, 169, 0.095, 0.2702,
-                                             0.0972, 0.2976, 0.1229, '2025-10-16..2025-10-16', ('fp8',),
+                                         precision_fits=(('fp4', 0.55, 0.8), ('fp8', 0.9, 1.05))),
+    'nvidia-blackwell/dense': FamilyCalibration('nvidia-blackwell', 'dense', 0.85, 6.0, 1.05, 35.0, 240, 0.0731,
+                                                0.2983, 0.0644, 0.2808, 0.1524, '2025-10-16..2025-10-16',
+                                                ('fp4', 'fp8'), host_per_seq_us=30.0,
+                                                precision_fits=(('fp4', 0.7, 1.0), ('fp8', 0.85, 1.05))),
+    'nvidia-hopper/dense': FamilyCalibration('nvidia-hopper', 'dense', 0.85, 6.0, 1.35, 15.0, 169, 0.0968, 0.2954,
+                                             0.0978, 0.3097, 0.0957, '2025-10-16..2025-10-16', ('fp8',),
                                              host_per_seq_us=50.0),
 }
 
@@ -152,46 +152,45 @@ CALIBRATION: dict[str, FamilyCalibration] = {
 # (``profiles/serving``) where the stack has ``MIN_POINTS_PER_PARAMETER`` points per fitted figure, keyed
 # ``family/class/stack``; checked by tests/test_serve_stacks.py.
 STACK_CALIBRATION: dict[str, FamilyCalibration] = {
-    'amd-cdna4/moe/sglang': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 55.0, 14, 0.0384, 0.0706, 0.0592,
-                                              0.1028, 0.0795, '2026-02-27..2026-02-27', ('fp4',), stack='sglang',
+    'amd-cdna4/moe/sglang': FamilyCalibration('amd-cdna4', 'moe', 0.95, 8.0, 0.25, 60.0, 14, 0.038, 0.0694, 0.0588,
+                                              0.1034, 0.1072, '2026-02-27..2026-02-27', ('fp4',), stack='sglang',
                                               status='stack fit', host_per_seq_us=0.0),
-    'nvidia-blackwell/moe/trtllm': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 70.0, 12, 0.0795,
-                                                     0.2454, 0.0953, 0.1755, 0.1989, '2025-11-02..2026-02-03',
+    'nvidia-blackwell/moe/trtllm': FamilyCalibration('nvidia-blackwell', 'moe', 0.6, 6.0, 1.0, 75.0, 12, 0.0826,
+                                                     0.258, 0.0934, 0.1841, 0.2055, '2025-11-02..2026-02-03',
                                                      ('fp4', 'fp8'), stack='trtllm', status='stack fit',
                                                      host_per_seq_us=0.0),
-    'nvidia-hopper/moe/trtllm': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 10.0, 0.85, 40.0, 24, 0.028, 0.0576,
-                                                  0.0382, 0.073, 0.0678, '2025-10-16..2025-11-02', ('fp8',),
+    'nvidia-hopper/moe/trtllm': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 10.0, 0.85, 45.0, 24, 0.0275, 0.0617,
+                                                  0.038, 0.0718, 0.0834, '2025-10-16..2025-11-02', ('fp8',),
                                                   stack='trtllm', status='stack fit', host_per_seq_us=0.0),
-    'amd-cdna3/moe/sglang': FamilyCalibration('amd-cdna3', 'moe', 0.95, 20.0, 0.35, 25.0, 15, 0.0381, 0.1288, 0.0489,
-                                              0.0961, 0.0815, '2026-02-27..2026-02-27', ('fp8',), stack='sglang',
-                                              status='stack fit', host_per_seq_us=40.0),
-    'amd-cdna3/dense/rocm-vllm': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 35.0, 119, 0.0615, 0.31,
-                                                   0.0594, 0.2047, 0.1772, '2025-10-16..2025-10-16', ('fp8',),
+    'amd-cdna3/moe/sglang': FamilyCalibration('amd-cdna3', 'moe', 0.95, 20.0, 0.35, 35.0, 15, 0.0369, 0.1204, 0.0517,
+                                              0.1037, 0.0726, '2026-02-27..2026-02-27', ('fp8',), stack='sglang',
+                                              status='stack fit', host_per_seq_us=50.0),
+    'amd-cdna3/dense/rocm-vllm': FamilyCalibration('amd-cdna3', 'dense', 0.75, 8.0, 0.9, 35.0, 119, 0.0629, 0.3131,
+                                                   0.0595, 0.1963, 0.1667, '2025-10-16..2025-10-16', ('fp8',),
                                                    stack='rocm-vllm', status='stack fit', host_per_seq_us=60.0),
-    'amd-cdna4/dense/rocm-vllm': FamilyCalibration('amd-cdna4', 'dense', 0.95, 10.0, 1.0, 50.0, 120, 0.0817, 0.4128,
-                                                   0.0811, 0.2953, 0.3508, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
+    'amd-cdna4/dense/rocm-vllm': FamilyCalibration('amd-cdna4', 'dense', 0.9, 10.0, 1.05, 55.0, 120, 0.0819, 0.3927,
+                                                   0.0872, 0.2751, 0.3276, '2025-10-16..2025-10-16', ('fp4', 'fp8'),
                                                    stack='rocm-vllm', status='stack fit', host_per_seq_us=30.0,
-                                                   precision_fits=(('fp4', 0.6, 0.7), ('fp8', 0.95, 1.0))),
-    'nvidia-blackwell/dense/trtllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 6.0, 1.05, 30.0, 121,
-                                                       0.0489, 0.1951, 0.053, 0.1876, 0.1111,
-                                                       '2025-10-16..2025-10-16', ('fp4', 'fp8'), stack='trtllm',
-                                                       status='stack fit', host_per_seq_us=20.0,
-                                                       precision_fits=(('fp4', 0.7, 1.25), ('fp8', 0.95, 1.05))),
-    'nvidia-blackwell/dense/vllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 0.9, 35.0, 119, 0.0466,
-                                                     0.2172, 0.0563, 0.1959, 0.1697, '2025-10-16..2025-10-16',
+                                                   precision_fits=(('fp4', 0.55, 0.8), ('fp8', 0.9, 1.05))),
+    'nvidia-blackwell/dense/trtllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 6.0, 1.0, 30.0, 121, 0.0479,
+                                                       0.1927, 0.0509, 0.1864, 0.1073, '2025-10-16..2025-10-16',
+                                                       ('fp4', 'fp8'), stack='trtllm', status='stack fit',
+                                                       host_per_seq_us=20.0,
+                                                       precision_fits=(('fp4', 0.7, 1.1), ('fp8', 0.95, 1.0))),
+    'nvidia-blackwell/dense/vllm': FamilyCalibration('nvidia-blackwell', 'dense', 0.95, 8.0, 0.85, 35.0, 119, 0.0456,
+                                                     0.2135, 0.0551, 0.1968, 0.1665, '2025-10-16..2025-10-16',
                                                      ('fp4', 'fp8'), stack='vllm', status='stack fit',
                                                      host_per_seq_us=20.0,
-                                                     precision_fits=(('fp4', 0.85, 0.8), ('fp8', 0.95, 0.9))),
-    'nvidia-hopper/dense/vllm': FamilyCalibration('nvidia-hopper', 'dense', 0.8, 6.0, 1.25, 15.0, 101, 0.0508, 0.174,
-                                                  0.0543, 0.2522, 0.1332, '2025-10-16..2025-10-16', ('fp8',),
+                                                     precision_fits=(('fp4', 0.85, 0.75), ('fp8', 0.95, 0.85))),
+    'nvidia-hopper/dense/vllm': FamilyCalibration('nvidia-hopper', 'dense', 0.8, 6.0, 1.2, 15.0, 101, 0.0533, 0.196,
+                                                  0.0567, 0.2624, 0.0977, '2025-10-16..2025-10-16', ('fp8',),
                                                   stack='vllm', status='stack fit', host_per_seq_us=80.0),
-    'nvidia-hopper/dense/trtllm': FamilyCalibration('nvidia-hopper', 'dense', 0.95, 6.0, 1.5, 15.0, 68, 0.0457,
-                                                    0.3153, 0.0656, 0.2274, 0.0895, '2025-10-16..2025-10-16',
-                                                    ('fp8',), stack='trtllm', status='stack fit',
-                                                    host_per_seq_us=30.0),
-    'nvidia-hopper/moe/sglang': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 8.0, 0.75, 75.0, 15, 0.0211, 0.0503,
-                                                  0.0285, 0.0674, 0.1473, '2025-10-16..2025-10-16', ('fp8',),
-                                                  stack='sglang', status='stack fit', host_per_seq_us=40.0),
+    'nvidia-hopper/dense/trtllm': FamilyCalibration('nvidia-hopper', 'dense', 0.95, 6.0, 1.5, 20.0, 68, 0.0462, 0.237,
+                                                    0.0717, 0.1853, 0.0777, '2025-10-16..2025-10-16', ('fp8',),
+                                                    stack='trtllm', status='stack fit', host_per_seq_us=40.0),
+    'nvidia-hopper/moe/sglang': FamilyCalibration('nvidia-hopper', 'moe', 0.95, 8.0, 0.7, 75.0, 15, 0.0231, 0.053,
+                                                  0.0263, 0.0657, 0.1425, '2025-10-16..2025-10-16', ('fp8',),
+                                                  stack='sglang', status='stack fit', host_per_seq_us=30.0),
 }
 
 
@@ -452,10 +451,29 @@ def launch_batch_wait(p: Point) -> Any:
     return None
 
 
+# InferenceX's client draws every prompt and output length uniformly on ``[int(0.8 L), L]`` for the nominal
+# length ``L`` (``--random-range-ratio 0.8`` in every workflow, ``.github/workflows/full-sweep-tmpl.yml`` at commit
+# b13bcafec and ``RANDOM_RANGE_RATIO: 0.8`` in ``benchmark-tmpl.yml`` through f267602, 2026-02-26; the client,
+# ``kimbochen/bench_serving`` ``benchmark_serving.py`` ``sample_random_requests``, later InferenceX's
+# ``utils/bench_serving``: ``np.random.randint(int(L * range_ratio), L + 1)``): the mean is 0.9 L, not L.
+INFERENCEX_RANGE_RATIO = 0.8
+
+
+def inferencex_lengths(nominal: int) -> Any:
+    """The lengths InferenceX's client sends for nominal length ``nominal`` (``serve_sim.LengthDist``, uniform on
+    ``int(0.8 nominal)..nominal``: ``INFERENCEX_RANGE_RATIO``)."""
+    from mi400plan.serve_sim import LengthDist
+
+    return LengthDist("uniform", (int(nominal * INFERENCEX_RANGE_RATIO), int(nominal)),
+                      source="InferenceX random dataset, range ratio 0.8")
+
+
 def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     """The model's total tokens/s per GPU, median TPOT and median TTFT (InferenceX publishes medians) for point
     ``p`` on hardware ``hw`` (whose efficiency fields may be arrays: one prediction per element): a closed loop
-    of ``p.conc`` clients on a server that runs as many as its KV cache admits under its stack's policy
+    of ``p.conc`` clients sending the lengths InferenceX's client draws (:func:`inferencex_lengths`: their means,
+    and the outputs' spread for the length-biased context) on a server that runs as many as its KV cache admits
+    under its stack's policy
     (``serve_admission.closed_loop``; the weights' room is the nominal HBM's), with the batch waiting its
     launch script sets (:func:`launch_batch_wait`) and its stack's iteration rule (:func:`stack_iterations`)."""
     from mi400plan import serve as core
@@ -464,10 +482,13 @@ def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     from mi400plan.specs.layout import infer_recipe
 
     m = cat.get("models", p.model).spec
-    wl = core.Workload(m, count_params(m), infer_recipe(p.precision, kv_dtype="fp8"), p.isl, p.osl)
+    inp, out = inferencex_lengths(p.isl), inferencex_lengths(p.osl)
+    wl = core.Workload(m, count_params(m), infer_recipe(p.precision, kv_dtype="fp8"), round(inp.mean), round(out.mean),
+                       output_cv2=out.cv2)
     policy = admission_policy(cat, p.stack)
     cap = np.inf if policy is None else kv_capacity(
-        wl, hw, tp=p.tp, pp=1, dpa=p.dpa, batch=float(p.conc), context=admission_context(policy, p.isl, p.osl))
+        wl, hw, tp=p.tp, pp=1, dpa=p.dpa, batch=float(p.conc),
+        context=admission_context(policy, wl.input_len, wl.output_len, out.cv2))
     ev = closed_loop(wl, replace(hw, host_overlap=INFERENCEX_HOST_OVERLAP), tp=p.tp, pp=1, ep=p.ep, dpa=p.dpa,
                      clients=float(p.conc), capacity=cap, batch_waiting=launch_batch_wait(p),
                      iterations=stack_iterations(cat, p.stack, p.sku, hw.hbm_bytes))

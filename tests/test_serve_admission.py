@@ -110,14 +110,19 @@ def test_admission_wait_matches_a_simulated_closed_loop(clients: int, slots: int
 
 
 def test_stack_policy_sets_the_running_batch(catalog) -> None:
-    """The same H200 TP1 point of 64 clients at 1,024/8,192: TensorRT-LLM reserves 9,216 tokens per request,
-    so fewer than 64 run and the rest wait; vLLM admits on current blocks (5,120 on average): all 64 run."""
+    """The same H200 TP1 point of 64 clients at 1,024/8,192 nominal, which InferenceX's client sends as 922 / 7,372
+    tokens on average (uniform on 819..1,024 and 6,553..8,192; ``inferencex_lengths``): TensorRT-LLM reserves
+    922 + 7,372 x (1 + cv^2 0.0041) = 8,324 tokens per request, so fewer than 64 run and the rest wait; vLLM
+    admits on current blocks (922 + 3,701 on average): all 64 run."""
     from mi400plan.serve_calibration import Point, admission_policy, predict
 
     assert admission_policy(catalog, "trtllm") == "reserve-full"
     assert {admission_policy(catalog, s) for s in ("vllm", "rocm-vllm", "sglang")} == {"current"}
     assert admission_policy(catalog, "") is None
-    wl, hw = _setup(catalog, "h200", 1024, 8192)
+    from mi400plan.serve_calibration import inferencex_lengths
+
+    wl, hw = _setup(catalog, "h200", 922, 7372)
+    wl = replace(wl, output_cv2=inferencex_lengths(8192).cv2)
     pt = Point("h200", "llama3-70b", "fp8", 1, 1, False, 1024, 8192, 64, 1.0, 0.03, 50.0)
     trt, vllm, none = (predict(catalog, replace(pt, stack=s), hw) for s in ("trtllm", "vllm", ""))
     at64 = core.evaluate(wl, hw, tp=1, pp=1, ep=1, dpa=False, batch=64.0)

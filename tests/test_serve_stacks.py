@@ -281,34 +281,34 @@ def test_stack_fit_reproduces_the_stored_constants(catalog) -> None:
 
 
 def test_stack_fit_is_the_one_served(catalog) -> None:
-    """Hopper dense on TensorRT-LLM: the stored stack fit HBM 0.95, 6 us and 30 us of CPU time per sequence reach
+    """Hopper dense on TensorRT-LLM: the stored stack fit HBM 0.95, 6 us and 40 us of CPU time per sequence reach
     serve's hardware, and the family fit (0.85, 6 us, 50 us) stays the one without a stack."""
     from mi400plan.hardware import serve_hardware
     from mi400plan.serve_calibration import STACK_CALIBRATION
 
     c = STACK_CALIBRATION["nvidia-hopper/dense/trtllm"]
-    assert (c.hbm_efficiency, c.kernel_overhead_us, c.host_per_seq_us) == (0.95, 6.0, 30.0)
+    assert (c.hbm_efficiency, c.kernel_overhead_us, c.host_per_seq_us) == (0.95, 6.0, 40.0)
     hw, _ = serve_hardware(catalog, "h100", "fp8", "nominal", matmul=None, hbm=None, model_class="dense", stack="trtllm")
-    assert (hw.hbm_eff, hw.kernel_overhead_s, hw.host_per_seq_s) == pytest.approx((0.95, 6e-6, 30e-6))
+    assert (hw.hbm_eff, hw.kernel_overhead_s, hw.host_per_seq_s) == pytest.approx((0.95, 6e-6, 40e-6))
     fam, _ = serve_hardware(catalog, "h100", "fp8", "nominal", matmul=None, hbm=None, model_class="dense")
     assert (fam.hbm_eff, fam.kernel_overhead_s, fam.host_per_seq_s) == pytest.approx((0.85, 6e-6, 50e-6))
 
 
 def test_uncalibrated_stack_takes_the_family_fit_with_a_wider_range(catalog) -> None:
-    """ROCm vLLM has no DeepSeek-R1 points on CDNA 4: the family's MoE fit (HBM 0.95, mean TPOT error 0.0592,
-    max 0.1028) with corners at the max: pessimistic HBM 0.95 x (1 - 0.1028) = 0.85234."""
+    """ROCm vLLM has no DeepSeek-R1 points on CDNA 4: the family's MoE fit (HBM 0.95, mean TPOT error 0.0588,
+    max 0.1034) with corners at the max: pessimistic HBM 0.95 x (1 - 0.1034) = 0.85177."""
     from mi400plan.hardware import serve_hardware
     from mi400plan.serve_calibration import stack_calibration_for
 
     arch = catalog.get("accelerators", "mi355x").spec.architecture
     cal = stack_calibration_for(arch, "moe", "rocm-vllm")
-    assert (cal.hbm_efficiency, cal.range_err, cal.stack) == (0.95, 0.1028, "rocm-vllm")
+    assert (cal.hbm_efficiency, cal.range_err, cal.stack) == (0.95, 0.1034, "rocm-vllm")
     assert "family fit standing in for rocm-vllm" in cal.status
     lo, _ = serve_hardware(catalog, "mi355x", "mxfp4", "pessimistic", matmul=None, hbm=None, model_class="moe",
                            stack="rocm-vllm")
-    assert lo.hbm_eff == pytest.approx(0.85234)
+    assert lo.hbm_eff == pytest.approx(0.85177)
     fam_lo, _ = serve_hardware(catalog, "mi355x", "mxfp4", "pessimistic", matmul=None, hbm=None, model_class="moe")
-    assert fam_lo.hbm_eff == pytest.approx(0.95 * (1 - 0.0592))
+    assert fam_lo.hbm_eff == pytest.approx(0.95 * (1 - 0.0588))
 
 
 def test_signed_errors_by_hand(catalog) -> None:
@@ -333,9 +333,12 @@ def test_signed_errors_by_hand(catalog) -> None:
 # refit with the CPU time per scheduled sequence added to the decode step (serve.host_bound_step; held out, never
 # fitted: reported as they come out). M1 Blackwell 0.228 / 0.610 -> 0.167 / 0.562: the TensorRT-LLM refit with an
 # HBM efficiency and matmul scale per compute precision (NVFP4 0.70 / 1.25, FP8 0.95 / 1.05; serve_calibration.
-# precision_split).
-VALIDATION_STACK_REPORTED = {("M1", "nvidia-hopper"): (0.105, 0.199), ("M1", "nvidia-blackwell"): (0.167, 0.562),
-                             ("D1", "nvidia-hopper"): (1.799, 0.614), ("T1", "nvidia-hopper"): (0.115, None)}
+# precision_split). M1 Hopper 0.105 / 0.199 -> 0.146 / 0.236, Blackwell 0.167 / 0.562 -> 0.206 / 0.606, T1 Hopper
+# 0.115 -> 0.107: the refits at the lengths InferenceX's client sends (mean 0.9 of the nominal ones:
+# serve_calibration.inferencex_lengths; Hopper TensorRT-LLM's CPU time per sequence 30 -> 40 us, which MLPerf's
+# 1,000+ sequences in flight magnify).
+VALIDATION_STACK_REPORTED = {("M1", "nvidia-hopper"): (0.146, 0.236), ("M1", "nvidia-blackwell"): (0.206, 0.606),
+                             ("D1", "nvidia-hopper"): (1.799, 0.614), ("T1", "nvidia-hopper"): (0.107, None)}
 
 
 @pytest.mark.parametrize("key", sorted(VALIDATION_STACK_REPORTED))
