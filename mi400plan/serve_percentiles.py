@@ -25,7 +25,7 @@ model predicts too short a latency).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,7 +38,7 @@ from mi400plan.serve_validate import signed_error
 if TYPE_CHECKING:
     from mi400plan.profiles import Catalog
     from mi400plan.serve import ServeHardware
-    from mi400plan.serve_calibration import Measured
+    from mi400plan.serve_calibration import Measured, Point
     from mi400plan.serve_sim import MlperfSetup
 
 MEASURED_REQUESTS = 500  # requests measured at the published rate: as ``serve_sim.server`` measures each rate
@@ -158,3 +158,78 @@ def summarize_errors(errors: list[float | None]) -> ErrorSummary:
     if not v.size:
         return ErrorSummary(0, missing, None, None, None)
     return ErrorSummary(int(v.size), missing, float(v.mean()), float(np.abs(v).mean()), float(np.abs(v).max()))
+
+
+# --- InferenceX closed loops: the published p99 TTFT (never fitted) ---------------------------------------
+
+# InferenceX sends ``10 x`` the concurrency in prompts per point (``--num-prompts $(( CONC * 10 ))
+# --max-concurrency $CONC --request-rate inf``, every benchmark script at commit b13bcafec, 2025-10-15) and
+# publishes the client's p99 TTFT over all of them, ``np.percentile`` (linear interpolation) of the per-request
+# TTFTs (``bench_serving/benchmark_serving.py`` ``calculate_metrics``).
+INFERENCEX_PROMPTS_PER_CLIENT = 10
+
+
+@dataclass(frozen=True)
+class ClosedLoopP99:
+    """One InferenceX point's closed loop simulated: p50 and p99 TTFT (seconds) over every request."""
+
+    ttft_p50: float
+    ttft_p99: float
+
+
+def inferencex_closed_loop(cat: Catalog, p: Point, hw: ServeHardware) -> ClosedLoopP99 | None:
+    """InferenceX point ``p`` as its client ran it (``serve_sim.closed_loop``): ``p.conc`` clients, 10 prompts
+    each, the lengths it draws (``serve_calibration.inferencex_lengths``), on its stack's scheduler limits
+    (``serve_sim.stack_limits``) with the prompt hold its launch script sets, on ``hw`` (the stored calibration;
+    CPU time per sequence added to the step as the fit has it). None: the run thrashes or rejects prompts."""
+    from mi400plan import serve as core
+    from mi400plan.params import count_params
+    from mi400plan.serve_calibration import INFERENCEX_HOST_OVERLAP, inferencex_lengths, launch_batch_wait
+    from mi400plan.serve_sim import Layout, closed_loop, in_flight, sample_lengths, stack_limits, step_model
+    from mi400plan.specs.layout import infer_recipe
+
+    model = cat.get("models", p.model).spec
+    inp, out = inferencex_lengths(p.isl), inferencex_lengths(p.osl)
+    wl = core.Workload(model, count_params(model), infer_recipe(p.precision, kv_dtype="fp8"), round(inp.mean),
+                       round(out.mean), output_cv2=out.cv2)
+    hw = replace(hw, host_overlap=INFERENCEX_HOST_OVERLAP)
+    lay = Layout(p.tp, 1, p.ep, p.dpa)
+    sched = cat.get("serving", p.stack).spec.scheduler if p.stack in cat.names("serving") else None
+    lim = stack_limits(wl, p.sku, hw, lay, sched, max_prompt=inp.max, batch_wait=launch_batch_wait(p))
+    lim = replace(lim, max_seqs=min(lim.max_seqs, p.conc))
+    sm = step_model(wl, hw, lay, max_seqs=lim.max_seqs, context=in_flight(inp, out), max_prompt=inp.max + out.max)
+    n = INFERENCEX_PROMPTS_PER_CLIENT * p.conc
+    i, o = sample_lengths(inp, out, n)
+    r = closed_loop(i, o, sm, lim, p.conc)
+    if r.thrashed or r.rejected or len(r.ttft) < n:
+        return None
+    return ClosedLoopP99(float(np.percentile(r.ttft, 50)), float(np.percentile(r.ttft, 99)))
+
+
+def published_p99_ttft(r: dict[str, str], where: str) -> float | None:
+    """An InferenceX row's ``p99_ttft_s`` (None where empty or absent; ``where``: the file and line, named in the
+    error for a malformed value)."""
+    text = (r.get("p99_ttft_s") or "").strip()
+    if not text:
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise PlannerError(f"{where}: p99_ttft_s = {text!r} is not a number") from None
+    if not 0 < v < 1e6:
+        raise PlannerError(f"{where}: p99_ttft_s = {text!r} must be a time in seconds, > 0 and < 1e6")
+    return v
+
+
+@dataclass(frozen=True)
+class ClosedLoopCase:
+    """An InferenceX point's published p99 TTFT beside its simulated closed loop, with the signed error."""
+
+    measured_p99: float
+    run: ClosedLoopP99 | None  # None: the simulation thrashes or rejects prompts
+    error: float | None  # 1 - predicted / measured (+ = predicted too short)
+
+
+def closed_loop_case(cat: Catalog, p: Point, hw: ServeHardware, measured_p99: float) -> ClosedLoopCase:
+    run = inferencex_closed_loop(cat, p, hw)
+    return ClosedLoopCase(measured_p99, run, signed_error("ttft", measured_p99, None if run is None else run.ttft_p99))

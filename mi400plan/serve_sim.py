@@ -401,6 +401,8 @@ class _Sim:
         self.thrashed = False
         self.hold_from: int | None = None  # decode-iteration count when the batch-waiting hold began
         self.full_at: int | None = None  # decode-iteration count when the hold's prompts were reached (then_iters)
+        self.closed = False  # a closed loop (:func:`closed_loop`): a finish sends the next request (``next_id``)
+        self.next_id = n
 
     def _arrive(self) -> None:
         while self.nxt < len(self.arr) and self.arr[self.nxt] <= self.now:
@@ -434,6 +436,10 @@ class _Sim:
         self.last[i] = t + (self.sm.stages - 1) * self.p_full[i]  # the pipeline fill delays every token
         self.finished += 1
         self.measured_done += self.measured[i]
+        if self.closed and self.next_id < len(self.arr):  # its client sends the next request on the last token
+            sent = self.last[i] + self.sm.ttft_extra_s if math.isfinite(t) else self.now
+            self.arr[self.next_id] = max(sent, self.arr[self.next_id - 1])
+            self.next_id += 1
 
     def _preempt_newest(self) -> None:
         """Preempt the request that joined the running batch last (vLLM pops the end of its running list)."""
@@ -555,7 +561,7 @@ class _Sim:
         k = heap[0][0] - self.it if heap else 1
         if most is not None:
             k = min(k, most)
-        if not self.waiting and nxt < len(self.arr):
+        if not self.waiting and nxt < len(self.arr) and math.isfinite(self.arr[nxt]):
             k = min(k, max(1, math.ceil((self.arr[nxt] - self.now) / t)))
         cap = self.lim.kv_tokens
         room = math.floor((cap - self.kv) / (b * a)) if math.isfinite(cap) else k
@@ -598,7 +604,7 @@ class _Sim:
                     self._prefill_iteration(b)
             elif b:
                 self._decode_jump(b)
-            elif self.nxt < n_arr:
+            elif self.nxt < n_arr and math.isfinite(arr[self.nxt]):
                 self.now = max(self.now, arr[self.nxt])
             elif self.preempted:  # a preempted request's prompt and output outgrow the whole cache: it never ends
                 self.thrashed = True
@@ -623,7 +629,27 @@ def simulate(arrivals: np.ndarray, inp: np.ndarray, out: np.ndarray, sm: StepMod
     for i in sel:
         sim.measured[int(i)] = 1
     sim.run()
-    arr = np.asarray(arrivals, dtype=np.float64)[sel]
+    return _result(sim, np.asarray(arrivals, dtype=np.float64), out, sel)
+
+
+def closed_loop(inp: np.ndarray, out: np.ndarray, sm: StepModel, lim: Limits, clients: int) -> SimResult:
+    """A closed loop of ``clients`` clients sending the requests ``inp`` / ``out`` (tokens) in turn, as a
+    benchmark client with a concurrency cap does (vLLM's ``benchmark_serving.py --max-concurrency``, request
+    rate inf): the first ``clients`` requests at time 0, then each client's next request the moment its last
+    token arrives (after the per-request overhead). Every request measured, the start's burst included."""
+    n = len(inp)
+    arr = np.full(n, math.inf)
+    arr[:min(int(clients), n)] = 0.0
+    sim = _Sim(arr, inp, out, sm, lim)
+    sim.closed, sim.next_id = True, min(int(clients), n)
+    sim.run()
+    return _result(sim, np.asarray(sim.arr, dtype=np.float64), out, np.arange(n))
+
+
+def _result(sim: _Sim, arrivals: np.ndarray, out: np.ndarray, sel: np.ndarray) -> SimResult:
+    """The ``sel`` requests' TTFT, TPOT and latency from a finished run (seconds)."""
+    sm = sim.sm
+    arr = arrivals[sel]
     first = np.asarray(sim.first)[sel]
     last = np.asarray(sim.last)[sel]
     o = np.asarray(out, dtype=np.float64)[sel]

@@ -379,10 +379,10 @@ def case_results(cases: Sequence[Case], stored: Sequence[dict[str, float | None]
 class Stat:
     """Signed errors of one metric over one group of cases (fractions)."""
 
-    scope: str  # in-sample, loso, older or validation
+    scope: str  # SCOPES, or closed-loop (:func:`closed_loop_stats`)
     by: str  # all, stack, family, stack/family or source
     name: str
-    metric: str  # tput, ttft or tpot
+    metric: str  # tput, ttft or tpot (closed-loop: ttft_p99)
     points: int
     mean: float
     mean_abs: float
@@ -407,6 +407,20 @@ def _scope_errors(scope: str, r: CaseResult) -> dict[str, float | None] | None:
 GROUPINGS: tuple[tuple[str, Callable[[Case], str]], ...] = (
     ("all", lambda c: "all"), ("stack", lambda c: c.stack), ("family", lambda c: c.family),
     ("stack/family", lambda c: f"{c.stack} {c.family}"), ("source", lambda c: c.source))
+
+
+def closed_loop_stats(errors: Sequence[tuple[Case, float | None]]) -> list[Stat]:
+    """Signed mean, mean |error| and max |error| of the InferenceX points' p99 TTFT against their simulated
+    closed loops (``serve_percentiles.closed_loop_case``; scope ``closed-loop``, metric ``ttft_p99``), per
+    grouping but by source (one run is one workload); a point the simulation cannot run is left out."""
+    out: list[Stat] = []
+    for by, key in GROUPINGS[:-1]:
+        for name in sorted({key(c) for c, _ in errors}):
+            v = np.array([e for c, e in errors if key(c) == name and e is not None])
+            if v.size:
+                out.append(Stat("closed-loop", by, name, "ttft_p99", int(v.size), float(v.mean()),
+                                float(np.abs(v).mean()), float(np.abs(v).max())))
+    return out
 
 
 def summarize(results: Sequence[CaseResult]) -> list[Stat]:

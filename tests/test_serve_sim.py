@@ -713,3 +713,36 @@ def test_a_request_outgrowing_the_whole_cache_is_kv_thrash() -> None:
     sm = _linear([0.0, 0.01, 0.01, 0.01, 0.01], 0.0001)
     r = S.simulate(np.array([0.0]), np.array([10]), np.array([11]), sm, S.Limits(8192, 4, kv_tokens=15))
     assert r.thrashed and r.preemptions > 0 and len(r.ttft) <= 1
+
+
+def test_closed_loop_by_hand() -> None:
+    """A closed loop (``closed_loop``): decode 10 ms at any batch, prefill 1 ms a token, prompts of 100 tokens,
+    3 output tokens, 5 ms per request outside the GPU (``ttft_extra_s``).
+
+    One client, three requests: the first arrives at 0, prefills to 0.1 (TTFT 0.1 + 0.005), decodes twice
+    to 0.12; the client has its last token at 0.125 and sends the next, which the server sees then: first
+    token 0.225, TTFT 0.225 + 0.005 - 0.125 = 0.105, and so on. Two clients: both prompts at 0 in one
+    iteration, 0.2 s, TTFT 0.205 for both; finished at 0.22, the next two sent at 0.225, first tokens at
+    0.425: TTFT 0.205 again; every request measured."""
+    sm = _linear([0.0, 0.01, 0.01], 0.001, overhead=0.005)
+    one = S.closed_loop(np.array([100, 100, 100]), np.array([3, 3, 3]), sm, S.Limits(8192, 4), 1)
+    assert one.ttft == pytest.approx([0.105, 0.105, 0.105])
+    assert one.latency == pytest.approx([0.125, 0.125, 0.125])
+    assert one.span_s == pytest.approx(0.12 + 2 * 0.125)  # last token 0.37, the first arrival 0
+    two = S.closed_loop(np.full(4, 100), np.full(4, 3), sm, S.Limits(8192, 4), 2)
+    assert two.ttft == pytest.approx([0.205] * 4)
+    assert two.span_s == pytest.approx(0.22 + 0.005 + 0.22)
+
+
+def test_closed_loop_burst_sets_the_p99() -> None:
+    """Four clients, 200-token prompts at 1 ms a token, at most 256 tokens an iteration (a decoding sequence
+    takes one of them), decode 10 ms: the start's burst is chunked across iterations. 1st: prompt 0 (200) and 56
+    of prompt 1, 0.256 s; 2nd: one decode, prompt 1's last 144 and 111 of prompt 2, 0.01 + 0.255 = 0.265 s (to
+    0.521); 3rd: two decodes, prompt 2's last 89 and 165 of prompt 3, 0.264 s (to 0.785); 4th: three decodes and
+    prompt 3's last 35, 0.045 s (to 0.830). TTFTs 0.256, 0.521, 0.785, 0.830 s: the slowest request of the
+    burst, not the steady state, is the p99 of the run."""
+    sm = _linear([0.0] + [0.01] * 4, 0.001)
+    r = S.closed_loop(np.full(40, 200), np.full(40, 50), sm, S.Limits(256, 4), 4)
+    assert r.ttft[:4] == pytest.approx([0.256, 0.521, 0.785, 0.830])
+    assert float(np.percentile(r.ttft, 99)) == pytest.approx(0.83, rel=0.05)
+    assert float(np.median(r.ttft)) < 0.5

@@ -146,3 +146,43 @@ def test_section_in_json_and_table(cli, no_loso) -> None:
     assert d["published_rate_summary"]["rows"] == 9
     csv = cli(["validate", "--serve", "--no-loso", "--format", "csv"]).stdout
     assert "published_rate.ttft_p99_error" in csv.splitlines()[0]
+
+
+# --- InferenceX closed loops: the published p99 TTFT --------------------------------------------------------
+
+
+@pytest.mark.parametrize("text,ok", [("", None), ("1.028405", 1.028405), ("abc", "not a number"),
+                                     ("0", "> 0"), ("-1", "> 0"), ("nan", "> 0"), ("inf", "> 0")])
+def test_p99_column_is_read_or_refused(text: str, ok) -> None:
+    from mi400plan.serve_percentiles import published_p99_ttft
+
+    if isinstance(ok, str):
+        with pytest.raises(PlannerError, match=ok) as e:
+            published_p99_ttft({"p99_ttft_s": text}, "serve_inferencex.csv:9")
+        assert "serve_inferencex.csv:9" in str(e.value)
+    else:
+        assert published_p99_ttft({"p99_ttft_s": text}, "x") == ok
+    assert published_p99_ttft({}, "x") is None
+
+
+def test_closed_loop_section(cli, no_loso) -> None:
+    """Every fitted InferenceX point with a published p99 TTFT (the 2025-10-16 nightly's, 677 of them) has its
+    closed loop simulated, the error ``1 - predicted / measured``; the group statistics are those rows'. The B200
+    vLLM FP8 TP1 1k/8k point at 16 sequences published 1.028 s (result file field p99_ttft), its median 0.126 s.
+    The figures the README reports: all points +0.7 % signed, 22.7 % mean |error|, 101.6 % max."""
+    rs = [r for r in no_loso.rows if r.closed_loop is not None]
+    assert len(rs) == 677 and all(r.role == "fitted" and r.dataset == "inferencex" for r in rs)
+    b = next(r for r in rs if (r.sku, r.stack, r.precision, r.tp, r.input_len, r.output_len, r.concurrency)
+             == ("b200", "vllm", "fp8", 1, 1024, 8192, 16))
+    assert b.closed_loop.measured_ttft_p99_s == pytest.approx(1.028405)
+    for r in rs:
+        c = r.closed_loop
+        assert c.ttft_p99_error == pytest.approx(1 - c.predicted_ttft_p99_s / c.measured_ttft_p99_s)
+    allg = next(g for g in no_loso.groups if g.scope == "closed-loop" and g.by == "all")
+    errs = [r.closed_loop.ttft_p99_error for r in rs]
+    assert allg.metric == "ttft_p99" and allg.points == 677 and allg.mean == pytest.approx(float(np.mean(errs)))
+    assert (round(allg.mean * 100, 1), round(allg.mean_abs * 100, 1), round(allg.max_abs * 100, 1)) == (0.7, 22.7, 101.6)
+    r = cli(["validate", "--serve", "--no-loso"])
+    assert "InferenceX p99 TTFT, never fitted" in r.output
+    csv = cli(["validate", "--serve", "--no-loso", "--format", "csv"]).stdout
+    assert "closed_loop.ttft_p99_error" in csv.splitlines()[0]

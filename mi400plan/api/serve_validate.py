@@ -11,13 +11,15 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from mi400plan.results.serve_validate import (ServePublishedRate, ServePublishedRateSummary, ServeValidateGroup,
-                                              ServeValidateResult, ServeValidateRow, ServeValidateSource)
-from mi400plan.serve_calibration import Measured
-from mi400plan.serve_percentiles import PercentileCase, percentile_case, published_from_row, summarize_errors
-from mi400plan.serve_validate import (INFERENCEX, VALIDATION, VALIDATION_SOURCES, CaseResult, Pricer, case_results,
-                                      data_text, inferencex_cases, loso_predictions, own_key, read_rows,
-                                      summarize, validation_case)
+from mi400plan.results.serve_validate import (ServeClosedLoop, ServePublishedRate, ServePublishedRateSummary,
+                                              ServeValidateGroup, ServeValidateResult, ServeValidateRow,
+                                              ServeValidateSource)
+from mi400plan.serve_calibration import Measured, Point
+from mi400plan.serve_percentiles import (ClosedLoopCase, PercentileCase, closed_loop_case, percentile_case,
+                                         published_from_row, published_p99_ttft, summarize_errors)
+from mi400plan.serve_validate import (INFERENCEX, VALIDATION, VALIDATION_SOURCES, Case, CaseResult, Pricer,
+                                      case_results, closed_loop_stats, data_text, inferencex_cases, loso_predictions,
+                                      own_key, read_rows, summarize, validation_case)
 
 if TYPE_CHECKING:
     from mi400plan.profiles import Catalog
@@ -58,6 +60,29 @@ def published_rate_cases(cat: Catalog, lines: list[tuple[int, dict[str, str]]],
     return out
 
 
+def closed_loop_cases(cat: Catalog, lines: list[tuple[int, dict[str, str]]], cases: list[Case],
+                      pricer: Pricer) -> dict[str, ClosedLoopCase]:
+    """The fitted InferenceX points with a published p99 TTFT, each point's closed loop simulated on the hardware
+    the rest of the validation prices it on (``Pricer.stored_calibration``), by case id."""
+    by_id = {c.id: c for c in cases}
+    out = {}
+    for line, r in lines:
+        c = by_id.get(f"{INFERENCEX}:{line}")
+        p99 = published_p99_ttft(r, f"{INFERENCEX}:{line}")
+        if c is None or p99 is None or c.role != "fitted" or not isinstance(c.spec, Point):
+            continue
+        out[c.id] = closed_loop_case(cat, c.spec, pricer.calibrated(c, pricer.stored_calibration(c)), p99)
+    return out
+
+
+def _closed_loop(c: ClosedLoopCase | None) -> ServeClosedLoop | None:
+    if c is None:
+        return None
+    return ServeClosedLoop(measured_ttft_p99_s=c.measured_p99, ttft_p99_error=c.error,
+                           predicted_ttft_p99_s=None if c.run is None else c.run.ttft_p99,
+                           predicted_ttft_p50_s=None if c.run is None else c.run.ttft_p50)
+
+
 def _rate_summary(cases: dict[str, PercentileCase]) -> ServePublishedRateSummary | None:
     if not cases:
         return None
@@ -66,7 +91,8 @@ def _rate_summary(cases: dict[str, PercentileCase]) -> ServePublishedRateSummary
                                      mean_abs=s.mean_abs, max_abs=s.max_abs)
 
 
-def _row(r: CaseResult, basis: str | None, rate: PercentileCase | None = None) -> ServeValidateRow:
+def _row(r: CaseResult, basis: str | None, rate: PercentileCase | None = None,
+         loop: ClosedLoopCase | None = None) -> ServeValidateRow:
     c, w, le = r.case, r.case.spec, r.loso_error or {}
     return ServeValidateRow(
         id=c.id, dataset=c.dataset, role=c.role, source=c.source, date=c.date, stack=c.stack, family=c.family,
@@ -76,7 +102,8 @@ def _row(r: CaseResult, basis: str | None, rate: PercentileCase | None = None) -
         predicted_ttft_s=r.predicted["ttft"], measured_tpot_s=c.measured["tpot"], predicted_tpot_s=r.predicted["tpot"],
         tput_error=r.error["tput"], ttft_error=r.error["ttft"], tpot_error=r.error["tpot"],
         loso_tput_error=le.get("tput"), loso_ttft_error=le.get("ttft"), loso_tpot_error=le.get("tpot"),
-        loso_basis=basis, loso_same_generation=r.loso_same_generation, published_rate=_published_rate(rate))
+        loso_basis=basis, loso_same_generation=r.loso_same_generation, published_rate=_published_rate(rate),
+        closed_loop=_closed_loop(loop))
 
 
 def _notes(results: list[CaseResult], basis: dict[str, str]) -> list[str]:
@@ -97,15 +124,18 @@ def validate_serve(cat: Catalog, *, loso: bool = True) -> ServeValidateResult:
     pricer = Pricer(cat)
     stored = [pricer.stored(c) for c in cases]
     rates = published_rate_cases(cat, val, pricer)
+    loops = closed_loop_cases(cat, ix, cases, pricer)
     t0 = time.perf_counter()
     cv = loso_predictions(cat, [r for _, r in ix], cases, pricer) if loso else None
     seconds = time.perf_counter() - t0
     results = case_results(cases, stored, cv)
+    by_case = {c.id: c for c in cases}
     basis = {} if cv is None else cv.basis
     return ServeValidateResult(
         inputs=[f"<bundled>/{INFERENCEX}", f"<bundled>/{VALIDATION}"],
-        rows=[_row(r, basis.get(r.case.id), rates.get(r.case.id)) for r in results],
-        groups=[ServeValidateGroup(**asdict(s)) for s in summarize(results)],
+        rows=[_row(r, basis.get(r.case.id), rates.get(r.case.id), loops.get(r.case.id)) for r in results],
+        groups=[ServeValidateGroup(**asdict(s)) for s in summarize(results) + closed_loop_stats(
+            [(by_case[i], c.error) for i, c in loops.items()])],
         sources=[ServeValidateSource(key=k, title=t, date=d) for k, (t, d) in VALIDATION_SOURCES.items()],
         loso_sources=0 if cv is None else len(cv.sources), loso_refits=0 if cv is None else cv.refits,
         loso_seconds=round(seconds, 2), source_definition=SOURCE_DEFINITION, notes=_notes(results, basis),

@@ -138,6 +138,14 @@ def _scope(console: Any, scope: str, groups: list[Any], title: str) -> None:
                           ("TPOT %", "right")], body, title=title)
 
 
+def _closed_loop(console: Any, groups: list[Any]) -> None:
+    """The InferenceX points' published p99 TTFT against their simulated closed loops, by group."""
+    body = [[g.name, g.points, _cell(g, g.points)] for g in groups if g.scope == "closed-loop"]
+    if body:
+        print_table(console, ["group", ("points", "right"), ("p99 TTFT %", "right")], body,
+                    title="InferenceX p99 TTFT, never fitted")
+
+
 def render_serve_validate(result: Any, console: Any) -> None:
     _validation_rows(console, [r for r in result.rows if r.dataset == "validation"],
                      {x.key: x.date for x in result.sources})
@@ -147,13 +155,16 @@ def render_serve_validate(result: Any, console: Any) -> None:
             title = (f"{title}: {result.loso_sources} runs, {result.loso_refits} refits, "
                      f"{result.loso_seconds:.1f} s")
         _scope(console, scope, result.groups, title)
+    _closed_loop(console, result.groups)
     lines = ["each cell: signed mean/mean |error|/max |error|, in % (points in brackets where a metric has "
              "fewer); groups: all, each serving stack, each SKU family, each stack on each family (validation: "
              "each source); error = predicted / measured - 1 for tokens/s, 1 - predicted / measured for TTFT and TPOT: "
              "+ = the model is optimistic (more tokens/s, shorter latency than measured)",
              "InferenceX TTFT and TPOT are medians, the published results' means; InferenceX tokens/s are its total "
              "tokens/s per GPU x output/(input + output)",
-             f"leave-one-source-out source: {result.source_definition}"]
+             f"leave-one-source-out source: {result.source_definition}",
+             "InferenceX p99 TTFT: each fitted point's published 99th percentile against its closed loop simulated "
+             "as its client ran it (conc clients, 10 prompts each, the start's burst of conc prompts included)"]
     if not result.loso_sources:
         lines.append("leave-one-source-out: not run (--no-loso)")
     lines += result.notes

@@ -49,6 +49,16 @@ class ServePublishedRateSummary(OutModel):
     max_abs: float | None = None
 
 
+class ServeClosedLoop(OutModel):
+    """An InferenceX point's closed loop simulated as its client ran it (``serve_percentiles``: ``conc`` clients,
+    10 prompts each, the start's burst included): the published p99 TTFT beside the simulation's. Seconds."""
+
+    measured_ttft_p99_s: float
+    predicted_ttft_p99_s: float | None = None  # None: the simulation thrashes the KV cache or rejects prompts
+    predicted_ttft_p50_s: float | None = None  # the same run's median (the published median is measured_ttft_s)
+    ttft_p99_error: float | None = None  # 1 - predicted / measured (+ = predicted too short)
+
+
 class ServeValidateRow(OutModel):
     """One published measurement, the model's prediction and the signed errors."""
 
@@ -88,6 +98,8 @@ class ServeValidateRow(OutModel):
     loso_same_generation: bool | None = None
     # MLPerf Server rows: the simulation at the published rate against the published percentiles
     published_rate: ServePublishedRate | None = None
+    # InferenceX points with a published p99 TTFT: the simulated closed loop against it
+    closed_loop: ServeClosedLoop | None = None
 
 
 class ServeValidateGroup(OutModel):
@@ -96,10 +108,12 @@ class ServeValidateGroup(OutModel):
     # in-sample: fitted InferenceX points at the stored calibration; loso: the same points at the refit without
     # their run; loso-same-generation: those whose refit is of their software generation; older: InferenceX runs
     # before the window; validation: the never-fitted published results
-    scope: Literal["in-sample", "loso", "loso-same-generation", "older", "queued", "validation"]
+    # closed-loop: the fitted InferenceX points' published p99 TTFT against the simulated closed loop (never fitted)
+    scope: Literal["in-sample", "loso", "loso-same-generation", "older", "queued", "validation", "closed-loop"]
     by: Literal["all", "stack", "family", "stack/family", "source"]
     name: str
-    metric: Literal["tput", "ttft", "tpot"]  # output tokens/s per GPU, time to first token, time per output token
+    # output tokens/s per GPU, time to first token, time per output token; ttft_p99: the 99th percentile of TTFT
+    metric: Literal["tput", "ttft", "tpot", "ttft_p99"]
     points: int
     mean: float  # signed mean error
     mean_abs: float
