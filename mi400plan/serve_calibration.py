@@ -468,6 +468,21 @@ def inferencex_lengths(nominal: int) -> Any:
                       source="InferenceX random dataset, range ratio 0.8")
 
 
+def inferencex_workload(cat: Any, p: Point) -> tuple[Any, Any, Any]:
+    """``(serve.Workload, prompt lengths, output lengths)`` of InferenceX point ``p``: the lengths its client sends
+    (:func:`inferencex_lengths`), the workload at their means with the outputs' spread (the length-biased context),
+    KV cache in FP8 as every launch script sets it."""
+    from mi400plan import serve as core
+    from mi400plan.params import count_params
+    from mi400plan.specs.layout import infer_recipe
+
+    m = cat.get("models", p.model).spec
+    inp, out = inferencex_lengths(p.isl), inferencex_lengths(p.osl)
+    wl = core.Workload(m, count_params(m), infer_recipe(p.precision, kv_dtype="fp8"), round(inp.mean), round(out.mean),
+                       output_cv2=out.cv2)
+    return wl, inp, out
+
+
 def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     """The model's total tokens/s per GPU, median TPOT and median TTFT (InferenceX publishes medians) for point
     ``p`` on hardware ``hw`` (whose efficiency fields may be arrays: one prediction per element): a closed loop
@@ -476,15 +491,9 @@ def predict(cat: Any, p: Point, hw: Any) -> dict[str, np.ndarray]:
     under its stack's policy
     (``serve_admission.closed_loop``; the weights' room is the nominal HBM's), with the batch waiting its
     launch script sets (:func:`launch_batch_wait`) and its stack's iteration rule (:func:`stack_iterations`)."""
-    from mi400plan import serve as core
-    from mi400plan.params import count_params
     from mi400plan.serve_admission import admission_context, closed_loop, kv_capacity
-    from mi400plan.specs.layout import infer_recipe
 
-    m = cat.get("models", p.model).spec
-    inp, out = inferencex_lengths(p.isl), inferencex_lengths(p.osl)
-    wl = core.Workload(m, count_params(m), infer_recipe(p.precision, kv_dtype="fp8"), round(inp.mean), round(out.mean),
-                       output_cv2=out.cv2)
+    wl, _, out = inferencex_workload(cat, p)
     policy = admission_policy(cat, p.stack)
     cap = np.inf if policy is None else kv_capacity(
         wl, hw, tp=p.tp, pp=1, dpa=p.dpa, batch=float(p.conc),
@@ -503,9 +512,14 @@ def fitted_parameters(points: list[Point]) -> int:
     return _base_parameters(points) + (1 if host_fitted(points) else 0)
 
 
+def _prefill_heavy(points: list[Point]) -> bool:
+    """Whether a prompt among ``points`` is ``PREFILL_HEAVY_TOKENS`` long: only then is the matmul scale fitted."""
+    return any(p.isl >= PREFILL_HEAVY_TOKENS for p in points)
+
+
 def _own_parameters(points: list[Point]) -> int:
     """The figures fitted per compute precision: HBM efficiency, and the matmul scale given an 8k prompt."""
-    return 2 if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else 1
+    return 2 if _prefill_heavy(points) else 1
 
 
 def _base_parameters(points: list[Point]) -> int:
@@ -559,7 +573,7 @@ def _grid_loss(cat: Any, points: list[Point], base: dict[str, Any], host_grid: n
     """``(H, K, M, S, loss)``: the grid of HBM efficiency, kernel overhead (s), matmul scale and host time per
     sequence (s), and the sum of squared log errors of tokens/s per GPU and median TPOT of ``points`` on it;
     the matmul scale is searched only with an 8k prompt among them (else the prior, 1)."""
-    mm_grid = SCALE_GRID if any(p.isl >= PREFILL_HEAVY_TOKENS for p in points) else np.array([PRIOR["matmul"]])
+    mm_grid = SCALE_GRID if _prefill_heavy(points) else np.array([PRIOR["matmul"]])
     H, K, M, S = np.meshgrid(HBM_GRID, OVERHEAD_GRID_US * 1e-6, mm_grid, host_grid * 1e-6, indexing="ij")
     loss = np.zeros(H.shape)
     for p in points:
@@ -593,7 +607,8 @@ def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[
 
     host_grid = HOST_GRID_US if host_fitted(points) else np.array([0.0])
     split = precision_split(points)
-    grids = {prec: _grid_loss(cat, part, base, host_grid) for prec, part in (split or {"": points}).items()}
+    parts = split or {"": points}
+    grids = {prec: _grid_loss(cat, part, base, host_grid) for prec, part in parts.items()}
     if split is None:
         H, K, M, S, loss = grids[""]
         i = _near_prior(loss, _prior(H, K, M, S))
@@ -612,12 +627,13 @@ def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[
     ref = "" if split is None else ("fp8" if "fp8" in own else max(split, key=lambda q: len(split[q])))
     h, mm = own[ref]
     fits = () if split is None else tuple((prec, hp, mp) for prec, (hp, mp) in own.items())
-    heavy = {prec for prec, part in (split or {"": points}).items() if any(p.isl >= PREFILL_HEAVY_TOKENS for p in part)}
-    precs = tuple(sorted({COMPUTE_PRECISION[p.precision] for p in points
-                          if (split is None and heavy) or COMPUTE_PRECISION[p.precision] in heavy}))
+    # the matmul scale was fitted at the compute precisions of the parts with an 8k prompt
+    precs = tuple(sorted({COMPUTE_PRECISION[p.precision] for part in parts.values() if _prefill_heavy(part)
+                          for p in part}))
     cal = FamilyCalibration(family, cls, h, k, mm, 0.0, len(points), 0, 0, 0, 0, 0, "", precs, stack=stack,
                             status="stack fit" if stack else "family fit", host_per_seq_us=hs, precision_fits=fits)
-    ttft0 = [float(predict(cat, p, hw)["ttft"]) for p, hw in zip(points, _at(points, calibrated_bases(base, cal)))]
+    hw0 = calibrated_bases(base, cal)  # no request overhead yet: the TTFT fit below adds it
+    ttft0 = [float(predict(cat, p, hw0[(p.sku, p.precision)])["ttft"]) for p in points]
     obs = np.array([p.ttft_s for p in points])
     r_loss = [(np.log((np.array(ttft0) + r * 1e-3) / obs) ** 2).sum() for r in REQUEST_GRID_MS]
     cal = replace(cal, request_overhead_ms=float(REQUEST_GRID_MS[int(np.argmin(r_loss))]))
@@ -627,11 +643,6 @@ def fit_family(cat: Any, family: str, cls: str, points: list[Point], base: dict[
                    tpot_mean_err=round(float(np.mean(errs["tpot"])), 4),
                    tpot_max_err=round(float(np.max(errs["tpot"])), 4),
                    ttft_mean_err=round(float(np.mean(errs["ttft"])), 4))
-
-
-def _at(points: list[Point], hw: dict[tuple[str, str], Any]) -> list[Any]:
-    """Each point's hardware, without the request overhead (the TTFT fit adds it)."""
-    return [replace(hw[(p.sku, p.precision)], request_overhead_s=0.0) for p in points]
 
 
 def errors(cat: Any, points: list[Point], hw: dict[str, Any], *, signed: bool = False) -> dict[str, np.ndarray]:

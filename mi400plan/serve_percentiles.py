@@ -179,19 +179,13 @@ class ClosedLoopP99:
 
 def inferencex_closed_loop(cat: Catalog, p: Point, hw: ServeHardware) -> ClosedLoopP99 | None:
     """InferenceX point ``p`` as its client ran it (``serve_sim.closed_loop``): ``p.conc`` clients, 10 prompts
-    each, the lengths it draws (``serve_calibration.inferencex_lengths``), on its stack's scheduler limits
+    each, the lengths it draws (``serve_calibration.inferencex_workload``), on its stack's scheduler limits
     (``serve_sim.stack_limits``) with the prompt hold its launch script sets, on ``hw`` (the stored calibration;
     CPU time per sequence added to the step as the fit has it). None: the run thrashes or rejects prompts."""
-    from mi400plan import serve as core
-    from mi400plan.params import count_params
-    from mi400plan.serve_calibration import INFERENCEX_HOST_OVERLAP, inferencex_lengths, launch_batch_wait
+    from mi400plan.serve_calibration import INFERENCEX_HOST_OVERLAP, inferencex_workload, launch_batch_wait
     from mi400plan.serve_sim import Layout, closed_loop, in_flight, sample_lengths, stack_limits, step_model
-    from mi400plan.specs.layout import infer_recipe
 
-    model = cat.get("models", p.model).spec
-    inp, out = inferencex_lengths(p.isl), inferencex_lengths(p.osl)
-    wl = core.Workload(model, count_params(model), infer_recipe(p.precision, kv_dtype="fp8"), round(inp.mean),
-                       round(out.mean), output_cv2=out.cv2)
+    wl, inp, out = inferencex_workload(cat, p)
     hw = replace(hw, host_overlap=INFERENCEX_HOST_OVERLAP)
     lay = Layout(p.tp, 1, p.ep, p.dpa)
     sched = cat.get("serving", p.stack).spec.scheduler if p.stack in cat.names("serving") else None

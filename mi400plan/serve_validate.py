@@ -409,18 +409,26 @@ GROUPINGS: tuple[tuple[str, Callable[[Case], str]], ...] = (
     ("stack/family", lambda c: f"{c.stack} {c.family}"), ("source", lambda c: c.source))
 
 
-def closed_loop_stats(errors: Sequence[tuple[Case, float | None]]) -> list[Stat]:
-    """Signed mean, mean |error| and max |error| of the InferenceX points' p99 TTFT against their simulated
-    closed loops (``serve_percentiles.closed_loop_case``; scope ``closed-loop``, metric ``ttft_p99``), per
-    grouping but by source (one run is one workload); a point the simulation cannot run is left out."""
+def _group_stats(scope: str, items: Sequence[tuple[Case, dict[str, float | None]]], metrics: Sequence[str],
+                 groupings: Sequence[tuple[str, Callable[[Case], str]]]) -> list[Stat]:
+    """Signed mean, mean |error| and max |error| of each of ``metrics`` over ``items`` (a case and its errors;
+    None: none for that metric), per grouping and group name."""
     out: list[Stat] = []
-    for by, key in GROUPINGS[:-1]:
-        for name in sorted({key(c) for c, _ in errors}):
-            v = np.array([e for c, e in errors if key(c) == name and e is not None])
-            if v.size:
-                out.append(Stat("closed-loop", by, name, "ttft_p99", int(v.size), float(v.mean()),
-                                float(np.abs(v).mean()), float(np.abs(v).max())))
+    for by, key in groupings:
+        for name in sorted({key(c) for c, _ in items}):
+            for metric in metrics:
+                v = np.array([e[metric] for c, e in items if key(c) == name and e[metric] is not None])
+                if v.size:
+                    out.append(Stat(scope, by, name, metric, int(v.size), float(v.mean()), float(np.abs(v).mean()),
+                                    float(np.abs(v).max())))
     return out
+
+
+def closed_loop_stats(errors: Sequence[tuple[Case, float | None]]) -> list[Stat]:
+    """The InferenceX points' p99 TTFT against their simulated closed loops (``serve_percentiles.closed_loop_case``;
+    scope ``closed-loop``, metric ``ttft_p99``), per grouping but by source (one run is one workload); a point
+    the simulation cannot run is left out."""
+    return _group_stats("closed-loop", [(c, {"ttft_p99": e}) for c, e in errors], ("ttft_p99",), GROUPINGS[:-1])
 
 
 def summarize(results: Sequence[CaseResult]) -> list[Stat]:
@@ -429,14 +437,5 @@ def summarize(results: Sequence[CaseResult]) -> list[Stat]:
     out: list[Stat] = []
     for scope in SCOPES:
         items = [(r.case, e) for r in results if (e := _scope_errors(scope, r)) is not None]
-        for by, key in GROUPINGS:
-            if by == "source" and scope != "validation":
-                continue
-            names = sorted({key(c) for c, _ in items})
-            for name in names:
-                for metric in METRICS:
-                    v = np.array([e[metric] for c, e in items if key(c) == name and e[metric] is not None])
-                    if v.size:
-                        out.append(Stat(scope, by, name, metric, int(v.size), float(v.mean()),
-                                        float(np.abs(v).mean()), float(np.abs(v).max())))
+        out += _group_stats(scope, items, METRICS, GROUPINGS if scope == "validation" else GROUPINGS[:-1])
     return out
